@@ -1,0 +1,39 @@
+# mesh-verify — see README.md. `make demo` runs the main job, `make test` the tests.
+GO        ?= go
+BIN       := bin
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS   := -X main.version=$(VERSION)
+PKGS      := ./...
+
+.PHONY: all build test unit e2e lint bench demo clean
+
+all: build
+
+build:
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/mesh-verify ./cmd/mesh-verify
+
+# Unit and integration tests (the e2e package drives the built binary
+# against real local servers behind nginx).
+test: lint
+	$(GO) test -count=1 -timeout 20m $(PKGS)
+
+unit:
+	$(GO) test -count=1 -short $(PKGS)
+
+e2e:
+	$(GO) test -count=1 -v ./e2e/
+
+lint:
+	@out=$$(gofmt -l .); \
+	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+
+# Benchmarks against the anchor tools, side by side in one run (bench/README.md).
+bench: build
+	bash bench/run.sh
+
+demo: build
+	bash scripts/demo.sh
+
+clean:
+	rm -rf $(BIN) mesh-verify-runs

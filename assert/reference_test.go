@@ -1,0 +1,124 @@
+package assert
+
+import (
+	"math"
+	"testing"
+
+	"gonum.org/v1/gonum/stat/distuv"
+)
+
+// Every expected value here comes from a published table or a closed-form
+// identity, never from this package.
+
+func near(t *testing.T, what string, got, want, tol float64) {
+	t.Helper()
+	if math.IsNaN(got) || math.Abs(got-want) > tol {
+		t.Errorf("%s = %.10g, want %.10g ± %g", what, got, want, tol)
+	}
+}
+
+func TestNormalQuantile(t *testing.T) {
+	// Abramowitz and Stegun (1964) Table 26.5 and NIST/SEMATECH
+	// e-Handbook 1.3.6.7.1; the 0.975 value is the one every table prints.
+	for _, c := range []struct{ p, z float64 }{
+		{0.975, 1.959963984540054},
+		{0.95, 1.644853626951472},
+		{0.995, 2.575829303548901},
+		{0.9, 1.281551565544601},
+		{0.5, 0},
+		{0.025, -1.959963984540054},
+	} {
+		near(t, "z", zQuantile(c.p), c.z, 1e-9)
+	}
+}
+
+func TestStudentTQuantile(t *testing.T) {
+	// Closed forms: t with 1 df is Cauchy, Q(p) = tan(π(p-1/2)); with 2 df
+	// Q(p) = (2p-1)/sqrt(2p(1-p)). Three-decimal values: the t table of any
+	// statistics text (e.g. NIST e-Handbook 1.3.6.7.2).
+	near(t, "t1(0.975)", tQuantile(0.975, 1), math.Tan(math.Pi*0.475), 1e-9)
+	near(t, "t2(0.975)", tQuantile(0.975, 2), 0.95/math.Sqrt(2*0.975*0.025), 1e-9)
+	for _, c := range []struct{ df, t float64 }{{4, 2.776}, {10, 2.228}, {30, 2.042}} {
+		near(t, "t table 0.975", tQuantile(0.975, c.df), c.t, 5e-4)
+	}
+}
+
+func TestChiSquared(t *testing.T) {
+	// NIST/SEMATECH e-Handbook 1.3.6.7.4, upper-tail critical values (3 dp).
+	for _, c := range []struct{ df, p, x float64 }{
+		{1, 0.95, 3.841}, {1, 0.99, 6.635},
+		{2, 0.95, 5.991}, {2, 0.99, 9.210},
+		{3, 0.95, 7.815}, {3, 0.99, 11.345},
+		{10, 0.95, 18.307}, {10, 0.99, 23.209},
+	} {
+		near(t, "chi2 quantile", distuv.ChiSquared{K: c.df}.Quantile(c.p), c.x, 5e-4)
+	}
+	// χ²₁ = Z², so its 0.95 quantile is z_{0.975}².
+	near(t, "chi2_1(0.95)", distuv.ChiSquared{K: 1}.Quantile(0.95), 1.959963984540054*1.959963984540054, 1e-9)
+	// Survival closed forms: df 1 erfc(√(x/2)), df 2 e^{-x/2}, df 4 e^{-x/2}(1+x/2).
+	for _, x := range []float64{0.1, 1, 3.841458820694124, 10, 30} {
+		near(t, "S1", distuv.ChiSquared{K: 1}.Survival(x), math.Erfc(math.Sqrt(x/2)), 1e-12)
+		near(t, "S2", distuv.ChiSquared{K: 2}.Survival(x), math.Exp(-x/2), 1e-12)
+		near(t, "S4", distuv.ChiSquared{K: 4}.Survival(x), math.Exp(-x/2)*(1+x/2), 1e-12)
+	}
+}
+
+func TestBetaQuantile(t *testing.T) {
+	// Closed forms: Beta(1,b) Q(q) = 1-(1-q)^{1/b}; Beta(a,1) Q(q) = q^{1/a};
+	// Beta(1/2,1/2) (arcsine) Q(q) = sin²(πq/2).
+	for _, q := range []float64{0.025, 0.5, 0.975} {
+		near(t, "Beta(1,20)", distuv.Beta{Alpha: 1, Beta: 20}.Quantile(q), 1-math.Pow(1-q, 1.0/20), 1e-9)
+		near(t, "Beta(7,1)", distuv.Beta{Alpha: 7, Beta: 1}.Quantile(q), math.Pow(q, 1.0/7), 1e-9)
+		s := math.Sin(math.Pi * q / 2)
+		near(t, "Beta(.5,.5)", distuv.Beta{Alpha: 0.5, Beta: 0.5}.Quantile(q), s*s, 1e-9)
+	}
+}
+
+func TestBinomialIntervalsNewcombe(t *testing.T) {
+	// Newcombe RG (1998) "Two-sided confidence intervals for the single
+	// proportion: comparison of seven methods", Stat Med 17:857-872,
+	// Table I: method 3 (Wilson score) and method 5 (Clopper–Pearson exact),
+	// 95%, published to 4 decimals, so the tolerance is half a unit.
+	cases := []struct {
+		x, n            float64
+		wilson, cpExact Interval
+	}{
+		{81, 263, Interval{0.2553, 0.3662}, Interval{0.2527, 0.3676}},
+		{15, 148, Interval{0.0624, 0.1605}, Interval{0.0578, 0.1617}},
+		{0, 20, Interval{0, 0.1611}, Interval{0, 0.1684}},
+		{1, 29, Interval{0.0061, 0.1718}, Interval{0.0009, 0.1776}},
+	}
+	for _, c := range cases {
+		w := BinomialInterval(Wilson, c.x, c.n, 0.05)
+		near(t, "wilson lo", w.Lo, c.wilson.Lo, 5e-5)
+		near(t, "wilson hi", w.Hi, c.wilson.Hi, 5e-5)
+		cp := BinomialInterval(ClopperPearson, c.x, c.n, 0.05)
+		near(t, "cp lo", cp.Lo, c.cpExact.Lo, 5e-5)
+		near(t, "cp hi", cp.Hi, c.cpExact.Hi, 5e-5)
+	}
+	// Conover (1999) exact binomial table, 5 of 25: 0.068 to 0.407.
+	cp := BinomialInterval(ClopperPearson, 5, 25, 0.05)
+	near(t, "cp 5/25 lo", cp.Lo, 0.068, 5e-4)
+	near(t, "cp 5/25 hi", cp.Hi, 0.407, 5e-4)
+	// Closed forms at x = 0: Wilson hi = z²/(n+z²); Clopper–Pearson hi = 1-(a/2)^{1/n}.
+	z := 1.959963984540054
+	near(t, "wilson 0/20", BinomialInterval(Wilson, 0, 20, 0.05).Hi, z*z/(20+z*z), 1e-12)
+	near(t, "cp 0/20", BinomialInterval(ClopperPearson, 0, 20, 0.05).Hi, 1-math.Pow(0.025, 1.0/20), 1e-9)
+	// n = 0: nothing observed, nothing known.
+	if iv := BinomialInterval(Wilson, 0, 0, 0.05); iv != (Interval{0, 1}) {
+		t.Errorf("n=0 interval %v, want [0,1]", iv)
+	}
+}
+
+func TestChiSquareMendel(t *testing.T) {
+	// Mendel's dihybrid cross, 315/108/101/32 round-yellow/round-green/
+	// wrinkled-yellow/wrinkled-green against 9:3:3:1: the textbook
+	// χ² = 0.470 with 3 df, P ≈ 0.925 (e.g. Sokal and Rohlf, Biometry).
+	c := Counts{Buckets: []string{"RY", "RG", "WY", "WG"}, N: []int64{315, 108, 101, 32}}
+	r := Split(c, SplitSpec{Expected: map[string]float64{"RY": 9.0 / 16, "RG": 3.0 / 16, "WY": 3.0 / 16, "WG": 1.0 / 16}})
+	near(t, "chi2", r.ChiSquare, 0.470, 5e-4)
+	near(t, "p", r.PValue, 0.925, 5e-4)
+	if r.DF != 3 {
+		t.Errorf("df %d, want 3", r.DF)
+	}
+}

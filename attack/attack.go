@@ -1,0 +1,400 @@
+// Package attack fires a rate-controlled load at one entry point with vegeta
+// as a library, stamping every request with a unique id and recording which
+// connection carried it, because many meshes balance per connection and the
+// statistics must know which requests were not independent draws.
+package attack
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"text/template"
+	"time"
+
+	vegeta "github.com/tsenart/vegeta/v12/lib"
+)
+
+// DialFunc opens a connection to the target; a tunnel (port-forward through
+// the API server) plugs in here so each HTTP connection is its own stream.
+type DialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
+
+// Options configure one attack. Open loop: Rate (or Ramp) for Duration or
+// Requests, whichever ends first. Closed loop: Concurrency workers sending
+// back to back (Rate zero), like `siege -c`.
+type Options struct {
+	Method string
+	URL    string
+	Header http.Header
+	Body   []byte
+
+	Rate        vegeta.Rate
+	Ramp        *Ramp
+	Duration    time.Duration
+	Requests    uint64
+	Concurrency int
+
+	Timeout   time.Duration
+	KeepAlive bool
+	// Connections spreads keep-alive requests at random over this many
+	// lanes, each with its own connection pool, so an open-loop attack
+	// uses several connections even when one would keep up: meshes that
+	// balance per connection give one draw per connection, not per request.
+	Connections    int
+	MaxConnections int
+	HTTP2          bool
+	MaxBody        int64
+	MaxWorkers     uint64
+
+	// RequestIDHeader carries RunID-Seq on every request.
+	RequestIDHeader string
+	RunID           string
+
+	// Dial replaces the network dialer (nil: plain TCP).
+	Dial DialFunc
+}
+
+// Ramp is a linear increase of the rate.
+type Ramp struct {
+	From, To vegeta.Rate
+	Over     time.Duration
+}
+
+// Result is one request's outcome with the ids that join it to logs and
+// to its connection.
+type Result struct {
+	*vegeta.Result
+	RequestID string
+	ConnID    uint64
+}
+
+// Sink receives results in order of completion and connection closes from
+// the transport's goroutines; implementations must be safe for both.
+type Sink interface {
+	Add(r *Result)
+	ConnClosed(id uint64)
+}
+
+// Summary tells how the attack itself went, apart from what it measured.
+type Summary struct {
+	Started       time.Time     `json:"started"`
+	Ended         time.Time     `json:"ended"`
+	Requests      uint64        `json:"requests"`
+	RequestedRate float64       `json:"requestedRate"` // per second; 0 = as fast as the workers go
+	AchievedRate  float64       `json:"achievedRate"`
+	Connections   uint64        `json:"connections"`
+	Interrupted   bool          `json:"interrupted"`
+	Elapsed       time.Duration `json:"elapsed"`
+}
+
+// Attack is a prepared attack: templates parsed, transport built.
+type Attack struct {
+	opts    Options
+	tr      *tracker
+	client  *http.Client
+	target  *requestTemplate
+	pacer   vegeta.Pacer
+	workers uint64
+	maxW    uint64
+}
+
+// New checks the options and prepares the attack.
+func New(o Options) (*Attack, error) {
+	if o.Method == "" {
+		o.Method = http.MethodGet
+	}
+	if o.RequestIDHeader == "" {
+		o.RequestIDHeader = "X-Request-Id"
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 10 * time.Second
+	}
+	if o.Rate.Freq == 0 && o.Ramp == nil && o.Concurrency <= 0 {
+		return nil, errors.New("attack: no rate, ramp or concurrency")
+	}
+	if o.Duration <= 0 && o.Requests == 0 && o.Ramp == nil {
+		return nil, errors.New("attack: unbounded: set a duration or a request count")
+	}
+	tmpl, err := newRequestTemplate(o)
+	if err != nil {
+		return nil, err
+	}
+	a := &Attack{opts: o, target: tmpl}
+	a.tr = newTracker(o.Dial)
+	a.client = &http.Client{
+		Timeout:   o.Timeout,
+		Transport: &recordingTransport{next: a.transport(), tr: a.tr, ridHeader: o.RequestIDHeader},
+		// A mesh entry answering with a redirect is a finding, not a hop to follow.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	a.pacer, a.workers, a.maxW = o.pacing()
+	return a, nil
+}
+
+func (o Options) pacing() (p vegeta.Pacer, workers, maxWorkers uint64) {
+	workers, maxWorkers = vegeta.DefaultWorkers, vegeta.DefaultMaxWorkers
+	if o.MaxWorkers > 0 {
+		maxWorkers = o.MaxWorkers
+	}
+	switch {
+	case o.Ramp != nil:
+		slope := (o.Ramp.To.Rate(0) - o.Ramp.From.Rate(0)) / o.Ramp.Over.Seconds()
+		p = vegeta.LinearPacer{StartAt: o.Ramp.From, Slope: slope}
+	case o.Rate.Freq > 0:
+		p = o.Rate
+	default:
+		// Closed loop: a zero rate makes vegeta send as fast as its workers
+		// allow, so pinning the workers to the concurrency gives siege -c.
+		p = vegeta.Rate{}
+		workers, maxWorkers = uint64(o.Concurrency), uint64(o.Concurrency)
+	}
+	if o.Concurrency > 0 {
+		if workers > uint64(o.Concurrency) {
+			workers = uint64(o.Concurrency)
+		}
+		maxWorkers = uint64(o.Concurrency)
+	}
+	if o.Requests > 0 {
+		p = countPacer{Pacer: p, limit: o.Requests}
+	}
+	return p, workers, maxWorkers
+}
+
+// countPacer stops an attack after a fixed number of hits, which vegeta's
+// pacers do not do by themselves.
+type countPacer struct {
+	vegeta.Pacer
+	limit uint64
+}
+
+func (c countPacer) Pace(elapsed time.Duration, hits uint64) (time.Duration, bool) {
+	if hits >= c.limit {
+		return 0, true
+	}
+	return c.Pacer.Pace(elapsed, hits)
+}
+
+// DefaultLanes is how many connections an open-loop keep-alive attack
+// spreads its requests over unless told otherwise.
+const DefaultLanes = 10
+
+func (a *Attack) transport() http.RoundTripper {
+	o := a.opts
+	lanes := o.Connections
+	if lanes == 0 && o.Concurrency == 0 {
+		lanes = DefaultLanes
+	}
+	if o.MaxConnections > 0 && lanes > o.MaxConnections {
+		lanes = o.MaxConnections
+	}
+	if !o.KeepAlive || lanes <= 1 {
+		return a.pool(o.MaxConnections)
+	}
+	perLane := 0
+	if o.MaxConnections > 0 {
+		perLane = max(1, o.MaxConnections/lanes)
+	}
+	l := make(laneTransport, lanes)
+	for i := range l {
+		l[i] = a.pool(perLane)
+	}
+	return l
+}
+
+func (a *Attack) pool(maxConns int) *http.Transport {
+	o := a.opts
+	idle := vegeta.DefaultConnections
+	if maxConns > 0 {
+		idle = maxConns
+	}
+	t := &http.Transport{
+		Proxy:               nil, // the entry is local; an ambient HTTP_PROXY must not reroute it
+		DialContext:         a.tr.dialContext,
+		TLSClientConfig:     &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // mesh entry points use self-signed certs
+		MaxIdleConnsPerHost: idle,
+		MaxConnsPerHost:     maxConns,
+		DisableKeepAlives:   !o.KeepAlive,
+		ForceAttemptHTTP2:   o.HTTP2,
+		DisableCompression:  true,
+	}
+	if !o.HTTP2 {
+		// A non-nil empty map is how net/http is told not to negotiate h2.
+		t.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
+	}
+	return t
+}
+
+// laneTransport sends each request over a lane picked at random. Not
+// round-robin: a deterministic lane order aliases with a deterministic
+// balancer (nginx's or Envoy's round robin) and ties connections to
+// backends that in fact balance per request.
+type laneTransport []*http.Transport
+
+func (l laneTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	return l[rand.IntN(len(l))].RoundTrip(req)
+}
+
+func (l laneTransport) CloseIdleConnections() {
+	for _, t := range l {
+		t.CloseIdleConnections()
+	}
+}
+
+// Run fires the attack until it ends or ctx is cancelled, handing every
+// result to sink. A cancelled attack still returns its summary.
+func (a *Attack) Run(ctx context.Context, sink Sink) Summary {
+	a.tr.setSink(sink)
+	atk := vegeta.NewAttacker(
+		vegeta.Workers(a.workers),
+		vegeta.MaxWorkers(a.maxW),
+		vegeta.MaxBody(a.opts.MaxBody),
+		vegeta.Redirects(vegeta.NoFollow),
+		// Our client goes last: vegeta's transport options type-assert
+		// *http.Transport and would silently skip our wrapper otherwise.
+		vegeta.Client(a.client),
+	)
+	sum := Summary{Started: time.Now(), RequestedRate: a.requestedRate()}
+	res := atk.Attack(a.target.targeter(), a.pacer, a.opts.Duration, "")
+	done := ctx.Done()
+	for {
+		select {
+		case r, ok := <-res:
+			if !ok {
+				sum.Ended = time.Now()
+				sum.Elapsed = sum.Ended.Sub(sum.Started)
+				if s := sum.Elapsed.Seconds(); s > 0 {
+					sum.AchievedRate = float64(sum.Requests) / s
+				}
+				sum.Connections = a.tr.opened()
+				a.client.CloseIdleConnections()
+				return sum
+			}
+			sum.Requests++
+			sink.Add(a.result(r))
+		case <-done:
+			// Keep draining: in-flight requests finish (bounded by the
+			// timeout) and are counted, so nothing measured is lost.
+			atk.Stop()
+			sum.Interrupted = true
+			done = nil
+		}
+	}
+}
+
+func (a *Attack) requestedRate() float64 {
+	switch {
+	case a.opts.Ramp != nil:
+		return a.opts.Ramp.To.Rate(0)
+	case a.opts.Rate.Freq > 0:
+		return a.opts.Rate.Rate(0)
+	}
+	return 0
+}
+
+func (a *Attack) result(r *vegeta.Result) *Result {
+	out := &Result{Result: r}
+	if m, ok := a.tr.take(r.Seq); ok {
+		out.RequestID, out.ConnID = m.rid, m.conn
+	}
+	return out
+}
+
+// requestTemplate renders the per-request URL, headers and body; templates
+// are only executed where the scenario used them, to keep the hot path cheap.
+type requestTemplate struct {
+	method, url string
+	header      http.Header
+	body        []byte
+	urlT, bodyT *template.Template
+	headerT     map[string]*template.Template
+	ridHeader   string
+	runID       string
+}
+
+// TemplateData is what `{{.RequestID}}` and `{{.Seq}}` expand to.
+type TemplateData struct {
+	RequestID string
+	Seq       uint64
+}
+
+func newRequestTemplate(o Options) (*requestTemplate, error) {
+	rt := &requestTemplate{method: o.Method, url: o.URL, header: o.Header.Clone(), body: o.Body,
+		ridHeader: o.RequestIDHeader, runID: o.RunID, headerT: map[string]*template.Template{}}
+	if rt.header == nil {
+		rt.header = http.Header{}
+	}
+	var err error
+	if rt.urlT, err = parseIfTemplate("url", o.URL); err != nil {
+		return nil, err
+	}
+	if rt.bodyT, err = parseIfTemplate("body", string(o.Body)); err != nil {
+		return nil, err
+	}
+	for k, vs := range rt.header {
+		if len(vs) == 1 {
+			t, err := parseIfTemplate("header "+k, vs[0])
+			if err != nil {
+				return nil, err
+			}
+			if t != nil {
+				rt.headerT[k] = t
+			}
+		}
+	}
+	return rt, nil
+}
+
+func parseIfTemplate(name, s string) (*template.Template, error) {
+	if !strings.Contains(s, "{{") {
+		return nil, nil
+	}
+	t, err := template.New(name).Option("missingkey=error").Parse(s)
+	if err != nil {
+		return nil, fmt.Errorf("attack: template in %s: %w", name, err)
+	}
+	return t, nil
+}
+
+// targeter numbers requests itself: vegeta's Seq is assigned before the
+// targeter runs, but not handed to it.
+func (rt *requestTemplate) targeter() vegeta.Targeter {
+	var seq atomic.Uint64
+	return func(t *vegeta.Target) error {
+		n := seq.Add(1) - 1
+		d := TemplateData{RequestID: rt.runID + "-" + strconv.FormatUint(n, 10), Seq: n}
+		t.Method = rt.method
+		t.URL = rt.url
+		t.Body = rt.body
+		t.Header = rt.header.Clone()
+		t.Header.Set(rt.ridHeader, d.RequestID)
+		var buf bytes.Buffer
+		if rt.urlT != nil {
+			if err := rt.urlT.Execute(&buf, d); err != nil {
+				return err
+			}
+			t.URL = buf.String()
+		}
+		if rt.bodyT != nil {
+			buf.Reset()
+			if err := rt.bodyT.Execute(&buf, d); err != nil {
+				return err
+			}
+			t.Body = bytes.Clone(buf.Bytes())
+		}
+		for k, ht := range rt.headerT {
+			buf.Reset()
+			if err := ht.Execute(&buf, d); err != nil {
+				return err
+			}
+			t.Header.Set(k, buf.String())
+		}
+		return nil
+	}
+}

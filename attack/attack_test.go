@@ -1,0 +1,177 @@
+package attack
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	vegeta "github.com/tsenart/vegeta/v12/lib"
+)
+
+type memSink struct {
+	mu      sync.Mutex
+	results []*Result
+	closed  map[uint64]bool
+}
+
+func (s *memSink) Add(r *Result) {
+	s.mu.Lock()
+	s.results = append(s.results, r)
+	s.mu.Unlock()
+}
+
+func (s *memSink) ConnClosed(id uint64) {
+	s.mu.Lock()
+	if s.closed == nil {
+		s.closed = map[uint64]bool{}
+	}
+	s.closed[id] = true
+	s.mu.Unlock()
+}
+
+type server struct {
+	mu    sync.Mutex
+	ids   map[string]int
+	paths map[string]bool
+	hits  int
+}
+
+func newServer(t *testing.T) (*server, *httptest.Server) {
+	s := &server{ids: map[string]int{}, paths: map[string]bool{}}
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		s.hits++
+		s.ids[r.Header.Get("X-Request-Id")]++
+		s.paths[r.URL.RawQuery] = true
+		s.mu.Unlock()
+		if r.URL.Path == "/fail" {
+			http.Error(w, "nope", http.StatusServiceUnavailable)
+			return
+		}
+		w.Write([]byte(strings.Repeat("x", 100)))
+	}))
+	t.Cleanup(ts.Close)
+	return s, ts
+}
+
+func TestAttackModes(t *testing.T) {
+	cases := []struct {
+		name      string
+		opts      Options
+		want      int
+		keepAlive bool
+	}{
+		{"closed loop like siege -c 4 -r 25", Options{Concurrency: 4, Requests: 100, KeepAlive: true}, 100, true},
+		{"open loop by count", Options{Rate: vegeta.Rate{Freq: 500, Per: time.Second}, Requests: 150, Duration: 10 * time.Second, KeepAlive: true}, 150, true},
+		{"open loop by duration", Options{Rate: vegeta.Rate{Freq: 100, Per: time.Second}, Duration: time.Second, KeepAlive: true}, 100, true},
+		{"no keep-alive: one connection per request", Options{Concurrency: 2, Requests: 40}, 40, false},
+		{"ramp", Options{Ramp: &Ramp{From: vegeta.Rate{Freq: 50, Per: time.Second}, To: vegeta.Rate{Freq: 150, Per: time.Second}, Over: time.Second}, Duration: time.Second, KeepAlive: true}, 100, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, ts := newServer(t)
+			o := tc.opts
+			o.URL = ts.URL + "/ping?rid={{.RequestID}}"
+			o.RunID = "run1"
+			o.MaxBody = 10
+			a, err := New(o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var sink memSink
+			sum := a.Run(context.Background(), &sink)
+			got := len(sink.results)
+			// Rate-paced runs by duration may be off by a tick at the end.
+			if tc.opts.Requests > 0 && got != tc.want || tc.opts.Requests == 0 && (got < tc.want-3 || got > tc.want+1) {
+				t.Fatalf("%d results, want %d", got, tc.want)
+			}
+			if int(sum.Requests) != got || srv.hits != got {
+				t.Errorf("summary %d, server %d, results %d", sum.Requests, srv.hits, got)
+			}
+			conns := map[uint64]int{}
+			for _, r := range sink.results {
+				if r.Error != "" {
+					t.Fatalf("request failed: %s", r.Error)
+				}
+				if srv.ids[r.RequestID] != 1 || !strings.HasPrefix(r.RequestID, "run1-") {
+					t.Errorf("request id %q seen %d times by the server", r.RequestID, srv.ids[r.RequestID])
+				}
+				if !srv.paths["rid="+r.RequestID] {
+					t.Errorf("templated URL did not carry %s", r.RequestID)
+				}
+				if r.ConnID == 0 {
+					t.Errorf("request %s has no connection", r.RequestID)
+				}
+				if len(r.Body) != 10 {
+					t.Errorf("body of %d bytes read, MaxBody is 10", len(r.Body))
+				}
+				conns[r.ConnID]++
+			}
+			if !tc.keepAlive && len(conns) != got {
+				t.Errorf("keep-alive off: %d connections for %d requests", len(conns), got)
+			}
+			if tc.keepAlive && len(conns) > 20 {
+				t.Errorf("keep-alive on: %d connections for %d requests", len(conns), got)
+			}
+			if uint64(len(conns)) != sum.Connections {
+				t.Errorf("summary says %d connections, results show %d", sum.Connections, len(conns))
+			}
+		})
+	}
+}
+
+func TestCancelledAttackKeepsWhatItMeasured(t *testing.T) {
+	srv, ts := newServer(t)
+	a, err := New(Options{URL: ts.URL, Rate: vegeta.Rate{Freq: 200, Per: time.Second}, Duration: time.Minute, RunID: "r", KeepAlive: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	var sink memSink
+	start := time.Now()
+	sum := a.Run(ctx, &sink)
+	if time.Since(start) > 5*time.Second || !sum.Interrupted {
+		t.Fatalf("took %s, interrupted=%v", time.Since(start), sum.Interrupted)
+	}
+	if len(sink.results) == 0 || len(sink.results) != srv.hits {
+		t.Errorf("%d results, server saw %d", len(sink.results), srv.hits)
+	}
+}
+
+func TestFailedRequestsKeepTheirIDs(t *testing.T) {
+	_, ts := newServer(t)
+	a, err := New(Options{URL: ts.URL + "/fail", Concurrency: 1, Requests: 5, RunID: "r", KeepAlive: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sink memSink
+	a.Run(context.Background(), &sink)
+	ts.Close() // now nothing listens: connection errors
+	a2, _ := New(Options{URL: ts.URL, Concurrency: 1, Requests: 3, RunID: "q", Timeout: time.Second})
+	a2.Run(context.Background(), &sink)
+	if len(sink.results) != 8 {
+		t.Fatalf("%d results", len(sink.results))
+	}
+	for _, r := range sink.results {
+		if r.Error == "" || r.RequestID == "" {
+			t.Errorf("result %+v: want an error and a request id", r)
+		}
+	}
+}
+
+func TestBadOptions(t *testing.T) {
+	for _, o := range []Options{
+		{URL: "http://127.0.0.1:1"},
+		{URL: "http://127.0.0.1:1", Concurrency: 1},
+		{URL: "http://127.0.0.1:1/{{.Nope", Concurrency: 1, Requests: 1},
+	} {
+		if _, err := New(o); err == nil {
+			t.Errorf("%+v accepted", o)
+		}
+	}
+}

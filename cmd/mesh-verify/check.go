@@ -1,0 +1,420 @@
+package main
+
+import (
+	"bytes"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/olekukonko/tablewriter"
+	"github.com/olekukonko/tablewriter/renderer"
+	"github.com/olekukonko/tablewriter/tw"
+	"github.com/spf13/cobra"
+
+	"github.com/mesh-verify/mesh-verify/assert"
+	"github.com/mesh-verify/mesh-verify/scenarios"
+)
+
+// codeError carries the process exit code of a command; execute() maps any
+// error with an ExitCode method to that code.
+type codeError struct {
+	code int
+	msg  string
+}
+
+func (e *codeError) Error() string { return e.msg }
+
+// ExitCode is the process exit code for this error.
+func (e *codeError) ExitCode() int { return e.code }
+
+func invalidInput(format string, a ...any) error {
+	return &codeError{code: exitInvalidInput, msg: fmt.Sprintf(format, a...)}
+}
+
+// verdictError reports a non-passing verdict as an exit code only: the
+// verdict was printed already, and execute prints no empty message.
+func verdictError(v assert.Verdict) error {
+	switch v {
+	case assert.Pass:
+		return nil
+	case assert.Fail:
+		return &codeError{code: exitFail}
+	}
+	return &codeError{code: exitInconclusive}
+}
+
+// splitFlags are the expectation flags check and plan share.
+type splitFlags struct {
+	expect     string
+	weights    string
+	buckets    string
+	margin     string
+	relative   bool
+	confidence float64
+	power      float64
+}
+
+func (f *splitFlags) register(cmd *cobra.Command) {
+	fs := cmd.Flags()
+	fs.StringVar(&f.expect, "expect", "", `expected split model: "equal" (over --buckets, or the counted buckets)`)
+	fs.StringVar(&f.weights, "weights", "", "expected split as weights, e.g. c2=1,c3=3")
+	fs.StringVar(&f.buckets, "buckets", "", "buckets for --expect equal, e.g. c2,c3")
+	fs.StringVar(&f.margin, "margin", "5%", `allowed deviation per bucket: "5%" or 0.05 (percentage points unless --relative)`)
+	fs.BoolVar(&f.relative, "relative", false, "margin is relative to each expected share (10% of 30% = 3 points)")
+	fs.Float64Var(&f.confidence, "confidence", assert.DefaultConfidence, "confidence level 1-α")
+	fs.Float64Var(&f.power, "power", assert.DefaultPower, "power the request advice aims for")
+}
+
+// expected resolves --expect/--weights into a model; counted are the
+// buckets seen, used by --expect equal without --buckets.
+func (f *splitFlags) expected(counted []string) (assert.Shares, error) {
+	switch {
+	case f.weights != "" && f.expect != "":
+		return assert.Shares{}, invalidInput("give either --expect or --weights, not both")
+	case f.weights != "":
+		w, err := parsePairs("--weights", f.weights, parseWeight)
+		if err != nil {
+			return assert.Shares{}, err
+		}
+		m := make(map[string]float64, len(w.names))
+		for i, b := range w.names {
+			m[b] = w.values[i]
+		}
+		s, err := assert.WeightsModel(m)
+		if err != nil {
+			return assert.Shares{}, invalidInput("--%v", err)
+		}
+		return s, nil
+	case f.expect == "equal":
+		b := counted
+		if f.buckets != "" {
+			b = splitList(f.buckets)
+		}
+		if len(b) == 0 {
+			return assert.Shares{}, invalidInput("--expect equal needs the buckets: --buckets c2,c3")
+		}
+		s, err := assert.EqualModel(b)
+		if err != nil {
+			return assert.Shares{}, invalidInput("--expect %v", err)
+		}
+		return s, nil
+	case f.expect == "":
+		return assert.Shares{}, invalidInput("say what split to expect: --expect equal or --weights c2=1,c3=1")
+	}
+	return assert.Shares{}, invalidInput("--expect %q: only \"equal\" is known; use --weights for anything else", f.expect)
+}
+
+func (f *splitFlags) levels() (margin float64, err error) {
+	m, err := scenarios.ParsePercent(f.margin)
+	if err != nil {
+		return 0, invalidInput("--margin: %v", err)
+	}
+	if m <= 0 || m >= 1 {
+		return 0, invalidInput("--margin %s: want more than 0 and less than 100%%", f.margin)
+	}
+	if !(f.confidence > 0 && f.confidence < 1) {
+		return 0, invalidInput("--confidence %g: want a level between 0 and 1, e.g. 0.95", f.confidence)
+	}
+	if !(f.power > 0 && f.power < 1) {
+		return 0, invalidInput("--power %g: want a probability between 0 and 1, e.g. 0.8", f.power)
+	}
+	return m.Fraction(), nil
+}
+
+func newCheckCmd() *cobra.Command {
+	var (
+		sf       splitFlags
+		countsF  string
+		file     string
+		interval string
+		asJSON   bool
+	)
+	cmd := &cobra.Command{
+		Use:   "check (--counts c2=480,c3=520 | --file counts.json|counts.csv) (--expect equal | --weights c2=1,c3=1)",
+		Short: "Judge counts from any tally against an expected split",
+		Long: `check evaluates counts from anywhere (siege logs, Prometheus, a spreadsheet)
+with the same statistics as a run: simultaneous per-bucket intervals and an
+equivalence verdict within the margin.
+
+Exit codes: 0 PASS, 1 FAIL, 2 INCONCLUSIVE (more requests needed), 4 invalid input.`,
+		Args:          cobra.NoArgs,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var c assert.Counts
+			var err error
+			switch {
+			case countsF != "" && file != "":
+				return invalidInput("give either --counts or --file, not both")
+			case countsF != "":
+				c, err = parseCountsFlag(countsF)
+			case file != "":
+				c, err = readCountsFile(file)
+			default:
+				return invalidInput("no counts: give --counts c2=480,c3=520 or --file counts.json")
+			}
+			if err != nil {
+				return err
+			}
+			model, err := sf.expected(c.Buckets)
+			if err != nil {
+				return err
+			}
+			margin, err := sf.levels()
+			if err != nil {
+				return err
+			}
+			spec := assert.SplitSpec{
+				Expected: model.Shares, Margin: margin, Relative: sf.relative,
+				Confidence: sf.confidence, Method: assert.IntervalMethod(interval), Power: sf.power,
+			}
+			if err := spec.Validate(); err != nil {
+				return invalidInput("%v", err)
+			}
+			res := assert.Split(c, spec)
+			out := cmd.OutOrStdout()
+			if asJSON {
+				enc := json.NewEncoder(out)
+				enc.SetIndent("", "  ")
+				if err := enc.Encode(checkOutput{res, model}); err != nil {
+					return err
+				}
+			} else if err := printSplit(out, res, model); err != nil {
+				return err
+			}
+			return verdictError(res.Verdict)
+		},
+	}
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return invalidInput("%v", err) })
+	sf.register(cmd)
+	fs := cmd.Flags()
+	fs.StringVar(&countsF, "counts", "", "counts per bucket, e.g. c2=480,c3=520")
+	fs.StringVar(&file, "file", "", `counts file: JSON object {"c2":480,...} or CSV lines bucket,count (header optional)`)
+	fs.StringVar(&interval, "interval", string(assert.Wilson), "interval method: wilson or clopper-pearson")
+	fs.BoolVar(&asJSON, "json", false, "print the result as JSON")
+	return cmd
+}
+
+// checkOutput is the --json document: the split result with the model
+// that produced its expected shares.
+type checkOutput struct {
+	assert.SplitResult
+	Model assert.Shares `json:"model"`
+}
+
+func printSplit(w io.Writer, r assert.SplitResult, model assert.Shares) error {
+	t := newTable(w)
+	t.Header("bucket", "count", "observed", "expected", "interval", "allowed", "verdict")
+	for _, b := range r.Buckets {
+		if err := t.Append([]string{
+			b.Bucket, strconv.FormatInt(b.Count, 10), share(b.Observed), share(b.Expected),
+			share(b.Interval.Lo) + " - " + share(b.Interval.Hi), share(b.Allowed.Lo) + " - " + share(b.Allowed.Hi), b.Verdict.String(),
+		}); err != nil {
+			return err
+		}
+	}
+	if err := t.Render(); err != nil {
+		return err
+	}
+	stats := fmt.Sprintf("n = %d", r.N)
+	if r.Connections > 0 {
+		stats += fmt.Sprintf(", connections = %d, design effect = %.3g, effective n = %.4g", r.Connections, r.DesignEffect, r.EffectiveN)
+	}
+	chi := fmt.Sprintf("chi-square = %.4g (df %d, p = %.4g)", r.ChiSquare, r.DF, r.PValue)
+	if r.ChiSquareInfinite {
+		chi = fmt.Sprintf("chi-square infinite: a bucket expected to get nothing got traffic (p = 0, df %d)", r.DF)
+	}
+	_, err := fmt.Fprintf(w, "%s; %s\nmodel: %s\nverdict: %s: %s\n", stats, chi, strings.Join(model.Explanation, "; "), r.Verdict, r.Reason)
+	return err
+}
+
+// newTable draws plain ASCII so CI logs show it intact.
+func newTable(w io.Writer) *tablewriter.Table {
+	return tablewriter.NewTable(w, tablewriter.WithRenderer(renderer.NewBlueprint(tw.Rendition{Symbols: tw.NewSymbols(tw.StyleASCII)})))
+}
+
+func share(v float64) string { return strconv.FormatFloat(v*100, 'f', 2, 64) + "%" }
+
+// pairs keeps the order the user wrote.
+type pairs[V any] struct {
+	names  []string
+	values []V
+}
+
+// parsePairs reads name=value,name=value; errors name the flag and item.
+func parsePairs[V any](flag, s string, parse func(string) (V, error)) (pairs[V], error) {
+	var p pairs[V]
+	for _, item := range strings.Split(s, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		name, val, ok := strings.Cut(item, "=")
+		name, val = strings.TrimSpace(name), strings.TrimSpace(val)
+		if !ok || name == "" {
+			return p, invalidInput("%s: item %q: want name=value", flag, item)
+		}
+		v, err := parse(val)
+		if err != nil {
+			return p, invalidInput("%s: item %q: %v", flag, item, err)
+		}
+		if slices.Contains(p.names, name) {
+			return p, invalidInput("%s: bucket %s given twice", flag, name)
+		}
+		p.names, p.values = append(p.names, name), append(p.values, v)
+	}
+	if len(p.names) == 0 {
+		return p, invalidInput("%s: no name=value items", flag)
+	}
+	return p, nil
+}
+
+func parseCount(s string) (int64, error) {
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || v < 0 {
+		return 0, fmt.Errorf("count %q: want a whole number >= 0", s)
+	}
+	return v, nil
+}
+
+func parseWeight(s string) (float64, error) {
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return 0, fmt.Errorf("weight %q: want a number", s)
+	}
+	return v, nil
+}
+
+func parseCountsFlag(s string) (assert.Counts, error) {
+	p, err := parsePairs("--counts", s, parseCount)
+	if err != nil {
+		return assert.Counts{}, err
+	}
+	return assert.Counts{Buckets: p.names, N: p.values}, nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, b := range strings.Split(s, ",") {
+		if b = strings.TrimSpace(b); b != "" {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// readCountsFile reads a JSON object or CSV of counts; every error names
+// the file and, where there is one, the line.
+func readCountsFile(path string) (assert.Counts, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return assert.Counts{}, invalidInput("%v", err)
+	}
+	var c assert.Counts
+	switch ext := strings.ToLower(filepath.Ext(path)); {
+	case ext == ".json", ext != ".csv" && strings.HasPrefix(strings.TrimSpace(string(data)), "{"):
+		c, err = parseCountsJSON(path, data)
+	default:
+		c, err = parseCountsCSV(path, data)
+	}
+	if err != nil {
+		return c, err
+	}
+	if len(c.Buckets) == 0 {
+		return c, invalidInput("%s: no counts", path)
+	}
+	return c, nil
+}
+
+// parseCountsJSON reads {"bucket": count, ...} token by token to keep the
+// file's order and to know the line of a bad item.
+func parseCountsJSON(path string, data []byte) (assert.Counts, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	line := func() int { return 1 + bytes.Count(data[:dec.InputOffset()], []byte("\n")) }
+	bad := func(format string, a ...any) error {
+		return invalidInput("%s:%d: %s", path, line(), fmt.Sprintf(format, a...))
+	}
+	var c assert.Counts
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return c, bad(`want a JSON object like {"c2": 480, "c3": 520}`)
+	}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return c, bad("%v", err)
+		}
+		name := tok.(string) // object keys are always strings
+		tok, err = dec.Token()
+		if err != nil {
+			return c, bad("%v", err)
+		}
+		num, ok := tok.(json.Number)
+		if !ok {
+			return c, bad("bucket %q: count %v is not a number", name, tok)
+		}
+		v, err := parseCount(num.String())
+		if err != nil {
+			return c, bad("bucket %q: %v", name, err)
+		}
+		if slices.Contains(c.Buckets, name) {
+			return c, bad("bucket %q given twice", name)
+		}
+		c.Buckets, c.N = append(c.Buckets, name), append(c.N, v)
+	}
+	if _, err := dec.Token(); err != nil {
+		return c, bad("%v", err)
+	}
+	return c, nil
+}
+
+// parseCountsCSV reads "bucket,count" lines; a first line whose count is
+// not a number is a header. '#' starts a comment line.
+func parseCountsCSV(path string, data []byte) (assert.Counts, error) {
+	r := csv.NewReader(bytes.NewReader(data))
+	r.FieldsPerRecord = -1
+	r.Comment = '#'
+	r.TrimLeadingSpace = true
+	var c assert.Counts
+	for first := true; ; first = false {
+		rec, err := r.Read()
+		if err == io.EOF {
+			return c, nil
+		}
+		if err != nil {
+			var pe *csv.ParseError
+			if errors.As(err, &pe) {
+				return c, invalidInput("%s:%d: %v", path, pe.Line, pe.Err)
+			}
+			return c, invalidInput("%s: %v", path, err)
+		}
+		line, _ := r.FieldPos(0)
+		if len(rec) != 2 {
+			return c, invalidInput("%s:%d: want bucket,count, got %d fields", path, line, len(rec))
+		}
+		name, val := strings.TrimSpace(rec[0]), strings.TrimSpace(rec[1])
+		v, err := parseCount(val)
+		if err != nil {
+			if first {
+				if _, numErr := strconv.ParseFloat(val, 64); numErr != nil {
+					continue // header
+				}
+			}
+			return c, invalidInput("%s:%d: bucket %q: %v", path, line, name, err)
+		}
+		if name == "" {
+			return c, invalidInput("%s:%d: empty bucket name", path, line)
+		}
+		if slices.Contains(c.Buckets, name) {
+			return c, invalidInput("%s:%d: bucket %q given twice", path, line, name)
+		}
+		c.Buckets, c.N = append(c.Buckets, name), append(c.N, v)
+	}
+}

@@ -1,0 +1,239 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mesh-verify/mesh-verify/assert"
+)
+
+// threeClusters starts one pod per cluster c1..c3 behind nginx with the
+// given upstream weights (0 = not in the upstream).
+func threeClusters(t *testing.T, w1, w2, w3 int) (*nginxProxy, []*pod) {
+	pods := []*pod{
+		startPod(t, "callme-c1-0", "c1", "v1"),
+		startPod(t, "callme-c2-0", "c2", "v2"),
+		startPod(t, "callme-c3-0", "c3", "v2"),
+	}
+	ws := map[*pod]int{}
+	for i, w := range []int{w1, w2, w3} {
+		if w > 0 {
+			ws[pods[i]] = w
+		}
+	}
+	return startNginx(t, upstreamLines(ws)), pods
+}
+
+func scenario(url, attack, expect string) string {
+	return fmt.Sprintf(`apiVersion: mesh-verify.io/v1alpha1
+kind: Scenario
+metadata:
+  name: nginx-split
+clusters:
+  - name: c1
+  - name: c2
+  - name: c3
+target:
+  url: %s/callme/ping?id={{.RequestID}}
+attack:
+%s
+attribution:
+  preset: tutorial
+  rules:
+    - body: 'pod (?P<pod>\S+) in (?P<cluster>c\d)'
+statistics:
+  confidence: 0.95
+  margin: 5%%
+expect:
+%s
+`, url, attack, expect)
+}
+
+func served(pods []*pod) (total int64, per map[string]int64) {
+	per = map[string]int64{}
+	for _, p := range pods {
+		n := p.hits.Load()
+		total += n
+		per[p.cluster] += n
+	}
+	return total, per
+}
+
+func TestRunVerdictsAgainstNginx(t *testing.T) {
+	proxy, pods := threeClusters(t, 2, 1, 1) // nginx: 50% c1, 25% c2, 25% c3
+	cases := []struct {
+		name    string
+		attack  string
+		expect  string
+		code    int
+		verdict assert.Verdict
+	}{
+		{
+			name:    "true split passes",
+			attack:  "  rate: 400/s\n  requests: 2400\n  duration: 30s",
+			expect:  "  - name: weighted\n    split:\n      weights: {c1: 2, c2: 1, c3: 1}",
+			code:    0,
+			verdict: assert.Pass,
+		},
+		{
+			name:    "wrong split fails",
+			attack:  "  rate: 400/s\n  requests: 2400\n  duration: 30s",
+			expect:  "  - name: even\n    split:\n      model: equal",
+			code:    1,
+			verdict: assert.Fail,
+		},
+		{
+			name:    "too few requests are inconclusive",
+			attack:  "  concurrency: 2\n  repetitions: 10",
+			expect:  "  - name: weighted\n    split:\n      weights: {c1: 2, c2: 1, c3: 1}",
+			code:    2,
+			verdict: assert.Inconclusive,
+		},
+		{
+			name:    "siege-style closed loop passes reached and success",
+			attack:  "  concurrency: 5\n  repetitions: 200",
+			expect:  "  - reached: {buckets: [c1, c2, c3]}\n  - successRate: {atLeast: 95%}\n  - latency: {percentile: 99, below: 2s}\n  - never: {by: version, buckets: [v9]}",
+			code:    0,
+			verdict: assert.Pass,
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			before, beforePer := served(pods)
+			f := writeScenario(t, scenario(proxy.url, tc.attack, tc.expect))
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			r := runBinary(t, ctx, "run", f)
+			if r.code != tc.code {
+				t.Fatalf("exit code %d, want %d\nstdout:\n%s\nstderr:\n%s", r.code, tc.code, r.stdout, r.stderr)
+			}
+			if r.report == nil {
+				t.Fatalf("no report.json written\n%s", r.stderr)
+			}
+			if r.report.Verdict != tc.verdict {
+				t.Fatalf("verdict %s, want %s\n%s", r.report.Verdict, tc.verdict, r.stdout)
+			}
+			after, afterPer := served(pods)
+			if got, want := r.report.Metrics.Requests, after-before; got != want {
+				t.Errorf("report counts %d requests, the servers saw %d", got, want)
+			}
+			// The per-cluster counts in the report are the servers' own.
+			for _, d := range r.report.Dimensions {
+				if d.Name != "cluster" {
+					continue
+				}
+				for _, b := range d.Buckets {
+					if want := afterPer[b.Name] - beforePer[b.Name]; b.Count != want {
+						t.Errorf("cluster %s: report %d, servers %d", b.Name, b.Count, want)
+					}
+				}
+			}
+			if !strings.Contains(r.stdout, "VERDICT: "+tc.verdict.String()) {
+				t.Errorf("terminal summary lacks the verdict:\n%s", r.stdout)
+			}
+			for _, f := range []string{"report.json", "junit.xml", "summary.md"} {
+				if _, err := os.Stat(filepath.Join(r.dir, f)); err != nil {
+					t.Errorf("run directory lacks %s: %v", f, err)
+				}
+			}
+		})
+	}
+}
+
+func TestRequestIDsReachTheServers(t *testing.T) {
+	proxy, pods := threeClusters(t, 1, 1, 1)
+	f := writeScenario(t, scenario(proxy.url, "  concurrency: 3\n  repetitions: 30", "  - reached: {buckets: [c1, c2, c3]}"))
+	r := runBinary(t, context.Background(), "run", f)
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	seen := 0
+	for _, p := range pods {
+		p.mu.Lock()
+		for id, n := range p.ids {
+			if !strings.HasPrefix(id, r.report.RunID+"-") {
+				t.Errorf("pod %s saw request id %q, not of run %s", p.name, id, r.report.RunID)
+			}
+			if n != 1 {
+				t.Errorf("request id %s seen %d times", id, n)
+			}
+			seen++
+		}
+		p.mu.Unlock()
+	}
+	if seen != 90 {
+		t.Errorf("servers saw %d distinct request ids, want 90", seen)
+	}
+}
+
+func TestUnreachableTargetIsASetupError(t *testing.T) {
+	port := freePort(t) // nothing listens there any more
+	f := writeScenario(t, scenario(fmt.Sprintf("http://127.0.0.1:%d", port), "  rate: 10/s\n  duration: 30s", "  - reached: {buckets: [c1]}"))
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	r := runBinary(t, ctx, "run", f)
+	if r.code != 3 {
+		t.Fatalf("exit %d, want 3\n%s", r.code, r.stderr)
+	}
+	if !strings.Contains(r.stderr, "cannot reach target") || !strings.Contains(r.stderr, "connection refused") {
+		t.Errorf("stderr does not explain: %s", r.stderr)
+	}
+	if el := time.Since(start); el > 20*time.Second {
+		t.Errorf("took %s to give up", el)
+	}
+}
+
+func TestInterruptWritesWhatWasMeasured(t *testing.T) {
+	proxy, pods := threeClusters(t, 1, 1, 0)
+	f := writeScenario(t, scenario(proxy.url, "  rate: 100/s\n  duration: 60s", "  - reached: {buckets: [c1, c2]}"))
+	out := t.TempDir()
+	cmd := exec.Command(binary, "run", f, "--out", out, "--progress", "plain")
+	var so strings.Builder
+	cmd.Stdout = &so
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second)
+	_ = cmd.Process.Signal(syscall.SIGINT)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatal("mesh-verify did not stop after SIGINT")
+	}
+	if code := cmd.ProcessState.ExitCode(); code != 130 {
+		t.Fatalf("exit %d, want 130\n%s", code, so.String())
+	}
+	rep, _ := readReport(t, out)
+	if rep == nil {
+		t.Fatal("interrupted run wrote no report")
+	}
+	total, _ := served(pods)
+	if rep.Metrics.Requests != total || total == 0 {
+		t.Errorf("report has %d requests, servers saw %d", rep.Metrics.Requests, total)
+	}
+	if !rep.Attack.Interrupted {
+		t.Error("report does not say the run was interrupted")
+	}
+}
+
+func TestInvalidScenarioExitsWithInputError(t *testing.T) {
+	f := writeScenario(t, "apiVersion: mesh-verify.io/v1alpha1\nkind: Scenario\nmetadata: {name: x}\nattack:\n  rate: fast\n")
+	r := runBinary(t, context.Background(), "run", f)
+	if r.code != 4 {
+		t.Fatalf("exit %d, want 4: %s", r.code, r.stderr)
+	}
+	if !strings.Contains(r.stderr, f+":5:") || !strings.Contains(r.stderr, "attack.rate") {
+		t.Errorf("error does not name file:line and field: %s", r.stderr)
+	}
+}

@@ -1,0 +1,81 @@
+package reports
+
+import (
+	"encoding/xml"
+	"fmt"
+	"io"
+
+	"github.com/mesh-verify/mesh-verify/assert"
+)
+
+// JUnit test-suite XML as CI systems read it: one test case per
+// expectation; FAIL is a failure, INCONCLUSIVE is a failure too unless the
+// scenario lets inconclusive pass, in which case it is reported as skipped.
+type junitSuites struct {
+	XMLName xml.Name     `xml:"testsuites"`
+	Suites  []junitSuite `xml:"testsuite"`
+}
+
+type junitSuite struct {
+	Name     string      `xml:"name,attr"`
+	Tests    int         `xml:"tests,attr"`
+	Failures int         `xml:"failures,attr"`
+	Errors   int         `xml:"errors,attr"`
+	Skipped  int         `xml:"skipped,attr"`
+	Time     float64     `xml:"time,attr"`
+	Cases    []junitCase `xml:"testcase"`
+	Out      string      `xml:"system-out,omitempty"`
+}
+
+type junitCase struct {
+	Name      string        `xml:"name,attr"`
+	Classname string        `xml:"classname,attr"`
+	Failure   *junitMessage `xml:"failure,omitempty"`
+	Error     *junitMessage `xml:"error,omitempty"`
+	Skipped   *junitMessage `xml:"skipped,omitempty"`
+}
+
+type junitMessage struct {
+	Message string `xml:"message,attr"`
+	Type    string `xml:"type,attr,omitempty"`
+	Text    string `xml:",chardata"`
+}
+
+// JUnit writes the report as JUnit XML.
+func JUnit(w io.Writer, r *Report) error {
+	s := junitSuite{Name: "mesh-verify/" + r.Scenario.Name, Time: r.Attack.Elapsed.Seconds(),
+		Out: fmt.Sprintf("run %s, %d requests, target %s", r.RunID, r.Metrics.Requests, r.Target)}
+	if r.SetupError != "" {
+		s.Errors++
+		s.Cases = append(s.Cases, junitCase{Name: "setup", Classname: s.Name,
+			Error: &junitMessage{Message: r.SetupError, Type: "setup"}})
+	}
+	for _, e := range r.Expectation {
+		c := junitCase{Name: e.Name, Classname: s.Name}
+		switch e.Verdict {
+		case assert.Fail:
+			c.Failure = &junitMessage{Message: e.Reason, Type: "FAIL"}
+			s.Failures++
+		case assert.Inconclusive:
+			if r.Statistics.Inconclusive == "pass" {
+				c.Skipped = &junitMessage{Message: e.Reason}
+				s.Skipped++
+			} else {
+				c.Failure = &junitMessage{Message: e.Reason, Type: "INCONCLUSIVE"}
+				s.Failures++
+			}
+		}
+		s.Cases = append(s.Cases, c)
+	}
+	s.Tests = len(s.Cases)
+	if _, err := io.WriteString(w, xml.Header); err != nil {
+		return err
+	}
+	enc := xml.NewEncoder(w)
+	enc.Indent("", "  ")
+	if err := enc.Encode(junitSuites{Suites: []junitSuite{s}}); err != nil {
+		return err
+	}
+	_, err := io.WriteString(w, "\n")
+	return err
+}

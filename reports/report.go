@@ -1,0 +1,204 @@
+// Package reports holds the run report (a versioned JSON document) and
+// renders it for people and CI systems: terminal tables, JSON, JUnit XML and
+// Markdown. Every renderer reads only the Report, so saved runs re-render
+// exactly as they were judged.
+package reports
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/mesh-verify/mesh-verify/assert"
+	"github.com/mesh-verify/mesh-verify/attack"
+)
+
+// Schema identifies the report format; bump it on any incompatible change.
+const Schema = "mesh-verify.io/report/v1"
+
+// Report is everything a run measured and decided.
+type Report struct {
+	Schema      string         `json:"schema"`
+	RunID       string         `json:"runId"`
+	Scenario    ScenarioInfo   `json:"scenario"`
+	Target      string         `json:"target"`
+	Attack      AttackInfo     `json:"attack"`
+	Metrics     Metrics        `json:"metrics"`
+	Dimensions  []Dimension    `json:"dimensions"`
+	Samples     []string       `json:"unattributedSamples,omitempty"`
+	Timeline    Timeline       `json:"timeline"`
+	Statistics  StatisticsInfo `json:"statistics"`
+	Expectation []Expectation  `json:"expectations"`
+	Sequential  *Sequential    `json:"sequential,omitempty"`
+	Verdict     assert.Verdict `json:"verdict"`
+	// Gate is the verdict after the scenario's rule for INCONCLUSIVE.
+	Gate     assert.Verdict `json:"gate"`
+	ExitCode int            `json:"exitCode"`
+	Warnings []string       `json:"warnings,omitempty"`
+	// SetupError is set when the run could not measure what it was asked to.
+	SetupError string `json:"setupError,omitempty"`
+}
+
+// ScenarioInfo identifies the scenario judged.
+type ScenarioInfo struct {
+	Name        string `json:"name"`
+	File        string `json:"file,omitempty"`
+	Description string `json:"description,omitempty"`
+}
+
+// AttackInfo is how load was generated and how the generator kept up.
+type AttackInfo struct {
+	attack.Summary
+	Mode           string `json:"mode"` // open-loop, closed-loop, ramp
+	Concurrency    int    `json:"concurrency,omitempty"`
+	KeepAlive      bool   `json:"keepAlive"`
+	MaxConnections int    `json:"maxConnections,omitempty"`
+	HTTP2          bool   `json:"http2"`
+	Method         string `json:"method"`
+}
+
+// Metrics are the request outcomes.
+type Metrics struct {
+	Requests    int64            `json:"requests"`
+	Successes   int64            `json:"successes"`
+	Success     float64          `json:"success"`
+	StatusCodes map[string]int   `json:"statusCodes"`
+	Errors      []ErrorCount     `json:"errors,omitempty"`
+	Latency     Latency          `json:"latency"`
+	BytesIn     uint64           `json:"bytesIn"`
+	Extra       map[string]int64 `json:"extra,omitempty"`
+}
+
+// ErrorCount is one kind of failure.
+type ErrorCount struct {
+	Message string `json:"message"`
+	Count   int64  `json:"count"`
+}
+
+// Latency percentiles.
+type Latency struct {
+	Mean time.Duration `json:"mean"`
+	P50  time.Duration `json:"p50"`
+	P90  time.Duration `json:"p90"`
+	P95  time.Duration `json:"p95"`
+	P99  time.Duration `json:"p99"`
+	Max  time.Duration `json:"max"`
+}
+
+// Dimension is the observed split over one identity field.
+type Dimension struct {
+	Name         string   `json:"name"`
+	Buckets      []Bucket `json:"buckets"`
+	Attributed   int64    `json:"attributed"`
+	Unattributed int64    `json:"unattributed"`
+	// Units is the number of sampling units (connections) behind the counts.
+	Units int64 `json:"units"`
+}
+
+// Bucket is one cluster, pod or version.
+type Bucket struct {
+	Name  string  `json:"name"`
+	Count int64   `json:"count"`
+	Share float64 `json:"share"`
+	// Sources says which attribution sources saw this bucket (body, logs, metrics).
+	Sources []string `json:"sources,omitempty"`
+}
+
+// Timeline is the per-slice view of the attack.
+type Timeline struct {
+	SliceWidth time.Duration `json:"sliceWidth"`
+	Slices     []Slice       `json:"slices"`
+}
+
+// Slice is one time window.
+type Slice struct {
+	Start    time.Duration    `json:"start"`
+	Requests int64            `json:"requests"`
+	Errors   int64            `json:"errors"`
+	Clusters map[string]int64 `json:"clusters,omitempty"`
+}
+
+// StatisticsInfo records the settings the verdicts used.
+type StatisticsInfo struct {
+	Confidence   float64 `json:"confidence"`
+	Power        float64 `json:"power"`
+	Margin       float64 `json:"margin"`
+	Relative     bool    `json:"relative"`
+	Interval     string  `json:"interval"`
+	Inconclusive string  `json:"inconclusive"`
+	Stop         string  `json:"stop"`
+}
+
+// Expectation is one judged statement with its evidence.
+type Expectation struct {
+	Name    string              `json:"name"`
+	Kind    string              `json:"kind"`
+	By      string              `json:"by,omitempty"`
+	Verdict assert.Verdict      `json:"verdict"`
+	Reason  string              `json:"reason"`
+	Model   *assert.Shares      `json:"model,omitempty"`
+	Split   *assert.SplitResult `json:"split,omitempty"`
+	Result  *assert.Result      `json:"result,omitempty"`
+	// RequiredN is the total number of requests that would settle an
+	// INCONCLUSIVE verdict.
+	RequiredN int64 `json:"requiredN,omitempty"`
+}
+
+// Sequential records early stopping.
+type Sequential struct {
+	Plan      assert.SequentialPlan `json:"plan"`
+	StoppedAt int                   `json:"stoppedAtLook"` // 1-based; 0 = ran to the end
+	Rule      string                `json:"rule"`
+}
+
+// WriteJSON writes the report as indented JSON.
+func WriteJSON(w io.Writer, r *Report) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// ReadJSON reads a report written by WriteJSON.
+func ReadJSON(path string) (*Report, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read report: %w", err)
+	}
+	var r Report
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("read report %s: %w", path, err)
+	}
+	if r.Schema != Schema {
+		return nil, fmt.Errorf("read report %s: schema %q, this build reads %q", path, r.Schema, Schema)
+	}
+	return &r, nil
+}
+
+// WriteFile writes the report into dir/name atomically: a half-written
+// report must never be mistaken for a complete one.
+func WriteFile(dir, name string, render func(io.Writer) error) (string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("create run directory %s: %w", dir, err)
+	}
+	path := filepath.Join(dir, name)
+	f, err := os.CreateTemp(dir, "."+name+".*")
+	if err != nil {
+		return "", fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := render(f); err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return "", fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(f.Name())
+		return "", fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Rename(f.Name(), path); err != nil {
+		return "", fmt.Errorf("write %s: %w", path, err)
+	}
+	return path, nil
+}

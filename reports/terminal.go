@@ -1,0 +1,160 @@
+package reports
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/olekukonko/tablewriter"
+	"github.com/olekukonko/tablewriter/renderer"
+	"github.com/olekukonko/tablewriter/tw"
+)
+
+// Terminal writes the human summary: how the attack went, the observed
+// splits, each expectation with its evidence, and the verdict.
+func Terminal(w io.Writer, r *Report) error {
+	return render(w, r, func(w io.Writer) *tablewriter.Table {
+		return tablewriter.NewTable(w, tablewriter.WithRenderer(renderer.NewBlueprint(tw.Rendition{Symbols: tw.NewSymbols(tw.StyleLight)})))
+	}, "")
+}
+
+// Markdown writes the same summary as GitHub-flavoured Markdown, for CI job
+// summaries and pull-request comments.
+func Markdown(w io.Writer, r *Report) error {
+	return render(w, r, func(w io.Writer) *tablewriter.Table {
+		return tablewriter.NewTable(w, tablewriter.WithRenderer(renderer.NewMarkdown()))
+	}, "## ")
+}
+
+func render(w io.Writer, r *Report, table func(io.Writer) *tablewriter.Table, heading string) error {
+	p := &printer{w: w}
+	p.f("%smesh-verify: %s — %s\n", heading, r.Scenario.Name, r.Verdict)
+	if r.Scenario.Description != "" {
+		p.f("%s\n", r.Scenario.Description)
+	}
+	p.f("\nrun %s · target %s\n\n", r.RunID, r.Target)
+	for _, wmsg := range r.Warnings {
+		p.f("WARNING: %s\n", wmsg)
+	}
+	if r.SetupError != "" {
+		p.f("SETUP ERROR: %s\n\n", r.SetupError)
+	}
+
+	a := r.Attack
+	t := table(w)
+	t.Header("attack", "requests", "requested", "achieved", "duration", "connections", "success", "p50", "p99", "max")
+	req := "max effort"
+	if a.RequestedRate > 0 {
+		req = fmt.Sprintf("%.1f/s", a.RequestedRate)
+	}
+	mode := a.Mode
+	if a.Concurrency > 0 {
+		mode += fmt.Sprintf(" (c=%d)", a.Concurrency)
+	}
+	if !a.KeepAlive {
+		mode += ", no keep-alive"
+	}
+	if a.Interrupted {
+		mode += ", INTERRUPTED"
+	}
+	l := r.Metrics.Latency
+	p.err(t.Append(mode, fmt.Sprint(r.Metrics.Requests), req, fmt.Sprintf("%.1f/s", a.AchievedRate),
+		round(a.Elapsed), fmt.Sprint(a.Connections), pct(r.Metrics.Success),
+		round(l.P50), round(l.P99), round(l.Max)))
+	p.err(t.Render())
+
+	if len(r.Metrics.Errors) > 0 {
+		p.f("\nerrors:\n")
+		for _, e := range r.Metrics.Errors {
+			p.f("  %6d × %s\n", e.Count, e.Message)
+		}
+	}
+
+	for _, d := range r.Dimensions {
+		if d.Attributed == 0 {
+			continue
+		}
+		p.f("\n%sobserved by %s (%d attributed, %d unattributed, %d connections)\n", sub(heading), d.Name, d.Attributed, d.Unattributed, d.Units)
+		t := table(w)
+		t.Header(d.Name, "requests", "share")
+		for _, b := range d.Buckets {
+			p.err(t.Append(b.Name, fmt.Sprint(b.Count), pct(b.Share)))
+		}
+		p.err(t.Render())
+	}
+	if len(r.Samples) > 0 {
+		p.f("\nresponses no rule attributed (first %d):\n", len(r.Samples))
+		for _, s := range r.Samples {
+			p.f("  %q\n", s)
+		}
+	}
+
+	for _, e := range r.Expectation {
+		p.f("\n%s%s: %s\n", sub(heading), e.Name, e.Verdict)
+		p.f("%s\n", e.Reason)
+		if e.Model != nil && len(e.Model.Explanation) > 0 {
+			p.f("model %s: %s\n", e.Model.Model, strings.Join(e.Model.Explanation, " "))
+		}
+		if s := e.Split; s != nil {
+			t := table(w)
+			t.Header(e.By, "requests", "observed", "expected", "interval", "allowed", "verdict")
+			for _, b := range s.Buckets {
+				p.err(t.Append(b.Bucket, fmt.Sprint(b.Count), pct(b.Observed), pct(b.Expected),
+					fmt.Sprintf("%s–%s", pct(b.Interval.Lo), pct(b.Interval.Hi)),
+					fmt.Sprintf("%s–%s", pct(b.Allowed.Lo), pct(b.Allowed.Hi)), b.Verdict.String()))
+			}
+			p.err(t.Render())
+			p.f("n=%d effective n=%.0f design effect=%.2f χ²=%.2f df=%d p=%.4g\n",
+				s.N, s.EffectiveN, s.DesignEffect, s.ChiSquare, s.DF, s.PValue)
+		}
+		if e.RequiredN > 0 {
+			p.f("to settle it: about %d requests in all\n", e.RequiredN)
+		}
+	}
+	if s := r.Sequential; s != nil && s.StoppedAt > 0 {
+		p.f("\nstopped early at look %d of %d (%s)\n", s.StoppedAt, len(s.Plan.Looks), s.Rule)
+	}
+	p.f("\n%sVERDICT: %s", heading, r.Verdict)
+	if r.Gate != r.Verdict {
+		p.f(" (gate: %s)", r.Gate)
+	}
+	p.f(" · exit code %d\n", r.ExitCode)
+	return p.error
+}
+
+type printer struct {
+	w     io.Writer
+	error error
+}
+
+func (p *printer) f(format string, args ...any) {
+	if p.error == nil {
+		_, p.error = fmt.Fprintf(p.w, format, args...)
+	}
+}
+
+func (p *printer) err(err error) {
+	if p.error == nil {
+		p.error = err
+	}
+}
+
+func sub(heading string) string {
+	if heading == "" {
+		return ""
+	}
+	return "#" + heading
+}
+
+func pct(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) }
+
+func round(d time.Duration) string {
+	switch {
+	case d >= time.Second:
+		return d.Round(10 * time.Millisecond).String()
+	case d >= time.Millisecond:
+		return d.Round(10 * time.Microsecond).String()
+	}
+	return d.Round(time.Microsecond).String()
+}

@@ -1,0 +1,99 @@
+package runner
+
+import (
+	"sort"
+
+	"github.com/mesh-verify/mesh-verify/assert"
+	"github.com/mesh-verify/mesh-verify/attack"
+	"github.com/mesh-verify/mesh-verify/attribution"
+	"github.com/mesh-verify/mesh-verify/reports"
+	"github.com/mesh-verify/mesh-verify/scenarios"
+	"github.com/mesh-verify/mesh-verify/tally"
+)
+
+func assemble(sc *scenarios.Scenario, runID, target string, o attack.Options, sum attack.Summary, s tally.Snapshot) *reports.Report {
+	st := sc.Statistics
+	r := &reports.Report{
+		Schema:   reports.Schema,
+		RunID:    runID,
+		Scenario: reports.ScenarioInfo{Name: sc.Metadata.Name, File: sc.File, Description: sc.Metadata.Description},
+		Target:   target,
+		Attack: reports.AttackInfo{Summary: sum, Mode: mode(o), Concurrency: o.Concurrency,
+			KeepAlive: o.KeepAlive, MaxConnections: o.MaxConnections, HTTP2: o.HTTP2, Method: o.Method},
+		Statistics: reports.StatisticsInfo{Confidence: st.Confidence, Power: st.Power, Margin: st.Margin.Fraction(),
+			Relative: st.Relative, Interval: st.Interval, Inconclusive: st.Inconclusive, Stop: st.Stop},
+		Samples:  s.Samples,
+		Timeline: reports.Timeline{SliceWidth: s.SliceWidth},
+	}
+	r.Attack.Connections = uint64(max(s.Connections, 0))
+	m := s.Metrics
+	r.Metrics = reports.Metrics{
+		Requests:    s.Total,
+		Success:     m.Success,
+		StatusCodes: m.StatusCodes,
+		BytesIn:     m.BytesIn.Total,
+		Latency: reports.Latency{Mean: m.Latencies.Mean, P50: m.Latencies.P50, P90: m.Latencies.P90,
+			P95: m.Latencies.P95, P99: m.Latencies.P99, Max: m.Latencies.Max},
+	}
+	oc := s.Dimensions[tally.Outcome]
+	for i, b := range oc.Buckets {
+		if b == tally.Success {
+			r.Metrics.Successes = oc.N[i]
+		}
+	}
+	if s.Total > 0 {
+		r.Metrics.Success = float64(r.Metrics.Successes) / float64(s.Total)
+	}
+	for msg, n := range s.Errors {
+		r.Metrics.Errors = append(r.Metrics.Errors, reports.ErrorCount{Message: msg, Count: n})
+	}
+	if s.ErrorsOther > 0 {
+		r.Metrics.Errors = append(r.Metrics.Errors, reports.ErrorCount{Message: "(other errors)", Count: s.ErrorsOther})
+	}
+	sort.Slice(r.Metrics.Errors, func(a, b int) bool { return r.Metrics.Errors[a].Count > r.Metrics.Errors[b].Count })
+	for _, f := range attribution.Fields() {
+		c := s.Dimensions[string(f)]
+		d := reports.Dimension{Name: string(f), Unattributed: s.Unattributed[string(f)]}
+		if c.Units != nil {
+			d.Units = c.Units.Units
+		}
+		for _, n := range c.N {
+			d.Attributed += n
+		}
+		for i, b := range c.Buckets {
+			share := 0.0
+			if d.Attributed > 0 {
+				share = float64(c.N[i]) / float64(d.Attributed)
+			}
+			d.Buckets = append(d.Buckets, reports.Bucket{Name: b, Count: c.N[i], Share: share, Sources: []string{"body"}})
+		}
+		r.Dimensions = append(r.Dimensions, d)
+	}
+	for _, sl := range s.Slices {
+		r.Timeline.Slices = append(r.Timeline.Slices, reports.Slice(sl))
+	}
+	return r
+}
+
+// finish sets the verdict, the gate and the exit code.
+func finish(r *reports.Report, sc *scenarios.Scenario) {
+	vs := make([]assert.Verdict, 0, len(r.Expectation))
+	for _, e := range r.Expectation {
+		vs = append(vs, e.Verdict)
+	}
+	r.Verdict = assert.Worst(vs...)
+	r.Gate = r.Verdict
+	if r.Verdict == assert.Inconclusive && sc.Statistics.Inconclusive == "pass" {
+		r.Gate = assert.Pass
+	}
+	switch {
+	case r.Attack.Interrupted:
+		r.ExitCode = ExitInterrupted
+	case r.Gate == assert.Pass:
+		r.ExitCode = ExitPass
+	case r.Gate == assert.Fail:
+		r.ExitCode = ExitFail
+	default:
+		r.ExitCode = ExitInconclusive
+	}
+}

@@ -1,0 +1,130 @@
+package runner
+
+import (
+	"fmt"
+	"net/http"
+	"regexp"
+
+	vegeta "github.com/tsenart/vegeta/v12/lib"
+
+	"github.com/mesh-verify/mesh-verify/attack"
+	"github.com/mesh-verify/mesh-verify/attribution"
+	"github.com/mesh-verify/mesh-verify/scenarios"
+)
+
+// attackOptions translates the scenario's attack section; the scenario was
+// validated, so what is left to fail here is a programming error.
+func attackOptions(sc *scenarios.Scenario, url, runID string) attack.Options {
+	a := sc.Attack
+	o := attack.Options{
+		Method:          a.Method,
+		URL:             url,
+		Header:          http.Header{},
+		Body:            []byte(a.Body),
+		Duration:        a.Duration.Duration,
+		Requests:        a.Requests,
+		Concurrency:     a.Concurrency,
+		Timeout:         a.Timeout.Duration,
+		KeepAlive:       a.KeepAlive == nil || *a.KeepAlive,
+		Connections:     a.Connections,
+		MaxConnections:  a.MaxConnections,
+		HTTP2:           a.HTTP2,
+		MaxBody:         a.MaxBody.Bytes(),
+		MaxWorkers:      a.MaxWorkers,
+		RequestIDHeader: a.RequestID,
+		RunID:           runID,
+	}
+	for k, v := range a.Headers {
+		o.Header.Set(k, v)
+	}
+	if a.Rate != nil {
+		o.Rate = vegeta.Rate{Freq: a.Rate.Freq, Per: a.Rate.Per}
+	}
+	if a.Ramp != nil {
+		o.Ramp = &attack.Ramp{
+			From: vegeta.Rate{Freq: a.Ramp.From.Freq, Per: a.Ramp.From.Per},
+			To:   vegeta.Rate{Freq: a.Ramp.To.Freq, Per: a.Ramp.To.Per},
+			Over: a.Ramp.Duration.Duration,
+		}
+		if o.Duration == 0 {
+			o.Duration = o.Ramp.Over
+		}
+	}
+	if a.Concurrency > 0 && a.Rate == nil && a.Ramp == nil && a.Repetitions > 0 {
+		// siege -c C -r R: every simulated user sends R requests.
+		o.Requests = uint64(a.Concurrency) * uint64(a.Repetitions)
+	}
+	return o
+}
+
+// plannedRequests is how many requests the attack will send if nothing
+// stops it early; 0 when it cannot be known in advance (closed loop by time).
+func plannedRequests(o attack.Options) int64 {
+	var byTime int64
+	switch {
+	case o.Ramp != nil:
+		from, to := o.Ramp.From.Rate(0), o.Ramp.To.Rate(0)
+		byTime = int64((from + to) / 2 * o.Ramp.Over.Seconds())
+	case o.Rate.Freq > 0 && o.Duration > 0:
+		byTime = int64(o.Rate.Rate(0) * o.Duration.Seconds())
+	}
+	switch {
+	case o.Requests > 0 && byTime > 0:
+		return min(int64(o.Requests), byTime)
+	case o.Requests > 0:
+		return int64(o.Requests)
+	}
+	return byTime
+}
+
+func mode(o attack.Options) string {
+	switch {
+	case o.Ramp != nil:
+		return "ramp"
+	case o.Rate.Freq > 0:
+		return "open-loop"
+	}
+	return "closed-loop"
+}
+
+// attributor compiles the scenario's rules after its preset's, so a
+// scenario's own rules refine a preset rather than being overruled by it.
+func attributor(sc *scenarios.Scenario) (*attribution.Attributor, error) {
+	var rules []attribution.Rule
+	for i, r := range sc.Attribution.Rules {
+		ar := attribution.Rule{Field: attribution.Field(r.Field), Last: r.Match == "last"}
+		switch {
+		case r.Body != "":
+			ar.Source = attribution.Body
+			re, err := regexp.Compile(r.Body)
+			if err != nil {
+				return nil, fmt.Errorf("attribution.rules[%d].body: %w", i, err)
+			}
+			ar.Regex = re
+		case r.Header != "":
+			ar.Source, ar.Key = attribution.Header, r.Header
+		case r.JSON != "":
+			ar.Source, ar.Key = attribution.JSON, r.JSON
+		}
+		if r.Regex != "" {
+			re, err := regexp.Compile(r.Regex)
+			if err != nil {
+				return nil, fmt.Errorf("attribution.rules[%d].regex: %w", i, err)
+			}
+			ar.Regex = re
+		}
+		rules = append(rules, ar)
+	}
+	if sc.Attribution.Preset != "" {
+		p, err := attribution.Preset(sc.Attribution.Preset)
+		if err != nil {
+			return nil, fmt.Errorf("attribution.preset: %w", err)
+		}
+		rules = append(rules, p...)
+	}
+	var maps []attribution.ValueMap
+	for _, m := range sc.Attribution.Map {
+		maps = append(maps, attribution.ValueMap{From: attribution.Field(m.From), To: attribution.Field(m.To), Values: m.Values})
+	}
+	return attribution.New(rules, maps), nil
+}

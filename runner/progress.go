@@ -1,0 +1,82 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/mesh-verify/mesh-verify/attack"
+	"github.com/mesh-verify/mesh-verify/tally"
+)
+
+// progress prints the attack's state while it runs: on a terminal one line
+// rewritten in place every 250ms, otherwise a plain line every few seconds
+// so CI logs stay readable.
+func progress(ctx context.Context, o Options, t *tally.Tally, ao attack.Options, done chan<- struct{}) {
+	defer close(done)
+	every := o.ProgressEvery
+	if every <= 0 {
+		every = 5 * time.Second
+	}
+	if o.Terminal {
+		every = 250 * time.Millisecond
+	}
+	start := time.Now()
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			if o.Terminal {
+				fmt.Fprintf(o.Progress, "\r%s\n", line(t, start, ao))
+			}
+			return
+		case <-tick.C:
+			if o.Terminal {
+				fmt.Fprintf(o.Progress, "\r\033[K%s", line(t, start, ao))
+			} else {
+				fmt.Fprintln(o.Progress, line(t, start, ao))
+			}
+		}
+	}
+}
+
+func line(t *tally.Tally, start time.Time, ao attack.Options) string {
+	s := t.Snapshot()
+	el := time.Since(start)
+	rate := float64(s.Total) / el.Seconds()
+	var b strings.Builder
+	fmt.Fprintf(&b, "%5.1fs  %d requests  %.1f/s", el.Seconds(), s.Total, rate)
+	if ao.Rate.Freq > 0 {
+		fmt.Fprintf(&b, " (asked %.1f/s)", ao.Rate.Rate(0))
+	}
+	oc := s.Dimensions[tally.Outcome]
+	var ok int64
+	for i, n := range oc.Buckets {
+		if n == tally.Success {
+			ok = oc.N[i]
+		}
+	}
+	if s.Total > 0 {
+		fmt.Fprintf(&b, "  success %.1f%%", 100*float64(ok)/float64(s.Total))
+	}
+	c := s.Dimensions["cluster"]
+	var tot int64
+	for _, n := range c.N {
+		tot += n
+	}
+	if tot > 0 {
+		idx := make([]int, len(c.Buckets))
+		for i := range idx {
+			idx[i] = i
+		}
+		sort.Slice(idx, func(a, b int) bool { return c.Buckets[idx[a]] < c.Buckets[idx[b]] })
+		b.WriteString("  split")
+		for _, i := range idx {
+			fmt.Fprintf(&b, " %s %.1f%%", c.Buckets[i], 100*float64(c.N[i])/float64(tot))
+		}
+	}
+	return b.String()
+}

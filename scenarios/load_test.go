@@ -1,0 +1,389 @@
+package scenarios
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// want is one expected error, read from a "# want: LINE:FIELD: SUBSTRING"
+// (or "# want: LINE: SUBSTRING" for whole-file problems) comment.
+type want struct {
+	line  int
+	field string
+	msg   string
+}
+
+func parseWants(t *testing.T, file string, data []byte) []want {
+	t.Helper()
+	var ws []want
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		rest, ok := strings.CutPrefix(sc.Text(), "# want: ")
+		if !ok {
+			continue
+		}
+		lineStr, rest, ok := strings.Cut(rest, ":")
+		line, err := strconv.Atoi(lineStr)
+		if !ok || err != nil {
+			t.Fatalf("%s: malformed want comment %q", file, sc.Text())
+		}
+		w := want{line: line}
+		if strings.HasPrefix(rest, " ") {
+			w.msg = strings.TrimPrefix(rest, " ")
+		} else {
+			w.field, w.msg, _ = strings.Cut(rest, ": ")
+		}
+		ws = append(ws, w)
+	}
+	if len(ws) == 0 {
+		t.Fatalf("%s: no # want: comment", file)
+	}
+	return ws
+}
+
+// TestBadFiles checks every testdata/bad file reports exactly the errors
+// its "# want:" comments name: the intended one, and no noise.
+func TestBadFiles(t *testing.T) {
+	files, err := filepath.Glob("testdata/bad/*.yaml")
+	if err != nil || len(files) < 20 {
+		t.Fatalf("want at least 20 bad fixtures, got %d (%v)", len(files), err)
+	}
+	for _, file := range files {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			data, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wants := parseWants(t, file, data)
+			s, err := Load(file)
+			if err == nil {
+				t.Fatalf("loaded without error: %+v", s)
+			}
+			var errs Errors
+			if !errors.As(err, &errs) {
+				t.Fatalf("error is %T, want Errors: %v", err, err)
+			}
+			if len(errs) != len(wants) {
+				t.Errorf("got %d errors, want %d:\n%v", len(errs), len(wants), err)
+			}
+			for _, w := range wants {
+				found := false
+				for _, e := range errs {
+					if e.File == file && e.Line == w.line && e.Field == w.field && strings.Contains(e.Msg, w.msg) {
+						found = true
+						prefix := file + ":" + strconv.Itoa(w.line) + ":"
+						if !strings.HasPrefix(e.Error(), prefix) {
+							t.Errorf("Error() = %q, want prefix %q", e.Error(), prefix)
+						}
+					}
+				}
+				if !found {
+					t.Errorf("missing %d:%s: %s\ngot:\n%v", w.line, w.field, w.msg, err)
+				}
+			}
+		})
+	}
+}
+
+func TestGoodFiles(t *testing.T) {
+	files, _ := filepath.Glob("testdata/good/*.yaml")
+	if len(files) < 3 {
+		t.Fatalf("want at least 3 good fixtures, got %d", len(files))
+	}
+	for _, file := range files {
+		s, err := Load(file)
+		if err != nil {
+			t.Errorf("%s: %v", file, err)
+			continue
+		}
+		if s.File != file {
+			t.Errorf("%s: File = %q", file, s.File)
+		}
+		// What Parse returns must pass Validate, the check built-ins get.
+		if err := s.Validate(); err != nil {
+			t.Errorf("%s: Validate after Load: %v", file, err)
+		}
+	}
+}
+
+func TestFullScenario(t *testing.T) {
+	s, err := Load("testdata/good/open-loop-rate.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := s.Attack
+	checks := []struct {
+		name      string
+		got, want any
+	}{
+		{"name", s.Metadata.Name, "istio-v1-only"},
+		{"clusters", s.ClusterNames(), []string{"c1", "c2"}},
+		{"context", s.Clusters[1].Context, "kind-c2"},
+		{"url", s.Target.URL, "http://127.0.0.1:8080/caller/ping?id={{.RequestID}}"},
+		{"rate", *a.Rate, Rate{Freq: 50, Per: 100 * time.Millisecond}},
+		{"rate/s", a.Rate.PerSecond(), 500.0},
+		{"duration", a.Duration.Duration, 90 * time.Second},
+		{"requests", a.Requests, uint64(20000)},
+		{"concurrency", a.Concurrency, 50},
+		{"method upper-cased", a.Method, "POST"},
+		{"headers", a.Headers, map[string]string{"X-Trace": "{{.RequestID}}-{{.Seq}}", "Accept": "application/json"}},
+		{"body", a.Body, `{"seq": {{.Seq}}}`},
+		{"timeout", a.Timeout.Duration, 2 * time.Second},
+		{"keepAlive", *a.KeepAlive, false},
+		{"maxConnections", a.MaxConnections, 10},
+		{"http2", a.HTTP2, true},
+		{"maxBody", a.MaxBody, Size(1 << 20)},
+		{"requestIdHeader", a.RequestID, "X-Mesh-Verify-Id"},
+		{"preset", s.Attribution.Preset, "tutorial"},
+		{"rule0", s.Attribution.Rules[0], Rule{Body: `I'm callme-service (?P<version>v\d+)`, Match: "last"}},
+		{"rule1", s.Attribution.Rules[1], Rule{JSON: "data.0.instance", Regex: "^(?P<pod>[a-z0-9-]+)$", Match: "first"}},
+		{"map", s.Attribution.Map, []ValueMap{{From: "version", To: "cluster", Values: map[string]string{"v1": "c1", "v2": "c2"}}}},
+		{"statistics", s.Statistics, Statistics{Confidence: 0.99, Power: 0.9, Margin: 0.02, Interval: "clopper-pearson", Inconclusive: "pass", Stop: "early", Looks: 5}},
+		{"only", *s.Expect[0].Only, BucketSet{By: "cluster", Buckets: []string{"c1"}, Margin: ptr(Percent(0.01))}},
+		{"only name", s.Expect[0].Name, "only cluster c1"},
+		{"split", *s.Expect[1].Split, Split{By: "version", Model: "weights", Weights: map[string]float64{"v1": 1, "v2": 0}, Margin: ptr(Percent(0.01))}},
+		{"split name", s.Expect[1].Name, "split by version (weights)"},
+		{"success", s.Expect[2].SuccessRate.AtLeast, Percent(0.995)},
+		{"success name", s.Expect[2].Name, "success rate ≥ 99.5%"},
+		{"latency default percentile", *s.Expect[3].Latency, Latency{Percentile: 99, Below: Duration{250 * time.Millisecond}}},
+		{"latency name", s.Expect[3].Name, "p99 latency < 250ms"},
+		{"p50", *s.Expect[4].Latency, Latency{Percentile: 50, Below: Duration{20 * time.Millisecond}}},
+		{"kinds", []string{s.Expect[0].Kind(), s.Expect[1].Kind(), s.Expect[4].Kind()}, []string{"only", "split", "latency"}},
+	}
+	for _, c := range checks {
+		if !reflect.DeepEqual(c.got, c.want) {
+			t.Errorf("%s = %#v, want %#v", c.name, c.got, c.want)
+		}
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func TestDefaults(t *testing.T) {
+	s, err := Load("testdata/good/closed-loop-siege.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := s.Attack
+	checks := []struct {
+		name      string
+		got, want any
+	}{
+		{"method", a.Method, "GET"},
+		{"timeout", a.Timeout.Duration, 10 * time.Second},
+		{"keepAlive", *a.KeepAlive, true},
+		{"requestIdHeader", a.RequestID, "X-Request-Id"},
+		{"maxBody", a.MaxBody, Size(64 << 10)},
+		{"forward", *s.Target.Forward, Forward{Cluster: "c1", Namespace: "interconnect", Resource: "deploy/skupper-router", Port: "8080", Scheme: "http"}},
+		{"path", s.Target.Path, "/persons"},
+		{"cost", *s.Clusters[2].Cost, 1.0},
+		{"match", s.Attribution.Rules[0].Match, "first"},
+		{"statistics", s.Statistics, Statistics{Confidence: 0.95, Power: 0.8, Margin: 0.05, Interval: "wilson", Inconclusive: "fail", Stop: "end"}},
+		{"split", *s.Expect[0].Split, Split{By: "cluster", Model: "equal", Buckets: []string{"c2", "c3"}}},
+		{"reached by", s.Expect[1].Reached.By, "cluster"},
+		{"reached name", s.Expect[1].Name, "every cluster reached"},
+		{"never name", s.Expect[2].Name, "never cluster c1"},
+	}
+	for _, c := range checks {
+		if !reflect.DeepEqual(c.got, c.want) {
+			t.Errorf("%s = %#v, want %#v", c.name, c.got, c.want)
+		}
+	}
+}
+
+const minimal = `apiVersion: mesh-verify.io/v1alpha1
+kind: Scenario
+metadata: {name: m}
+clusters: [{name: c1}, {name: c2}]
+target: {url: "http://127.0.0.1:1/"}
+attack: {rate: 10, requests: 100}
+attribution: {preset: tutorial}
+`
+
+func TestDerivedNamesAndBucketDefaults(t *testing.T) {
+	s, err := Parse("m.yaml", []byte(minimal+`expect:
+  - split: {weights: {c1: 1, c2: 1}}
+  - split: {weights: {c1: 2, c2: 1}}
+  - name: split by cluster (equal)
+    split: {model: equal, margin: 1%}
+  - split: {}
+  - reached: {}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range s.Expect {
+		names = append(names, e.Name)
+	}
+	wantNames := []string{"split by cluster (weights)", "split by cluster (weights) #2", "split by cluster (equal)", "split by cluster (equal) #2", "every cluster reached"}
+	if !reflect.DeepEqual(names, wantNames) {
+		t.Errorf("names = %q, want %q", names, wantNames)
+	}
+	if got := s.Expect[3].Split.Buckets; !reflect.DeepEqual(got, []string{"c1", "c2"}) {
+		t.Errorf("equal split buckets = %v, want every declared cluster", got)
+	}
+	if got := s.Expect[4].Reached.Buckets; !reflect.DeepEqual(got, []string{"c1", "c2"}) {
+		t.Errorf("reached buckets = %v, want every declared cluster", got)
+	}
+	if *s.Attack.Rate != (Rate{Freq: 10, Per: time.Second}) {
+		t.Errorf("bare rate = %v, want 10/s", *s.Attack.Rate)
+	}
+	before := *s
+	s.ApplyDefaults()
+	if !reflect.DeepEqual(before.Expect, s.Expect) || !reflect.DeepEqual(before.Statistics, s.Statistics) {
+		t.Error("ApplyDefaults is not idempotent")
+	}
+}
+
+// TestAllErrorsSorted checks that one pass reports every problem, in file
+// order, even when decode and validation problems mix.
+func TestAllErrorsSorted(t *testing.T) {
+	src := `apiVersion: mesh-verify.io/v2
+kind: Scenario
+metadata: {name: m}
+clusters: [{name: c1}, {name: c2}]
+target: {url: "http://127.0.0.1:1/"}
+attack:
+  rate: 10/s
+  requests: 100
+  timeout: soon
+  colour: blue
+attribution: {preset: tutorial}
+expect:
+  - split: {weights: {c1: 1, c3: 1}}
+  - latency: {below: 0s}
+`
+	_, err := Parse("x.yaml", []byte(src))
+	var errs Errors
+	if !errors.As(err, &errs) {
+		t.Fatalf("want Errors, got %T %v", err, err)
+	}
+	want := []string{
+		`x.yaml:1:13: apiVersion: unsupported version "mesh-verify.io/v2"`,
+		`x.yaml:9:12: attack.timeout: invalid duration "soon"`,
+		`x.yaml:10:3: attack.colour: unknown field; allowed: body, concurrency,`,
+		`x.yaml:13:30: expect[0].split.weights.c3: unknown cluster c3 (declared: c1, c2)`,
+		`x.yaml:14:22: expect[1].latency.below: required: a duration > 0`,
+	}
+	if len(errs) != len(want) {
+		t.Fatalf("got %d errors, want %d:\n%v", len(errs), len(want), err)
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(errs[i].Error(), w) {
+			t.Errorf("error %d = %q, want prefix %q", i, errs[i].Error(), w)
+		}
+	}
+	if strings.Count(err.Error(), "\n") != len(want)-1 {
+		t.Errorf("Errors.Error() should put one problem per line:\n%s", err)
+	}
+	var fe *FieldError
+	if !errors.As(err, &fe) || fe.Field != "apiVersion" {
+		t.Errorf("errors.As(*FieldError) = %v", fe)
+	}
+}
+
+func TestInlineBad(t *testing.T) {
+	cases := []struct {
+		name, expect string // YAML appended to minimal (or replacing it when it starts with apiVersion)
+		want         string // "line:field: substring"
+	}{
+		{"unknown top-level key", "defaults: &d {by: cluster}\n", `8:defaults: unknown field`},
+		{"quoted key path", "expect:\n  - split:\n      weights: {c1: 1, \"c.2\": 1}\n", `10:expect[0].split.weights["c.2"]: unknown cluster c.2`},
+		{"reached margin", "expect:\n  - reached: {buckets: [c1], margin: 1%}\n", `9:expect[0].reached.margin: margin applies to only and never`},
+		{"pods with weights", "expect:\n  - split: {weights: {c1: 1}, pods: {c1: 1}}\n", `9:expect[0].split.pods: pods apply to models`},
+		{"equal by version needs buckets", "expect:\n  - split: {by: version}\n", `9:expect[0].split.buckets: equal by version needs the versions`},
+		{"all weights zero", "expect:\n  - split: {weights: {c1: 0, c2: 0}}\n", `9:expect[0].split.weights: all weights are zero`},
+		{"weights on equal", "expect:\n  - split: {model: equal, weights: {c1: 1}}\n", `9:expect[0].split.weights: weights apply to model weights, not equal`},
+		{"only without buckets", "expect:\n  - only: {by: pod}\n", `9:expect[0].only.buckets: required: at least one pod`},
+		{"inverse zero cost", "expect:\n  - split: {model: link-cost-inverse, pods: {c1: 1, c2: 1}}\n", `4:clusters[0].cost: required by expect[0].split (link-cost-inverse)`},
+		{"minimal passes", "expect:\n  - successRate: {atLeast: 99%}\n", ""},
+		{"percent above 100", "expect:\n  - successRate: {atLeast: 120%}\n", `9:expect[0].successRate.atLeast: percentage "120%" is outside 0%..100%`},
+		{"string for list", "expect: split\n", `8:expect: want a list, got string "split"`},
+		{"list for string", "expect:\n  - name: [a]\n    successRate: {atLeast: 99%}\n", `9:expect[0].name: want a string, got a list`},
+		{"uint negative", "expect:\n  - successRate: {atLeast: 99%}\nstatistics: {looks: -1, stop: early}\n", `10:statistics.looks: want 2..20 interim looks, got -1`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			src := minimal + c.expect
+			if !strings.Contains(c.expect, "expect:") {
+				src += "expect:\n  - successRate: {atLeast: 99%}\n"
+			}
+			_, err := Parse("i.yaml", []byte(src))
+			if c.want == "" {
+				if err != nil {
+					t.Fatalf("unexpected error: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), "i.yaml:"+strings.SplitN(c.want, ":", 2)[0]+":") ||
+				!strings.Contains(err.Error(), strings.SplitN(c.want, ":", 2)[1]) {
+				t.Fatalf("got:\n%v\nwant: %s", err, c.want)
+			}
+		})
+	}
+}
+
+func TestAliasesAndMerge(t *testing.T) {
+	s, err := Parse("a.yaml", []byte(minimal+`expect:
+  - only: &set
+      buckets: [c1]
+  - never:
+      <<: *set
+      buckets: [c2]
+  - reached: *set
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Expect[1].Never.Buckets; !reflect.DeepEqual(got, []string{"c2"}) {
+		t.Errorf("merge: never buckets = %v, want [c2] (explicit key wins)", got)
+	}
+	if got := s.Expect[2].Reached.Buckets; !reflect.DeepEqual(got, []string{"c1"}) {
+		t.Errorf("alias: reached buckets = %v", got)
+	}
+}
+
+func TestLoadMissingFile(t *testing.T) {
+	_, err := Load("testdata/no-such-file.yaml")
+	if !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("want fs.ErrNotExist through the error, got %v", err)
+	}
+	if !strings.HasPrefix(err.Error(), "testdata/no-such-file.yaml: cannot read scenario") {
+		t.Errorf("message = %q", err)
+	}
+}
+
+func TestSyntaxErrorLines(t *testing.T) {
+	// yaml.v3 numbers parser-error lines from 0; Parse corrects that.
+	cases := map[string]int{
+		"a: 1\nb: [1\nc: 2\n":         2,
+		"a: 1\nb: 'x' y\n":            2,
+		"a: 1\nb:\n  - x\n y: 1\n":    4,
+		"a: 1\nb: c: d\n":             2,
+		"apiVersion: x\n\tkind: y\n":  2,
+		"a: 1\nb: @x\n":               2,
+		"apiVersion: [\n":             2,
+		"kind: Scenario\n%YAML 1.1\n": 3, // where --- was expected
+	}
+	for src, line := range cases {
+		_, err := Parse("s.yaml", []byte(src))
+		var errs Errors
+		if !errors.As(err, &errs) || len(errs) != 1 || !strings.Contains(errs[0].Msg, "invalid YAML") {
+			t.Errorf("%q: want one syntax error, got %v", src, err)
+			continue
+		}
+		if errs[0].Line != line {
+			t.Errorf("%q: line %d, want %d (%v)", src, errs[0].Line, line, err)
+		}
+	}
+}

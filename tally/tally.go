@@ -1,0 +1,358 @@
+// Package tally keeps streaming counters of who served what: per bucket of
+// every dimension, per connection (as the sufficient statistics the
+// cluster-robust variance needs), per time slice, plus latency and status
+// metrics. Memory depends on the number of buckets, open connections and
+// time slices, never on the number of requests.
+package tally
+
+import (
+	"sort"
+	"sync"
+	"time"
+
+	vegeta "github.com/tsenart/vegeta/v12/lib"
+
+	"github.com/mesh-verify/mesh-verify/assert"
+	"github.com/mesh-verify/mesh-verify/attack"
+	"github.com/mesh-verify/mesh-verify/attribution"
+)
+
+// Outcome is the pseudo-dimension success/failure, kept like the others so
+// the success rate gets the same connection-aware treatment.
+const Outcome = "outcome"
+
+// Outcome buckets.
+const (
+	Success = "success"
+	Failure = "failure"
+)
+
+const (
+	maxErrorKinds = 50
+	maxSamples    = 5
+	sampleBytes   = 300
+	maxSlices     = 600
+)
+
+// Tally accumulates results. Safe for concurrent use.
+type Tally struct {
+	mu    sync.Mutex
+	dims  map[string]*dim
+	order []string
+	conns map[uint64]*connState
+	grace time.Duration
+
+	metrics      vegeta.Metrics
+	total        int64
+	errors       map[string]int64
+	errorsOther  int64
+	unattributed map[string]int64 // per dimension, among successful responses
+	samples      []string         // bodies no rule could attribute, to help fix the rules
+
+	start      time.Time
+	sliceWidth time.Duration
+	slices     []Slice
+
+	lastSweep time.Time
+}
+
+// dim is one dimension's counters and its running per-connection sums.
+type dim struct {
+	index map[string]int
+	names []string
+	n     []int64
+	sumXX []float64
+	sumXM []float64
+	sumMM float64
+	units int64
+}
+
+type connState struct {
+	m        map[string]int64   // per dimension: requests counted on this connection
+	x        map[string][]int64 // per dimension, per bucket index
+	closedAt time.Time
+}
+
+// Slice counts one time window of the attack.
+type Slice struct {
+	Start    time.Duration    `json:"start"`
+	Requests int64            `json:"requests"`
+	Errors   int64            `json:"errors"`
+	Clusters map[string]int64 `json:"clusters,omitempty"`
+}
+
+// New returns an empty tally. grace is how long a closed connection's state
+// is kept for results still in flight (the request timeout plus a margin).
+func New(start time.Time, grace time.Duration) *Tally {
+	t := &Tally{
+		dims:         map[string]*dim{},
+		conns:        map[uint64]*connState{},
+		grace:        grace,
+		errors:       map[string]int64{},
+		unattributed: map[string]int64{},
+		start:        start,
+		sliceWidth:   time.Second,
+	}
+	for _, f := range attribution.Fields() {
+		t.dimension(string(f))
+	}
+	t.dimension(Outcome)
+	return t
+}
+
+func (t *Tally) dimension(name string) *dim {
+	d, ok := t.dims[name]
+	if !ok {
+		d = &dim{index: map[string]int{}}
+		t.dims[name] = d
+		t.order = append(t.order, name)
+	}
+	return d
+}
+
+func (d *dim) bucket(name string) int {
+	i, ok := d.index[name]
+	if !ok {
+		i = len(d.names)
+		d.index[name] = i
+		d.names = append(d.names, name)
+		d.n = append(d.n, 0)
+		d.sumXX = append(d.sumXX, 0)
+		d.sumXM = append(d.sumXM, 0)
+	}
+	return i
+}
+
+// Add counts one result with the identity attribution gave it.
+func (t *Tally) Add(r *attack.Result, id attribution.Identity) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.total++
+	// Errors are counted here, capped; vegeta's own list grows with every
+	// distinct message, which a long failing run would turn into a leak.
+	e := r.Error
+	r.Error = ""
+	t.metrics.Add(r.Result)
+	r.Error = e
+	ok := r.Error == ""
+	outcome := Success
+	if !ok {
+		outcome = Failure
+		t.countError(r.Error)
+	}
+	cs := t.conn(r.ConnID)
+	t.count(Outcome, outcome, cs)
+	if ok {
+		for _, f := range attribution.Fields() {
+			if v := id.Get(f); v != "" {
+				t.count(string(f), v, cs)
+			} else {
+				t.unattributed[string(f)]++
+			}
+		}
+		if id.Empty() && len(t.samples) < maxSamples {
+			b := r.Body
+			if len(b) > sampleBytes {
+				b = b[:sampleBytes]
+			}
+			t.samples = append(t.samples, string(b))
+		}
+	}
+	t.slice(r.Timestamp, ok, id.Cluster)
+	if now := time.Now(); now.Sub(t.lastSweep) > time.Second {
+		t.sweep(now)
+	}
+}
+
+// conn returns the state of a connection still carrying requests, or nil
+// for requests that never got one (each is then its own sampling unit).
+func (t *Tally) conn(id uint64) *connState {
+	if id == 0 {
+		return nil
+	}
+	cs, ok := t.conns[id]
+	if !ok {
+		cs = &connState{m: map[string]int64{}, x: map[string][]int64{}}
+		t.conns[id] = cs
+	}
+	return cs
+}
+
+// count adds one request to bucket b of dimension dn and updates the
+// per-connection sums incrementally: when m_j and x_ij each grow by one,
+// sum m^2 grows by 2m+1, sum x_i^2 by 2x_i+1, and sum x_b*m by x_b for every
+// bucket b plus m+1 for bucket i.
+func (t *Tally) count(dn, b string, cs *connState) {
+	d := t.dims[dn]
+	i := d.bucket(b)
+	d.n[i]++
+	if cs == nil {
+		d.units++
+		d.sumMM++
+		d.sumXX[i]++
+		d.sumXM[i]++
+		return
+	}
+	x := cs.x[dn]
+	for len(x) <= i {
+		x = append(x, 0)
+	}
+	m := float64(cs.m[dn])
+	if m == 0 {
+		d.units++
+	}
+	for bi, xb := range x {
+		d.sumXM[bi] += float64(xb)
+	}
+	d.sumXM[i] += m + 1
+	d.sumXX[i] += 2*float64(x[i]) + 1
+	d.sumMM += 2*m + 1
+	x[i]++
+	cs.x[dn] = x
+	cs.m[dn]++
+}
+
+// ConnClosed marks a connection's state for removal after the grace period.
+func (t *Tally) ConnClosed(id uint64) {
+	t.mu.Lock()
+	if cs, ok := t.conns[id]; ok {
+		cs.closedAt = time.Now()
+	}
+	t.mu.Unlock()
+}
+
+func (t *Tally) sweep(now time.Time) {
+	t.lastSweep = now
+	for id, cs := range t.conns {
+		if !cs.closedAt.IsZero() && now.Sub(cs.closedAt) > t.grace {
+			delete(t.conns, id)
+		}
+	}
+}
+
+func (t *Tally) countError(e string) {
+	if _, ok := t.errors[e]; ok || len(t.errors) < maxErrorKinds {
+		t.errors[e]++
+		return
+	}
+	t.errorsOther++
+}
+
+func (t *Tally) slice(ts time.Time, ok bool, cluster string) {
+	off := ts.Sub(t.start)
+	if off < 0 {
+		off = 0
+	}
+	i := int(off / t.sliceWidth)
+	for i >= maxSlices {
+		t.coarsen()
+		i = int(off / t.sliceWidth)
+	}
+	for len(t.slices) <= i {
+		t.slices = append(t.slices, Slice{Start: time.Duration(len(t.slices)) * t.sliceWidth})
+	}
+	s := &t.slices[i]
+	s.Requests++
+	if !ok {
+		s.Errors++
+	}
+	if cluster != "" {
+		if s.Clusters == nil {
+			s.Clusters = map[string]int64{}
+		}
+		s.Clusters[cluster]++
+	}
+}
+
+// coarsen halves the time resolution so long attacks keep a bounded timeline.
+func (t *Tally) coarsen() {
+	t.sliceWidth *= 2
+	merged := make([]Slice, 0, (len(t.slices)+1)/2)
+	for i := 0; i < len(t.slices); i += 2 {
+		s := t.slices[i]
+		s.Start = time.Duration(i/2) * t.sliceWidth
+		if i+1 < len(t.slices) {
+			o := t.slices[i+1]
+			s.Requests += o.Requests
+			s.Errors += o.Errors
+			for k, v := range o.Clusters {
+				if s.Clusters == nil {
+					s.Clusters = map[string]int64{}
+				}
+				s.Clusters[k] += v
+			}
+		}
+		merged = append(merged, s)
+	}
+	t.slices = merged
+}
+
+// Snapshot is a consistent copy of everything counted so far.
+type Snapshot struct {
+	Total        int64
+	Metrics      vegeta.Metrics
+	Dimensions   map[string]assert.Counts
+	Unattributed map[string]int64
+	Errors       map[string]int64
+	ErrorsOther  int64
+	Samples      []string
+	SliceWidth   time.Duration
+	Slices       []Slice
+	// Connections is the number of sampling units seen (distinct
+	// connections, plus requests that never got one).
+	Connections int64
+}
+
+// Snapshot copies the counters; buckets are sorted by name.
+func (t *Tally) Snapshot() Snapshot {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := Snapshot{
+		Total:        t.total,
+		Metrics:      t.metrics,
+		Dimensions:   map[string]assert.Counts{},
+		Unattributed: copyMap(t.unattributed),
+		Errors:       copyMap(t.errors),
+		ErrorsOther:  t.errorsOther,
+		Samples:      append([]string(nil), t.samples...),
+		SliceWidth:   t.sliceWidth,
+		Connections:  t.dims[Outcome].units,
+	}
+	s.Metrics.StatusCodes = map[string]int{}
+	for k, v := range t.metrics.StatusCodes {
+		s.Metrics.StatusCodes[k] = v
+	}
+	s.Metrics.Close()
+	for _, sl := range t.slices {
+		sl.Clusters = copyMap(sl.Clusters)
+		s.Slices = append(s.Slices, sl)
+	}
+	for _, name := range t.order {
+		s.Dimensions[name] = t.dims[name].counts()
+	}
+	return s
+}
+
+func (d *dim) counts() assert.Counts {
+	idx := make([]int, len(d.names))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.Slice(idx, func(a, b int) bool { return d.names[idx[a]] < d.names[idx[b]] })
+	c := assert.Counts{Units: &assert.UnitStats{Units: d.units, SumMM: d.sumMM}}
+	for _, i := range idx {
+		c.Buckets = append(c.Buckets, d.names[i])
+		c.N = append(c.N, d.n[i])
+		c.Units.SumXX = append(c.Units.SumXX, d.sumXX[i])
+		c.Units.SumXM = append(c.Units.SumXM, d.sumXM[i])
+	}
+	return c
+}
+
+func copyMap[K comparable, V any](m map[K]V) map[K]V {
+	out := make(map[K]V, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}

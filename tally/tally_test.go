@@ -1,0 +1,135 @@
+package tally
+
+import (
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	vegeta "github.com/tsenart/vegeta/v12/lib"
+
+	"github.com/mesh-verify/mesh-verify/attack"
+	"github.com/mesh-verify/mesh-verify/attribution"
+)
+
+// The incremental per-connection sums must equal the sums computed directly
+// from the full connection × bucket matrix, whatever order requests arrive in.
+func TestUnitStatsMatchDirectComputation(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	clusters := []string{"c1", "c2", "c3"}
+	const conns = 40
+	x := make([][3]float64, conns+1) // conn id 1..conns
+	start := time.Now()
+	tl := New(start, time.Minute)
+	var loose [3]float64 // requests that never got a connection
+	for i := 0; i < 5000; i++ {
+		c := rng.IntN(conns + 1) // 0 = no connection
+		b := rng.IntN(3)
+		if c%7 == 3 { // connections that stick to one cluster
+			b = c % 3
+		}
+		r := &attack.Result{Result: &vegeta.Result{Code: 200, Timestamp: start}, ConnID: uint64(c)}
+		tl.Add(r, attribution.Identity{Cluster: clusters[b]})
+		if c == 0 {
+			loose[b]++
+		} else {
+			x[c][b]++
+		}
+	}
+	got := tl.Snapshot().Dimensions["cluster"]
+	var sumMM float64
+	var units int64
+	sumXX := make([]float64, 3)
+	sumXM := make([]float64, 3)
+	for c := 1; c <= conns; c++ {
+		m := x[c][0] + x[c][1] + x[c][2]
+		if m == 0 {
+			continue
+		}
+		units++
+		sumMM += m * m
+		for b := 0; b < 3; b++ {
+			sumXX[b] += x[c][b] * x[c][b]
+			sumXM[b] += x[c][b] * m
+		}
+	}
+	for b := 0; b < 3; b++ { // each loose request is a unit with m = 1
+		units += int64(loose[b])
+		sumMM += loose[b]
+		sumXX[b] += loose[b]
+		sumXM[b] += loose[b]
+	}
+	if got.Units.Units != units || got.Units.SumMM != sumMM {
+		t.Fatalf("units %d sumMM %v, want %d %v", got.Units.Units, got.Units.SumMM, units, sumMM)
+	}
+	for i, name := range got.Buckets {
+		b := map[string]int{"c1": 0, "c2": 1, "c3": 2}[name]
+		if got.Units.SumXX[i] != sumXX[b] || got.Units.SumXM[i] != sumXM[b] {
+			t.Errorf("%s: sumXX %v sumXM %v, want %v %v", name, got.Units.SumXX[i], got.Units.SumXM[i], sumXX[b], sumXM[b])
+		}
+	}
+}
+
+func TestFailuresUnattributedAndSlices(t *testing.T) {
+	start := time.Now()
+	tl := New(start, time.Minute)
+	add := func(off time.Duration, code uint16, err string, id attribution.Identity, body string) {
+		tl.Add(&attack.Result{Result: &vegeta.Result{Code: code, Error: err, Timestamp: start.Add(off), Body: []byte(body)}, ConnID: 1}, id)
+	}
+	add(0, 200, "", attribution.Identity{Cluster: "c1", Version: "v1"}, "")
+	add(500*time.Millisecond, 200, "", attribution.Identity{}, "who am I")
+	add(1500*time.Millisecond, 503, "503 Service Unavailable", attribution.Identity{}, "")
+	s := tl.Snapshot()
+	if s.Total != 3 {
+		t.Fatalf("total %d", s.Total)
+	}
+	if s.Unattributed["cluster"] != 1 || s.Unattributed["pod"] != 2 {
+		t.Errorf("unattributed %v: want cluster 1 (failures are not unattributed), pod 2", s.Unattributed)
+	}
+	if s.Errors["503 Service Unavailable"] != 1 {
+		t.Errorf("errors %v", s.Errors)
+	}
+	if len(s.Samples) != 1 || s.Samples[0] != "who am I" {
+		t.Errorf("samples %q", s.Samples)
+	}
+	if len(s.Slices) != 2 || s.Slices[0].Requests != 2 || s.Slices[1].Errors != 1 || s.Slices[0].Clusters["c1"] != 1 {
+		t.Errorf("slices %+v", s.Slices)
+	}
+}
+
+func TestTimelineStaysBounded(t *testing.T) {
+	start := time.Now()
+	tl := New(start, time.Minute)
+	for i := 0; i < 3000; i++ {
+		tl.Add(&attack.Result{Result: &vegeta.Result{Code: 200, Timestamp: start.Add(time.Duration(i) * time.Second)}}, attribution.Identity{Cluster: "c1"})
+	}
+	s := tl.Snapshot()
+	if len(s.Slices) > maxSlices {
+		t.Fatalf("%d slices", len(s.Slices))
+	}
+	var n int64
+	for _, sl := range s.Slices {
+		n += sl.Requests
+	}
+	if n != 3000 || s.SliceWidth != 8*time.Second {
+		t.Errorf("requests %d width %s", n, s.SliceWidth)
+	}
+}
+
+func TestClosedConnectionsAreForgotten(t *testing.T) {
+	start := time.Now()
+	tl := New(start, 0)
+	for c := uint64(1); c <= 100; c++ {
+		tl.Add(&attack.Result{Result: &vegeta.Result{Code: 200, Timestamp: start}, ConnID: c}, attribution.Identity{Cluster: "c1"})
+		tl.ConnClosed(c)
+	}
+	tl.mu.Lock()
+	tl.sweep(time.Now().Add(time.Second))
+	open := len(tl.conns)
+	tl.mu.Unlock()
+	if open != 0 {
+		t.Errorf("%d closed connections still held", open)
+	}
+	if u := tl.Snapshot().Dimensions["cluster"].Units.Units; u != 100 {
+		t.Errorf("units %d after eviction, want 100", u)
+	}
+}
