@@ -1,0 +1,274 @@
+// Package kwok runs real Kubernetes API servers for the local lab with
+// kwokctl's binary runtime: etcd, kube-apiserver, kube-controller-manager,
+// kube-scheduler and the kwok controller as local processes, bound to
+// 127.0.0.1, in a lab-owned work directory and kubeconfig. It never reads
+// or writes the user's ~/.kube or ~/.kwok (tools/lab/NOTES.md).
+package kwok
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Binaries is the directory tools/lab/build.sh fills.
+type Binaries string
+
+// Names of the binaries a lab needs.
+func binaryNames() []string {
+	return []string{"kwokctl", "kwok", "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl"}
+}
+
+// Path returns the path of one binary.
+func (b Binaries) Path(name string) string { return filepath.Join(string(b), name) }
+
+// Check reports the first missing binary.
+func (b Binaries) Check() error {
+	for _, n := range binaryNames() {
+		if st, err := os.Stat(b.Path(n)); err != nil || st.IsDir() {
+			return fmt.Errorf("lab binary %s missing in %s (run tools/lab/build.sh)", n, b)
+		}
+	}
+	return nil
+}
+
+// FindBinaries locates the lab's tool binaries: $MESH_VERIFY_LAB_BIN, else
+// the output of tools/lab/build.sh under repoRoot, which builds them on
+// first use (minutes) and answers at once when they are cached.
+func FindBinaries(ctx context.Context, repoRoot string) (Binaries, error) {
+	if d := os.Getenv("MESH_VERIFY_LAB_BIN"); d != "" {
+		if err := Binaries(d).Check(); err == nil {
+			return Binaries(d), nil
+		}
+	}
+	script := filepath.Join(repoRoot, "tools", "lab", "build.sh")
+	cmd := exec.CommandContext(ctx, "bash", script)
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	cmd.Stderr = os.Stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("build lab binaries with %s: %w", script, err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	b := Binaries(strings.TrimSpace(lines[len(lines)-1]))
+	return b, b.Check()
+}
+
+// Lab is a set of clusters sharing one work directory and one kubeconfig.
+type Lab struct {
+	Bin        Binaries
+	Dir        string
+	Kubeconfig string
+	// ContextPrefix names contexts like the tutorials' kind clusters.
+	ContextPrefix string
+
+	mu       sync.Mutex // kwokctl picks ports racily: clusters are created one at a time
+	clusters []string
+}
+
+// New prepares a lab in dir (created if missing).
+func New(bin Binaries, dir string) (*Lab, error) {
+	if err := bin.Check(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create lab directory %s: %w", dir, err)
+	}
+	l := &Lab{Bin: bin, Dir: dir, Kubeconfig: filepath.Join(dir, "kubeconfig"), ContextPrefix: "kind-"}
+	conf := fmt.Sprintf(`kind: KwokctlConfiguration
+apiVersion: config.kwok.x-k8s.io/v1alpha1
+options:
+  bindAddress: 127.0.0.1
+  kubectlBinary: %s
+`, bin.Path("kubectl"))
+	if err := os.WriteFile(l.config(), []byte(conf), 0o644); err != nil {
+		return nil, fmt.Errorf("write kwokctl config: %w", err)
+	}
+	return l, nil
+}
+
+func (l *Lab) config() string { return filepath.Join(l.Dir, "kwok.yaml") }
+
+// Context is the kubeconfig context of a cluster.
+func (l *Lab) Context(cluster string) string { return l.ContextPrefix + cluster }
+
+// Env is the environment every lab tool runs with: our kubectl first on
+// PATH (kwokctl calls `kubectl`), and kwok's, kubectl's and the kubeconfig's
+// state inside the lab directory.
+func (l *Lab) Env() []string {
+	env := os.Environ()
+	out := env[:0:0]
+	for _, e := range env {
+		if strings.HasPrefix(e, "KUBECONFIG=") || strings.HasPrefix(e, "KWOK_WORKDIR=") ||
+			strings.HasPrefix(e, "KUBECACHEDIR=") || strings.HasPrefix(e, "PATH=") {
+			continue
+		}
+		out = append(out, e)
+	}
+	return append(out,
+		"PATH="+string(l.Bin)+string(os.PathListSeparator)+os.Getenv("PATH"),
+		"KUBECONFIG="+l.Kubeconfig,
+		"KWOK_WORKDIR="+filepath.Join(l.Dir, "kwok"),
+		"KUBECACHEDIR="+filepath.Join(l.Dir, "kubecache"),
+	)
+}
+
+func (l *Lab) run(ctx context.Context, name string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, l.Bin.Path(name), args...)
+	cmd.Env = l.Env()
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	if err != nil {
+		return out.String(), fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(lastLines(out.String(), 8)))
+	}
+	return out.String(), nil
+}
+
+// Kubectl runs the lab's kubectl against one cluster.
+func (l *Lab) Kubectl(ctx context.Context, cluster string, stdin []byte, args ...string) (string, error) {
+	full := append([]string{"--kubeconfig", l.Kubeconfig, "--context", l.Context(cluster)}, args...)
+	cmd := exec.CommandContext(ctx, l.Bin.Path("kubectl"), full...)
+	cmd.Env = l.Env()
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		return out.String(), fmt.Errorf("kubectl %s (cluster %s): %w: %s", strings.Join(args, " "), cluster, err, strings.TrimSpace(errb.String()))
+	}
+	return out.String(), nil
+}
+
+// Create starts one cluster and renames its context to ContextPrefix+name.
+// A cluster left over by a crashed run of the same lab is deleted first.
+func (l *Lab) Create(ctx context.Context, name string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, err := os.Stat(filepath.Join(l.Dir, "kwok", "clusters", name)); err == nil {
+		_, _ = l.run(ctx, "kwokctl", "--name", name, "delete", "cluster", "--kubeconfig", l.Kubeconfig)
+	}
+	b := l.Bin
+	_, err := l.run(ctx, "kwokctl", "-c", l.config(), "--name", name, "create", "cluster", "--runtime", "binary",
+		"--etcd-binary", b.Path("etcd"), "--kube-apiserver-binary", b.Path("kube-apiserver"),
+		"--kube-controller-manager-binary", b.Path("kube-controller-manager"),
+		"--kube-scheduler-binary", b.Path("kube-scheduler"), "--kwok-controller-binary", b.Path("kwok"),
+		"--enable-crds=ClusterPortForward,ClusterLogs,PortForward,Logs",
+		"--kubeconfig", l.Kubeconfig, "--wait", "60s")
+	if err != nil {
+		return fmt.Errorf("create lab cluster %s: %w", name, err)
+	}
+	l.clusters = append(l.clusters, name)
+	if _, err := l.run(ctx, "kubectl", "--kubeconfig", l.Kubeconfig, "config", "rename-context", "kwok-"+name, l.Context(name)); err != nil {
+		return fmt.Errorf("rename context of lab cluster %s: %w", name, err)
+	}
+	return l.waitReady(ctx, name)
+}
+
+// waitReady waits for the default ServiceAccount, which the
+// controller-manager creates about 2 s after the API server is up; pods
+// are refused until it exists.
+func (l *Lab) waitReady(ctx context.Context, name string) error {
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		_, err := l.Kubectl(ctx, name, nil, "get", "serviceaccount", "default", "-n", "default")
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("lab cluster %s: default service account never appeared: %w", name, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// Delete stops one cluster's processes and removes its state.
+func (l *Lab) Delete(ctx context.Context, name string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, err := l.run(ctx, "kwokctl", "--name", name, "delete", "cluster", "--kubeconfig", l.Kubeconfig)
+	for i, c := range l.clusters {
+		if c == name {
+			l.clusters = append(l.clusters[:i], l.clusters[i+1:]...)
+			break
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("delete lab cluster %s: %w", name, err)
+	}
+	return nil
+}
+
+// Clusters lists what this process created and has not deleted.
+func (l *Lab) Clusters() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.clusters...)
+}
+
+// Existing lists clusters kwokctl knows in this lab's work directory,
+// including those of a crashed earlier run.
+func (l *Lab) Existing() []string {
+	entries, _ := os.ReadDir(filepath.Join(l.Dir, "kwok", "clusters"))
+	var out []string
+	for _, e := range entries {
+		if e.IsDir() {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+// DeleteAll deletes every cluster in the work directory.
+func (l *Lab) DeleteAll(ctx context.Context) error {
+	var errs []error
+	for _, c := range l.Existing() {
+		if err := l.Delete(ctx, c); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Leftovers lists live (non-zombie) processes whose command line points into
+// the lab directory: what a clean shutdown must leave empty.
+func (l *Lab) Leftovers() []string {
+	entries, _ := os.ReadDir("/proc")
+	var out []string
+	for _, e := range entries {
+		pid := e.Name()
+		if pid[0] < '0' || pid[0] > '9' {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", pid, "cmdline"))
+		if err != nil || !bytes.Contains(cmdline, []byte(l.Dir)) {
+			continue
+		}
+		stat, _ := os.ReadFile(filepath.Join("/proc", pid, "stat"))
+		if f := strings.Fields(string(stat)); len(f) > 2 && f[2] == "Z" {
+			continue // exited, waiting for PID 1 to reap it
+		}
+		out = append(out, pid+" "+strings.ReplaceAll(string(cmdline), "\x00", " "))
+	}
+	return out
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
