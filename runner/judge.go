@@ -169,6 +169,19 @@ func latency(l *scenarios.Latency, s tally.Snapshot) assert.Result {
 	return res
 }
 
+// SplitModel computes the expected shares of a split expectation from the
+// scenario alone (no inventory), as `mesh-verify plan` needs them.
+func SplitModel(sc *scenarios.Scenario, sp *scenarios.Split) (assert.Shares, error) {
+	ao := attackOptions(sc, "", "")
+	return newJudge(sc, ao).model(sp)
+}
+
+// PlannedRequests is how many requests the scenario's attack will send, or
+// 0 when only its duration bounds it in closed loop.
+func PlannedRequests(sc *scenarios.Scenario) int64 {
+	return plannedRequests(attackOptions(sc, "", ""))
+}
+
 // model computes the expected shares of a split expectation.
 func (j *judge) model(sp *scenarios.Split) (assert.Shares, error) {
 	switch sp.Model {

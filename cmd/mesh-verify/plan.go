@@ -12,6 +12,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mesh-verify/mesh-verify/assert"
+	"github.com/mesh-verify/mesh-verify/runner"
+	"github.com/mesh-verify/mesh-verify/scenarios"
 )
 
 func newPlanCmd() *cobra.Command {
@@ -21,7 +23,7 @@ func newPlanCmd() *cobra.Command {
 		looks int
 	)
 	cmd := &cobra.Command{
-		Use:   "plan (--expect equal --buckets c2,c3 | --weights c2=1,c3=3)",
+		Use:   "plan [SCENARIO] | plan (--expect equal --buckets c2,c3 | --weights c2=1,c3=3)",
 		Short: "Print how many requests a split expectation needs",
 		Long: `plan prints the number of requests at which a correct mesh passes the split
 expectation with the given power, for the margin and confidence a run would
@@ -29,10 +31,13 @@ use. Requests that share keep-alive connections are worth less: pass the
 design effect (about the requests per connection when a mesh balances per
 connection). With --looks > 1 it also prints the interim looks of an
 early-stopping run.`,
-		Args:          cobra.NoArgs,
+		Args:          cobra.MaximumNArgs(1),
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				return planScenario(cmd.OutOrStdout(), args[0], deff)
+			}
 			model, err := sf.expected(nil)
 			if err != nil {
 				return err
@@ -106,3 +111,54 @@ func planLooks(w io.Writer, total int64, looks int, confidence float64) error {
 func pctText(v float64) string { return strconv.FormatFloat(v*100, 'g', 6, 64) + "%" }
 
 func sortedNames(m map[string]float64) []string { return slices.Sorted(maps.Keys(m)) }
+
+// planScenario prints the requests every split expectation of a scenario
+// needs, with the scenario's own margin, confidence and power, and compares
+// them with what its attack will send.
+func planScenario(w io.Writer, file string, deff float64) error {
+	sc, err := scenarios.Load(file)
+	if err != nil {
+		return &codeError{code: exitInvalidInput, msg: err.Error()}
+	}
+	if !(deff >= 1) || math.IsInf(deff, 0) {
+		return invalidInput("--design-effect %g: want 1 (independent requests) or more", deff)
+	}
+	st := sc.Statistics
+	conf := st.Confidence
+	if st.Stop == "early" {
+		conf = assert.PlanSequential(int64(st.Looks), st.Looks, conf).Confidence[st.Looks-1]
+	}
+	var need int64
+	for _, e := range sc.Expect {
+		if e.Split == nil {
+			continue
+		}
+		model, err := runner.SplitModel(sc, e.Split)
+		if err != nil {
+			return &codeError{code: exitInvalidInput, msg: fmt.Sprintf("%s: expectation %q: %v", file, e.Name, err)}
+		}
+		margin, relative := st.Margin.Fraction(), st.Relative
+		if e.Split.Margin != nil {
+			margin = e.Split.Margin.Fraction()
+		}
+		if e.Split.Relative != nil {
+			relative = *e.Split.Relative
+		}
+		need = max(need, planSplit(w, e.Name, model.Shares, margin, relative, conf, st.Power, deff))
+	}
+	if need == 0 {
+		fmt.Fprintln(w, "no split expectation to plan")
+		return nil
+	}
+	if planned := runner.PlannedRequests(sc); planned > 0 {
+		verdict := "enough"
+		if planned < need {
+			verdict = "NOT enough: expect INCONCLUSIVE"
+		}
+		fmt.Fprintf(w, "the attack sends %d requests: %s\n", planned, verdict)
+	}
+	if st.Stop == "early" {
+		return planLooks(w, need, st.Looks, st.Confidence)
+	}
+	return nil
+}

@@ -150,3 +150,18 @@ func TestPlanE2E(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) { c.run(t) })
 	}
 }
+
+func TestPlanScenarioE2E(t *testing.T) {
+	dir := t.TempDir()
+	bad := writeFile(t, dir, "bad.yaml", "apiVersion: mesh-verify.io/v1alpha1\nkind: Scenario\nmetadata: {name: x}\nattack: {rate: fast}\n")
+	for _, c := range []e2e{
+		// siege -c 5 -r 200 sends 1000 requests; ±5 points at 95%/80% on a 50/50 split needs 1051.
+		{"siege-sized run is too small", []string{"plan", "../../scenarios/testdata/good/closed-loop-siege.yaml"}, exitPass,
+			[]string{"1051 requests", "the attack sends 1000 requests: NOT enough"}, nil},
+		{"early stopping plans for the last look", []string{"plan", "../../scenarios/testdata/good/open-loop-rate.yaml"}, exitPass,
+			[]string{"the attack sends 20000 requests: enough", "LOOK"}, nil},
+		{"invalid scenario", []string{"plan", bad}, exitInvalidInput, nil, []string{bad + ":4:"}},
+	} {
+		t.Run(c.name, func(t *testing.T) { c.run(t) })
+	}
+}
