@@ -1,0 +1,95 @@
+package apps
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+)
+
+// criTimeLayout is the kubelet's own CRI log timestamp layout (fixed nine
+// fractional digits, unlike time.RFC3339Nano which trims zeros), so lines
+// sort lexically and look exactly like a container runtime wrote them.
+const criTimeLayout = "2006-01-02T15:04:05.000000000Z07:00"
+
+// maxMessage caps a log message: the kubelet splits lines longer than 16 KiB
+// into partial ("P") records, which this writer never emits.
+const maxMessage = 8 << 10
+
+// criLog appends CRI-format lines ("<ts> stdout F <message>") to a pod's log
+// file, which kwok's ClusterLogs serves to `kubectl logs`.
+type criLog struct {
+	// mu makes "take the timestamp, then write" atomic, so the file's line
+	// order equals timestamp order; log followers resume by timestamp
+	// (sinceTime) and would skip or repeat lines if they were out of order.
+	mu sync.Mutex
+	f  *os.File
+}
+
+// openCRILog opens path for appending, creating it and its directory.
+// O_APPEND makes every write land at the end of the file even if another
+// process (a log rotator, a second writer) also appends.
+func openCRILog(path string) (*criLog, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("create log directory for %s: %w", path, err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("open pod log %s: %w", path, err)
+	}
+	return &criLog{f: f}, nil
+}
+
+// Line writes one complete line with a single write(2) and no user-space
+// buffer: a concurrent reader (the kubelet's CRI reader following the file)
+// then sees whole lines only, and sees each line as soon as Line returns.
+func (l *criLog) Line(msg string) error {
+	msg = sanitize(msg)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ts := time.Now().UTC().Format(criTimeLayout)
+	b := make([]byte, 0, len(ts)+len(" stdout F ")+len(msg)+1)
+	b = append(b, ts...)
+	b = append(b, " stdout F "...)
+	b = append(b, msg...)
+	b = append(b, '\n')
+	if _, err := l.f.Write(b); err != nil {
+		return fmt.Errorf("append to pod log %s: %w", l.f.Name(), err)
+	}
+	return nil
+}
+
+// Close closes the file; later Line calls fail with os.ErrClosed.
+func (l *criLog) Close() error {
+	if err := l.f.Close(); err != nil {
+		return fmt.Errorf("close pod log %s: %w", l.f.Name(), err)
+	}
+	return nil
+}
+
+// sanitize keeps a message on one line: a decoded URL path may contain a
+// newline, which would otherwise forge a second log record.
+func sanitize(s string) string {
+	if len(s) > maxMessage {
+		// Cut on a rune boundary so the line stays valid UTF-8.
+		n := maxMessage
+		for n > 0 && !utf8.RuneStart(s[n]) {
+			n--
+		}
+		s = s[:n]
+	}
+	if !strings.ContainsFunc(s, isControl) {
+		return s
+	}
+	return strings.Map(func(r rune) rune {
+		if isControl(r) {
+			return '?'
+		}
+		return r
+	}, s)
+}
+
+func isControl(r rune) bool { return r < 0x20 || r == 0x7f }

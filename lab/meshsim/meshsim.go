@@ -1,0 +1,289 @@
+// Package meshsim plays the data plane of a simulated mesh entry — a
+// Skupper router, a caller's Istio sidecar, a Kuma zone ingress, a Cilium
+// global service — as an HTTP reverse proxy on loopback that picks a
+// backend among the ready pods of several clusters according to a policy.
+//
+// All choices are deterministic (round robin, smooth weighted round robin,
+// error-diffusion for mirror percentages, greedy argmin for Skupper's
+// balanced mode), so the routed counts a test reads from Stats are exact
+// and the lab's expected verdicts never depend on luck.
+package meshsim
+
+import (
+	"fmt"
+	"math"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"slices"
+	"sort"
+	"sync"
+)
+
+// Modes of Policy.Mode.
+const (
+	// ModePerCluster splits equally over the clusters with ready pods, then
+	// equally over each cluster's pods (Skupper with equal link costs and
+	// sequential connections, Istio locality-unaware east-west).
+	ModePerCluster = "per-cluster"
+	// ModePerPod splits equally over all ready pods (a Cilium global service).
+	ModePerPod = "per-pod"
+	// ModeBalanced is Skupper's router: each new inbound TCP connection goes
+	// to the cluster with the lowest open connections + link cost.
+	ModeBalanced = "balanced"
+	// ModeWeighted splits by Policy.Weights, keyed by cluster or version.
+	ModeWeighted = "weighted"
+	// ModeFailover sends everything to the first cluster in Policy.Order
+	// that has a ready pod.
+	ModeFailover = "failover"
+)
+
+// WeightBy values.
+const (
+	ByCluster = "cluster"
+	ByVersion = "version"
+)
+
+// defaultLinkCost is Skupper's cost of a link created without --cost.
+const defaultLinkCost = 1
+
+// defaultMirrorInFlight bounds concurrent mirror copies when
+// Mirror.MaxInFlight is zero.
+const defaultMirrorInFlight = 64
+
+// Backend is one pod the entry can route to.
+type Backend struct {
+	Cluster, Pod, Version string
+	// Addr is the pod app's loopback address, "127.0.0.1:port".
+	Addr string
+	// Ready is the pod's readiness as the lab sees it; unready pods are
+	// never chosen, as a mesh drops endpoints that fail their probe.
+	Ready bool
+}
+
+// Policy says how the entry picks a backend.
+type Policy struct {
+	// Mode is one of the Mode constants.
+	Mode string
+	// Local is the entry's own cluster: in balanced mode its cost is 0
+	// whatever Costs says, and it wins ties.
+	Local string
+	// Costs are balanced mode's link costs per cluster; a cluster missing
+	// from the map has Skupper's default cost 1 (Local has 0).
+	Costs map[string]float64
+	// Weights are weighted mode's relative weights, keyed by cluster or by
+	// version as WeightBy says. A weighted group without ready pods gets
+	// its share answered 503, as Envoy does for a weighted cluster that has
+	// no healthy endpoint; use failover mode for "move the traffic".
+	Weights  map[string]float64
+	WeightBy string
+	// Order is failover mode's preference list of clusters; clusters not
+	// listed are never used.
+	Order []string
+	// PerConnection picks once per inbound TCP connection and keeps the
+	// choice for every request on it (Skupper, Istio east-west gateways,
+	// Kuma zone ingress). False picks per request (a sidecar's HTTP load
+	// balancing). Balanced mode always picks per connection: open
+	// connections are its input.
+	PerConnection bool
+	// Mirror, if set, copies a share of the requests to a mirror set.
+	Mirror *Mirror
+}
+
+// Mirror is Istio's traffic mirroring: Percent% of the requests are copied
+// asynchronously to a backend of the mirror set (the backends matching
+// Version and Cluster, where set), with "-shadow" added to the Host as
+// Envoy does, and the copy's response is discarded. Mirror-set backends
+// never receive primary traffic.
+type Mirror struct {
+	Version string
+	Cluster string
+	// Percent in [0, 100], with 0.01 resolution.
+	Percent float64
+	// MaxInFlight bounds concurrent copies; when that many are in flight,
+	// further copies are dropped and counted, so a slow mirror cannot grow
+	// memory. Zero means 64.
+	MaxInFlight int
+}
+
+// Sim is one simulated mesh entry. Its methods are safe for concurrent use.
+type Sim struct {
+	p         Policy
+	bp        int64    // mirror percentage in basis points (1/100 of a percent)
+	groups    []string // weighted mode's groups in name order, for deterministic ties
+	transport *http.Transport
+	proxy     *httputil.ReverseProxy
+	mirrorSem chan struct{}
+
+	mu       sync.Mutex
+	backends []Backend // as last set, sorted by cluster then pod
+	conns    map[net.Conn]*conn
+	open     map[string]int // balanced: open inbound connections per cluster
+	openPod  map[string]int // … and per cluster/pod
+	rrGroup  uint64         // round robin over clusters (per-cluster) or pods (per-pod)
+	rrPod    map[string]uint64
+	rrMirror uint64
+	swrr     map[string]float64 // smooth weighted round robin's current weights
+	nMirror  int64              // requests considered for mirroring
+	st       Stats
+}
+
+// New validates p and returns a Sim with no backends.
+func New(p Policy) (*Sim, error) {
+	p = clonePolicy(p)
+	if err := validate(p); err != nil {
+		return nil, err
+	}
+	s := &Sim{
+		p:       p,
+		conns:   map[net.Conn]*conn{},
+		open:    map[string]int{},
+		openPod: map[string]int{},
+		rrPod:   map[string]uint64{},
+		swrr:    map[string]float64{},
+		st:      newStats(),
+		groups:  sortedKeys(p.Weights),
+	}
+	if p.Mirror != nil {
+		s.bp = int64(math.Round(p.Mirror.Percent * 100))
+		n := p.Mirror.MaxInFlight
+		if n == 0 {
+			n = defaultMirrorInFlight
+		}
+		s.mirrorSem = make(chan struct{}, n)
+	}
+	s.transport = newTransport()
+	s.proxy = s.newProxy()
+	return s, nil
+}
+
+func validate(p Policy) error {
+	fail := func(format string, a ...any) error {
+		return fmt.Errorf("mesh simulator policy (mode %q): %s", p.Mode, fmt.Sprintf(format, a...))
+	}
+	for c, v := range p.Costs {
+		if !(v >= 0) || math.IsInf(v, 0) {
+			return fail("link cost of cluster %q is %v; want a finite number >= 0", c, v)
+		}
+	}
+	if p.Mode != ModeBalanced && len(p.Costs) > 0 {
+		return fail("Costs only apply to mode %q", ModeBalanced)
+	}
+	if p.Mode != ModeWeighted && (len(p.Weights) > 0 || p.WeightBy != "") {
+		return fail("Weights and WeightBy only apply to mode %q", ModeWeighted)
+	}
+	if p.Mode != ModeFailover && len(p.Order) > 0 {
+		return fail("Order only applies to mode %q", ModeFailover)
+	}
+	switch p.Mode {
+	case ModePerCluster, ModePerPod, ModeBalanced:
+	case ModeWeighted:
+		if p.WeightBy != ByCluster && p.WeightBy != ByVersion {
+			return fail("WeightBy is %q; want %q or %q", p.WeightBy, ByCluster, ByVersion)
+		}
+		sum := 0.0
+		for k, w := range p.Weights {
+			if !(w >= 0) || math.IsInf(w, 0) {
+				return fail("weight of %q is %v; want a finite number >= 0", k, w)
+			}
+			sum += w
+		}
+		if !(sum > 0) {
+			return fail("Weights must have a positive sum")
+		}
+	case ModeFailover:
+		if len(p.Order) == 0 {
+			return fail("Order must list at least one cluster")
+		}
+		seen := map[string]bool{}
+		for _, c := range p.Order {
+			if c == "" || seen[c] {
+				return fail("Order %q has an empty or repeated cluster", p.Order)
+			}
+			seen[c] = true
+		}
+	default:
+		return fmt.Errorf("mesh simulator policy: unknown mode %q (known: %s, %s, %s, %s, %s)",
+			p.Mode, ModePerCluster, ModePerPod, ModeBalanced, ModeWeighted, ModeFailover)
+	}
+	if m := p.Mirror; m != nil {
+		if m.Version == "" && m.Cluster == "" {
+			return fail("Mirror needs a Version or a Cluster to select the mirror set")
+		}
+		if !(m.Percent >= 0 && m.Percent <= 100) {
+			return fail("mirror Percent is %v; want 0..100", m.Percent)
+		}
+		if m.MaxInFlight < 0 {
+			return fail("mirror MaxInFlight is %d; want >= 0", m.MaxInFlight)
+		}
+	}
+	return nil
+}
+
+// clonePolicy deep-copies p so a caller mutating its maps later cannot
+// race with routing.
+func clonePolicy(p Policy) Policy {
+	cloneMap := func(m map[string]float64) map[string]float64 {
+		if m == nil {
+			return nil
+		}
+		out := make(map[string]float64, len(m))
+		for k, v := range m {
+			out[k] = v
+		}
+		return out
+	}
+	p.Costs = cloneMap(p.Costs)
+	p.Weights = cloneMap(p.Weights)
+	p.Order = slices.Clone(p.Order)
+	if p.Mirror != nil {
+		m := *p.Mirror
+		p.Mirror = &m
+	}
+	return p
+}
+
+// SetBackends replaces the pods the entry knows, as the lab calls it
+// whenever pods change (kubectl scale changes routing as in a real mesh).
+// Inbound connections pinned to a pod that is gone or no longer ready are
+// unpinned and re-pick on their next request, like a mesh resetting the
+// connections of a dead endpoint; their open-connection counts are
+// released at once, so balanced mode sees the new state immediately.
+func (s *Sim) SetBackends(bs []Backend) {
+	// Last entry wins for a repeated cluster/pod, as a watch's last event does.
+	byKey := map[string]Backend{}
+	for _, b := range bs {
+		byKey[podKey(b)] = b
+	}
+	list := make([]Backend, 0, len(byKey))
+	for _, b := range byKey {
+		list = append(list, b)
+	}
+	sort.Slice(list, func(i, j int) bool {
+		if list[i].Cluster != list[j].Cluster {
+			return list[i].Cluster < list[j].Cluster
+		}
+		return list[i].Pod < list[j].Pod
+	})
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.backends = list
+	for _, c := range s.conns {
+		if !c.pinned {
+			continue
+		}
+		if b, ok := byKey[podKey(c.b)]; !ok || !b.Ready || b.Addr != c.b.Addr || b.Version != c.b.Version {
+			s.unpinLocked(c)
+		}
+	}
+}
+
+// podKey identifies a pod across clusters; Stats.ByPod uses the same key.
+func podKey(b Backend) string { return b.Cluster + "/" + b.Pod }
+
+// inMirrorSet reports whether b belongs to the mirror set.
+func (s *Sim) inMirrorSet(b Backend) bool {
+	m := s.p.Mirror
+	return m != nil && (m.Version == "" || b.Version == m.Version) && (m.Cluster == "" || b.Cluster == m.Cluster)
+}
