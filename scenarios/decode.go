@@ -44,8 +44,16 @@ func Parse(file string, data []byte) (*Scenario, error) {
 	errs = append(errs, d.errs...)
 
 	is := explicitZeros(s, d.pos)
+	zeros := map[string]bool{}
+	for _, i := range is {
+		zeros[i.path] = true
+	}
 	s.ApplyDefaults()
-	is = append(is, s.check()...)
+	for _, i := range s.check() {
+		if !zeros[i.path] {
+			is = append(is, i)
+		}
+	}
 	for _, i := range is {
 		if d.failedNear(i.path) || slices.ContainsFunc(i.deps, d.failedNear) {
 			// A value that failed to decode was left zero; complaints about

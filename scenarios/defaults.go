@@ -126,6 +126,8 @@ func (s *Scenario) ApplyDefaults() {
 		}
 	}
 
+	s.applyObserveDefaults()
+
 	// Derived names must not collide with names written out, nor with each
 	// other, or "names unique" would fail on a file that named nothing.
 	used := map[string]bool{}
@@ -159,7 +161,7 @@ func (s *Scenario) ClusterNames() []string {
 }
 
 // Kind names the expectation's kind (split, reached, only, never,
-// successRate, latency), or "" when none or several are set.
+// successRate, latency, mirror), or "" when none or several are set.
 func (e *Expectation) Kind() string {
 	k := e.kinds()
 	if len(k) != 1 {
@@ -188,6 +190,9 @@ func (e *Expectation) kinds() []string {
 	if e.Latency != nil {
 		k = append(k, "latency")
 	}
+	if e.Mirror != nil {
+		k = append(k, "mirror")
+	}
 	return k
 }
 
@@ -206,6 +211,8 @@ func (e *Expectation) derivedName() string {
 		return "success rate ≥ " + e.SuccessRate.AtLeast.String()
 	case e.Latency != nil:
 		return fmt.Sprintf("p%s latency < %s", strconv.FormatFloat(e.Latency.Percentile, 'g', -1, 64), e.Latency.Below)
+	case e.Mirror != nil:
+		return fmt.Sprintf("mirror %s to %s", e.Mirror.Percent, e.Mirror.To)
 	}
 	return "expectation"
 }

@@ -12,15 +12,19 @@ const Kind = "Scenario"
 // Scenario is one verification: an attack on an entry point and the
 // expectations its outcome is judged against.
 type Scenario struct {
-	APIVersion  string        `yaml:"apiVersion"`
-	Kind        string        `yaml:"kind"`
-	Metadata    Metadata      `yaml:"metadata"`
-	Clusters    []Cluster     `yaml:"clusters"`
-	Target      Target        `yaml:"target"`
-	Attack      Attack        `yaml:"attack"`
-	Attribution Attribution   `yaml:"attribution"`
-	Statistics  Statistics    `yaml:"statistics"`
-	Expect      []Expectation `yaml:"expect"`
+	APIVersion  string      `yaml:"apiVersion"`
+	Kind        string      `yaml:"kind"`
+	Metadata    Metadata    `yaml:"metadata"`
+	Clusters    []Cluster   `yaml:"clusters"`
+	Target      Target      `yaml:"target"`
+	Attack      Attack      `yaml:"attack"`
+	Attribution Attribution `yaml:"attribution"`
+	// Observe lists the workloads whose pods are inventoried, and whose
+	// logs and metrics are read, in every cluster they name (the
+	// Kubernetes path).
+	Observe    []Workload    `yaml:"observe"`
+	Statistics Statistics    `yaml:"statistics"`
+	Expect     []Expectation `yaml:"expect"`
 
 	// File is the path the scenario was loaded from ("" for built-ins).
 	File string `yaml:"-"`
@@ -95,6 +99,8 @@ type Ramp struct {
 }
 
 // Attribution turns a response into an identity {cluster, pod, version}.
+// It may be left empty when an observe workload has logs or metrics: the
+// requests are then counted where they are served (expectation source).
 type Attribution struct {
 	// Preset names a ready-made rule set: tutorial, istio-echo,
 	// kuma-test-server, cilium-rebel-base.
@@ -149,13 +155,70 @@ type Statistics struct {
 
 // Expectation is one judged statement. Exactly one of the kinds is set.
 type Expectation struct {
-	Name        string       `yaml:"name"`
-	Split       *Split       `yaml:"split"`
-	Reached     *BucketSet   `yaml:"reached"`
-	Only        *BucketSet   `yaml:"only"`
-	Never       *BucketSet   `yaml:"never"`
-	SuccessRate *SuccessRate `yaml:"successRate"`
-	Latency     *Latency     `yaml:"latency"`
+	Name        string        `yaml:"name"`
+	Split       *Split        `yaml:"split"`
+	Reached     *BucketSet    `yaml:"reached"`
+	Only        *BucketSet    `yaml:"only"`
+	Never       *BucketSet    `yaml:"never"`
+	SuccessRate *SuccessRate  `yaml:"successRate"`
+	Latency     *Latency      `yaml:"latency"`
+	Mirror      *MirrorExpect `yaml:"mirror"`
+}
+
+// Workload is a set of pods mesh-verify inventories, and whose logs and
+// metrics it reads, in every listed cluster.
+type Workload struct {
+	// Name is required and unique; expectations (mirror.to) and reports
+	// refer to the workload by it.
+	Name string `yaml:"name"`
+	// Namespace defaults to "default".
+	Namespace string `yaml:"namespace"`
+	// Selector is a label selector in kubectl syntax, e.g.
+	// "app=callme-service,version in (v1,v2)". Required.
+	Selector string `yaml:"selector"`
+	// Clusters are declared clusters with a context; ApplyDefaults fills in
+	// every declared cluster when the list is left out.
+	Clusters []string `yaml:"clusters"`
+	// Container is the container whose logs are read; "" means the pod's
+	// only (or first) container.
+	Container string `yaml:"container"`
+	// VersionLabel is the pod label that names the version; defaults to
+	// "version" (the runner falls back to app.kubernetes.io/version).
+	VersionLabel string         `yaml:"versionLabel"`
+	Logs         *LogSource     `yaml:"logs"`
+	Metrics      *MetricsSource `yaml:"metrics"`
+
+	// allClusters records that Clusters was defaulted, so that errors about
+	// a cluster the file never named can say why it is observed.
+	allClusters bool
+}
+
+// LogSource attributes requests by the lines the workload's pods log.
+type LogSource struct {
+	// Match is a regex; a line that matches is one served request. Named
+	// groups may be request_id, host, cluster, pod, version and service.
+	Match string `yaml:"match"`
+	// Settle: after the attack, logs are read until the counts have not
+	// grown for this long. Default 3s.
+	Settle Duration `yaml:"settle"`
+	// Skew: logs are read from the attack start minus Skew (clock skew
+	// between clusters). Default 2s.
+	Skew Duration `yaml:"skew"`
+}
+
+// MetricsSource attributes requests by the delta of a per-pod Prometheus
+// counter, scraped through the API server's pod proxy before and after the
+// attack.
+type MetricsSource struct {
+	// Port is the pod's metrics port: a number or a named container port.
+	Port string `yaml:"port"`
+	// Path defaults to /metrics.
+	Path string `yaml:"path"`
+	// Counter is a Prometheus counter name, e.g. istio_requests_total or
+	// http_server_requests_seconds_count.
+	Counter string `yaml:"counter"`
+	// Labels keep only the series whose labels equal these values.
+	Labels map[string]string `yaml:"labels"`
 }
 
 // Split expects the share of requests per bucket to follow a model.
@@ -168,7 +231,8 @@ type Split struct {
 	// Buckets lists the buckets for equal (default: every declared cluster).
 	Buckets []string `yaml:"buckets"`
 	// Pods gives ready pods per cluster for equal-per-pod and link-cost
-	// models when no inventory is available.
+	// models, for the clusters no observe workload lists (the inventory
+	// counts the ready pods of the others).
 	Pods map[string]int `yaml:"pods"`
 	// Connections is the concurrency the balanced model assumes (default:
 	// attack concurrency or max connections).
@@ -176,6 +240,10 @@ type Split struct {
 	Margin      *Percent `yaml:"margin"`
 	Relative    *bool    `yaml:"relative"`
 	Confidence  float64  `yaml:"confidence"`
+	// Source is where requests are attributed: body, logs or metrics.
+	// ApplyDefaults resolves it: body when attribution has rules or a
+	// preset, else logs when some workload has logs, else metrics.
+	Source string `yaml:"source"`
 }
 
 // BucketSet names buckets of one dimension.
@@ -184,6 +252,8 @@ type BucketSet struct {
 	Buckets []string `yaml:"buckets"`
 	// Margin tolerates a share outside the set (only/never); 0 = none.
 	Margin *Percent `yaml:"margin"`
+	// Source is as for Split.
+	Source string `yaml:"source"`
 }
 
 // SuccessRate expects at least AtLeast of requests to succeed.
@@ -195,4 +265,20 @@ type SuccessRate struct {
 type Latency struct {
 	Percentile float64  `yaml:"percentile"`
 	Below      Duration `yaml:"below"`
+}
+
+// MirrorExpect expects a share of the primary requests to be mirrored to
+// a workload. A mirrored copy's response is discarded by the proxy, so the
+// copies are counted in the mirror target's logs and joined to the
+// primaries by request id (DESIGN.md section 3, Istio mirroring).
+type MirrorExpect struct {
+	// To is the observe workload (with logs) that receives the copies.
+	To string `yaml:"to"`
+	// Percent is the expected share of primary requests mirrored.
+	Percent Percent  `yaml:"percent"`
+	Margin  *Percent `yaml:"margin"`
+	// Shadow counts only lines whose host group ends in -shadow (Envoy
+	// appends it to the copy's Host). ApplyDefaults sets it to whether the
+	// match regex has a host group.
+	Shadow *bool `yaml:"shadow"`
 }

@@ -121,8 +121,10 @@ func (s *Scenario) check() []issue {
 	s.checkTarget(c)
 	s.checkAttack(c)
 	s.checkAttribution(c)
+	s.checkObserve(c)
 	s.checkStatistics(c)
 	s.checkExpect(c)
+	s.checkSources(c)
 	return c.issues
 }
 
@@ -182,6 +184,10 @@ func (s *Scenario) checkTarget(c *checker) {
 			c.add(p+".cluster", "required: the declared cluster to forward into (%s)", declaredList(s))
 		case !s.declared(f.Cluster):
 			c.add(p+".cluster", "%s", s.unknownCluster(f.Cluster))
+		default:
+			if k, ok := s.hasContext(f.Cluster); !ok {
+				c.add(p+".cluster", "%s", noContext(f.Cluster, k, "portForward reaches the target through the cluster's API server"))
+			}
 		}
 		if !isDNSLabel(f.Namespace) {
 			c.add(p+".namespace", "invalid namespace %q: want lowercase letters, digits and '-'", f.Namespace)
@@ -365,8 +371,10 @@ func (s *Scenario) checkAttribution(c *checker) {
 	if at.Preset != "" && !slices.Contains(PresetNames(), at.Preset) {
 		c.add("attribution.preset", "unknown preset %q (known: %s)", at.Preset, strings.Join(PresetNames(), ", "))
 	}
-	if at.Preset == "" && len(at.Rules) == 0 {
-		c.add("attribution", "set a preset (%s) or at least one rule", strings.Join(PresetNames(), ", "))
+	// Without rules, requests can still be attributed from the observed
+	// pods' logs or metrics (the Kubernetes path).
+	if at.Preset == "" && len(at.Rules) == 0 && !s.observes(SourceLogs) && !s.observes(SourceMetrics) {
+		c.add("attribution", "set a preset (%s) or at least one rule to read the response with, or observe workloads with observe[].logs (or observe[].metrics) to count requests where they are served", strings.Join(PresetNames(), ", "))
 	}
 	fields := strings.Join(IdentityFields(), ", ")
 	for i, r := range at.Rules {
@@ -489,7 +497,7 @@ func (s *Scenario) checkStatistics(c *checker) {
 
 func (s *Scenario) checkExpect(c *checker) {
 	if len(s.Expect) == 0 {
-		c.add("expect", "required: at least one expectation (split, reached, only, never, successRate or latency)")
+		c.add("expect", "required: at least one expectation (split, reached, only, never, successRate, latency or mirror)")
 	}
 	names := map[string]int{}
 	for i := range s.Expect {
@@ -502,7 +510,7 @@ func (s *Scenario) checkExpect(c *checker) {
 		}
 		switch k := e.kinds(); len(k) {
 		case 0:
-			c.add(p, "set one of split, reached, only, never, successRate or latency")
+			c.add(p, "set one of split, reached, only, never, successRate, latency or mirror")
 		case 1:
 		default:
 			c.add(p+"."+k[1], "one expectation has one kind and %s is already set: make %s a separate list item", k[0], k[1])
@@ -520,6 +528,9 @@ func (s *Scenario) checkExpect(c *checker) {
 		}
 		if sr := e.SuccessRate; sr != nil && !(sr.AtLeast > 0 && sr.AtLeast <= 1) {
 			c.add(p+".successRate.atLeast", "want a share in (0, 100%%], like 99%%")
+		}
+		if m := e.Mirror; m != nil {
+			s.checkMirror(c, p+".mirror", m)
 		}
 		if l := e.Latency; l != nil {
 			if l.Below.Duration <= 0 {
@@ -579,7 +590,6 @@ func (s *Scenario) checkSplit(c *checker, p string, sp *Split) {
 	}
 	byCluster := sp.By == "cluster"
 	perPod := sp.Model == "equal-per-pod" || strings.HasPrefix(sp.Model, "link-cost-")
-	forward := s.Target.Forward != nil
 
 	if sp.Model == "weights" {
 		if len(sp.Weights) == 0 {
@@ -614,8 +624,8 @@ func (s *Scenario) checkSplit(c *checker, p string, sp *Split) {
 			c.add(p+".buckets", "equal by cluster needs buckets or declared clusters")
 		case sp.By == "version":
 			c.add(p+".buckets", "equal by version needs the versions as buckets, like [v1, v2]")
-		case !forward:
-			c.add(p+".buckets", "equal by pod needs the pods as buckets (or a portForward target, whose inventory lists them)")
+		case len(s.Observe) == 0:
+			c.add(p+".buckets", "equal by pod needs the pods as buckets (or observe the workload: the inventory lists its pods)")
 		}
 	}
 
@@ -641,20 +651,22 @@ func (s *Scenario) checkSplit(c *checker, p string, sp *Split) {
 			}
 			ready += max(sp.Pods[k], 0)
 		}
-		// With a portForward target the inventory counts ready pods, so
-		// pods may be left out (or given for some clusters only).
-		if !forward {
-			var missing []string
-			for _, cl := range split {
-				if _, ok := sp.Pods[cl]; !ok {
-					missing = append(missing, cl)
-				}
+		// The inventory counts the ready pods of the clusters an observe
+		// workload lists, so pods may be left out for those.
+		var missing []string
+		inventoried := false
+		for _, cl := range split {
+			switch _, given := sp.Pods[cl]; {
+			case s.inventoried(cl):
+				inventoried = true
+			case !given:
+				missing = append(missing, cl)
 			}
-			if len(missing) > 0 {
-				c.add(p+".pods", "model %s needs ready pods per cluster; missing %s (or use a portForward target: its inventory counts them)", sp.Model, strings.Join(missing, ", "))
-			} else if ready == 0 && len(sp.Pods) > 0 {
-				c.add(p+".pods", "no cluster has a ready pod")
-			}
+		}
+		if len(missing) > 0 {
+			c.add(p+".pods", "model %s needs ready pods per cluster; missing %s (or observe the workload there: the inventory counts its ready pods)", sp.Model, strings.Join(missing, ", "))
+		} else if ready == 0 && len(sp.Pods) > 0 && !inventoried {
+			c.add(p+".pods", "no cluster has a ready pod")
 		}
 		if strings.HasPrefix(sp.Model, "link-cost-") {
 			for j, cl := range s.Clusters {
@@ -702,6 +714,9 @@ func (s *Scenario) checkBucketSet(c *checker, p, kind string, b *BucketSet) {
 
 // explicitZeros catches a 0 written out for a field whose zero means
 // "use the default": the default would silently replace what was written.
+// It also catches a 0 written where 0 reads as "missing", so the message
+// does not call a field that is there required; Parse then drops the
+// other complaints about the same field.
 func explicitZeros(s *Scenario, pos positions) []issue {
 	var out []issue
 	check := func(path string, zero bool, def string) {
@@ -715,6 +730,13 @@ func explicitZeros(s *Scenario, pos positions) []issue {
 	check("statistics.power", s.Statistics.Power == 0, "0.8")
 	check("statistics.margin", s.Statistics.Margin == 0, DefaultMargin.String())
 	check("statistics.looks", s.Statistics.Looks == 0, "(5 with stop: early)")
+	for i, w := range s.Observe {
+		if l := w.Logs; l != nil {
+			p := joinIndex("observe", i) + ".logs"
+			check(p+".settle", l.Settle.Duration == 0, DefaultLogSettle.String())
+			check(p+".skew", l.Skew.Duration == 0, DefaultLogSkew.String())
+		}
+	}
 	for i, e := range s.Expect {
 		p := joinIndex("expect", i)
 		if e.Split != nil {
@@ -722,6 +744,11 @@ func explicitZeros(s *Scenario, pos positions) []issue {
 		}
 		if e.Latency != nil {
 			check(p+".latency.percentile", e.Latency.Percentile == 0, "99")
+		}
+		if m := e.Mirror; m != nil {
+			if l, ok := pos[p+".mirror.percent"]; ok && m.Percent == 0 && l.val != nil && !isNull(l.val) {
+				out = append(out, issue{path: p + ".mirror.percent", msg: "0% mirrors nothing: want the expected share of primary requests mirrored, in (0, 100%], like 50%"})
+			}
 		}
 	}
 	return out
