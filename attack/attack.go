@@ -224,6 +224,13 @@ func (a *Attack) pool(maxConns int) *http.Transport {
 		ForceAttemptHTTP2:   o.HTTP2,
 		DisableCompression:  true,
 	}
+	if o.Dial != nil {
+		// Through a kwok port-forward, a backend closing an idle
+		// connection is never passed on to the stream, and a request sent
+		// on it waits for the timeout: retire idle connections before the
+		// servers' own idle timeouts (10 s for Go servers) can fire.
+		t.IdleConnTimeout = 5 * time.Second
+	}
 	if !o.HTTP2 {
 		// A non-nil empty map is how net/http is told not to negotiate h2.
 		t.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}

@@ -38,6 +38,8 @@ type Report struct {
 	Gate     assert.Verdict `json:"gate"`
 	ExitCode int            `json:"exitCode"`
 	Warnings []string       `json:"warnings,omitempty"`
+	// Kubernetes describes the clusters, pods and tunnel of the run.
+	Kubernetes *Kubernetes `json:"kubernetes,omitempty"`
 	// SetupError is set when the run could not measure what it was asked to.
 	SetupError string `json:"setupError,omitempty"`
 }
@@ -88,9 +90,11 @@ type Latency struct {
 	Max  time.Duration `json:"max"`
 }
 
-// Dimension is the observed split over one identity field.
+// Dimension is the observed split over one identity field, as one source
+// (body, logs, metrics) saw it.
 type Dimension struct {
 	Name         string   `json:"name"`
+	Source       string   `json:"source"`
 	Buckets      []Bucket `json:"buckets"`
 	Attributed   int64    `json:"attributed"`
 	Unattributed int64    `json:"unattributed"`
@@ -137,6 +141,7 @@ type Expectation struct {
 	Name    string              `json:"name"`
 	Kind    string              `json:"kind"`
 	By      string              `json:"by,omitempty"`
+	Source  string              `json:"source,omitempty"`
 	Verdict assert.Verdict      `json:"verdict"`
 	Reason  string              `json:"reason"`
 	Model   *assert.Shares      `json:"model,omitempty"`
@@ -201,4 +206,30 @@ func WriteFile(dir, name string, render func(io.Writer) error) (string, error) {
 		return "", fmt.Errorf("write %s: %w", path, err)
 	}
 	return path, nil
+}
+
+// Kubernetes is what the run saw of the clusters.
+type Kubernetes struct {
+	Clusters []KubeCluster `json:"clusters"`
+	// Inventory is the observed pods per cluster at the start.
+	Inventory any `json:"inventory,omitempty"`
+	// Tunnel is the port-forward to the entry point.
+	Tunnel any `json:"tunnel,omitempty"`
+	// Logs are the per-stream statistics of the pod-log followers.
+	Logs []LogStream `json:"logs,omitempty"`
+}
+
+// KubeCluster is one cluster of the run.
+type KubeCluster struct {
+	Name    string `json:"name"`
+	Context string `json:"context"`
+	Server  string `json:"server"`
+}
+
+// LogStream is one followed container log.
+type LogStream struct {
+	Target     string `json:"target"`
+	Lines      int64  `json:"lines"`
+	Reconnects int64  `json:"reconnects"`
+	LastError  string `json:"lastError,omitempty"`
 }

@@ -75,7 +75,11 @@ func render(w io.Writer, r *Report, table func(io.Writer) *tablewriter.Table, he
 		if d.Attributed == 0 {
 			continue
 		}
-		p.f("\n%sobserved by %s (%d attributed, %d unattributed, %d connections)\n", sub(heading), d.Name, d.Attributed, d.Unattributed, d.Units)
+		src := d.Source
+		if src == "" {
+			src = "body"
+		}
+		p.f("\n%sobserved by %s, from %s (%d attributed, %d unattributed, %d connections)\n", sub(heading), d.Name, src, d.Attributed, d.Unattributed, d.Units)
 		t := table(w)
 		t.Header(d.Name, "requests", "share")
 		for _, b := range d.Buckets {
@@ -91,7 +95,11 @@ func render(w io.Writer, r *Report, table func(io.Writer) *tablewriter.Table, he
 	}
 
 	for _, e := range r.Expectation {
-		p.f("\n%s%s: %s\n", sub(heading), e.Name, e.Verdict)
+		if e.Source != "" && e.Source != "body" {
+			p.f("\n%s%s (from %s): %s\n", sub(heading), e.Name, e.Source, e.Verdict)
+		} else {
+			p.f("\n%s%s: %s\n", sub(heading), e.Name, e.Verdict)
+		}
 		p.f("%s\n", e.Reason)
 		if e.Model != nil && len(e.Model.Explanation) > 0 {
 			p.f("model %s: %s\n", e.Model.Model, strings.Join(e.Model.Explanation, " "))

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"fmt"
 	"sort"
 
 	"github.com/mesh-verify/mesh-verify/assert"
@@ -11,7 +12,8 @@ import (
 	"github.com/mesh-verify/mesh-verify/tally"
 )
 
-func assemble(sc *scenarios.Scenario, runID, target string, o attack.Options, sum attack.Summary, s tally.Snapshot) *reports.Report {
+func assemble(sc *scenarios.Scenario, runID, target string, o attack.Options, sum attack.Summary, ev evidence) *reports.Report {
+	s := ev.body
 	st := sc.Statistics
 	r := &reports.Report{
 		Schema:   reports.Schema,
@@ -51,9 +53,29 @@ func assemble(sc *scenarios.Scenario, runID, target string, o attack.Options, su
 		r.Metrics.Errors = append(r.Metrics.Errors, reports.ErrorCount{Message: "(other errors)", Count: s.ErrorsOther})
 	}
 	sort.Slice(r.Metrics.Errors, func(a, b int) bool { return r.Metrics.Errors[a].Count > r.Metrics.Errors[b].Count })
+	r.Dimensions = dimensions(scenarios.SourceBody, s)
+	for _, src := range []struct {
+		name string
+		s    *tally.Snapshot
+	}{{scenarios.SourceLogs, ev.logs}, {scenarios.SourceMetrics, ev.metrics}} {
+		if src.s != nil {
+			r.Dimensions = append(r.Dimensions, dimensions(src.name, *src.s)...)
+			r.Warnings = append(r.Warnings, disagreements(s, *src.s, src.name)...)
+		}
+	}
+	for _, sl := range s.Slices {
+		r.Timeline.Slices = append(r.Timeline.Slices, reports.Slice(sl))
+	}
+	return r
+}
+
+// dimensions reports the observed split of every identity field one
+// source attributed.
+func dimensions(source string, s tally.Snapshot) []reports.Dimension {
+	var out []reports.Dimension
 	for _, f := range attribution.Fields() {
 		c := s.Dimensions[string(f)]
-		d := reports.Dimension{Name: string(f), Unattributed: s.Unattributed[string(f)]}
+		d := reports.Dimension{Name: string(f), Source: source, Unattributed: s.Unattributed[string(f)]}
 		if c.Units != nil {
 			d.Units = c.Units.Units
 		}
@@ -65,14 +87,47 @@ func assemble(sc *scenarios.Scenario, runID, target string, o attack.Options, su
 			if d.Attributed > 0 {
 				share = float64(c.N[i]) / float64(d.Attributed)
 			}
-			d.Buckets = append(d.Buckets, reports.Bucket{Name: b, Count: c.N[i], Share: share, Sources: []string{"body"}})
+			d.Buckets = append(d.Buckets, reports.Bucket{Name: b, Count: c.N[i], Share: share, Sources: []string{source}})
 		}
-		r.Dimensions = append(r.Dimensions, d)
+		if d.Attributed > 0 || source == scenarios.SourceBody {
+			out = append(out, d)
+		}
 	}
-	for _, sl := range s.Slices {
-		r.Timeline.Slices = append(r.Timeline.Slices, reports.Slice(sl))
+	return out
+}
+
+// disagreements names the buckets where bodies and another source counted
+// differently, per cluster and pod, where both attributed that field.
+func disagreements(body, other tally.Snapshot, source string) []string {
+	var out []string
+	for _, f := range []attribution.Field{attribution.Cluster, attribution.Pod} {
+		b, o := body.Dimensions[string(f)], other.Dimensions[string(f)]
+		if len(b.Buckets) == 0 || len(o.Buckets) == 0 {
+			continue
+		}
+		counts := map[string][2]int64{}
+		for i, n := range b.Buckets {
+			c := counts[n]
+			c[0] = b.N[i]
+			counts[n] = c
+		}
+		for i, n := range o.Buckets {
+			c := counts[n]
+			c[1] = o.N[i]
+			counts[n] = c
+		}
+		names := make([]string, 0, len(counts))
+		for n := range counts {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			if c := counts[n]; c[0] != c[1] {
+				out = append(out, fmt.Sprintf("%s %s: responses say %d, %s say %d", f, n, c[0], source, c[1]))
+			}
+		}
 	}
-	return r
+	return out
 }
 
 // finish sets the verdict, the gate and the exit code.

@@ -6,6 +6,7 @@ import (
 
 	"github.com/mesh-verify/mesh-verify/assert"
 	"github.com/mesh-verify/mesh-verify/attack"
+	"github.com/mesh-verify/mesh-verify/podlogs"
 	"github.com/mesh-verify/mesh-verify/reports"
 	"github.com/mesh-verify/mesh-verify/scenarios"
 	"github.com/mesh-verify/mesh-verify/tally"
@@ -27,34 +28,93 @@ func newJudge(sc *scenarios.Scenario, o attack.Options) *judge {
 	return &judge{sc: sc, connections: c}
 }
 
+// evidence is everything a verdict may draw on: the counts of each
+// attribution source, the mirror join of the logs, and the ready pods.
+type evidence struct {
+	body      tally.Snapshot
+	logs      *tally.Snapshot
+	metrics   *tally.Snapshot
+	mirror    *podlogs.Totals
+	readyPods map[string]int
+}
+
+// source returns the counts of one source; logs and metrics exist only
+// once the attack is over and the logs settled.
+func (ev evidence) source(name string) (tally.Snapshot, bool) {
+	switch name {
+	case scenarios.SourceLogs:
+		if ev.logs == nil {
+			return tally.Snapshot{}, false
+		}
+		return *ev.logs, true
+	case scenarios.SourceMetrics:
+		if ev.metrics == nil {
+			return tally.Snapshot{}, false
+		}
+		return *ev.metrics, true
+	}
+	return ev.body, true
+}
+
 // settled reports whether every expectation already has a PASS or FAIL at
 // the given (interim) confidence, which is when early stopping may stop.
-func (j *judge) settled(s tally.Snapshot, confidence float64) bool {
-	for _, e := range j.evaluate(s, confidence) {
-		if e.Verdict == assert.Inconclusive {
+// Expectations on logs or metrics are never settled early: those sources
+// lag the responses and are read in full only after the attack.
+func (j *judge) settled(ev evidence, confidence float64) bool {
+	for _, e := range j.evaluate(ev, confidence) {
+		if e.Verdict == assert.Inconclusive || e.Source != "" && e.Source != scenarios.SourceBody {
 			return false
 		}
 	}
 	return true
 }
 
-func (j *judge) evaluate(s tally.Snapshot, confidence float64) []reports.Expectation {
+func (j *judge) evaluate(ev evidence, confidence float64) []reports.Expectation {
 	out := make([]reports.Expectation, 0, len(j.sc.Expect))
 	for _, e := range j.sc.Expect {
-		out = append(out, j.one(e, s, confidence))
+		out = append(out, j.one(e, ev, confidence))
 	}
 	return out
 }
 
-func (j *judge) one(e scenarios.Expectation, s tally.Snapshot, confidence float64) reports.Expectation {
+// sourceOf is the source an expectation reads (resolved by scenario defaults).
+func sourceOf(e scenarios.Expectation) string {
+	switch {
+	case e.Split != nil:
+		return e.Split.Source
+	case e.Reached != nil:
+		return e.Reached.Source
+	case e.Only != nil:
+		return e.Only.Source
+	case e.Never != nil:
+		return e.Never.Source
+	case e.Mirror != nil:
+		return scenarios.SourceLogs
+	}
+	return scenarios.SourceBody
+}
+
+func (j *judge) one(e scenarios.Expectation, ev evidence, confidence float64) reports.Expectation {
 	st := j.sc.Statistics
 	method := assert.IntervalMethod(st.Interval)
-	r := reports.Expectation{Name: e.Name}
+	r := reports.Expectation{Name: e.Name, Source: sourceOf(e)}
+	if r.Source == "" {
+		r.Source = scenarios.SourceBody
+	}
+	s, ok := ev.source(r.Source)
+	if !ok {
+		r.Kind, r.Verdict = e.Kind(), assert.Inconclusive
+		r.Reason = fmt.Sprintf("no %s were read (yet): nothing to judge", r.Source)
+		return r
+	}
 	switch {
+	case e.Mirror != nil:
+		r.Kind = "mirror"
+		j.mirror(&r, e.Mirror, ev, confidence)
 	case e.Split != nil:
 		sp := e.Split
 		r.Kind, r.By = "split", sp.By
-		model, err := j.model(sp)
+		model, err := j.model(sp, ev.readyPods)
 		if err != nil {
 			r.Verdict, r.Reason = assert.Fail, "expected split: "+err.Error()
 			return r
@@ -173,7 +233,7 @@ func latency(l *scenarios.Latency, s tally.Snapshot) assert.Result {
 // scenario alone (no inventory), as `mesh-verify plan` needs them.
 func SplitModel(sc *scenarios.Scenario, sp *scenarios.Split) (assert.Shares, error) {
 	ao := attackOptions(sc, "", "")
-	return newJudge(sc, ao).model(sp)
+	return newJudge(sc, ao).model(sp, nil)
 }
 
 // PlannedRequests is how many requests the scenario's attack will send, or
@@ -182,8 +242,28 @@ func PlannedRequests(sc *scenarios.Scenario) int64 {
 	return plannedRequests(attackOptions(sc, "", ""))
 }
 
-// model computes the expected shares of a split expectation.
-func (j *judge) model(sp *scenarios.Split) (assert.Shares, error) {
+// model computes the expected shares of a split expectation; ready pods
+// come from the scenario, else from the inventory.
+func (j *judge) model(sp *scenarios.Split, ready map[string]int) (assert.Shares, error) {
+	pods := sp.Pods
+	if len(pods) == 0 && len(ready) > 0 {
+		pods = map[string]int{}
+		in := map[string]bool{}
+		for _, b := range sp.Buckets {
+			in[b] = true
+		}
+		for _, c := range j.sc.Clusters {
+			if len(in) == 0 || in[c.Name] {
+				pods[c.Name] = ready[c.Name]
+			}
+		}
+		if j.sc.Target.Forward != nil {
+			// The entry's own cluster serves nothing unless observed pods run there.
+			if n, ok := pods[j.sc.Target.Forward.Cluster]; ok && n == 0 {
+				delete(pods, j.sc.Target.Forward.Cluster)
+			}
+		}
+	}
 	switch sp.Model {
 	case "weights":
 		return assert.WeightsModel(sp.Weights)
@@ -199,16 +279,16 @@ func (j *judge) model(sp *scenarios.Split) (assert.Shares, error) {
 		}
 		return assert.EqualModel(b)
 	case "equal-per-pod":
-		return assert.EqualPerPodModel(sp.Pods)
+		return assert.EqualPerPodModel(pods)
 	case "link-cost-inverse", "link-cost-balanced":
 		costs := map[string]float64{}
 		for _, c := range j.sc.Clusters {
-			if _, in := sp.Pods[c.Name]; in && c.Cost != nil {
+			if _, in := pods[c.Name]; in && c.Cost != nil {
 				costs[c.Name] = *c.Cost
 			}
 		}
 		if sp.Model == "link-cost-inverse" {
-			return assert.LinkCostInverseModel(costs, sp.Pods)
+			return assert.LinkCostInverseModel(costs, pods)
 		}
 		conns := sp.Connections
 		if conns == 0 {
@@ -217,7 +297,7 @@ func (j *judge) model(sp *scenarios.Split) (assert.Shares, error) {
 		if conns == 0 {
 			return assert.Shares{}, fmt.Errorf("model link-cost-balanced needs split.connections (the concurrent connections the router balances)")
 		}
-		return assert.LinkCostBalancedModel(costs, sp.Pods, conns)
+		return assert.LinkCostBalancedModel(costs, pods, conns)
 	}
 	return assert.Shares{}, fmt.Errorf("unknown model %q", sp.Model)
 }
@@ -239,4 +319,44 @@ func clusterDesignEffect(s tally.Snapshot) (float64, bool) {
 		return 1, true
 	}
 	return res.DesignEffect, true
+}
+
+// mirror judges the share of primary requests whose copy reached the mirror
+// target: q̂ = requests seen both served and mirrored / requests seen served
+// (DESIGN.md §4). When the primaries' logs are not observed, the requests
+// that got a response stand in for them.
+func (j *judge) mirror(r *reports.Expectation, m *scenarios.MirrorExpect, ev evidence, confidence float64) {
+	st := j.sc.Statistics
+	if ev.mirror == nil {
+		r.Verdict, r.Reason = assert.Inconclusive, "no pod logs were read: the mirrored copies are only visible there"
+		return
+	}
+	n, k := int64(ev.mirror.Requests), int64(ev.mirror.MirroredServed)
+	basis := "requests seen served in the logs"
+	if n == 0 {
+		for i, b := range ev.body.Dimensions[tally.Outcome].Buckets {
+			if b == tally.Success {
+				n = ev.body.Dimensions[tally.Outcome].N[i]
+			}
+		}
+		k = min(int64(ev.mirror.Mirrored), n)
+		basis = "requests answered"
+	}
+	model, err := assert.MirrorModel(m.Percent.Fraction())
+	if err != nil {
+		r.Verdict, r.Reason = assert.Fail, err.Error()
+		return
+	}
+	spec := assert.SplitSpec{Expected: model.Shares, Margin: st.Margin.Fraction(), Confidence: confidence,
+		Method: assert.IntervalMethod(st.Interval), Power: st.Power}
+	if m.Margin != nil {
+		spec.Margin = m.Margin.Fraction()
+	}
+	// Envoy decides per request whether to mirror, so the requests are
+	// independent draws here whatever connection carried them.
+	c := assert.Counts{Buckets: []string{assert.BucketMirrored, assert.BucketNotMirrored}, N: []int64{k, n - k}}
+	res := assert.Split(c, spec)
+	r.By, r.Model, r.Split = "mirror", &model, &res
+	r.Verdict, r.RequiredN = res.Verdict, res.RequiredN
+	r.Reason = fmt.Sprintf("%d of %d %s were also seen at %s: ", k, n, basis, m.To) + res.Reason
 }

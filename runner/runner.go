@@ -20,6 +20,7 @@ import (
 	"github.com/mesh-verify/mesh-verify/assert"
 	"github.com/mesh-verify/mesh-verify/attack"
 	"github.com/mesh-verify/mesh-verify/attribution"
+	"github.com/mesh-verify/mesh-verify/podlogs"
 	"github.com/mesh-verify/mesh-verify/reports"
 	"github.com/mesh-verify/mesh-verify/scenarios"
 	"github.com/mesh-verify/mesh-verify/tally"
@@ -55,6 +56,9 @@ type Options struct {
 	RunID string
 	// Dial reaches the target (a tunnel); nil dials TCP directly.
 	Dial attack.DialFunc
+	// Kubeconfig lists kubeconfig files merged like kubectl's KUBECONFIG;
+	// empty means kubectl's own rules.
+	Kubeconfig []string
 }
 
 // Run executes the scenario. It returns a report whenever anything was
@@ -65,17 +69,26 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (*reports.Repor
 	if runID == "" {
 		runID = NewRunID(time.Now())
 	}
-	target, err := targetURL(sc)
-	if err != nil {
-		return nil, err
+	var kp *kubePath
+	target := sc.Target.URL
+	dial := o.Dial
+	if needsKube(sc) {
+		var err error
+		if kp, err = openKube(ctx, sc, o); err != nil {
+			return nil, &SetupError{err}
+		}
+		defer kp.close()
+		if kp.tunnel != nil {
+			target, dial = kp.targetURL(), kp.tunnel.DialContext
+		}
 	}
 	ao := attackOptions(sc, target, runID)
-	ao.Dial = o.Dial
+	ao.Dial = dial
 	attr, err := attributor(sc)
 	if err != nil {
 		return nil, err
 	}
-	if o.Dial == nil {
+	if dial == nil {
 		if err := preflight(ctx, target, ao.Timeout); err != nil {
 			return nil, &SetupError{err}
 		}
@@ -86,12 +99,27 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (*reports.Repor
 	}
 
 	start := time.Now()
-	tl := tally.New(start, ao.Timeout+5*time.Second)
+	grace := ao.Timeout + 5*time.Second
+	tl := tally.New(start, grace)
 	j := newJudge(sc, ao)
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
+	// Log followers and watches outlive the attack until the logs settle.
+	kubeCtx, stopKube := context.WithCancel(ctx)
+	defer stopKube()
 
-	sink := &sink{attr: attr, tally: tl}
+	sink := &sink{attr: attr, tally: tl, runID: runID}
+	if kp != nil {
+		if err := kp.startLogs(kubeCtx, runID, start); err != nil {
+			return nil, &SetupError{err}
+		}
+		if kp.logs != nil {
+			sink.recordConns = true
+		}
+		if kp.metricsBefore, err = kp.scrapeAll(ctx); err != nil {
+			kp.warnings = append(kp.warnings, "metrics before the attack: "+err.Error())
+		}
+	}
 	var seq *reports.Sequential
 	if sc.Statistics.Stop == "early" {
 		if n := plannedRequests(ao); n > 0 {
@@ -103,7 +131,7 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (*reports.Repor
 				if look == len(plan.Looks)-1 {
 					return // the final look is the ordinary end of the run
 				}
-				if j.settled(tl.Snapshot(), conf) {
+				if j.settled(evidence{body: tl.Snapshot(), readyPods: kp.readyPods()}, conf) {
 					seq.StoppedAt = look + 1
 					stop()
 				}
@@ -122,16 +150,52 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (*reports.Repor
 	<-progressDone
 	sum.Interrupted = ctx.Err() != nil
 
-	snap := tl.Snapshot()
+	ev := evidence{body: tl.Snapshot()}
+	var warnings []string
+	if kp != nil {
+		ev.readyPods = kp.readyPods()
+		warnings = append(warnings, kp.warnings...)
+		if kp.logs != nil {
+			// Even when interrupted, read what the pods logged so far.
+			fctx := ctx
+			if ctx.Err() != nil {
+				fctx = context.WithoutCancel(ctx)
+			}
+			if err := kp.logs.finish(fctx); err != nil {
+				warnings = append(warnings, "pod logs: "+err.Error())
+			}
+			ls := kp.logs.tally(start, grace, sink.seqConn)
+			ev.logs = &ls
+			tot := kp.logs.counter.Totals()
+			ev.mirror = &tot
+		}
+		if len(kp.metricsBefore) > 0 {
+			after, err := kp.scrapeAll(ctx)
+			if err != nil {
+				warnings = append(warnings, "metrics after the attack: "+err.Error())
+			}
+			ms := kp.metricsTally(after, start)
+			ev.metrics = &ms
+		}
+		for _, p := range kp.unknownPods(ev.body) {
+			warnings = append(warnings, fmt.Sprintf("pod %s named in responses is not in the inventory of the observed workloads: its cluster is not guessed", p))
+		}
+	}
+	stopKube()
+
 	conf := sc.Statistics.Confidence
 	if seq != nil && seq.StoppedAt > 0 {
 		conf = seq.Plan.Confidence[seq.StoppedAt-1]
 	}
-	rep := assemble(sc, runID, target, ao, sum, snap)
+	rep := assemble(sc, runID, target, ao, sum, ev)
 	rep.Sequential = seq
-	rep.Expectation = j.evaluate(snap, conf)
+	rep.Warnings = append(rep.Warnings, warnings...)
+	if kp != nil {
+		rep.Kubernetes = kp.reportInfo()
+	}
+	rep.Expectation = j.evaluate(ev, conf)
 	finish(rep, sc)
-	if err := setupFailure(snap); err != nil {
+	if err := setupFailure(ev.body); err != nil {
 		rep.SetupError = err.Error()
 		rep.ExitCode = ExitSetup
 		return rep, &SetupError{err}
@@ -144,13 +208,6 @@ func NewRunID(now time.Time) string {
 	var b [3]byte
 	_, _ = rand.Read(b[:])
 	return now.UTC().Format("20060102T150405Z") + "-" + hex.EncodeToString(b[:])
-}
-
-func targetURL(sc *scenarios.Scenario) (string, error) {
-	if sc.Target.URL != "" {
-		return sc.Target.URL, nil
-	}
-	return "", errors.New("target.portForward needs the Kubernetes path, which this build does not include yet")
 }
 
 // preflight dials the target once so an unreachable URL is a setup error
@@ -212,6 +269,14 @@ type sink struct {
 	next   int
 	seen   int64
 	onLook func(int)
+
+	// recordConns keeps the connection of every request, indexed by its
+	// request sequence number, so log lines joined by request id get the
+	// same connection-aware statistics: 4 bytes per request, the one cost
+	// that grows with the run, paid only when logs attribute.
+	recordConns bool
+	runID       string
+	seqConn     []uint32
 }
 
 func (s *sink) Add(r *attack.Result) {
@@ -221,6 +286,14 @@ func (s *sink) Add(r *attack.Result) {
 	}
 	r.Body = nil // attributed; the body is not kept
 	s.tally.Add(r, id)
+	if s.recordConns {
+		if seq, ok := podlogs.ParseRequestID(s.runID, r.RequestID); ok && seq < 1<<32 {
+			for uint64(len(s.seqConn)) <= seq {
+				s.seqConn = append(s.seqConn, 0)
+			}
+			s.seqConn[seq] = uint32(r.ConnID)
+		}
+	}
 	s.seen++
 	if s.onLook != nil && s.next < len(s.looks) && s.seen >= s.looks[s.next] {
 		look := s.next

@@ -53,7 +53,7 @@ expected one with sound statistics. Exit codes: 0 pass, 1 an expectation failed,
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newRunCmd(), newValidateCmd(), newReportCmd(), newPlanCmd(), newCheckCmd())
+	root.AddCommand(newRunCmd(), newValidateCmd(), newReportCmd(), newPlanCmd(), newCheckCmd(), newPortForwardCmd())
 
 	err := root.Execute()
 	if err == nil {
@@ -94,10 +94,11 @@ func newValidateCmd() *cobra.Command {
 }
 
 type runFlags struct {
-	out      string
-	json     bool
-	quiet    bool
-	progress string
+	kubeconfig []string
+	out        string
+	json       bool
+	quiet      bool
+	progress   string
 }
 
 func newRunCmd() *cobra.Command {
@@ -114,6 +115,7 @@ func newRunCmd() *cobra.Command {
 	cmd.Flags().BoolVar(&f.json, "json", false, "print the JSON report on stdout instead of the tables")
 	cmd.Flags().BoolVarP(&f.quiet, "quiet", "q", false, "no live progress")
 	cmd.Flags().StringVar(&f.progress, "progress", "auto", "live progress style: auto, tty or plain")
+	cmd.Flags().StringSliceVar(&f.kubeconfig, "kubeconfig", nil, "kubeconfig files, merged like KUBECONFIG (default: $KUBECONFIG, else ~/.kube/config; only read)")
 	return cmd
 }
 
@@ -127,7 +129,7 @@ func runScenario(cmd *cobra.Command, file string, f runFlags) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	o := runner.Options{}
+	o := runner.Options{Kubeconfig: f.kubeconfig}
 	if !f.quiet {
 		o.Progress = cmd.ErrOrStderr()
 		switch f.progress {

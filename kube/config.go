@@ -1,0 +1,335 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// Defaults for Options.
+const (
+	// DefaultQPS and DefaultBurst are raised from client-go's 5/10: podlogs
+	// opens one log stream per observed pod in every cluster at attack
+	// start, and the client-side rate limiter would otherwise delay the
+	// first lines by seconds.
+	DefaultQPS   = 50
+	DefaultBurst = 100
+	// DefaultProbeTimeout bounds the /version call that tells an unreachable
+	// API server from a slow one before anything else is attempted.
+	DefaultProbeTimeout = 5 * time.Second
+)
+
+// Options say where the kubeconfig comes from and how clients behave.
+type Options struct {
+	// Kubeconfig lists kubeconfig files merged like kubectl's KUBECONFIG
+	// (first file wins per key). Each entry may itself be a
+	// PathListSeparator-joined list. Empty means kubectl's rules: the
+	// KUBECONFIG environment variable, else ~/.kube/config.
+	Kubeconfig []string
+	// QPS and Burst of every client; zero means DefaultQPS/DefaultBurst.
+	QPS   float32
+	Burst int
+	// ProbeTimeout bounds the reachability probe; zero means DefaultProbeTimeout.
+	ProbeTimeout time.Duration
+	// UserAgent sent to the API servers; empty means "mesh-verify".
+	UserAgent string
+}
+
+// Config is a loaded (merged) kubeconfig. It only reads files: client-go's
+// migration of ~/.kube/.kubeconfig to ~/.kube/config is switched off.
+type Config struct {
+	opts  Options
+	rules *clientcmd.ClientConfigLoadingRules
+	raw   clientcmdapi.Config
+}
+
+// LoadConfig loads the kubeconfig like kubectl does.
+func LoadConfig(opts Options) (*Config, error) {
+	if opts.QPS == 0 {
+		opts.QPS = DefaultQPS
+	}
+	if opts.Burst == 0 {
+		opts.Burst = DefaultBurst
+	}
+	if opts.ProbeTimeout == 0 {
+		opts.ProbeTimeout = DefaultProbeTimeout
+	}
+	if opts.UserAgent == "" {
+		opts.UserAgent = "mesh-verify"
+	}
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	// Migration copies a legacy file into ~/.kube/config: a write. Never.
+	rules.MigrationRules = nil
+	var paths []string
+	for _, p := range opts.Kubeconfig {
+		for _, q := range filepath.SplitList(p) {
+			if q != "" {
+				paths = append(paths, q)
+			}
+		}
+	}
+	if len(paths) > 0 {
+		// Files named explicitly must exist (kubectl --kubeconfig fails on a
+		// missing file; KUBECONFIG entries are silently skipped).
+		for _, p := range paths {
+			if _, err := os.Stat(p); err != nil {
+				return nil, fmt.Errorf("load kubeconfig %s: %w", p, err)
+			}
+		}
+		rules.Precedence = paths
+		rules.WarnIfAllMissing = false
+	}
+	raw, err := rules.Load()
+	if err != nil {
+		return nil, fmt.Errorf("load kubeconfig %s: %w", strings.Join(rules.GetLoadingPrecedence(), string(filepath.ListSeparator)), err)
+	}
+	return &Config{opts: opts, rules: rules, raw: *raw}, nil
+}
+
+// Files are the kubeconfig files in loading order (for messages).
+func (c *Config) Files() []string { return c.rules.GetLoadingPrecedence() }
+
+// Contexts lists the context names, sorted.
+func (c *Config) Contexts() []string {
+	names := make([]string, 0, len(c.raw.Contexts))
+	for n := range c.raw.Contexts {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// CurrentContext is the kubeconfig's current-context ("" when unset).
+func (c *Config) CurrentContext() string { return c.raw.CurrentContext }
+
+// ContextNamespace is the default namespace of a context ("" when unset).
+func (c *Config) ContextNamespace(kubeContext string) string {
+	if kubeContext == "" {
+		kubeContext = c.raw.CurrentContext
+	}
+	if ctx := c.raw.Contexts[kubeContext]; ctx != nil {
+		return ctx.Namespace
+	}
+	return ""
+}
+
+// ClusterRef maps a scenario cluster name to a kubeconfig context.
+type ClusterRef struct {
+	Name string
+	// Context is the kubeconfig context; empty means the current-context.
+	Context string
+}
+
+// Cluster is one scenario cluster with its clients. Client is an interface
+// so tests and callers can substitute a fake clientset.
+type Cluster struct {
+	Name    string
+	Context string
+	// Server is the API server URL of the context (for messages).
+	Server string
+	// Namespace is the context's default namespace ("" when unset).
+	Namespace string
+	REST      *rest.Config
+	Client    kubernetes.Interface
+}
+
+func (c *Cluster) String() string {
+	return fmt.Sprintf("cluster %s (context %s)", c.Name, c.Context)
+}
+
+// Connect builds the clients of one cluster and probes its API server with
+// a short /version call, so an unreachable server is reported here, once,
+// instead of as a slow failure of the first real call.
+func (c *Config) Connect(ctx context.Context, ref ClusterRef) (*Cluster, error) {
+	kctx := ref.Context
+	if kctx == "" {
+		kctx = c.raw.CurrentContext
+		if kctx == "" {
+			return nil, &ClusterError{Cluster: ref.Name, Call: "select kubeconfig context", Reason: ReasonContextNotFound,
+				Err: fmt.Errorf("no context given and the kubeconfig (%s) has no current-context", strings.Join(c.Files(), ", "))}
+		}
+	}
+	kc, ok := c.raw.Contexts[kctx]
+	if !ok {
+		return nil, &ClusterError{Cluster: ref.Name, Context: kctx, Call: "select kubeconfig context", Reason: ReasonContextNotFound,
+			Err: &contextNotFoundError{context: kctx, have: c.Contexts()}}
+	}
+	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(c.rules, &clientcmd.ConfigOverrides{CurrentContext: kctx})
+	cfg, err := cc.ClientConfig()
+	if err != nil {
+		return nil, &ClusterError{Cluster: ref.Name, Context: kctx, Call: "build client config", Reason: ReasonOther, Err: err}
+	}
+	cfg.QPS = c.opts.QPS
+	cfg.Burst = c.opts.Burst
+	cfg.UserAgent = c.opts.UserAgent
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, &ClusterError{Cluster: ref.Name, Context: kctx, Call: "build client", Reason: ReasonOther, Err: err}
+	}
+	cl := &Cluster{Name: ref.Name, Context: kctx, Server: cfg.Host, Namespace: kc.Namespace, REST: cfg, Client: client}
+	if err := cl.Probe(ctx, c.opts.ProbeTimeout); err != nil {
+		return nil, err
+	}
+	return cl, nil
+}
+
+// ConnectAll connects every cluster concurrently. The clusters come back
+// in the order of refs; errors are joined in that order.
+func (c *Config) ConnectAll(ctx context.Context, refs []ClusterRef) ([]*Cluster, error) {
+	seen := map[string]bool{}
+	for _, r := range refs {
+		if seen[r.Name] {
+			return nil, fmt.Errorf("cluster %s is listed twice", r.Name)
+		}
+		seen[r.Name] = true
+	}
+	out := make([]*Cluster, len(refs))
+	errs := make([]error, len(refs))
+	var wg sync.WaitGroup
+	for i, r := range refs {
+		wg.Go(func() { out[i], errs[i] = c.Connect(ctx, r) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Probe checks that the API server answers GET /version within timeout.
+func (c *Cluster) Probe(ctx context.Context, timeout time.Duration) error {
+	if timeout <= 0 {
+		timeout = DefaultProbeTimeout
+	}
+	pctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	_, err := c.Client.Discovery().RESTClient().Get().AbsPath("/version").Do(pctx).Raw()
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return c.wrap("GET /version", err)
+	}
+	return nil
+}
+
+// CheckNamespace reports a missing namespace. Listing pods in a missing
+// namespace answers an empty list, which would read as "no pods", so the
+// namespace is looked up first. When reading namespaces is forbidden (a
+// namespace-scoped role) the check is skipped: the pod calls that follow
+// report their own denial.
+func (c *Cluster) CheckNamespace(ctx context.Context, ns string) error {
+	_, err := c.Client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+	if err == nil || apierrors.IsForbidden(err) {
+		return nil
+	}
+	return c.wrap("get namespace "+ns, err)
+}
+
+// wrap turns a client error into a *ClusterError naming this cluster.
+func (c *Cluster) wrap(call string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var ce *ClusterError
+	if errors.As(err, &ce) {
+		return err
+	}
+	return &ClusterError{Cluster: c.Name, Context: c.Context, Server: c.Server, Call: call, Reason: reasonOf(err), Err: err}
+}
+
+// Reason classifies a ClusterError.
+type Reason string
+
+// Reasons of a ClusterError.
+const (
+	ReasonContextNotFound Reason = "ContextNotFound"
+	ReasonUnreachable     Reason = "Unreachable"
+	ReasonUnauthorized    Reason = "Unauthorized"
+	ReasonForbidden       Reason = "Forbidden"
+	ReasonNotFound        Reason = "NotFound"
+	ReasonOther           Reason = "Error"
+)
+
+// ClusterError is a setup failure against one cluster: it names the
+// scenario cluster, the kubeconfig context and the call (e.g. "list pods in
+// namespace demo"). The CLI maps it to its setup exit code.
+type ClusterError struct {
+	Cluster string
+	Context string
+	// Server is the API server URL, when known.
+	Server string
+	Call   string
+	Reason Reason
+	Err    error
+}
+
+func (e *ClusterError) Error() string {
+	where := "cluster " + e.Cluster
+	if e.Reason == ReasonContextNotFound {
+		return fmt.Sprintf("%s: %v", where, e.Err)
+	}
+	if e.Context != "" {
+		where += " (context " + e.Context + ")"
+	}
+	switch e.Reason {
+	case ReasonUnreachable:
+		return fmt.Sprintf("%s: API server %s unreachable: %v", where, e.Server, e.Err)
+	case ReasonForbidden:
+		return fmt.Sprintf("%s: forbidden to %s: %v", where, e.Call, e.Err)
+	case ReasonUnauthorized:
+		return fmt.Sprintf("%s: unauthorized to %s (the API server rejected the context's credentials): %v", where, e.Call, e.Err)
+	}
+	return fmt.Sprintf("%s: %s: %v", where, e.Call, e.Err)
+}
+
+func (e *ClusterError) Unwrap() error { return e.Err }
+
+type contextNotFoundError struct {
+	context string
+	have    []string
+}
+
+func (e *contextNotFoundError) Error() string {
+	have := "none"
+	if len(e.have) > 0 {
+		have = strings.Join(e.have, ", ")
+	}
+	return fmt.Sprintf("context %s not found in kubeconfig (contexts: %s)", e.context, have)
+}
+
+func reasonOf(err error) Reason {
+	switch {
+	case apierrors.IsForbidden(err):
+		return ReasonForbidden
+	case apierrors.IsUnauthorized(err):
+		return ReasonUnauthorized
+	case apierrors.IsNotFound(err):
+		return ReasonNotFound
+	}
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		return ReasonOther // the server answered
+	}
+	var netErr net.Error
+	var urlErr *url.Error
+	if errors.As(err, &netErr) || errors.As(err, &urlErr) || errors.Is(err, context.DeadlineExceeded) {
+		return ReasonUnreachable
+	}
+	return ReasonOther
+}

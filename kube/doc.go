@@ -1,0 +1,10 @@
+// Package kube is mesh-verify's Kubernetes path: kubeconfig contexts per
+// scenario cluster (Config, Cluster), the pods of the observed workloads in
+// every cluster (Inventory, Inv), an in-process port-forward tunnel whose
+// DialContext plugs into an http.Transport (Tunnel), and per-pod Prometheus
+// counters read through the API server's pod proxy (Scrape, Delta).
+//
+// Setup errors name the cluster, the kubeconfig context and the call that
+// failed (*ClusterError), so the CLI can map them to its setup exit code.
+// Kubeconfig files are only ever read: nothing here writes ~/.kube.
+package kube

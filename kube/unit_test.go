@@ -1,0 +1,364 @@
+package kube
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+func TestParseTarget(t *testing.T) {
+	for _, tc := range []struct {
+		res, port string
+		want      Target
+		err       string
+	}{
+		{"pod/x", "8080", Target{KindPod, "x", "8080"}, ""},
+		{"svc/web", "http", Target{KindService, "web", "http"}, ""},
+		{"service/web", "80", Target{KindService, "web", "80"}, ""},
+		{"deploy/web", "http", Target{KindDeployment, "web", "http"}, ""},
+		{"deployment/web", "9000", Target{KindDeployment, "web", "9000"}, ""},
+		{"web", "80", Target{}, "want pod/NAME"},
+		{"svc/", "80", Target{}, "want pod/NAME"},
+		{"statefulset/x", "80", Target{}, "unsupported kind"},
+		{"svc/web", "", Target{}, "no port"},
+		{"svc/web", "70000", Target{}, "out of range"},
+	} {
+		got, err := ParseTarget(tc.res, tc.port)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("ParseTarget(%q, %q) error = %v, want %q", tc.res, tc.port, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("ParseTarget(%q, %q) = %+v, %v; want %+v", tc.res, tc.port, got, err, tc.want)
+		}
+	}
+}
+
+func TestTargetPort(t *testing.T) {
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns"},
+		Spec: corev1.PodSpec{
+			InitContainers: []corev1.Container{{Name: "init", Ports: []corev1.ContainerPort{{Name: "init-port", ContainerPort: 7000}}}},
+			Containers: []corev1.Container{
+				{Name: "app", Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}}},
+				{Name: "sidecar", Ports: []corev1.ContainerPort{{Name: "metrics", ContainerPort: 15020}}},
+			},
+		},
+	}
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ns"},
+		Spec: corev1.ServiceSpec{ClusterIP: "10.0.0.9", Ports: []corev1.ServicePort{
+			{Name: "web", Port: 80, TargetPort: intstr.FromString("http")},
+			{Name: "num", Port: 81, TargetPort: intstr.FromInt32(9090)},
+			{Name: "same", Port: 82},
+			{Name: "udp", Port: 53, Protocol: corev1.ProtocolUDP},
+			{Name: "bad", Port: 83, TargetPort: intstr.FromString("nope")},
+		}},
+	}
+	headless := svc.DeepCopy()
+	headless.Spec.ClusterIP = corev1.ClusterIPNone
+	for _, tc := range []struct {
+		name string
+		t    Target
+		svc  *corev1.Service
+		want int32
+		err  string
+	}{
+		{"svc port number to named targetPort", Target{KindService, "web", "80"}, svc, 8080, ""},
+		{"svc port name to named targetPort", Target{KindService, "web", "web"}, svc, 8080, ""},
+		{"svc numeric targetPort", Target{KindService, "web", "num"}, svc, 9090, ""},
+		{"svc targetPort omitted", Target{KindService, "web", "82"}, svc, 82, ""},
+		{"headless keeps the port", Target{KindService, "web", "80"}, headless, 80, ""},
+		{"svc has no such port", Target{KindService, "web", "8080"}, svc, 0, "has no port 8080"},
+		{"udp refused", Target{KindService, "web", "udp"}, svc, 0, "TCP only"},
+		{"named targetPort missing in pod", Target{KindService, "web", "bad"}, svc, 0, `no container port named "nope"`},
+		{"pod number", Target{KindPod, "p", "1234"}, nil, 1234, ""},
+		{"pod name in second container", Target{KindPod, "p", "metrics"}, nil, 15020, ""},
+		{"pod name in init container", Target{KindDeployment, "d", "init-port"}, nil, 7000, ""},
+		{"pod name missing", Target{KindPod, "p", "grpc"}, nil, 0, `no container port named "grpc"`},
+	} {
+		got, err := targetPort(tc.t, tc.svc, pod)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%s: error = %v, want %q", tc.name, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("%s: = %d, %v; want %d", tc.name, got, err, tc.want)
+		}
+	}
+}
+
+func testPod(name, node string, phase corev1.PodPhase, ready bool, created time.Time) corev1.Pod {
+	st := corev1.ConditionFalse
+	if ready {
+		st = corev1.ConditionTrue
+	}
+	return corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", CreationTimestamp: metav1.NewTime(created), UID: types.UID("uid-" + name)},
+		Spec:       corev1.PodSpec{NodeName: node},
+		Status: corev1.PodStatus{Phase: phase, Conditions: []corev1.PodCondition{
+			{Type: corev1.PodReady, Status: st, LastTransitionTime: metav1.NewTime(created.Add(time.Second))},
+		}},
+	}
+}
+
+func TestPickPodLikeKubectl(t *testing.T) {
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	deleting := testPod("deleting", "n1", corev1.PodRunning, true, t0.Add(-time.Hour))
+	now := metav1.NewTime(t0)
+	deleting.DeletionTimestamp = &now
+	pods := []corev1.Pod{
+		testPod("pending", "", corev1.PodPending, false, t0.Add(-3*time.Hour)),
+		testPod("notready", "n1", corev1.PodRunning, false, t0.Add(-3*time.Hour)),
+		testPod("young", "n1", corev1.PodRunning, true, t0),
+		testPod("old", "n1", corev1.PodRunning, true, t0.Add(-time.Hour)),
+		deleting,
+	}
+	// kubectl's ActivePods reversed: ready beats not ready; among ready
+	// pods the one ready the longest wins; deleting pods are skipped.
+	if p := pickPod(pods); p == nil || p.Name != "old" {
+		t.Fatalf("picked %v, want old", p)
+	}
+	// Same ready time and age: fewer restarts wins.
+	a := testPod("a", "n1", corev1.PodRunning, true, t0)
+	b := testPod("b", "n1", corev1.PodRunning, true, t0)
+	b.Status.ContainerStatuses = []corev1.ContainerStatus{{RestartCount: 2}}
+	if p := pickPod([]corev1.Pod{b, a}); p.Name != "a" {
+		t.Fatalf("picked %s, want a (fewer restarts)", p.Name)
+	}
+	if p := pickPod([]corev1.Pod{pods[0], deleting}); p != nil {
+		t.Fatalf("picked %s from pods none of which can serve", p.Name)
+	}
+	if p := pickPod([]corev1.Pod{pods[1]}); p == nil || p.Name != "notready" {
+		t.Fatalf("a running, not ready pod is still forwardable (kubectl does): got %v", p)
+	}
+}
+
+// writeKubeconfig writes a kubeconfig with one context per server URL.
+func writeKubeconfig(t *testing.T, path string, contexts map[string]string) {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString("apiVersion: v1\nkind: Config\nclusters:\n")
+	for name, server := range contexts {
+		b.WriteString("- name: " + name + "\n  cluster: {server: '" + server + "', insecure-skip-tls-verify: true}\n")
+	}
+	b.WriteString("users:\n- name: u\n  user: {token: not-a-secret}\ncontexts:\n")
+	for name := range contexts {
+		b.WriteString("- name: " + name + "\n  context: {cluster: " + name + ", user: u, namespace: team}\n")
+	}
+	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// closedPort returns a loopback port nobody listens on.
+func closedPort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	return port
+}
+
+func TestConfigMergesFilesAndNamesErrors(t *testing.T) {
+	dir := t.TempDir()
+	dead := "https://127.0.0.1:" + strconv.Itoa(closedPort(t))
+	a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+	writeKubeconfig(t, a, map[string]string{"kind-c1": dead})
+	writeKubeconfig(t, b, map[string]string{"kind-c2": dead, "kind-c3": dead})
+
+	for name, opts := range map[string]Options{
+		"explicit list":         {Kubeconfig: []string{a, b}},
+		"explicit joined":       {Kubeconfig: []string{a + string(filepath.ListSeparator) + b}},
+		"KUBECONFIG (no flags)": {},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Setenv("KUBECONFIG", a+string(filepath.ListSeparator)+b)
+			t.Setenv("HOME", dir) // never the real ~/.kube
+			cfg, err := LoadConfig(opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Join(cfg.Contexts(), ","); got != "kind-c1,kind-c2,kind-c3" {
+				t.Fatalf("contexts = %s", got)
+			}
+			if ns := cfg.ContextNamespace("kind-c2"); ns != "team" {
+				t.Fatalf("namespace of kind-c2 = %q", ns)
+			}
+		})
+	}
+
+	cfg, err := LoadConfig(Options{Kubeconfig: []string{a, b}, ProbeTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	_, err = cfg.Connect(ctx, ClusterRef{Name: "c9", Context: "kind-c9"})
+	var ce *ClusterError
+	if !errors.As(err, &ce) || ce.Reason != ReasonContextNotFound {
+		t.Fatalf("missing context: %v", err)
+	}
+	if want := "cluster c9: context kind-c9 not found in kubeconfig (contexts: kind-c1, kind-c2, kind-c3)"; err.Error() != want {
+		t.Fatalf("missing context message:\n got %s\nwant %s", err, want)
+	}
+
+	start := time.Now()
+	_, err = cfg.Connect(ctx, ClusterRef{Name: "c2", Context: "kind-c2"})
+	if !errors.As(err, &ce) || ce.Reason != ReasonUnreachable || ce.Cluster != "c2" || ce.Context != "kind-c2" {
+		t.Fatalf("unreachable: %#v", err)
+	}
+	if want := "cluster c2 (context kind-c2): API server " + dead + " unreachable: "; !strings.HasPrefix(err.Error(), want) {
+		t.Fatalf("unreachable message:\n got %s\nwant prefix %s", err, want)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("unreachable took %v, the probe should be short", d)
+	}
+
+	_, err = cfg.ConnectAll(ctx, []ClusterRef{{Name: "c1", Context: "kind-c1"}, {Name: "c9", Context: "kind-c9"}})
+	if err == nil || !strings.Contains(err.Error(), "cluster c1 (context kind-c1)") || !strings.Contains(err.Error(), "cluster c9: context kind-c9 not found") {
+		t.Fatalf("ConnectAll should report every cluster: %v", err)
+	}
+
+	if _, err := LoadConfig(Options{Kubeconfig: []string{filepath.Join(dir, "missing")}}); err == nil {
+		t.Fatal("an explicit kubeconfig that does not exist must fail")
+	}
+}
+
+func TestParseMetricsAndDelta(t *testing.T) {
+	text := `# HELP istio_requests_total Total requests.
+# TYPE istio_requests_total counter
+istio_requests_total{response_code="200",destination_version="v1"} 10
+istio_requests_total{response_code="503",destination_version="v1"} 2
+# TYPE http_server_requests_seconds summary
+http_server_requests_seconds{uri="/ping",quantile="0.5"} 0.01
+http_server_requests_seconds_count{uri="/ping"} 7
+http_server_requests_seconds_sum{uri="/ping"} 0.3
+# TYPE up gauge
+up 1
+`
+	samples, err := ParseMetrics(strings.NewReader(text), expfmt.NewFormat(expfmt.TypeTextPlain))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &Metrics{Cluster: "c1", Namespace: "ns", Pod: "a", Samples: samples}
+	if got := m.Sum("istio_requests_total", nil); got != 12 {
+		t.Fatalf("sum = %v", got)
+	}
+	if got := m.Sum("istio_requests_total", map[string]string{"response_code": "200"}); got != 10 {
+		t.Fatalf("sum 200 = %v", got)
+	}
+	if got := m.Sum("http_server_requests_seconds_count", nil); got != 7 {
+		t.Fatalf("summary count = %v (names %v)", got, m.Names())
+	}
+	after := func(pod string, v string) *Metrics {
+		s, err := ParseMetrics(strings.NewReader("istio_requests_total{response_code=\"200\"} "+v+"\n"), expfmt.NewFormat(expfmt.TypeTextPlain))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &Metrics{Cluster: "c1", Namespace: "ns", Pod: pod, Samples: s}
+	}
+	d := Delta([]*Metrics{m, after("b", "5")}, []*Metrics{after("a", "25"), after("b", "3"), after("c", "4")}, "istio_requests_total", map[string]string{"response_code": "200"})
+	want := []PodDelta{
+		{Cluster: "c1", Namespace: "ns", Pod: "a", Delta: 15},
+		{Cluster: "c1", Namespace: "ns", Pod: "b", Delta: 3, Reset: true},
+		{Cluster: "c1", Namespace: "ns", Pod: "c", Delta: 4, New: true},
+	}
+	if len(d) != len(want) {
+		t.Fatalf("delta = %+v", d)
+	}
+	for i := range want {
+		if d[i] != want[i] {
+			t.Errorf("delta[%d] = %+v, want %+v", i, d[i], want[i])
+		}
+	}
+	if _, err := ParseMetrics(strings.NewReader("this is { not metrics\n"), expfmt.NewFormat(expfmt.TypeTextPlain)); err == nil {
+		t.Fatal("garbage parsed without error")
+	}
+}
+
+func TestPodProxyPath(t *testing.T) {
+	for _, tc := range []struct{ ns, pod, port, path, want string }{
+		{"demo", "web-1", "15020", "/stats/prometheus", "/api/v1/namespaces/demo/pods/web-1:15020/proxy/stats/prometheus"},
+		{"demo", "web-1", "http-metrics", "", "/api/v1/namespaces/demo/pods/web-1:http-metrics/proxy/metrics"},
+		{"demo", "web-1", "8080", "actuator/prometheus", "/api/v1/namespaces/demo/pods/web-1:8080/proxy/actuator/prometheus"},
+	} {
+		if got := podProxyPath(tc.ns, tc.pod, tc.port, tc.path); got != tc.want {
+			t.Errorf("podProxyPath(%q,%q,%q,%q) = %s, want %s", tc.ns, tc.pod, tc.port, tc.path, got, tc.want)
+		}
+	}
+}
+
+func TestInvEventsAndLookup(t *testing.T) {
+	inv := &Inv{clusters: []*Cluster{{Name: "c1"}, {Name: "c2"}}, pods: map[string]*Pod{}}
+	p := func(cluster, name, uid string, ready bool, restarts int32) Pod {
+		return Pod{Cluster: cluster, Namespace: "ns", Name: name, UID: uid, Phase: "Running", Ready: ready, Restarts: restarts}
+	}
+	type step struct {
+		pod     Pod
+		deleted bool
+		want    EventType // "" = no event
+	}
+	for i, s := range []step{
+		{p("c1", "a", "1", true, 0), false, PodAdded},
+		{p("c1", "a", "1", true, 0), false, ""},
+		{p("c1", "a", "1", false, 0), false, PodChanged},
+		{p("c1", "a", "1", false, 1), false, PodRestarted},
+		{p("c2", "a", "2", true, 0), false, PodAdded},
+		{p("c2", "b", "3", true, 0), false, PodAdded},
+		{p("c2", "b", "3", true, 0), true, PodDeleted},
+		{p("c2", "b", "3", true, 0), true, ""},
+		{p("c2", "b", "4", true, 0), false, PodAdded}, // recreated under the same name
+	} {
+		ev := inv.apply(s.pod, s.deleted)
+		got := EventType("")
+		if ev != nil {
+			got = ev.Type
+		}
+		if got != s.want {
+			t.Fatalf("step %d: event %q, want %q", i, got, s.want)
+		}
+	}
+	if c, ok := inv.ClusterOfPod("b"); !ok || c != "c2" {
+		t.Fatalf("ClusterOfPod(b) = %q %v", c, ok)
+	}
+	if _, ok := inv.ClusterOfPod("a"); ok {
+		t.Fatal("a pod name in two clusters must not be guessed")
+	}
+	if _, ok := inv.ClusterOfPod("zzz"); ok {
+		t.Fatal("unknown pod resolved")
+	}
+	if got := inv.ReadyPods(); got["c1"] != 0 || got["c2"] != 2 {
+		t.Fatalf("ready pods = %v", got)
+	}
+	raw, err := json.Marshal(inv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var snap Snapshot
+	if err := json.Unmarshal(raw, &snap); err != nil {
+		t.Fatal(err)
+	}
+	if len(snap.Clusters) != 2 || snap.Clusters[1].Ready != 2 || len(snap.Clusters[1].Pods) != 2 {
+		t.Fatalf("snapshot = %s", raw)
+	}
+}

@@ -1,0 +1,75 @@
+package podlogs
+
+import (
+	"net"
+	"regexp"
+	"strings"
+)
+
+// Rule picks the log lines that record a request and reads fields from them
+// through the regex's named groups: request_id (or rid), and any of cluster,
+// pod, version, service, host (or authority).
+type Rule struct {
+	Regex *regexp.Regexp
+	// Targets limits the rule to some containers (nil: all), e.g. the
+	// istio-proxy access log of the mirror target.
+	Targets func(Target) bool
+}
+
+// Match is a line that a Rule matched.
+type Match struct {
+	Line      Line
+	RequestID string
+	// Fields holds the non-empty named groups.
+	Fields map[string]string
+	// Shadow is set when the logged host carries Envoy's "-shadow" suffix:
+	// a mirrored copy (DESIGN.md §3, Istio mirroring).
+	Shadow bool
+}
+
+// Match applies the rule to one line.
+func (r Rule) Match(l Line) (Match, bool) {
+	if r.Regex == nil || (r.Targets != nil && !r.Targets(l.Target)) {
+		return Match{}, false
+	}
+	sub := r.Regex.FindStringSubmatch(l.Text)
+	if sub == nil {
+		return Match{}, false
+	}
+	m := Match{Line: l}
+	for i, name := range r.Regex.SubexpNames() {
+		if name == "" || sub[i] == "" {
+			continue
+		}
+		if m.Fields == nil {
+			m.Fields = make(map[string]string, 4)
+		}
+		m.Fields[name] = sub[i]
+	}
+	m.RequestID = m.Fields["request_id"]
+	if m.RequestID == "" {
+		m.RequestID = m.Fields["rid"]
+	}
+	host := m.Fields["host"]
+	if host == "" {
+		host = m.Fields["authority"]
+	}
+	m.Shadow = IsShadowHost(host)
+	return m, true
+}
+
+// IsShadowHost reports whether host is a mirrored copy's Host/:authority.
+// Envoy appends "-shadow" to the host name, before the port since 2018
+// (envoyproxy/envoy#2600: "foo-shadow:8080"); older proxies put it after the
+// port ("foo:8080-shadow"), so both count. Proxies configured with
+// disable_shadow_host_suffix_append (Envoy Gateway's default since 2025) do
+// not mark copies at all: identify the mirror target by its pods then.
+func IsShadowHost(host string) bool {
+	if strings.HasSuffix(host, "-shadow") {
+		return true
+	}
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		return strings.HasSuffix(h, "-shadow")
+	}
+	return false
+}

@@ -1,0 +1,247 @@
+package podlogs
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"regexp"
+	"slices"
+	"testing"
+	"time"
+)
+
+func TestRuleMatch(t *testing.T) {
+	r := Rule{Regex: regexp.MustCompile(`rid=(?P<rid>\S+) host=(?P<host>\S+)(?: pod=(?P<pod>\S+))?`)}
+	l := Line{Target: target("a"), Time: t0, Text: "GET /x rid=run-3 host=reviews-shadow:9080"}
+	m, ok := r.Match(l)
+	if !ok || m.RequestID != "run-3" || !m.Shadow || m.Fields["host"] != "reviews-shadow:9080" || m.Line != l {
+		t.Fatalf("%+v %v", m, ok)
+	}
+	if _, has := m.Fields["pod"]; has {
+		t.Error("an empty group is not a field")
+	}
+	if _, ok := r.Match(Line{Text: "healthz"}); ok {
+		t.Error("matched a line without the pattern")
+	}
+	r.Targets = func(t Target) bool { return t.Container == "istio-proxy" }
+	if _, ok := r.Match(l); ok {
+		t.Error("Targets ignored")
+	}
+	envoy := Rule{Regex: regexp.MustCompile(`"(?P<authority>[^"]*)" "(?P<request_id>[^"]*)"$`)}
+	m, ok = envoy.Match(Line{Text: `[2026-01-02T03:04:05.000Z] "GET /reviews/0 HTTP/1.1" 200 - "reviews:9080" "run-9"`})
+	if !ok || m.RequestID != "run-9" || m.Shadow {
+		t.Errorf("%+v", m)
+	}
+	for host, want := range map[string]bool{
+		"reviews-shadow":               true,
+		"reviews-shadow:9080":          true, // Envoy since 2018: before the port
+		"reviews:9080-shadow":          true, // before that: after it
+		"reviews.default.svc-shadow":   true,
+		"[::1]-shadow:80":              false,
+		"shadow":                       false,
+		"reviews":                      false,
+		"reviews:9080":                 false,
+		"reviews-shadowed:9080":        false,
+		"reviews.default-shadow.svc:1": false,
+	} {
+		if IsShadowHost(host) != want {
+			t.Errorf("IsShadowHost(%q) = %v", host, !want)
+		}
+	}
+}
+
+func TestParseRequestID(t *testing.T) {
+	for _, c := range []struct {
+		run, id string
+		seq     uint64
+		ok      bool
+	}{
+		{"run7", "run7-0", 0, true},
+		{"run7", "run7-123456", 123456, true},
+		{"2026-01-02-abc", "2026-01-02-abc-5", 5, true},
+		{"run7", "run77-3", 0, false},
+		{"run7", "run7-", 0, false},
+		{"run7", "run7-+3", 0, false},
+		{"run7", "run7-3-4", 0, false},
+		{"run7", "run6-3", 0, false},
+	} {
+		seq, ok := ParseRequestID(c.run, c.id)
+		if seq != c.seq || ok != c.ok {
+			t.Errorf("ParseRequestID(%q, %q) = %d, %v", c.run, c.id, seq, ok)
+		}
+	}
+}
+
+func TestSeqSetMatchesAMapAndStaysSmall(t *testing.T) {
+	rng := rand.New(rand.NewPCG(4, 5))
+	var a, b seqSet
+	ma, mb := map[uint64]bool{}, map[uint64]bool{}
+	for range 50000 {
+		x, y := rng.Uint64N(200000), rng.Uint64N(200000)
+		if a.add(x) == ma[x] {
+			t.Fatalf("add(%d) disagrees with the map", x)
+		}
+		ma[x] = true
+		b.add(y)
+		mb[y] = true
+	}
+	b.add(1 << 62) // a stray huge number costs one page
+	mb[1<<62] = true
+	both := 0
+	for x := range ma {
+		if mb[x] {
+			both++
+		}
+		if !a.has(x) {
+			t.Fatalf("lost %d", x)
+		}
+	}
+	seen := 0
+	b.each(func(x uint64) {
+		if !mb[x] {
+			t.Fatalf("each gave %d", x)
+		}
+		seen++
+	})
+	if seen != len(mb) {
+		t.Errorf("each gave %d of %d", seen, len(mb))
+	}
+	if a.n != len(ma) || b.n != len(mb) || intersect(&a, &b) != both || intersect(&b, &a) != both {
+		t.Errorf("sizes %d/%d %d/%d, intersection %d, want %d", a.n, len(ma), b.n, len(mb), intersect(&a, &b), both)
+	}
+
+	// A million requests in one pod's log: about n/8 bytes.
+	var big seqSet
+	for i := range uint64(1_000_000) {
+		big.add(i)
+	}
+	if bytes := len(big.pages) * pageWords * 8; bytes > 1_000_000/8+512 {
+		t.Errorf("%d bytes for a million requests", bytes)
+	}
+}
+
+// TestMirrorShareFromLogs runs the whole path on constructed logs: two
+// primary pods log the request ids they serve, the mirror target's sidecar
+// logs the copies with Envoy's -shadow host, a third app logs no id. The
+// Follower reads the CRI files, the rules match, the Counter joins.
+func TestMirrorShareFromLogs(t *testing.T) {
+	checkGoroutines(t)
+	const run = "run-7"
+	o := newFileOpener()
+	dir := t.TempDir()
+	pa, pb := target("productpage-a"), target("productpage-b")
+	mirror := Target{Cluster: "c2", Namespace: "ns", Pod: "reviews-v2-x", Container: "istio-proxy"}
+	noid := Target{Cluster: "c2", Namespace: "ns", Pod: "legacy-0", Container: "app"}
+	logs := map[Target]*podLog{}
+	for i, tg := range []Target{pa, pb, mirror, noid} {
+		logs[tg] = newPodLog(t, fmt.Sprintf("%s/%d", dir, i))
+		o.add(tg, logs[tg])
+	}
+	start := t0.Add(10 * time.Second)
+	end := start.Add(20 * time.Second)
+	ts := func(s float64) time.Time { return start.Add(time.Duration(s * float64(time.Second))) }
+	rec := func(tg Target, at time.Time, text string) { logs[tg].append(criRecord(at, "stdout", false, text)) }
+
+	// 20 primaries, even seqs at a, odd at b; 10 of them mirrored.
+	mirrored := []int{0, 1, 3, 4, 7, 9, 12, 13, 16, 19}
+	for seq := range 20 {
+		tg := pa
+		if seq%2 == 1 {
+			tg = pb
+		}
+		rec(tg, ts(float64(seq)/2), fmt.Sprintf("GET /productpage rid=%s-%d host=productpage:9080 pod=%s", run, seq, tg.Pod))
+		if slices.Contains(mirrored, seq) {
+			rec(mirror, ts(float64(seq)/2+0.01), fmt.Sprintf(`[access] "GET /productpage HTTP/1.1" 200 "productpage-shadow:9080" "%s-%d"`, run, seq))
+		}
+	}
+	rec(pa, ts(11), fmt.Sprintf("GET /productpage rid=%s-4 host=productpage:9080 pod=%s", run, pa.Pod)) // logged twice
+	rec(pa, ts(11.5), "GET /productpage rid=run-6-4 host=productpage:9080 pod=x")                       // another run
+	rec(pa, ts(12), "GET /healthz")                                                                     // no rule
+	for i, at := range []float64{-3, 0.5, 1, 2, 3, 4, 25, 26} {
+		rec(noid, ts(at), fmt.Sprintf("served request %d", i))
+	}
+
+	f := NewFollower(o, Options{Since: start.Add(-5 * time.Second), Settle: 50 * time.Millisecond, RetryBackoff: 5 * time.Millisecond, Format: FormatCRI})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for tg := range logs {
+		f.Follow(ctx, tg)
+	}
+	rules := []Rule{
+		{Regex: regexp.MustCompile(`rid=(?P<rid>\S+) host=(?P<host>\S+) pod=(?P<pod>\S+)`)},
+		{Regex: regexp.MustCompile(`"(?P<authority>[^"]*)" "(?P<request_id>[^"]*)"$`), Targets: func(t Target) bool { return t.Container == "istio-proxy" }},
+		{Regex: regexp.MustCompile(`^served request`)},
+	}
+	c := NewCounter(CounterOptions{RunID: run, From: start.Add(-time.Second), To: end.Add(2 * time.Second)})
+	counted := make(chan struct{})
+	go func() {
+		defer close(counted)
+		for l := range f.Lines() {
+			for _, r := range rules {
+				if m, ok := r.Match(l); ok {
+					c.Add(m)
+					break
+				}
+			}
+		}
+	}()
+	if err := f.Settle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	<-counted
+
+	tot := c.Totals()
+	if tot.Requests != 20 || tot.Mirrored != 10 || tot.MirroredServed != 10 || tot.MultiPod != 0 || tot.NoID != 5 {
+		t.Errorf("totals %+v", tot)
+	}
+	servedBy := map[uint64]Target{}
+	c.EachServed(func(seq uint64, tg Target) { servedBy[seq] = tg })
+	for seq := range uint64(20) {
+		if want := []Target{pa, pb}[seq%2]; servedBy[seq] != want {
+			t.Errorf("EachServed: %d by %v, want %v", seq, servedBy[seq], want)
+		}
+	}
+	if len(servedBy) != 20 {
+		t.Errorf("EachServed gave %d requests", len(servedBy))
+	}
+	if q := float64(tot.MirroredServed) / float64(tot.Requests); q != 0.5 {
+		t.Errorf("mirror share %v, want 0.5", q)
+	}
+	pods := c.Pods()
+	want := map[Target]PodCount{
+		pa:     {Lines: 11, Requests: 10, Duplicates: 1, Foreign: 1},
+		pb:     {Lines: 10, Requests: 10},
+		mirror: {Lines: 10, Mirrored: 10},
+		noid:   {Lines: 5, NoID: 5, OutsideWindow: 3},
+	}
+	for tg, w := range want {
+		if pods[tg] != w {
+			t.Errorf("%s: %+v, want %+v", tg, pods[tg], w)
+		}
+	}
+	if s := c.Served(7); len(s) != 1 || s[0] != pb {
+		t.Errorf("request 7 served by %v", s)
+	}
+	if !c.MirroredSeen(12) || c.MirroredSeen(2) {
+		t.Error("MirroredSeen")
+	}
+}
+
+// Retries: a request served by two pods is counted once per pod and once
+// in MultiPod; a mirror predicate by target replaces the -shadow marker.
+func TestCounterRetriesAndMirrorByTarget(t *testing.T) {
+	mirrorPod := target("v2")
+	c := NewCounter(CounterOptions{RunID: "r", Mirror: func(m Match) bool { return m.Line.Target == mirrorPod }})
+	add := func(tg Target, id string) { c.Add(Match{Line: Line{Target: tg, Time: t0}, RequestID: id}) }
+	add(target("a"), "r-1")
+	add(target("b"), "r-1")
+	add(target("a"), "r-2")
+	add(mirrorPod, "r-2")
+	add(mirrorPod, "r-3") // a copy whose primary is not in the logs
+	if tot := c.Totals(); tot != (Totals{Requests: 2, Mirrored: 2, MirroredServed: 1, MultiPod: 1}) {
+		t.Errorf("%+v", tot)
+	}
+	if s := c.Served(1); len(s) != 2 {
+		t.Errorf("served by %v", s)
+	}
+}
