@@ -5,7 +5,7 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 LDFLAGS   := -X main.version=$(VERSION)
 PKGS      := ./...
 
-.PHONY: all build test unit e2e lint bench demo clean
+.PHONY: all build test unit e2e lint bench demo lab-up lab-down clean
 
 all: build
 
@@ -32,8 +32,18 @@ lint:
 bench: build
 	bash bench/run.sh
 
+# Every seed experiment in the local lab, judged (scripts/demo.sh).
 demo: build
 	bash scripts/demo.sh
+
+# The local lab for poking at with kubectl: make lab-up TOPOLOGY=istio-mirror
+# (mesh-verify lab list shows them), then eval "$$(bin/mesh-verify lab env)".
+TOPOLOGY ?= skupper-1
+lab-up: build
+	$(BIN)/mesh-verify lab up --topology $(TOPOLOGY)
+
+lab-down: build
+	$(BIN)/mesh-verify lab down
 
 clean:
 	rm -rf $(BIN) mesh-verify-runs

@@ -120,3 +120,10 @@ late = max(r for _, r in rows[-third:]) / 1024
 print(f"peak RSS {peak:.0f} MB (target < 150 MB) {'OK' if peak < 150 else 'ABOVE TARGET'}; "
       f"first third max {early:.0f} MB, last third max {late:.0f} MB ({'flat' if late <= early*1.25+5 else 'GROWING'})")
 EOF
+
+echo "== the in-process port-forward tunnel vs kubectl port-forward (lab kube-apiserver, same pod and backend)"
+MESH_VERIFY_LAB_BIN="${MESH_VERIFY_LAB_BIN:-$(bash tools/lab/build.sh 2>/dev/null | tail -n1)}"
+export MESH_VERIFY_LAB_BIN
+go test ./kube/ -run '^$' -bench 'LabTunnelVsKubectl' -benchtime 3s -count 1 2>&1 | grep -E 'Benchmark|ratio|req/s' || true
+echo "== sustained 500 req/s for 30 s through the tunnel"
+MESH_VERIFY_LONG=1 go test ./kube/ -run 'TestLabTunnelSustained500rps' -count 1 -v 2>&1 | grep -E 'requests|rate|fail|PASS|FAIL|ok' | head -20 || true

@@ -342,7 +342,7 @@ func (j *judge) mirror(r *reports.Expectation, m *scenarios.MirrorExpect, ev evi
 		k = min(int64(ev.mirror.Mirrored), n)
 		basis = "requests answered"
 	}
-	model, err := assert.MirrorModel(m.Percent.Fraction())
+	model, err := assert.MirrorModel(100 * m.Percent.Fraction())
 	if err != nil {
 		r.Verdict, r.Reason = assert.Fail, err.Error()
 		return

@@ -1,82 +1,110 @@
 #!/usr/bin/env bash
-# make demo: three "clusters" (one backend each, answering like the
-# tutorials' callme-service) behind nginx weighted 2:1:1, then mesh-verify
-# judges a correct and a wrong expectation. Until the kwok lab lands, the
-# data plane is nginx; everything listens on 127.0.0.1 and is stopped by pid.
+# make demo: every seed experiment (the Skupper, Istio and Cilium tutorials
+# and the Kuma multi-zone canary) reproduced in the local lab and judged by
+# mesh-verify. For each one: `mesh-verify lab up --topology X` (real kwok
+# API servers, tutorial apps, simulated mesh), `mesh-verify run` of the
+# scenario kept in scenarios/catalog/, then `lab down`. Prints a summary
+# table and exits non-zero when a verdict differs from what the tutorial
+# reports. Everything listens on 127.0.0.1; the lab is always torn down.
+#
+#   MESH_VERIFY_DEMO_ONLY="skupper-1 kuma-canary"   run only these scenarios
+#   MESH_VERIFY_DEMO_OUT=dir                        where reports go (default mesh-verify-runs/demo)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-NGINX=$(command -v nginx || echo /usr/sbin/nginx)
-[ -x "$NGINX" ] || { echo "demo: needs nginx (apt-get install nginx-light)" >&2; exit 3; }
-DIR=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$DIR"
+
+say() { printf '\n\033[1m== %s\033[0m\n' "$*" >&2; }
+
+# scenario  lab topology  verdict the tutorial implies
+# (skupper-2-per-pod judges scenario 2 against the wrong model on purpose:
+# Skupper balances per cluster, so expecting equal per pod must FAIL.)
+seeds=(
+  "skupper-1          skupper-1     PASS"
+  "skupper-2          skupper-2     PASS"
+  "skupper-2-per-pod  skupper-2     FAIL"
+  "skupper-3          skupper-3     PASS"
+  "skupper-4          skupper-4     PASS"
+  "istio-mirror       istio-mirror  PASS"
+  "cilium-c2          cilium-c2     PASS"
+  "cilium-both        cilium-both   PASS"
+  "kuma-canary        kuma-canary   PASS"
+)
+
+say "lab binaries (etcd, kube-apiserver, kwok, ...): several minutes on the first run, then cached"
+MESH_VERIFY_LAB_BIN="$(bash tools/lab/build.sh | tail -n1)"
+export MESH_VERIFY_LAB_BIN
+
+say "mesh-verify"
+${MAKE:-make} -s build >&2
+MV="$PWD/bin/mesh-verify"
+echo "$MV" >&2
+
+# A lab of its own (short path: kwokctl puts unix sockets in it), so the
+# demo never touches a lab you have up in the default directory.
+LAB="$(mktemp -d /tmp/mvdemo-XXXXXX)"
+OUT="${MESH_VERIFY_DEMO_OUT:-mesh-verify-runs/demo}"
+mkdir -p "$OUT"
+LOGS="$OUT/logs"
+mkdir -p "$LOGS"
+teardown() {
+  "$MV" lab down --dir "$LAB" >&2 || echo "demo: lab down failed; see $LAB" >&2
+  rmdir "$LAB" 2>/dev/null || true
 }
-trap cleanup EXIT
-freeport() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+trap teardown EXIT
+trap 'exit 130' INT TERM
 
-cat > "$DIR/pod.py" <<'PY'
-import sys, http.server
-port, cluster, ver = int(sys.argv[1]), sys.argv[2], sys.argv[3]
-class H(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    def do_GET(self):
-        b = f"I'm callme-service {ver} (pod callme-{cluster}-0 in {cluster})".encode()
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(b)))
-        self.end_headers()
-        self.wfile.write(b)
-    def log_message(self, *a):
-        pass
-http.server.ThreadingHTTPServer(("127.0.0.1", port), H).serve_forever()
-PY
-
-upstream=""
-for spec in c1:v1:2 c2:v2:1 c3:v2:1; do
-  IFS=: read -r cluster ver weight <<<"$spec"
-  port=$(freeport)
-  python3 "$DIR/pod.py" "$port" "$cluster" "$ver" &
-  pids+=($!)
-  upstream+="server 127.0.0.1:$port weight=$weight; "
-done
-port=$(freeport)
-cat > "$DIR/nginx.conf" <<CONF
-worker_processes 1; daemon off; pid $DIR/nginx.pid; error_log $DIR/error.log warn;
-events { worker_connections 1024; }
-http { access_log off; client_body_temp_path $DIR/b; proxy_temp_path $DIR/p;
-  fastcgi_temp_path $DIR/f; uwsgi_temp_path $DIR/u; scgi_temp_path $DIR/s;
-  upstream mesh { $upstream keepalive 16; }
-  server { listen 127.0.0.1:$port;
-    location / { proxy_pass http://mesh; proxy_http_version 1.1; proxy_set_header Connection ""; } } }
-CONF
-"$NGINX" -p "$DIR" -c "$DIR/nginx.conf" &
-pids+=($!)
-sleep 1
-
-scenario() {
-  cat > "$DIR/$1.yaml" <<YAML
-apiVersion: mesh-verify.io/v1alpha1
-kind: Scenario
-metadata: {name: $1, description: "nginx weighted 2:1:1 over c1, c2, c3"}
-clusters: [{name: c1}, {name: c2}, {name: c3}]
-target: {url: "http://127.0.0.1:$port/callme/ping"}
-attack: {rate: 200/s, duration: 10s}
-attribution:
-  preset: tutorial
-  rules: [{body: 'pod (?P<pod>\S+) in (?P<cluster>c\d)'}]
-expect:
-$2
-YAML
+verdict_of() {
+  case "$1" in
+    0) echo PASS ;; 1) echo FAIL ;; 2) echo INCONCLUSIVE ;; 130) echo INTERRUPTED ;; *) echo "ERROR($1)" ;;
+  esac
 }
-scenario weighted-2-1-1 "  - split: {by: cluster, weights: {c1: 2, c2: 1, c3: 1}}
-  - successRate: {atLeast: 99%}"
-scenario expects-equal "  - split: {by: cluster, model: equal}"
-for s in weighted-2-1-1 expects-equal; do
-  echo
-  echo "### mesh-verify run $s.yaml"
+
+rows=()
+bad=0
+current=""
+start=$SECONDS
+for line in "${seeds[@]}"; do
+  read -r scenario topology want <<<"$line"
+  if [ -n "${MESH_VERIFY_DEMO_ONLY:-}" ] && [[ " $MESH_VERIFY_DEMO_ONLY " != *" $scenario "* ]]; then
+    continue
+  fi
+  if [ "$topology" != "$current" ]; then
+    [ -n "$current" ] && { "$MV" lab down --dir "$LAB" >&2; }
+    say "lab up --topology $topology"
+    if ! "$MV" lab up --dir "$LAB" --topology "$topology" >"$LOGS/lab-$topology.txt"; then
+      cat "$LOGS/lab-$topology.txt" >&2
+      rows+=("$scenario|$want|LAB-ERROR|$LOGS/lab-$topology.txt")
+      bad=1
+      current=""
+      continue
+    fi
+    grep -E '^(entry|  [a-z].* routes)' "$LOGS/lab-$topology.txt" >&2 || true
+    current="$topology"
+  fi
+  say "mesh-verify run scenarios/catalog/$scenario.yaml   (expect $want)"
   code=0
-  bin/mesh-verify run "$DIR/$s.yaml" || code=$?
-  echo "(exit code $code)"
+  KUBECONFIG="$LAB/kubeconfig" "$MV" run "scenarios/catalog/$scenario.yaml" -o "$OUT" --progress plain \
+    >"$LOGS/run-$scenario.txt" || code=$?
+  got="$(verdict_of "$code")"
+  # The report directory is the one `run` says it wrote to.
+  report="$(sed -n 's/^wrote \(.*\)\/report\.json$/\1/p' "$LOGS/run-$scenario.txt" | tail -n1)"
+  grep -E '^(VERDICT|.*: (PASS|FAIL|INCONCLUSIVE)$)' "$LOGS/run-$scenario.txt" >&2 || tail -n 5 "$LOGS/run-$scenario.txt" >&2
+  [ "$got" = "$want" ] || bad=1
+  rows+=("$scenario|$want|$got|${report:-$LOGS/run-$scenario.txt}")
 done
+
+say "summary ($((SECONDS - start))s; reports under $OUT)"
+{
+  printf 'SEED|EXPECTED (tutorial)|GOT|REPORT\n'
+  for r in "${rows[@]}"; do
+    IFS='|' read -r s w g p <<<"$r"
+    mark=""
+    [ "$w" = "$g" ] || mark="  <-- differs"
+    printf '%s|%s|%s%s|%s\n' "$s" "$w" "$g" "$mark" "$p"
+  done
+} | awk -F'|' '{ for (i = 1; i <= NF; i++) { cell[NR, i] = $i; if (length($i) > w[i]) w[i] = length($i) } n = NR; nf = NF }
+  END { for (r = 1; r <= n; r++) { line = ""; for (i = 1; i <= nf; i++) line = line sprintf("%-" (w[i] + 2) "s", cell[r, i]); sub(/ +$/, "", line); print line } }'
+if [ "$bad" -ne 0 ]; then
+  echo "demo: some verdicts differ from the tutorials (see the logs in $LOGS)" >&2
+  exit 1
+fi
+echo "demo: every seed experiment gives the verdict its tutorial reports"

@@ -53,7 +53,7 @@ expected one with sound statistics. Exit codes: 0 pass, 1 an expectation failed,
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newRunCmd(), newValidateCmd(), newReportCmd(), newPlanCmd(), newCheckCmd(), newPortForwardCmd())
+	root.AddCommand(newRunCmd(), newValidateCmd(), newReportCmd(), newPlanCmd(), newCheckCmd(), newPortForwardCmd(), newLabCmd())
 
 	err := root.Execute()
 	if err == nil {

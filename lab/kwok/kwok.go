@@ -13,8 +13,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -150,19 +152,46 @@ func (l *Lab) Kubectl(ctx context.Context, cluster string, stdin []byte, args ..
 
 // Create starts one cluster and renames its context to ContextPrefix+name.
 // A cluster left over by a crashed run of the same lab is deleted first.
+// It returns once the default ServiceAccount exists (pods can be created).
 func (l *Lab) Create(ctx context.Context, name string) error {
+	if err := l.start(ctx, name, "60s"); err != nil {
+		return err
+	}
+	return l.waitReady(ctx, name)
+}
+
+// Start is Create without waiting for the controllers: it returns once the
+// API server has taken kwok's CRDs (about 2 s instead of 4), so a caller
+// can create the next cluster while this one's controller-manager,
+// scheduler and kwok controller come up. The caller must wait for what it
+// needs: pods are refused until the namespace's default ServiceAccount
+// exists, and logs and port-forwards need the node's kubelet endpoint,
+// which the kwok controller publishes.
+func (l *Lab) Start(ctx context.Context, name string) error {
+	return l.start(ctx, name, "0s")
+}
+
+func (l *Lab) start(ctx context.Context, name, wait string) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	// kwokctl picks free ports without reserving them, so two creates at
+	// once (two labs, or test packages running in parallel) can pick the
+	// same ones: serialise creates across processes too.
+	unlock, err := globalCreateLock()
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	if _, err := os.Stat(filepath.Join(l.Dir, "kwok", "clusters", name)); err == nil {
 		_, _ = l.run(ctx, "kwokctl", "--name", name, "delete", "cluster", "--kubeconfig", l.Kubeconfig)
 	}
 	b := l.Bin
-	_, err := l.run(ctx, "kwokctl", "-c", l.config(), "--name", name, "create", "cluster", "--runtime", "binary",
+	_, err = l.run(ctx, "kwokctl", "-c", l.config(), "--name", name, "create", "cluster", "--runtime", "binary",
 		"--etcd-binary", b.Path("etcd"), "--kube-apiserver-binary", b.Path("kube-apiserver"),
 		"--kube-controller-manager-binary", b.Path("kube-controller-manager"),
 		"--kube-scheduler-binary", b.Path("kube-scheduler"), "--kwok-controller-binary", b.Path("kwok"),
 		"--enable-crds=ClusterPortForward,ClusterLogs,PortForward,Logs",
-		"--kubeconfig", l.Kubeconfig, "--wait", "60s")
+		"--kubeconfig", l.Kubeconfig, "--wait", wait)
 	if err != nil {
 		return fmt.Errorf("create lab cluster %s: %w", name, err)
 	}
@@ -170,7 +199,25 @@ func (l *Lab) Create(ctx context.Context, name string) error {
 	if _, err := l.run(ctx, "kubectl", "--kubeconfig", l.Kubeconfig, "config", "rename-context", "kwok-"+name, l.Context(name)); err != nil {
 		return fmt.Errorf("rename context of lab cluster %s: %w", name, err)
 	}
-	return l.waitReady(ctx, name)
+	return nil
+}
+
+// globalCreateLock takes a machine-wide lock (flock, released if the
+// process dies) around one kwokctl create.
+func globalCreateLock() (func(), error) {
+	path := filepath.Join(os.TempDir(), "mesh-verify-kwokctl-create.lock")
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o666)
+	if err != nil {
+		return nil, fmt.Errorf("kwokctl create lock %s: %w", path, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("kwokctl create lock %s: %w", path, err)
+	}
+	return func() {
+		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		f.Close()
+	}, nil
 }
 
 // waitReady waits for the default ServiceAccount, which the
@@ -246,11 +293,12 @@ func (l *Lab) DeleteAll(ctx context.Context) error {
 // the lab directory: what a clean shutdown must leave empty.
 func (l *Lab) Leftovers() []string {
 	entries, _ := os.ReadDir("/proc")
+	self := strconv.Itoa(os.Getpid())
 	var out []string
 	for _, e := range entries {
 		pid := e.Name()
-		if pid[0] < '0' || pid[0] > '9' {
-			continue
+		if pid[0] < '0' || pid[0] > '9' || pid == self {
+			continue // not a process, or the caller itself (`lab down --dir DIR` names the dir)
 		}
 		cmdline, err := os.ReadFile(filepath.Join("/proc", pid, "cmdline"))
 		if err != nil || !bytes.Contains(cmdline, []byte(l.Dir)) {

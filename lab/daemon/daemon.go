@@ -1,0 +1,650 @@
+// Package daemon is the lab's long-running process (`mesh-verify lab
+// serve`): it watches the pods of every lab cluster and gives each one a
+// real backend — a lab/apps server for app pods, a lab/meshsim simulator
+// for mesh entry pods and caller sidecars — on a loopback port, plus the
+// kwok Logs and PortForward objects that make `kubectl logs` and
+// `kubectl port-forward` reach it. Entry simulators route to the ready app
+// pods of their target Service across clusters and are updated as pods
+// come and go, so `kubectl scale` changes routing as in a real mesh.
+//
+// Pods are watched with client-go informers (one per cluster, filtered by
+// the lab's managed label) rather than polled: a scale is seen within
+// milliseconds, and the API servers are not hammered. One worker handles
+// the pod events in order, so starting and stopping backends needs no
+// locking beyond the state that verifiers and the status writer share.
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/mesh-verify/mesh-verify/lab/apps"
+	"github.com/mesh-verify/mesh-verify/lab/meshsim"
+	"github.com/mesh-verify/mesh-verify/lab/topology"
+)
+
+// Timeouts of the daemon's own work.
+const (
+	syncTimeout   = 60 * time.Second // informer caches must list within this
+	verifyTimeout = 60 * time.Second // logs + port-forward of one pod must answer within this
+	probeTimeout  = 5 * time.Second
+	stopTimeout   = 10 * time.Second
+)
+
+// PIDFile is the daemon's pid file in its dir; a daemon that finds
+// another pid there has been replaced and exits.
+const PIDFile = "daemon.pid"
+
+// Config is what the daemon serves.
+type Config struct {
+	// Dir holds logs/<cluster>/<ns>_<pod>_<container>.log and status.json.
+	Dir        string
+	Kubeconfig string
+	Topology   *topology.Topology
+	// Context maps a cluster to its kubeconfig context; nil means kind-<cluster>.
+	Context func(cluster string) string
+	Log     *slog.Logger
+}
+
+type podRef struct{ cluster, namespace, name string }
+
+func (r podRef) String() string { return r.namespace + "/" + r.name + " in cluster " + r.cluster }
+
+// sim is one running mesh simulator.
+type sim struct {
+	s     *meshsim.Sim
+	entry *topology.Entry
+	addr  string
+	stop  context.CancelFunc
+	done  chan struct{}
+}
+
+// podRT is what backs one pod.
+type podRT struct {
+	uid    types.UID
+	status Pod // guarded by Daemon.mu
+	server *apps.Server
+	sim    *sim
+	elog   *entryLog
+	cancel context.CancelFunc // stops the pod's verification
+	sig    string             // the backend set last given to sim
+}
+
+// Daemon serves one lab.
+type Daemon struct {
+	cfg      Config
+	log      *slog.Logger
+	clusters map[string]*Cluster
+	listers  map[string]corelisters.PodLister
+	queue    workqueue.TypedRateLimitingInterface[podRef]
+	started  time.Time
+	dirty    chan struct{}
+
+	mu     sync.Mutex
+	pods   map[podRef]*podRT
+	synced bool
+}
+
+// Run serves until ctx ends, then stops every backend it started.
+func Run(ctx context.Context, cfg Config) error {
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	if cfg.Context == nil {
+		cfg.Context = func(c string) string { return "kind-" + c }
+	}
+	d := &Daemon{
+		cfg:      cfg,
+		log:      cfg.Log,
+		clusters: map[string]*Cluster{},
+		listers:  map[string]corelisters.PodLister{},
+		queue: workqueue.NewTypedRateLimitingQueue(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[podRef](100*time.Millisecond, 5*time.Second)),
+		started: time.Now(),
+		dirty:   make(chan struct{}, 1),
+		pods:    map[podRef]*podRT{},
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return fmt.Errorf("lab daemon: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(cfg.Dir, PIDFile), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
+		return fmt.Errorf("lab daemon: write pid file: %w", err)
+	}
+	for _, c := range cfg.Topology.Clusters {
+		cl, err := NewCluster(c, cfg.Kubeconfig, cfg.Context(c))
+		if err != nil {
+			return err
+		}
+		d.clusters[c] = cl
+	}
+	return d.run(ctx)
+}
+
+func (d *Daemon) run(ctx context.Context) error {
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var factories []informers.SharedInformerFactory
+	var syncs []cache.InformerSynced
+	for _, c := range d.cfg.Topology.Clusters {
+		f := informers.NewSharedInformerFactoryWithOptions(d.clusters[c].cs, 0,
+			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = topology.LabelManaged + "=true" }))
+		inf := f.Core().V1().Pods()
+		if _, err := inf.Informer().AddEventHandler(d.handler(c)); err != nil {
+			return fmt.Errorf("watch pods in cluster %s: %w", c, err)
+		}
+		d.listers[c] = inf.Lister()
+		syncs = append(syncs, inf.Informer().HasSynced)
+		factories = append(factories, f)
+		f.Start(runCtx.Done())
+	}
+	defer func() {
+		cancel()
+		for _, f := range factories {
+			f.Shutdown()
+		}
+	}()
+	syncCtx, syncCancel := context.WithTimeout(runCtx, syncTimeout)
+	ok := cache.WaitForCacheSync(syncCtx.Done(), syncs...)
+	syncCancel()
+	if !ok {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("pods of clusters %s not listed within %v: are the API servers up?", strings.Join(d.cfg.Topology.Clusters, ", "), syncTimeout)
+	}
+	d.mu.Lock()
+	d.synced = true
+	d.mu.Unlock()
+	d.markDirty()
+	d.log.Info("watching pods", "clusters", d.cfg.Topology.Clusters, "topology", d.cfg.Topology.Metadata.Name)
+
+	var wg sync.WaitGroup
+	wg.Add(3)
+	go func() { defer wg.Done(); d.statusLoop(runCtx) }()
+	go func() { defer wg.Done(); d.watchdog(runCtx, cancel) }()
+	go func() {
+		defer wg.Done()
+		for d.processNext(runCtx) {
+		}
+	}()
+	<-runCtx.Done()
+	d.queue.ShutDown()
+	wg.Wait()
+	d.stopAll()
+	// A stopped daemon publishes nothing: `lab status` must not show
+	// addresses nobody listens on.
+	_ = os.Remove(filepath.Join(d.cfg.Dir, StatusFile))
+	d.log.Info("stopped")
+	return nil
+}
+
+// watchdog ends the daemon when its lab is gone or taken over: the pid
+// file (written by Run) was removed with the lab directory, or names
+// another process. A daemon must never outlive its lab.
+func (d *Daemon) watchdog(ctx context.Context, stop context.CancelFunc) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		b, err := os.ReadFile(filepath.Join(d.cfg.Dir, PIDFile))
+		if err == nil && strings.TrimSpace(string(b)) == strconv.Itoa(os.Getpid()) {
+			continue
+		}
+		d.log.Warn("pid file gone or names another process: the lab is not ours any more; stopping", "dir", d.cfg.Dir)
+		stop()
+		return
+	}
+}
+
+func (d *Daemon) handler(cluster string) cache.ResourceEventHandler {
+	enqueue := func(obj any) {
+		key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
+		if err != nil {
+			return
+		}
+		ns, name, err := cache.SplitMetaNamespaceKey(key)
+		if err != nil {
+			return
+		}
+		d.queue.Add(podRef{cluster: cluster, namespace: ns, name: name})
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    enqueue,
+		UpdateFunc: func(_, obj any) { enqueue(obj) },
+		DeleteFunc: enqueue,
+	}
+}
+
+func (d *Daemon) processNext(ctx context.Context) bool {
+	ref, shutdown := d.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer d.queue.Done(ref)
+	if err := d.sync(ctx, ref); err != nil {
+		if ctx.Err() != nil {
+			return true
+		}
+		d.log.Error("pod sync failed; retrying", "pod", ref.String(), "err", err)
+		d.queue.AddRateLimited(ref)
+		return true
+	}
+	d.queue.Forget(ref)
+	return true
+}
+
+// sync brings one pod's backend in line with the pod: started when the
+// pod is scheduled, stopped when it terminates or disappears.
+func (d *Daemon) sync(ctx context.Context, ref podRef) error {
+	pod, err := d.listers[ref.cluster].Pods(ref.namespace).Get(ref.name)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	if err != nil {
+		pod = nil
+	}
+	d.mu.Lock()
+	rt := d.pods[ref]
+	d.mu.Unlock()
+	gone := pod == nil || pod.DeletionTimestamp != nil ||
+		pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
+	if rt != nil && (gone || rt.uid != pod.UID) {
+		d.stopPod(ref, rt)
+		rt = nil
+	}
+	if gone || pod.Spec.NodeName == "" {
+		d.updateBackends()
+		return nil
+	}
+	if rt == nil {
+		if rt, err = d.startPod(ctx, ref, pod); err != nil {
+			return err
+		}
+	}
+	d.mu.Lock()
+	rt.status.Ready = podReady(pod)
+	d.mu.Unlock()
+	d.updateBackends()
+	d.markDirty()
+	return nil
+}
+
+func podReady(p *corev1.Pod) bool {
+	if p.Status.Phase != corev1.PodRunning {
+		return false
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// startPod starts what backs a pod and points kwok at it.
+func (d *Daemon) startPod(ctx context.Context, ref podRef, pod *corev1.Pod) (rt *podRT, err error) {
+	topo := d.cfg.Topology
+	if len(pod.Spec.Containers) == 0 {
+		return nil, fmt.Errorf("pod %s has no container", ref)
+	}
+	container := pod.Spec.Containers[0].Name
+	logFile := filepath.Join(d.cfg.Dir, "logs", ref.cluster, fmt.Sprintf("%s_%s_%s.log", ref.namespace, ref.name, container))
+	rt = &podRT{uid: pod.UID, status: Pod{
+		Cluster: ref.cluster, Namespace: ref.namespace, Name: ref.name, Container: container, LogFile: logFile,
+	}}
+	defer func() {
+		if err != nil {
+			d.stopBackends(rt)
+		}
+	}()
+	switch {
+	case pod.Labels[topology.LabelEntry] != "":
+		name := pod.Labels[topology.LabelEntry]
+		e := topo.Entry(name)
+		if e == nil || !e.Gateway() || e.Cluster != ref.cluster {
+			return nil, fmt.Errorf("pod %s is labelled %s=%s, but the topology has no gateway entry %s in cluster %s",
+				ref, topology.LabelEntry, name, name, ref.cluster)
+		}
+		if rt.elog, err = openEntryLog(logFile); err != nil {
+			return nil, err
+		}
+		if rt.sim, err = d.startSim(e); err != nil {
+			return nil, fmt.Errorf("pod %s: %w", ref, err)
+		}
+		rt.status.Role, rt.status.App, rt.status.Kind = RoleEntry, e.Name, "mesh-entry"
+		rt.status.Port, rt.status.Addr, rt.status.Policy = e.Port.Number, rt.sim.addr, describePolicy(e.Policy)
+		rt.elog.Line("mesh entry %s (simulated data plane) in cluster %s: policy %s; routes Service %s/%s across clusters %s; listening on %s",
+			e.Name, ref.cluster, rt.status.Policy, e.Namespace, e.To, strings.Join(topo.Clusters, ", "), rt.sim.addr)
+	case pod.Labels[topology.LabelLabApp] != "":
+		name := pod.Labels[topology.LabelLabApp]
+		a := topo.App(name)
+		if a == nil {
+			return nil, fmt.Errorf("pod %s is labelled %s=%s, but the topology has no app %s", ref, topology.LabelLabApp, name, name)
+		}
+		spec := apps.Spec{
+			Kind: a.Kind, Service: a.Service, Version: a.Version, Pod: ref.name,
+			Cluster: ref.cluster, Namespace: ref.namespace, LogFile: logFile, Delay: a.Delay,
+		}
+		if e := topo.SidecarFor(a.Name, ref.cluster); e != nil {
+			if rt.sim, err = d.startSim(e); err != nil {
+				return nil, fmt.Errorf("sidecar of pod %s: %w", ref, err)
+			}
+			spec.Callee, spec.CalleeHost = "http://"+rt.sim.addr, a.Calls
+			rt.status.Sidecar, rt.status.Policy = rt.sim.addr, describePolicy(e.Policy)
+		}
+		// The app's lifetime is the pod's, not this sync's: stopPod closes it.
+		if rt.server, err = apps.Start(context.WithoutCancel(ctx), spec, "127.0.0.1:0"); err != nil {
+			return nil, fmt.Errorf("pod %s: %w", ref, err)
+		}
+		rt.status.Role, rt.status.App, rt.status.Kind, rt.status.Version = RoleApp, a.Name, a.Kind, a.Version
+		rt.status.Port, rt.status.Addr = a.Port.Number, rt.server.Addr()
+	default:
+		return nil, fmt.Errorf("pod %s has neither %s nor %s: not a lab pod", ref, topology.LabelLabApp, topology.LabelEntry)
+	}
+	if err := d.clusters[ref.cluster].applyKwok(ctx, pod, container, logFile, rt.status.Port, rt.status.Addr); err != nil {
+		return nil, err
+	}
+	vctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	rt.cancel = cancel
+	d.mu.Lock()
+	d.pods[ref] = rt
+	d.mu.Unlock()
+	d.log.Info("pod started", "pod", ref.String(), "role", rt.status.Role, "app", rt.status.App, "addr", rt.status.Addr, "sidecar", rt.status.Sidecar)
+	go d.verify(vctx, ref, rt)
+	return rt, nil
+}
+
+func (d *Daemon) startSim(e *topology.Entry) (*sim, error) {
+	s, err := meshsim.New(e.Policy.Sim(e.Cluster))
+	if err != nil {
+		return nil, fmt.Errorf("entry %s: %w", e.Name, err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("entry %s: listen: %w", e.Name, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	out := &sim{s: s, entry: e, addr: ln.Addr().String(), stop: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(out.done)
+		if err := s.Serve(ctx, ln); err != nil {
+			d.log.Error("mesh simulator stopped", "entry", e.Name, "err", err)
+		}
+	}()
+	return out, nil
+}
+
+// verify waits until the pod's logs and port-forward answer through the
+// API server, which is what `lab up` waits for.
+func (d *Daemon) verify(ctx context.Context, ref podRef, rt *podRT) {
+	cl := d.clusters[ref.cluster]
+	ctx, cancel := context.WithTimeout(ctx, verifyTimeout)
+	defer cancel()
+	d.mu.Lock()
+	container, port := rt.status.Container, rt.status.Port
+	d.mu.Unlock()
+	probe := func(f func(context.Context) error) error {
+		for {
+			pctx, pcancel := context.WithTimeout(ctx, probeTimeout)
+			err := f(pctx)
+			pcancel()
+			if err == nil || ctx.Err() != nil {
+				return err
+			}
+			select {
+			case <-ctx.Done():
+				return err
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}
+	err := probe(func(c context.Context) error { return cl.probeLogs(c, ref.namespace, ref.name, container) })
+	if err == nil {
+		err = probe(func(c context.Context) error { return cl.probePortForward(c, ref.namespace, ref.name, port) })
+	}
+	d.mu.Lock()
+	if d.pods[ref] != rt {
+		d.mu.Unlock()
+		return // stopped meanwhile
+	}
+	rt.status.Verified = err == nil
+	rt.status.Error = ""
+	if err != nil {
+		rt.status.Error = err.Error()
+	}
+	d.mu.Unlock()
+	if err != nil {
+		d.log.Error("pod not reachable through the API server", "pod", ref.String(), "err", err)
+	}
+	d.markDirty()
+}
+
+// stopPod stops a pod's backends. Its kwok objects are owned by the pod
+// and go with it (garbage collector); a replaced pod's are re-applied.
+func (d *Daemon) stopPod(ref podRef, rt *podRT) {
+	d.mu.Lock()
+	delete(d.pods, ref)
+	d.mu.Unlock()
+	d.stopBackends(rt)
+	d.log.Info("pod stopped", "pod", ref.String())
+	d.markDirty()
+}
+
+func (d *Daemon) stopBackends(rt *podRT) {
+	if rt.cancel != nil {
+		rt.cancel()
+	}
+	if rt.server != nil {
+		// Close, not Shutdown: a deleted pod's connections are reset, as
+		// when a real container is killed.
+		if err := rt.server.Close(); err != nil {
+			d.log.Warn("close app", "pod", rt.status.Name, "err", err)
+		}
+	}
+	if rt.sim != nil {
+		rt.sim.stop()
+		select {
+		case <-rt.sim.done:
+		case <-time.After(stopTimeout):
+			d.log.Warn("mesh simulator did not stop in time", "entry", rt.sim.entry.Name)
+		}
+	}
+	if rt.elog != nil {
+		_ = rt.elog.Close()
+	}
+}
+
+func (d *Daemon) stopAll() {
+	d.mu.Lock()
+	all := make([]*podRT, 0, len(d.pods))
+	for ref, rt := range d.pods {
+		all = append(all, rt)
+		delete(d.pods, ref)
+	}
+	d.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, rt := range all {
+		wg.Add(1)
+		go func() { defer wg.Done(); d.stopBackends(rt) }()
+	}
+	wg.Wait()
+}
+
+// updateBackends gives every simulator the current ready pods of its
+// target Service in every cluster.
+func (d *Daemon) updateBackends() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, rt := range d.pods {
+		if rt.sim == nil {
+			continue
+		}
+		e := rt.sim.entry
+		var bs []meshsim.Backend
+		for _, other := range d.pods {
+			if other.server == nil {
+				continue
+			}
+			a := d.cfg.Topology.App(other.status.App)
+			if a == nil || a.Service != e.To || a.Namespace != e.Namespace {
+				continue
+			}
+			bs = append(bs, meshsim.Backend{
+				Cluster: other.status.Cluster, Pod: other.status.Name, Version: a.Version,
+				Addr: other.server.Addr(), Ready: other.status.Ready,
+			})
+		}
+		sort.Slice(bs, func(i, j int) bool {
+			if bs[i].Cluster != bs[j].Cluster {
+				return bs[i].Cluster < bs[j].Cluster
+			}
+			return bs[i].Pod < bs[j].Pod
+		})
+		var names []string
+		for _, b := range bs {
+			n := b.Cluster + "/" + b.Pod + "(" + b.Version + ")"
+			if !b.Ready {
+				n += "[not ready]"
+			}
+			names = append(names, n)
+		}
+		sig := strings.Join(names, " ")
+		if sig == rt.sig && rt.status.Backends != nil {
+			continue
+		}
+		rt.sig = sig
+		rt.sim.s.SetBackends(bs)
+		rt.status.Backends = slices.Clone(names)
+		if rt.status.Backends == nil {
+			rt.status.Backends = []string{}
+		}
+		if rt.elog != nil {
+			if sig == "" {
+				sig = "none"
+			}
+			rt.elog.Line("backends of %s/%s: %s", e.Namespace, e.To, sig)
+		}
+		d.log.Info("backends", "entry", e.Name, "pod", rt.status.Name, "cluster", rt.status.Cluster, "backends", sig)
+	}
+}
+
+func (d *Daemon) markDirty() {
+	select {
+	case d.dirty <- struct{}{}:
+	default:
+	}
+}
+
+// statusLoop publishes the status on every change, at most every 50 ms,
+// and every second while simulators route (their counts change without
+// a pod event).
+func (d *Daemon) statusLoop(ctx context.Context) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-d.dirty:
+		case <-tick.C:
+		}
+		if err := writeStatus(d.cfg.Dir, d.snapshot()); err != nil {
+			d.log.Error("publish status", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func (d *Daemon) snapshot() *Status {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	s := &Status{
+		PID: os.Getpid(), Topology: d.cfg.Topology.Metadata.Name, Started: d.started,
+		Updated: time.Now(), Synced: d.synced, Pods: []Pod{},
+	}
+	for _, rt := range d.pods {
+		p := rt.status
+		p.Backends = slices.Clone(p.Backends)
+		if rt.sim != nil {
+			st := rt.sim.s.Stats()
+			p.Routed = &Routed{
+				Requests: st.Requests, NoUpstream: st.NoUpstream, Connections: st.Connections,
+				ByCluster: st.ByCluster, ByPod: st.ByPod, ByVersion: st.ByVersion,
+				ConnsByCluster: st.ConnsByCluster, Mirrored: st.Mirror.ByCluster,
+			}
+		}
+		s.Pods = append(s.Pods, p)
+	}
+	return s
+}
+
+// describePolicy is a short human form of a policy, for logs and status.
+func describePolicy(p topology.Policy) string {
+	var b strings.Builder
+	b.WriteString(p.Mode)
+	kv := func(m map[string]float64) string {
+		var parts []string
+		for _, k := range sortedKeys(m) {
+			parts = append(parts, k+"="+strconv.FormatFloat(m[k], 'g', -1, 64))
+		}
+		return strings.Join(parts, ",")
+	}
+	if len(p.Costs) > 0 {
+		b.WriteString(" costs " + kv(p.Costs))
+	}
+	if len(p.Weights) > 0 {
+		b.WriteString(" weights by " + p.WeightBy + " " + kv(p.Weights))
+	}
+	if len(p.Order) > 0 {
+		b.WriteString(" order " + strings.Join(p.Order, ">"))
+	}
+	if p.PerConnection || p.Mode == meshsim.ModeBalanced {
+		b.WriteString(" per-connection")
+	}
+	if m := p.Mirror; m != nil {
+		fmt.Fprintf(&b, " mirror %g%% to", m.Percent)
+		if m.Version != "" {
+			b.WriteString(" version " + m.Version)
+		}
+		if m.Cluster != "" {
+			b.WriteString(" cluster " + m.Cluster)
+		}
+	}
+	return b.String()
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,52 @@
+package daemon
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/mesh-verify/mesh-verify/lab/topology"
+)
+
+func TestDescribePolicy(t *testing.T) {
+	for _, c := range []struct {
+		p    topology.Policy
+		want string
+	}{
+		{topology.Policy{Mode: "balanced", Costs: map[string]float64{"c3": 2, "c2": 4}}, "balanced costs c2=4,c3=2 per-connection"},
+		{topology.Policy{Mode: "weighted", WeightBy: "version", Weights: map[string]float64{"v1": 100},
+			Mirror: &topology.Mirror{Version: "v2", Percent: 50}}, "weighted weights by version v1=100 mirror 50% to version v2"},
+		{topology.Policy{Mode: "failover", Order: []string{"c1", "c2"}}, "failover order c1>c2"},
+		{topology.Policy{Mode: "per-pod", PerConnection: true}, "per-pod per-connection"},
+	} {
+		if got := describePolicy(c.p); got != c.want {
+			t.Errorf("describePolicy(%+v) = %q, want %q", c.p, got, c.want)
+		}
+	}
+}
+
+// The status file is replaced atomically and reads back as written,
+// sorted by pod.
+func TestStatusRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := ReadStatus(dir); !os.IsNotExist(err) {
+		t.Fatalf("ReadStatus of an empty dir = %v, want not exist", err)
+	}
+	in := &Status{PID: 42, Topology: "skupper-1", Synced: true, Pods: []Pod{
+		{Cluster: "c3", Namespace: "ns", Name: "b", Ready: true, Verified: true},
+		{Cluster: "c2", Namespace: "ns", Name: "a", Backends: []string{"c2/x"}, Routed: &Routed{Requests: 3, ByCluster: map[string]int64{"c2": 3}}},
+	}}
+	if err := writeStatus(dir, in); err != nil {
+		t.Fatal(err)
+	}
+	out, err := ReadStatus(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.PID != 42 || len(out.Pods) != 2 || out.Pods[0].Key() != "c2/ns/a" || out.Pods[0].Routed.ByCluster["c2"] != 3 || !out.Pods[1].Verified {
+		t.Errorf("round trip = %+v", out)
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, ".status-*")); len(left) > 0 {
+		t.Errorf("temporary files left: %v", left)
+	}
+}

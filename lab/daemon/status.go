@@ -1,0 +1,122 @@
+package daemon
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+)
+
+// StatusFile is where the daemon publishes what it serves, in its dir.
+const StatusFile = "status.json"
+
+// Status is the daemon's published state: `lab up` waits on it and
+// `lab status` prints it. It is rewritten atomically on every change.
+type Status struct {
+	PID      int       `json:"pid"`
+	Topology string    `json:"topology"`
+	Started  time.Time `json:"started"`
+	Updated  time.Time `json:"updated"`
+	// Synced is true once every cluster's pod watch has listed its pods.
+	Synced bool  `json:"synced"`
+	Pods   []Pod `json:"pods"`
+	// Stopping is set when the daemon begins to shut down.
+	Stopping bool `json:"stopping,omitempty"`
+}
+
+// Roles a pod plays.
+const (
+	RoleApp   = "app"
+	RoleEntry = "entry"
+)
+
+// Pod is one simulated pod and what backs it.
+type Pod struct {
+	Cluster   string `json:"cluster"`
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	Container string `json:"container"`
+	// Role is app or entry; App names the app or gateway entry.
+	Role    string `json:"role"`
+	App     string `json:"app"`
+	Kind    string `json:"kind"`
+	Version string `json:"version,omitempty"`
+	// Port is the pod port; Addr the loopback address kwok forwards it to.
+	Port int32  `json:"port"`
+	Addr string `json:"addr"`
+	// Sidecar is the address of the mesh simulator in a caller's pod, and
+	// Policy the simulator's mode (gateway entries and sidecars).
+	Sidecar string `json:"sidecar,omitempty"`
+	Policy  string `json:"policy,omitempty"`
+	// Backends are what the pod's simulator routes to: cluster/pod.
+	Backends []string `json:"backends,omitempty"`
+	// Routed is what the pod's simulator routed so far: the ground truth
+	// a measurement through the lab can be compared with.
+	Routed  *Routed `json:"routed,omitempty"`
+	LogFile string  `json:"logFile"`
+	// Ready is the pod's Ready condition; Verified that its logs and its
+	// port-forward answered through the API server.
+	Ready    bool   `json:"ready"`
+	Verified bool   `json:"verified"`
+	Error    string `json:"error,omitempty"`
+}
+
+// Routed summarises meshsim.Stats.
+type Routed struct {
+	Requests    int64            `json:"requests"`
+	NoUpstream  int64            `json:"noUpstream,omitempty"`
+	Connections int64            `json:"connections"`
+	ByCluster   map[string]int64 `json:"byCluster,omitempty"`
+	ByPod       map[string]int64 `json:"byPod,omitempty"`
+	ByVersion   map[string]int64 `json:"byVersion,omitempty"`
+	// ConnsByCluster counts the connections pinned per cluster
+	// (per-connection policies).
+	ConnsByCluster map[string]int64 `json:"connsByCluster,omitempty"`
+	// Mirrored counts copies sent per cluster.
+	Mirrored map[string]int64 `json:"mirrored,omitempty"`
+}
+
+// Key is cluster/namespace/name.
+func (p Pod) Key() string { return p.Cluster + "/" + p.Namespace + "/" + p.Name }
+
+// ReadStatus reads the status file of dir.
+func ReadStatus(dir string) (*Status, error) {
+	b, err := os.ReadFile(filepath.Join(dir, StatusFile))
+	if err != nil {
+		return nil, err
+	}
+	var s Status
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, fmt.Errorf("read %s: %w", filepath.Join(dir, StatusFile), err)
+	}
+	return &s, nil
+}
+
+func writeStatus(dir string, s *Status) error {
+	sort.Slice(s.Pods, func(i, j int) bool { return s.Pods[i].Key() < s.Pods[j].Key() })
+	b, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(dir, ".status-*.json")
+	if err != nil {
+		return fmt.Errorf("write status: %w", err)
+	}
+	if _, err := tmp.Write(append(b, '\n')); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return fmt.Errorf("write status: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("write status: %w", err)
+	}
+	// Rename is atomic: a reader never sees half a file.
+	if err := os.Rename(tmp.Name(), filepath.Join(dir, StatusFile)); err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("write status: %w", err)
+	}
+	return nil
+}

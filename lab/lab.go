@@ -1,0 +1,483 @@
+// Package lab runs the local lab (DESIGN.md section 5): real Kubernetes
+// API servers (kwok clusters named c1, c2… with contexts kind-c1…, in a
+// lab-owned kubeconfig), the Deployments and Services of a topology, and
+// a detached daemon (lab/daemon) that backs every simulated pod with a
+// tutorial app or a mesh simulator. Up is idempotent and cleans up after
+// a crashed run; Down stops everything it started and checks that no
+// process is left.
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/mesh-verify/mesh-verify/lab/daemon"
+	"github.com/mesh-verify/mesh-verify/lab/kwok"
+	"github.com/mesh-verify/mesh-verify/lab/topologies"
+	"github.com/mesh-verify/mesh-verify/lab/topology"
+)
+
+// Options are shared by the lab commands.
+type Options struct {
+	// Dir is the lab's state directory (DefaultDir when empty).
+	Dir string
+	// Topology is a built-in name or a file (Up only).
+	Topology string
+	// Bin is the directory of the lab's tool binaries; empty means
+	// $MESH_VERIFY_LAB_BIN, else tools/lab/build.sh of the repository
+	// around the working directory (or RepoRoot), else the newest complete
+	// build in ~/.cache/mesh-verify/lab.
+	Bin      string
+	RepoRoot string
+	// Daemon starts `lab serve`; nil means SelfDaemon.
+	Daemon DaemonCommand
+	// ReadyTimeout bounds the wait for every pod to serve (default 2m).
+	ReadyTimeout time.Duration
+	// Out receives progress and the summary; nil discards them.
+	Out io.Writer
+}
+
+func (o *Options) defaults() error {
+	if o.Dir == "" {
+		d, err := DefaultDir()
+		if err != nil {
+			return err
+		}
+		o.Dir = d
+	}
+	abs, err := filepath.Abs(o.Dir)
+	if err != nil {
+		return fmt.Errorf("lab directory %s: %w", o.Dir, err)
+	}
+	o.Dir = abs
+	if o.Daemon == nil {
+		o.Daemon = SelfDaemon
+	}
+	if o.ReadyTimeout == 0 {
+		o.ReadyTimeout = 2 * time.Minute
+	}
+	if o.Out == nil {
+		o.Out = io.Discard
+	}
+	return nil
+}
+
+// Lab is a running lab as Up leaves it.
+type Lab struct {
+	Dir        string
+	Kubeconfig string
+	Topology   *topology.Topology
+	State      *State
+	Status     *daemon.Status
+	DaemonPID  int
+	// Reused is true when Up found the same lab already up.
+	Reused bool
+}
+
+// Context is the kubeconfig context of a cluster.
+func (l *Lab) Context(cluster string) string { return l.State.Contexts[cluster] }
+
+// Up brings the topology's lab up in o.Dir and returns once every pod is
+// Running and its logs and port-forward answer through the API server.
+func Up(ctx context.Context, o Options) (*Lab, error) {
+	if err := o.defaults(); err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	t, src, err := topologies.Resolve(o.Topology)
+	if err != nil {
+		return nil, err
+	}
+	unlock, err := lock(o.Dir)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+
+	if st := healthy(ctx, o.Dir, src); st != nil {
+		// Same topology, daemon and API servers alive: apply the topology
+		// again (undoing any `kubectl scale` since) and wait, which is
+		// seconds instead of a new lab.
+		for _, c := range st.Clusters {
+			cfg, err := daemon.RESTConfig(st.Kubeconfig, st.Contexts[c])
+			if err != nil {
+				return nil, fmt.Errorf("cluster %s: %w", c, err)
+			}
+			if err := applyCluster(ctx, cfg, c, t); err != nil {
+				return nil, err
+			}
+		}
+		status, err := waitReady(ctx, o.Dir, t, daemonPID(o.Dir), nil, o.ReadyTimeout)
+		if err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(o.Out, "lab %s was already up in %s (topology re-applied)\n", t.Metadata.Name, o.Dir)
+		return &Lab{Dir: o.Dir, Kubeconfig: st.Kubeconfig, Topology: t, State: st, Status: status, DaemonPID: daemonPID(o.Dir), Reused: true}, nil
+	}
+	if err := cleanup(ctx, o.Dir, o.Out); err != nil {
+		return nil, fmt.Errorf("clean up the previous lab in %s: %w", o.Dir, err)
+	}
+	bin, err := findBinaries(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	k, err := kwok.New(bin, o.Dir)
+	if err != nil {
+		return nil, err
+	}
+	st := &State{
+		Topology: t.Metadata.Name, File: t.File, Source: string(src), Bin: string(bin),
+		Kubeconfig: k.Kubeconfig, Clusters: t.Clusters, Contexts: map[string]string{}, Created: time.Now(),
+	}
+	for _, c := range t.Clusters {
+		st.Contexts[c] = k.Context(c)
+	}
+	// Recorded before anything starts, so a crash from here on is
+	// cleaned up by the next up or down.
+	if err := writeState(o.Dir, st); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(o.Out, "lab %s: %s\n", t.Metadata.Name, t.Metadata.Seed)
+	// The daemon starts as soon as every API server answers, while the
+	// workloads are still being applied: it serves pods as they appear.
+	var pid int
+	var exited <-chan struct{}
+	startD := func() error {
+		// Before the daemon reads the kubeconfig, never while it does.
+		if err := useContext(k.Kubeconfig, k.Context(t.Clusters[0])); err != nil {
+			return err
+		}
+		var err error
+		if pid, exited, err = startDaemon(o.Dir, o.Daemon); err != nil {
+			return err
+		}
+		fmt.Fprintf(o.Out, "  daemon pid %d (log %s)\n", pid, filepath.Join(o.Dir, daemonLog))
+		return nil
+	}
+	recreated, err := createClusters(ctx, k, t, o.Out, startD)
+	if err != nil {
+		return nil, err
+	}
+	if recreated {
+		// A recreated cluster has new ports: the daemon must reconnect.
+		if _, err := stopDaemon(o.Dir, 10*time.Second); err != nil {
+			return nil, err
+		}
+		if err := startD(); err != nil {
+			return nil, err
+		}
+	}
+	fmt.Fprintf(o.Out, "  Deployments and Services applied after %.1fs\n", time.Since(start).Seconds())
+	status, err := waitReady(ctx, o.Dir, t, pid, exited, o.ReadyTimeout)
+	if err != nil {
+		return nil, err
+	}
+	st.Ready = true
+	if err := writeState(o.Dir, st); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(o.Out, "  every pod serving after %.1fs\n", time.Since(start).Seconds())
+	return &Lab{Dir: o.Dir, Kubeconfig: k.Kubeconfig, Topology: t, State: st, Status: status, DaemonPID: pid}, nil
+}
+
+// createClusters starts the API servers one at a time (kwokctl's port
+// choice is racy) and applies each cluster's workloads while the next one
+// starts, as that mostly waits for its controller-manager. started runs
+// once every API server answers. A cluster that comes up broken is
+// deleted and created again, twice at most; recreated says so.
+func createClusters(ctx context.Context, k *kwok.Lab, t *topology.Topology, out io.Writer, started func() error) (recreated bool, err error) {
+	todo := t.Clusters
+	for attempt := 1; len(todo) > 0; attempt++ {
+		type result struct {
+			cluster string
+			err     error
+		}
+		applied := make(chan result, len(todo))
+		for _, c := range todo {
+			begin := time.Now()
+			if err := k.Start(ctx, c); err != nil {
+				return recreated, err
+			}
+			// Read the kubeconfig now: the next create rewrites it.
+			cfg, err := daemon.RESTConfig(k.Kubeconfig, k.Context(c))
+			if err != nil {
+				return recreated, fmt.Errorf("cluster %s: %w", c, err)
+			}
+			fmt.Fprintf(out, "  cluster %s: API server up (context %s) in %.1fs\n", c, k.Context(c), time.Since(begin).Seconds())
+			go func() { applied <- result{c, applyCluster(ctx, cfg, c, t)} }()
+		}
+		var errs []error
+		if attempt == 1 {
+			if err := started(); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		var broken []string
+		for range todo {
+			r := <-applied
+			var be *brokenClusterError
+			switch {
+			case errors.As(r.err, &be) && attempt < 3:
+				fmt.Fprintf(out, "  %v; creating it again\n", r.err)
+				broken = append(broken, r.cluster)
+			case r.err != nil:
+				errs = append(errs, r.err)
+			}
+		}
+		if err := errors.Join(errs...); err != nil {
+			return recreated, err
+		}
+		for _, c := range broken {
+			if err := k.Delete(ctx, c); err != nil {
+				return recreated, err
+			}
+			recreated = true
+		}
+		todo = broken
+	}
+	return recreated, nil
+}
+
+// healthy returns the state of the lab in dir when it was created from
+// exactly src and its daemon and API servers are alive.
+func healthy(ctx context.Context, dir string, src []byte) *State {
+	st, err := readState(dir)
+	if err != nil || !st.Ready || st.Source != string(src) || daemonPID(dir) == 0 {
+		return nil
+	}
+	for _, c := range st.Clusters {
+		if err := probeAPI(ctx, st.Kubeconfig, st.Contexts[c]); err != nil {
+			return nil
+		}
+	}
+	return st
+}
+
+func probeAPI(ctx context.Context, kubeconfigPath, kubeContext string) error {
+	cfg, err := daemon.RESTConfig(kubeconfigPath, kubeContext)
+	if err != nil {
+		return err
+	}
+	cfg.Timeout = 2 * time.Second
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	_, err = cs.Discovery().ServerVersion()
+	return err
+}
+
+// cleanup removes whatever a previous lab left in dir: its daemon (by
+// pid), its clusters, its files.
+func cleanup(ctx context.Context, dir string, out io.Writer) error {
+	if !isLabDir(dir) {
+		return nil
+	}
+	var errs []error
+	if pid, err := stopDaemon(dir, 10*time.Second); err != nil {
+		errs = append(errs, err)
+	} else if pid != 0 {
+		fmt.Fprintf(out, "  stopped lab daemon pid %d\n", pid)
+	}
+	st, _ := readState(dir)
+	bin := ""
+	if st != nil {
+		bin = st.Bin
+	}
+	if bin == "" {
+		bin = os.Getenv("MESH_VERIFY_LAB_BIN")
+	}
+	if bin != "" {
+		if k, err := kwok.New(kwok.Binaries(bin), dir); err == nil {
+			if existing := k.Existing(); len(existing) > 0 {
+				fmt.Fprintf(out, "  deleting clusters %s\n", strings.Join(existing, ", "))
+			}
+			if err := k.DeleteAll(ctx); err != nil {
+				errs = append(errs, err)
+			}
+			left := waitLeftovers(k, 10*time.Second)
+			if len(left) > 0 {
+				killLeftovers(left)
+				if left = waitLeftovers(k, 5*time.Second); len(left) > 0 {
+					errs = append(errs, fmt.Errorf("processes left behind: %s", strings.Join(left, "; ")))
+				}
+			}
+		} else {
+			errs = append(errs, err)
+		}
+	} else if existing := existingClusters(dir); len(existing) > 0 {
+		errs = append(errs, fmt.Errorf("clusters %s exist but the lab binaries are unknown: set MESH_VERIFY_LAB_BIN", strings.Join(existing, ", ")))
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	return removeState(dir)
+}
+
+func existingClusters(dir string) []string {
+	entries, _ := os.ReadDir(filepath.Join(dir, "kwok", "clusters"))
+	var out []string
+	for _, e := range entries {
+		if e.IsDir() {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+// waitLeftovers waits for the lab's processes to exit (kwokctl's delete
+// signals them; PID 1 reaps them late).
+func waitLeftovers(k *kwok.Lab, d time.Duration) []string {
+	deadline := time.Now().Add(d)
+	for {
+		left := k.Leftovers()
+		if len(left) == 0 || time.Now().After(deadline) {
+			return left
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// useContext makes kubeContext the lab kubeconfig's current context, as
+// the tutorials' `kubectx kind-c1`.
+func useContext(path, kubeContext string) error {
+	cfg, err := clientcmd.LoadFromFile(path)
+	if err != nil {
+		return fmt.Errorf("lab kubeconfig: %w", err)
+	}
+	if _, ok := cfg.Contexts[kubeContext]; !ok {
+		return fmt.Errorf("lab kubeconfig %s has no context %s", path, kubeContext)
+	}
+	cfg.CurrentContext = kubeContext
+	return clientcmd.WriteToFile(*cfg, path)
+}
+
+// waitReady waits for the daemon to serve every pod the topology implies.
+// exited, when not nil, is closed if the daemon (our child) ends; else the
+// daemon is checked through /proc.
+func waitReady(ctx context.Context, dir string, t *topology.Topology, pid int, exited <-chan struct{}, timeout time.Duration) (*daemon.Status, error) {
+	deadline := time.Now().Add(timeout)
+	var why string
+	for {
+		dead := false
+		if exited != nil {
+			select {
+			case <-exited:
+				dead = true
+			default:
+			}
+		} else {
+			dead = !labProcess(pid, dir)
+		}
+		if dead {
+			return nil, fmt.Errorf("lab daemon pid %d exited; its log %s ends:\n%s", pid, filepath.Join(dir, daemonLog), tail(filepath.Join(dir, daemonLog), 15))
+		}
+		if st, err := daemon.ReadStatus(dir); err == nil {
+			var ok bool
+			if ok, why = readiness(t.Clusters, t.ExpectedPods(), st); ok {
+				return st, nil
+			}
+		} else {
+			why = "the daemon has not published its status yet"
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("lab not ready after %v: %s; daemon log %s ends:\n%s", timeout, why, filepath.Join(dir, daemonLog), tail(filepath.Join(dir, daemonLog), 15))
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// readiness compares the daemon's pods with the pods wanted per cluster.
+func readiness(clusters []string, want map[string]int, st *daemon.Status) (bool, string) {
+	if !st.Synced {
+		return false, "the daemon is still listing pods"
+	}
+	serving := map[string]int{}
+	var problems []string
+	for _, p := range st.Pods {
+		switch {
+		case p.Error != "":
+			problems = append(problems, fmt.Sprintf("pod %s: %s", p.Key(), p.Error))
+		case p.Ready && p.Verified:
+			serving[p.Cluster]++
+		}
+	}
+	var missing []string
+	for _, c := range clusters {
+		if serving[c] != want[c] {
+			missing = append(missing, fmt.Sprintf("cluster %s has %d of %d pods serving", c, serving[c], want[c]))
+		}
+	}
+	sort.Strings(problems)
+	if len(missing) == 0 && len(problems) == 0 {
+		return true, ""
+	}
+	return false, strings.Join(append(missing, problems...), "; ")
+}
+
+// Report is what Down did.
+type Report struct {
+	Dir       string
+	DaemonPID int
+	Clusters  []string
+	// Nothing is true when there was no lab in Dir.
+	Nothing bool
+}
+
+// Down stops the daemon, deletes the clusters, removes the lab's files
+// and checks that no process of the lab is left.
+func Down(ctx context.Context, o Options) (*Report, error) {
+	if err := o.defaults(); err != nil {
+		return nil, err
+	}
+	r := &Report{Dir: o.Dir}
+	if !isLabDir(o.Dir) {
+		r.Nothing = true
+		return r, nil
+	}
+	unlock, err := lock(o.Dir)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	r.DaemonPID = daemonPID(o.Dir)
+	r.Clusters = existingClusters(o.Dir)
+	if err := cleanup(ctx, o.Dir, o.Out); err != nil {
+		return r, err
+	}
+	return r, nil
+}
+
+// Serve runs the daemon of the lab in dir until ctx ends (`lab serve`).
+func Serve(ctx context.Context, dir string) error {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	st, err := readState(abs)
+	if err != nil {
+		return fmt.Errorf("lab serve: no lab in %s: %w", abs, err)
+	}
+	t, err := topology.Parse(st.File, []byte(st.Source))
+	if err != nil {
+		return fmt.Errorf("lab serve: %w", err)
+	}
+	return daemon.Run(ctx, daemon.Config{
+		Dir: abs, Kubeconfig: st.Kubeconfig, Topology: t,
+		Context: func(c string) string { return st.Contexts[c] },
+	})
+}

@@ -1,0 +1,358 @@
+package lab_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mesh-verify/mesh-verify/lab"
+	"github.com/mesh-verify/mesh-verify/lab/daemon"
+	"github.com/mesh-verify/mesh-verify/lab/kwok"
+	"github.com/mesh-verify/mesh-verify/lab/labtest"
+)
+
+// The test binary doubles as the lab daemon: `<test binary> lab-serve DIR`
+// runs lab.Serve, as `mesh-verify lab serve --dir DIR` does, so the tests
+// need no separately built mesh-verify.
+func TestMain(m *testing.M) {
+	if len(os.Args) == 3 && os.Args[1] == "lab-serve" {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		err := lab.Serve(ctx, os.Args[2])
+		stop()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(3)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+func testDaemon(dir string) (*exec.Cmd, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	return exec.Command(exe, "lab-serve", dir), nil
+}
+
+// testLab is a lab directory with a guaranteed teardown: whatever the
+// test does, Down runs and nothing of the lab may be left running.
+type testLab struct {
+	t    *testing.T
+	bin  kwok.Binaries
+	dir  string
+	opts lab.Options
+}
+
+func newTestLab(t *testing.T) *testLab {
+	bin := labtest.Binaries(t)
+	// Short: kwokctl puts unix sockets and long pki paths in it.
+	dir, err := os.MkdirTemp("", "mvlab-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl := &testLab{t: t, bin: bin, dir: dir, opts: lab.Options{
+		Dir: dir, Bin: string(bin), Daemon: testDaemon, ReadyTimeout: time.Minute, Out: testWriter{t},
+	}}
+	t.Cleanup(func() {
+		pid := readPID(dir)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if _, err := lab.Down(ctx, tl.opts); err != nil {
+			t.Errorf("lab down: %v", err)
+		}
+		k, err := kwok.New(bin, dir)
+		if err == nil {
+			if left := k.Leftovers(); len(left) > 0 {
+				t.Errorf("processes left behind by the lab: %v", left)
+			}
+		}
+		if pid != 0 && alive(pid) {
+			t.Errorf("lab daemon pid %d still running", pid)
+		}
+		os.RemoveAll(dir)
+	})
+	return tl
+}
+
+func (tl *testLab) up(topology string) *lab.Lab {
+	tl.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	o := tl.opts
+	o.Topology = topology
+	start := time.Now()
+	l, err := lab.Up(ctx, o)
+	if err != nil {
+		tl.t.Fatalf("lab up %s: %v\ndaemon log:\n%s", topology, err, readFile(filepath.Join(tl.dir, "daemon.log")))
+	}
+	tl.t.Logf("lab up %s: %.1fs (reused %v)", topology, time.Since(start).Seconds(), l.Reused)
+	return l
+}
+
+// kubectl runs the lab's kubectl exactly as a user would, with the lab's
+// kubeconfig and its own cache directory.
+func (tl *testLab) kubectl(args ...string) string {
+	tl.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, tl.bin.Path("kubectl"), append([]string{"--kubeconfig", filepath.Join(tl.dir, "kubeconfig")}, args...)...)
+	cmd.Env = append(os.Environ(), "KUBECACHEDIR="+filepath.Join(tl.dir, "kubecache"))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		tl.t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+var forwarding = regexp.MustCompile(`Forwarding from 127\.0\.0\.1:(\d+) ->`)
+
+// portForward starts `kubectl port-forward` and returns the local base
+// URL; the process is killed by pid when the test ends.
+func (tl *testLab) portForward(args ...string) string {
+	tl.t.Helper()
+	full := append([]string{"--kubeconfig", filepath.Join(tl.dir, "kubeconfig")}, args...)
+	cmd := exec.Command(tl.bin.Path("kubectl"), append(full, "--address", "127.0.0.1")...)
+	cmd.Env = append(os.Environ(), "KUBECACHEDIR="+filepath.Join(tl.dir, "kubecache"))
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		tl.t.Fatal(err)
+	}
+	cmd.Stderr = testWriter{tl.t}
+	if err := cmd.Start(); err != nil {
+		tl.t.Fatal(err)
+	}
+	tl.t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	port := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if m := forwarding.FindStringSubmatch(sc.Text()); m != nil {
+				port <- m[1]
+				break
+			}
+		}
+		_, _ = io.Copy(io.Discard, stdout)
+	}()
+	select {
+	case p := <-port:
+		return "http://127.0.0.1:" + p
+	case <-time.After(20 * time.Second):
+		tl.t.Fatalf("kubectl port-forward %v printed no Forwarding line", args)
+		return ""
+	}
+}
+
+// get sends one request on a new connection (like siege's default
+// `connection: close`), so connection-balancing entries decide again.
+func get(t *testing.T, url, requestID string) string {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	req.Header.Set("X-Request-Id", requestID)
+	req.Close = true
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil}}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s: %s", url, resp.Status, b)
+	}
+	return string(b)
+}
+
+// waitFor polls cond until it holds or the timeout passes.
+func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestLab drives the lab the way a user does with kubectl: the Skupper
+// tutorial's second scenario, then a scale, a repeated up, a crashed
+// daemon and another topology, and down.
+func TestLab(t *testing.T) {
+	tl := newTestLab(t)
+	l := tl.up("skupper-2")
+	if l.Reused {
+		t.Fatal("first up reused a lab")
+	}
+
+	// kubectl get pods lists the topology's pods per cluster.
+	c2 := tl.kubectl("get", "pods", "-A", "--context", "kind-c2", "-o", "name")
+	c3 := tl.kubectl("get", "pods", "-A", "--context", "kind-c3", "-o", "name")
+	if strings.Count(c2, "pod/sample-spring-kotlin-microservice-") != 1 || strings.Count(c3, "pod/sample-spring-kotlin-microservice-") != 2 {
+		t.Fatalf("pods: c2 %q, c3 %q; want 1 and 2 sample app pods", c2, c3)
+	}
+	if cur := strings.TrimSpace(tl.kubectl("config", "current-context")); cur != "kind-c1" {
+		t.Errorf("current context %q, want kind-c1", cur)
+	}
+
+	// The tutorial's port-forward reaches the router, which answers with
+	// the sample app's JSON from c2 or c3; the logs of those clusters'
+	// pods show every request id.
+	base := tl.portForward("--context", "kind-c1", "-n", "interconnect", "port-forward", "svc/sample-spring-kotlin-microservice", ":8080")
+	var ids []string
+	for i := range 8 {
+		id := fmt.Sprintf("labtest-a-%d", i)
+		ids = append(ids, id)
+		if body := get(t, base+"/persons/1", id); !strings.Contains(body, `"name":"John Smith"`) {
+			t.Fatalf("GET /persons/1 = %q, want the sample app's person 1", body)
+		}
+	}
+	logs := func(ctx string) string {
+		return tl.kubectl("--context", ctx, "-n", "interconnect", "logs", "deploy/sample-spring-kotlin-microservice", "--all-pods=true")
+	}
+	all := logs("kind-c2") + logs("kind-c3")
+	for _, id := range ids {
+		if !strings.Contains(all, "request-id="+id) {
+			t.Errorf("request %s is in no pod log of c2 or c3:\n%s", id, all)
+		}
+	}
+	if !strings.Contains(all, "findById(1)") {
+		t.Errorf("logs lack the app's own line: %s", all)
+	}
+
+	// kubectl scale changes what the router routes to: with c3 at 0
+	// replicas, everything goes to c2.
+	tl.kubectl("--context", "kind-c3", "-n", "interconnect", "scale", "deploy/sample-spring-kotlin-microservice", "--replicas=0")
+	waitFor(t, "the router to drop c3", 30*time.Second, func() bool {
+		st, err := daemon.ReadStatus(tl.dir)
+		if err != nil {
+			return false
+		}
+		for _, p := range st.Pods {
+			if p.Role == daemon.RoleEntry {
+				return len(p.Backends) == 1 && strings.HasPrefix(p.Backends[0], "c2/")
+			}
+		}
+		return false
+	})
+	for i := range 6 {
+		get(t, base+"/persons/2", fmt.Sprintf("labtest-b-%d", i))
+	}
+	c2logs := logs("kind-c2")
+	for i := range 6 {
+		if id := fmt.Sprintf("labtest-b-%d", i); !strings.Contains(c2logs, "request-id="+id) {
+			t.Errorf("after scaling c3 to 0, request %s did not reach c2", id)
+		}
+	}
+	// The router's own log records the change, as `kubectl logs` of it.
+	if rl := tl.kubectl("--context", "kind-c1", "-n", "interconnect", "logs", "deploy/skupper-router"); !strings.Contains(rl, "backends of interconnect/sample-spring-kotlin-microservice: c2/") {
+		t.Errorf("router log lacks the backend change:\n%s", rl)
+	}
+
+	// up again with the same topology re-applies it (c3 back to 2 pods)
+	// and keeps the clusters and the daemon.
+	again := tl.up("skupper-2")
+	if !again.Reused || again.DaemonPID != l.DaemonPID {
+		t.Errorf("second up: reused %v, daemon %d (first %d)", again.Reused, again.DaemonPID, l.DaemonPID)
+	}
+	if c3 := tl.kubectl("get", "pods", "-A", "--context", "kind-c3", "-o", "name"); strings.Count(c3, "pod/") != 2 {
+		t.Errorf("after the second up c3 has pods %q, want 2", c3)
+	}
+
+	// A crashed daemon: the next up (another topology) cleans up the old
+	// lab — clusters c1..c3 — and brings up c1, c2 only.
+	if err := syscall.Kill(l.DaemonPID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the killed daemon to exit", 10*time.Second, func() bool { return !alive(l.DaemonPID) })
+	istio := tl.up("istio-mirror")
+	if istio.Reused || istio.DaemonPID == l.DaemonPID {
+		t.Fatalf("up after a crash reused the lab (daemon %d)", istio.DaemonPID)
+	}
+	k, _ := kwok.New(tl.bin, tl.dir)
+	if got := strings.Join(k.Existing(), ","); got != "c1,c2" {
+		t.Errorf("clusters after switching to istio-mirror: %s, want c1,c2", got)
+	}
+	for _, p := range k.Leftovers() {
+		if strings.Contains(p, "/clusters/c3/") {
+			t.Errorf("c3 process left: %s", p)
+		}
+	}
+	caller := tl.portForward("--context", "kind-c1", "port-forward", "svc/caller-service", ":8080")
+	if body := get(t, caller+"/caller/ping", "labtest-istio"); body != "I'm caller-service v1. Calling... I'm callme-service v1" {
+		t.Errorf("caller answered %q", body)
+	}
+
+	// status and env describe it.
+	r, err := lab.Status(context.Background(), lab.Options{Dir: tl.dir})
+	if err != nil || !r.Ready || r.DaemonPID != istio.DaemonPID {
+		t.Fatalf("status: %+v, %v", r, err)
+	}
+	if p, err := lab.Env(lab.Options{Dir: tl.dir}); err != nil || p != filepath.Join(tl.dir, "kubeconfig") {
+		t.Errorf("env = %q, %v", p, err)
+	}
+
+	// down leaves nothing: no daemon, no cluster process, no files.
+	rep, err := lab.Down(context.Background(), tl.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.DaemonPID != istio.DaemonPID || strings.Join(rep.Clusters, ",") != "c1,c2" {
+		t.Errorf("down report %+v", rep)
+	}
+	if alive(istio.DaemonPID) {
+		t.Errorf("daemon %d alive after down", istio.DaemonPID)
+	}
+	if left := k.Leftovers(); len(left) > 0 {
+		t.Errorf("left after down: %v", left)
+	}
+	if _, err := os.Stat(tl.dir); !os.IsNotExist(err) {
+		t.Errorf("lab directory still there after down: %v", err)
+	}
+	if _, err := lab.Status(context.Background(), lab.Options{Dir: tl.dir}); err == nil {
+		t.Error("status found a lab after down")
+	}
+}
+
+func readPID(dir string) int {
+	var pid int
+	_, _ = fmt.Sscan(readFile(filepath.Join(dir, daemon.PIDFile)), &pid)
+	return pid
+}
+
+func alive(pid int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	s := string(stat)
+	i := strings.LastIndexByte(s, ')')
+	return i >= 0 && i+2 < len(s) && s[i+2] != 'Z' && s[i+2] != 'X'
+}
+
+func readFile(p string) string {
+	b, _ := os.ReadFile(p)
+	return string(b)
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}

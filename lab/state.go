@@ -1,0 +1,136 @@
+package lab
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"syscall"
+	"time"
+
+	"github.com/mesh-verify/mesh-verify/lab/daemon"
+)
+
+// Files in the lab directory. Down removes exactly these (and nothing else
+// a user may have put in a --dir), then the directory if it is empty.
+const (
+	stateFile  = "lab.json"
+	daemonLog  = "daemon.log"
+	lockFile   = ".lock"
+	kubeconfig = "kubeconfig"
+)
+
+func labFiles() []string {
+	return []string{stateFile, daemonLog, lockFile, kubeconfig, daemon.PIDFile, daemon.StatusFile,
+		"kwok.yaml", "kwok", "kubecache", "logs"}
+}
+
+// DefaultDir is ${XDG_STATE_HOME:-~/.local/state}/mesh-verify/lab: state,
+// not configuration, and never under ~/.kube.
+func DefaultDir() (string, error) {
+	base := os.Getenv("XDG_STATE_HOME")
+	if base == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", fmt.Errorf("lab directory: no $XDG_STATE_HOME and no home directory: %w", err)
+		}
+		base = filepath.Join(home, ".local", "state")
+	}
+	return filepath.Join(base, "mesh-verify", "lab"), nil
+}
+
+// State is what `lab up` recorded: enough for `lab serve`, `status` and
+// `down` to work without the topology file or the build tree.
+type State struct {
+	// Topology is the name; Source its YAML as applied, so the daemon
+	// serves exactly what was created even if the file changed since.
+	Topology   string            `json:"topology"`
+	File       string            `json:"file"`
+	Source     string            `json:"source"`
+	Bin        string            `json:"bin"`
+	Kubeconfig string            `json:"kubeconfig"`
+	Clusters   []string          `json:"clusters"`
+	Contexts   map[string]string `json:"contexts"`
+	Created    time.Time         `json:"created"`
+	// Ready is set once `lab up` saw every pod serving.
+	Ready bool `json:"ready"`
+}
+
+func readState(dir string) (*State, error) {
+	b, err := os.ReadFile(filepath.Join(dir, stateFile))
+	if err != nil {
+		return nil, err
+	}
+	var s State
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, fmt.Errorf("lab state %s: %w", filepath.Join(dir, stateFile), err)
+	}
+	return &s, nil
+}
+
+func writeState(dir string, s *State) error {
+	b, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := filepath.Join(dir, "."+stateFile+".tmp")
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("write lab state: %w", err)
+	}
+	return os.Rename(tmp, filepath.Join(dir, stateFile))
+}
+
+// removeState deletes the lab's files from dir, and dir when empty.
+func removeState(dir string) error {
+	var errs []error
+	for _, f := range labFiles() {
+		if f == lockFile {
+			continue // held by the caller; removed last
+		}
+		if err := os.RemoveAll(filepath.Join(dir, f)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) == 1 && entries[0].Name() == lockFile || len(entries) == 0 {
+		_ = os.Remove(filepath.Join(dir, lockFile))
+		_ = os.Remove(dir)
+	}
+	return errors.Join(errs...)
+}
+
+// lock serialises lab commands on one directory (flock; released when
+// the process dies, so a crashed `lab up` never blocks the next one).
+func lock(dir string) (func(), error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create lab directory %s: %w", dir, err)
+	}
+	f, err := os.OpenFile(filepath.Join(dir, lockFile), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("lock lab directory: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("another mesh-verify lab command is running on %s", dir)
+	}
+	return func() {
+		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		f.Close()
+	}, nil
+}
+
+// isLabDir reports whether dir holds a lab (so Down may clean it).
+func isLabDir(dir string) bool {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	for _, e := range entries {
+		if slices.Contains([]string{stateFile, "kwok", daemon.PIDFile}, e.Name()) {
+			return true
+		}
+	}
+	return false
+}

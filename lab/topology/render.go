@@ -1,0 +1,156 @@
+package topology
+
+import (
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// Labels the lab puts on what it creates. The app and version labels are
+// the tutorials' own (their Services and Istio subsets select them); the
+// lab.mesh-verify.io ones tell the lab daemon which app or entry a pod
+// plays, since pod names are generated.
+const (
+	LabelApp     = "app"
+	LabelVersion = "version"
+	LabelLabApp  = "lab.mesh-verify.io/app"
+	LabelEntry   = "lab.mesh-verify.io/entry"
+	// LabelManaged marks every pod the daemon serves; its watch selects it.
+	LabelManaged = "lab.mesh-verify.io/managed"
+	// AnnotationKind records the app kind on the pod template.
+	AnnotationKind = "lab.mesh-verify.io/kind"
+)
+
+// NodeName is the simulated node of every cluster.
+const NodeName = "kwok-node-0"
+
+// Node is the kwok node each cluster schedules its pods on. kwok's
+// controller runs with --manage-all-nodes, but the annotation is the
+// documented marker and keeps working if that ever changes.
+func Node() *corev1.Node {
+	capacity := corev1.ResourceList{
+		corev1.ResourceCPU:    resource.MustParse("32"),
+		corev1.ResourceMemory: resource.MustParse("256Gi"),
+		corev1.ResourcePods:   resource.MustParse("110"),
+	}
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        NodeName,
+			Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"},
+			Labels:      map[string]string{"type": "kwok", "kubernetes.io/hostname": NodeName},
+		},
+		Status: corev1.NodeStatus{Allocatable: capacity, Capacity: capacity},
+	}
+}
+
+// Deployments renders the Deployments of cluster: the apps that list it
+// in replicas and the gateway entries placed in it.
+func (t *Topology) Deployments(cluster string) []*appsv1.Deployment {
+	var out []*appsv1.Deployment
+	for _, a := range t.Apps {
+		n, ok := a.Replicas[cluster]
+		if !ok {
+			continue
+		}
+		labels := map[string]string{LabelApp: a.Service, LabelVersion: a.Version, LabelLabApp: a.Name, LabelManaged: "true"}
+		out = append(out, deployment(a.Namespace, a.Name, n, labels, a.Kind, a.Port, []corev1.EnvVar{{Name: "VERSION", Value: a.Version}}))
+	}
+	for _, e := range t.Entries {
+		if e.Cluster != cluster || !e.Gateway() {
+			continue
+		}
+		labels := map[string]string{LabelApp: e.Name, LabelEntry: e.Name, LabelManaged: "true"}
+		out = append(out, deployment(e.Namespace, e.Name, e.Pods(), labels, "mesh-entry", e.Port, nil))
+	}
+	return out
+}
+
+func deployment(ns, name string, replicas int, labels map[string]string, kind string, port Port, env []corev1.EnvVar) *appsv1.Deployment {
+	r := int32(replicas)
+	selector := map[string]string{}
+	for k, v := range labels {
+		if k != LabelManaged {
+			selector[k] = v
+		}
+	}
+	return &appsv1.Deployment{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &r,
+			Selector: &metav1.LabelSelector{MatchLabels: selector},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{
+					Labels:      labels,
+					Annotations: map[string]string{AnnotationKind: kind, "kubectl.kubernetes.io/default-container": name},
+				},
+				Spec: corev1.PodSpec{
+					// The node has no taint, so no toleration is needed;
+					// the selector keeps pods on the simulated node.
+					NodeSelector: map[string]string{"type": "kwok"},
+					Containers: []corev1.Container{{
+						Name:  name,
+						Image: fmt.Sprintf("lab.mesh-verify.io/%s:%s", kind, "latest"),
+						Ports: []corev1.ContainerPort{{Name: port.Name, ContainerPort: port.Number, Protocol: corev1.ProtocolTCP}},
+						Env:   env,
+					}},
+				},
+			},
+		},
+	}
+}
+
+// ServiceObjects renders the Services of cluster: declared app Services
+// and the gateway entries' Services.
+func (t *Topology) ServiceObjects(cluster string) []*corev1.Service {
+	var out []*corev1.Service
+	for i := range t.Services {
+		s := &t.Services[i]
+		in := false
+		for _, c := range t.ServiceClusters(s) {
+			in = in || c == cluster
+		}
+		if !in {
+			continue
+		}
+		portName := DefaultPortName
+		for _, a := range t.Apps {
+			if a.Service == s.Name && a.Namespace == s.Namespace {
+				portName = a.Port.Name
+				break
+			}
+		}
+		labels := map[string]string{LabelApp: s.Name}
+		for k, v := range s.Labels {
+			labels[k] = v
+		}
+		out = append(out, service(s.Namespace, s.Name, labels, s.Annotations, map[string]string{LabelApp: s.Name}, s.Port, portName))
+	}
+	for _, e := range t.Entries {
+		if e.Cluster != cluster || !e.Gateway() {
+			continue
+		}
+		out = append(out, service(e.Namespace, e.Service, map[string]string{LabelApp: e.Service}, nil,
+			map[string]string{LabelEntry: e.Name}, e.Port.Number, e.Port.Name))
+	}
+	return out
+}
+
+func service(ns, name string, labels, annotations, selector map[string]string, port int32, targetPort string) *corev1.Service {
+	return &corev1.Service{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels, Annotations: annotations},
+		Spec: corev1.ServiceSpec{
+			Type:     corev1.ServiceTypeClusterIP,
+			Selector: selector,
+			Ports: []corev1.ServicePort{{
+				Name: "http", Port: port, Protocol: corev1.ProtocolTCP,
+				TargetPort: intstr.FromString(targetPort),
+			}},
+		},
+	}
+}

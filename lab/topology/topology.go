@@ -1,0 +1,332 @@
+// Package topology is the local lab's description of what runs where: the
+// clusters, the tutorial apps deployed in each (as real apps/v1
+// Deployments and Services), and the mesh entries — a Skupper router, a
+// caller's sidecar, a gateway — with the mesh simulator policy that plays
+// their data plane. It loads the YAML strictly (unknown fields are errors,
+// and every error names the file, the line and the field) and renders the
+// Kubernetes objects `lab up` applies.
+package topology
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/mesh-verify/mesh-verify/lab/meshsim"
+)
+
+// APIVersion and Kind every topology file declares.
+const (
+	APIVersion = "lab.mesh-verify.io/v1alpha1"
+	Kind       = "Topology"
+)
+
+// Defaults for what a topology leaves out.
+const (
+	DefaultNamespace = "default"
+	DefaultPort      = 8080
+	DefaultPortName  = "http"
+)
+
+// Topology is one lab layout, typically one seed experiment.
+type Topology struct {
+	APIVersion string   `yaml:"apiVersion"`
+	Kind       string   `yaml:"kind"`
+	Metadata   Metadata `yaml:"metadata"`
+	// Clusters are created in this order, with contexts kind-<name>. The
+	// first one is the current context, as after `kubectx kind-c1`.
+	Clusters []string  `yaml:"clusters"`
+	Apps     []App     `yaml:"apps"`
+	Services []Service `yaml:"services"`
+	Entries  []Entry   `yaml:"entries"`
+
+	// File is where the topology was loaded from ("builtin:NAME" for the
+	// embedded catalog).
+	File string `yaml:"-"`
+}
+
+// Metadata names a topology.
+type Metadata struct {
+	Name        string `yaml:"name"`
+	Description string `yaml:"description"`
+	// Seed says which tutorial experiment this reproduces, for people
+	// reading `lab status`.
+	Seed string `yaml:"seed"`
+}
+
+// Port is a container port with its name; Services target the name, as
+// the tutorials' manifests do, so `kubectl port-forward svc/x 8080`
+// resolves it like on a real cluster.
+type Port struct {
+	Number int32  `yaml:"number"`
+	Name   string `yaml:"name"`
+}
+
+// App is one Deployment of a tutorial app, present in every cluster listed
+// in Replicas.
+type App struct {
+	// Name is the Deployment's and its container's name.
+	Name string `yaml:"name"`
+	// Kind is the lab/apps kind: callme, caller, persons or echo.
+	Kind string `yaml:"kind"`
+	// Service is the Service the pods belong to: they carry the label
+	// app=<Service>, which the Service selects.
+	Service string `yaml:"service"`
+	// Version is the pods' version label and what the app says it is.
+	Version   string `yaml:"version"`
+	Namespace string `yaml:"namespace"`
+	Port      Port   `yaml:"port"`
+	// Replicas per cluster; 0 keeps a Deployment scaled to zero, as in
+	// the Skupper tutorial's third scenario.
+	Replicas map[string]int `yaml:"replicas"`
+	// Calls is the authority a caller addresses its callee by, like
+	// "callme-service:8080"; its sidecar entry carries the call.
+	Calls string `yaml:"calls"`
+	// Delay is a service time every answer takes, like "50ms": real apps
+	// are not instant, and a connection-balancing router's choices depend
+	// on how many connections are open at once.
+	Delay time.Duration `yaml:"delay"`
+}
+
+// Service is a ClusterIP Service over the pods of the apps that name it.
+type Service struct {
+	Name      string `yaml:"name"`
+	Namespace string `yaml:"namespace"`
+	// Port is the Service port; it targets the apps' named port.
+	Port int32 `yaml:"port"`
+	// Clusters defaults to the clusters where one of its apps has a
+	// Deployment; list more to create the Service where no pod runs (the
+	// Cilium tutorial's callme-service in c1).
+	Clusters    []string          `yaml:"clusters"`
+	Annotations map[string]string `yaml:"annotations"`
+	Labels      map[string]string `yaml:"labels"`
+}
+
+// Entry is where traffic enters the simulated mesh. A gateway entry has
+// its own pods (Deployment Name in Cluster) behind its own Service; a
+// sidecar entry rides in the pods of a caller app (SidecarOf), which send
+// their calls through it. Either way each pod gets its own mesh simulator
+// routing to the ready pods of the To Service in every cluster.
+type Entry struct {
+	Name      string `yaml:"name"`
+	Cluster   string `yaml:"cluster"`
+	Namespace string `yaml:"namespace"`
+
+	// Gateway entries.
+	Service  string `yaml:"service"`
+	Port     Port   `yaml:"port"`
+	Replicas *int   `yaml:"replicas"`
+
+	// Sidecar entries.
+	SidecarOf string `yaml:"sidecarOf"`
+
+	// To is the Service (in the entry's namespace, in every cluster) whose
+	// ready pods are the backends.
+	To     string `yaml:"to"`
+	Policy Policy `yaml:"policy"`
+}
+
+// Gateway reports whether the entry runs its own pods.
+func (e *Entry) Gateway() bool { return e.SidecarOf == "" }
+
+// Pods is how many gateway pods the entry runs (0 for a sidecar).
+func (e *Entry) Pods() int {
+	switch {
+	case !e.Gateway():
+		return 0
+	case e.Replicas == nil:
+		return 1
+	}
+	return *e.Replicas
+}
+
+// Policy is the mesh simulator's routing policy (lab/meshsim.Policy).
+type Policy struct {
+	// Mode: per-cluster, per-pod, balanced, weighted or failover.
+	Mode string `yaml:"mode"`
+	// Costs are balanced mode's link costs per cluster (Skupper's
+	// `skupper link create --cost`); the entry's own cluster costs 0.
+	Costs map[string]float64 `yaml:"costs"`
+	// Weights per cluster or version (WeightBy) for weighted mode.
+	Weights  map[string]float64 `yaml:"weights"`
+	WeightBy string             `yaml:"weightBy"`
+	// Order is failover mode's cluster preference.
+	Order []string `yaml:"order"`
+	// PerConnection keeps one choice per inbound TCP connection.
+	PerConnection bool    `yaml:"perConnection"`
+	Mirror        *Mirror `yaml:"mirror"`
+}
+
+// Mirror copies Percent% of the requests to the pods matching Version
+// and/or Cluster (Istio's mirror + mirrorPercentage).
+type Mirror struct {
+	Version string  `yaml:"version"`
+	Cluster string  `yaml:"cluster"`
+	Percent float64 `yaml:"percent"`
+}
+
+// Sim converts the policy for meshsim.New; local is the entry's cluster.
+func (p Policy) Sim(local string) meshsim.Policy {
+	out := meshsim.Policy{
+		Mode:          p.Mode,
+		Local:         local,
+		Costs:         p.Costs,
+		Weights:       p.Weights,
+		WeightBy:      p.WeightBy,
+		Order:         p.Order,
+		PerConnection: p.PerConnection,
+	}
+	if p.Mode == meshsim.ModeWeighted && out.WeightBy == "" {
+		out.WeightBy = meshsim.ByCluster
+	}
+	if p.Mirror != nil {
+		out.Mirror = &meshsim.Mirror{Version: p.Mirror.Version, Cluster: p.Mirror.Cluster, Percent: p.Mirror.Percent}
+	}
+	return out
+}
+
+// applyDefaults fills in namespaces, ports and weightBy.
+func (t *Topology) applyDefaults() {
+	for i := range t.Apps {
+		a := &t.Apps[i]
+		a.Namespace = orDefault(a.Namespace, DefaultNamespace)
+		a.Version = orDefault(a.Version, "v1")
+		a.Port = a.Port.withDefaults()
+	}
+	for i := range t.Services {
+		s := &t.Services[i]
+		s.Namespace = orDefault(s.Namespace, DefaultNamespace)
+		if s.Port == 0 {
+			s.Port = DefaultPort
+		}
+	}
+	for i := range t.Entries {
+		e := &t.Entries[i]
+		e.Namespace = orDefault(e.Namespace, DefaultNamespace)
+		if e.Gateway() {
+			e.Port = e.Port.withDefaults()
+		}
+		if e.Policy.Mode == meshsim.ModeWeighted && e.Policy.WeightBy == "" {
+			e.Policy.WeightBy = meshsim.ByCluster
+		}
+	}
+}
+
+func (p Port) withDefaults() Port {
+	if p.Number == 0 {
+		p.Number = DefaultPort
+	}
+	p.Name = orDefault(p.Name, DefaultPortName)
+	return p
+}
+
+func orDefault(v, d string) string {
+	if v == "" {
+		return d
+	}
+	return v
+}
+
+// App returns the app with this name, or nil.
+func (t *Topology) App(name string) *App {
+	for i := range t.Apps {
+		if t.Apps[i].Name == name {
+			return &t.Apps[i]
+		}
+	}
+	return nil
+}
+
+// Entry returns the entry with this name, or nil.
+func (t *Topology) Entry(name string) *Entry {
+	for i := range t.Entries {
+		if t.Entries[i].Name == name {
+			return &t.Entries[i]
+		}
+	}
+	return nil
+}
+
+// SidecarFor returns the sidecar entry riding in app's pods in cluster, or nil.
+func (t *Topology) SidecarFor(app, cluster string) *Entry {
+	for i := range t.Entries {
+		if e := &t.Entries[i]; e.SidecarOf == app && e.Cluster == cluster {
+			return e
+		}
+	}
+	return nil
+}
+
+// ServiceClusters lists, in topology order, the clusters that get Service s.
+func (t *Topology) ServiceClusters(s *Service) []string {
+	if len(s.Clusters) > 0 {
+		return s.Clusters
+	}
+	in := map[string]bool{}
+	for _, a := range t.Apps {
+		if a.Service == s.Name && a.Namespace == s.Namespace {
+			for c := range a.Replicas {
+				in[c] = true
+			}
+		}
+	}
+	var out []string
+	for _, c := range t.Clusters {
+		if in[c] {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// ExpectedPods counts the pods each cluster runs once the lab is up:
+// every app's replicas plus every gateway entry's pods.
+func (t *Topology) ExpectedPods() map[string]int {
+	out := map[string]int{}
+	for _, c := range t.Clusters {
+		out[c] = 0
+	}
+	for _, a := range t.Apps {
+		for c, n := range a.Replicas {
+			out[c] += n
+		}
+	}
+	for _, e := range t.Entries {
+		out[e.Cluster] += e.Pods()
+	}
+	return out
+}
+
+// Namespaces lists the namespaces cluster needs, sorted.
+func (t *Topology) Namespaces(cluster string) []string {
+	set := map[string]bool{}
+	for _, a := range t.Apps {
+		if _, ok := a.Replicas[cluster]; ok {
+			set[a.Namespace] = true
+		}
+	}
+	for i := range t.Services {
+		s := &t.Services[i]
+		for _, c := range t.ServiceClusters(s) {
+			if c == cluster {
+				set[s.Namespace] = true
+			}
+		}
+	}
+	for _, e := range t.Entries {
+		if e.Cluster == cluster {
+			set[e.Namespace] = true
+		}
+	}
+	out := make([]string, 0, len(set))
+	for ns := range set {
+		out = append(out, ns)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// String is a one-line summary for messages.
+func (t *Topology) String() string {
+	return fmt.Sprintf("topology %s (%d clusters, %d apps, %d entries)", t.Metadata.Name, len(t.Clusters), len(t.Apps), len(t.Entries))
+}

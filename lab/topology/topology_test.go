@@ -1,0 +1,135 @@
+package topology
+
+import (
+	"strings"
+	"testing"
+)
+
+const good = `apiVersion: lab.mesh-verify.io/v1alpha1
+kind: Topology
+metadata: {name: t1}
+clusters: [c1, c2]
+apps:
+  - name: callme
+    kind: callme
+    service: callme-service
+    replicas: {c1: 1, c2: 2}
+  - name: caller
+    kind: caller
+    service: caller-service
+    replicas: {c1: 1}
+    calls: callme-service:8080
+services:
+  - name: callme-service
+  - name: caller-service
+    clusters: [c1]
+entries:
+  - name: router
+    cluster: c1
+    service: entry
+    to: callme-service
+    policy: {mode: balanced, costs: {c2: 3}}
+  - name: sidecar
+    cluster: c1
+    sidecarOf: caller
+    to: callme-service
+    policy: {mode: weighted, weights: {c1: 9, c2: 1}}
+`
+
+func TestParseGood(t *testing.T) {
+	top, err := Parse("t.yaml", []byte(good))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := top.ExpectedPods(); got["c1"] != 3 || got["c2"] != 2 {
+		t.Errorf("ExpectedPods = %v, want c1=3 (callme, caller, router) c2=2", got)
+	}
+	a := top.App("callme")
+	if a.Namespace != "default" || a.Port != (Port{8080, "http"}) || a.Version != "v1" {
+		t.Errorf("defaults not applied: %+v", a)
+	}
+	if p := top.Entry("sidecar").Policy.Sim("c1"); p.WeightBy != "cluster" || p.Local != "c1" {
+		t.Errorf("sim policy = %+v", p)
+	}
+	if got := top.ServiceClusters(top.ServiceByName("default", "callme-service")); strings.Join(got, ",") != "c1,c2" {
+		t.Errorf("callme-service clusters = %v", got)
+	}
+	ds := top.Deployments("c1")
+	if len(ds) != 3 || ds[2].Name != "router" || ds[2].Spec.Template.Labels[LabelEntry] != "router" {
+		t.Fatalf("c1 Deployments = %d, last %v", len(ds), ds[len(ds)-1].Name)
+	}
+	if *ds[0].Spec.Replicas != 1 || ds[0].Spec.Template.Labels[LabelApp] != "callme-service" ||
+		ds[0].Spec.Template.Spec.Containers[0].Ports[0].Name != "http" {
+		t.Errorf("callme Deployment = %+v", ds[0].Spec)
+	}
+	svcs := top.ServiceObjects("c1")
+	names := []string{}
+	for _, s := range svcs {
+		names = append(names, s.Name+"->"+s.Spec.Ports[0].TargetPort.String())
+	}
+	if strings.Join(names, " ") != "callme-service->http caller-service->http entry->http" {
+		t.Errorf("c1 Services = %v", names)
+	}
+	if got := top.Namespaces("c2"); len(got) != 1 || got[0] != "default" {
+		t.Errorf("Namespaces(c2) = %v", got)
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	cases := []struct{ name, edit, want string }{
+		{"unknown field", "    calls: callme-service:8080\n", "    calls: callme-service:8080\n    cals: x\n"},
+		{"unknown cluster", "{c1: 1, c2: 2}", "{c1: 1, c4: 2}"},
+		{"bad kind", "kind: callme\n", "kind: callmee\n"},
+		{"bad mode", "mode: balanced", "mode: balance"},
+		{"cost of unknown cluster", "costs: {c2: 3}", "costs: {c9: 3}"},
+		{"undeclared service", "to: callme-service\n    policy: {mode: balanced", "to: nope\n    policy: {mode: balanced"},
+		{"weights in wrong mode", "{mode: balanced, costs: {c2: 3}}", "{mode: balanced, weights: {c1: 1}}"},
+	}
+	wants := map[string][]string{
+		"unknown field":           {"t.yaml:15", "unknown field cals"},
+		"unknown cluster":         {"t.yaml:9:", "apps[0].replicas.c4", `unknown cluster "c4" (declared: c1, c2)`},
+		"bad kind":                {"t.yaml:7:", "apps[0].kind", `unknown kind "callmee"`},
+		"bad mode":                {"t.yaml:24:20", "entries[0].policy.mode", `unknown mode "balance"`},
+		"cost of unknown cluster": {"entries[0].policy.costs.c9", "unknown cluster"},
+		"undeclared service":      {"t.yaml:23:9", "entries[0].to", "no Service default/nope"},
+		"weights in wrong mode":   {"entries[0].policy.weights", "applies to mode weighted"},
+	}
+	for _, c := range cases {
+		src := good
+		if c.edit != "" {
+			if !strings.Contains(src, c.edit) {
+				t.Fatalf("%s: edit %q not in the sample", c.name, c.edit)
+			}
+			src = strings.Replace(src, c.edit, c.want, 1)
+		}
+		_, err := Parse("t.yaml", []byte(src))
+		if err == nil {
+			t.Errorf("%s: no error", c.name)
+			continue
+		}
+		for _, w := range wants[c.name] {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: error %q does not contain %q", c.name, err, w)
+			}
+		}
+	}
+}
+
+func TestCallerNeedsSidecar(t *testing.T) {
+	src := strings.Replace(good, "    sidecarOf: caller\n", "    sidecarOf: callme\n", 1)
+	_, err := Parse("t.yaml", []byte(src))
+	for _, w := range []string{"caller caller in cluster c1 has no sidecar entry", "app callme is a callme; only a caller"} {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Errorf("error %v, want %q", err, w)
+		}
+	}
+}
+
+func TestEmptyAndMultiDoc(t *testing.T) {
+	if _, err := Parse("e.yaml", nil); err == nil || !strings.Contains(err.Error(), "empty topology") {
+		t.Errorf("empty: %v", err)
+	}
+	if _, err := Parse("m.yaml", []byte(good+"---\n"+good)); err == nil || !strings.Contains(err.Error(), "second YAML document") {
+		t.Errorf("two documents: %v", err)
+	}
+}

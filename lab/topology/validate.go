@@ -1,0 +1,390 @@
+package topology
+
+import (
+	"fmt"
+	"math"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/mesh-verify/mesh-verify/lab/apps"
+	"github.com/mesh-verify/mesh-verify/lab/meshsim"
+)
+
+// Kubernetes name rules: clusters, namespaces, Services and Deployments
+// are DNS-1123 labels (Services and Deployments must also start with a
+// letter to be safe everywhere, DNS-1035).
+var (
+	dnsLabel    = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+	dns1035     = regexp.MustCompile(`^[a-z]([-a-z0-9]*[a-z0-9])?$`)
+	ianaSvcName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+	authority   = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?(:[0-9]{1,5})?$`)
+)
+
+// AppKinds are the lab/apps kinds an app may be.
+func AppKinds() []string {
+	return []string{apps.KindCallme, apps.KindCaller, apps.KindPersons, apps.KindEcho}
+}
+
+// Modes are the mesh simulator's routing modes.
+func Modes() []string {
+	return []string{meshsim.ModePerCluster, meshsim.ModePerPod, meshsim.ModeBalanced, meshsim.ModeWeighted, meshsim.ModeFailover}
+}
+
+type checker struct{ issues []issue }
+
+func (c *checker) add(path []any, format string, args ...any) {
+	c.issues = append(c.issues, issue{path: slices.Clone(path), msg: fmt.Sprintf(format, args...)})
+}
+
+func at(base []any, more ...any) []any { return append(slices.Clone(base), more...) }
+
+// Validate checks a topology built in code (Parse validates what it
+// returns); errors carry the field but no line.
+func (t *Topology) Validate() error {
+	t.applyDefaults()
+	var errs Errors
+	for _, i := range t.check() {
+		errs = append(errs, &Error{File: t.File, Field: i.field(), Msg: i.msg})
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return errs
+}
+
+func (t *Topology) check() []issue {
+	c := &checker{}
+	if t.APIVersion != APIVersion {
+		c.add([]any{"apiVersion"}, "want %s, got %q", APIVersion, t.APIVersion)
+	}
+	if t.Kind != Kind {
+		c.add([]any{"kind"}, "want %s, got %q", Kind, t.Kind)
+	}
+	if !dnsLabel.MatchString(t.Metadata.Name) {
+		c.add([]any{"metadata", "name"}, "want a name of lowercase letters, digits and '-', like skupper-1, got %q", t.Metadata.Name)
+	}
+	t.checkClusters(c)
+	t.checkServices(c)
+	t.checkApps(c)
+	t.checkEntries(c)
+	return c.issues
+}
+
+func (t *Topology) declared(cluster string) bool { return slices.Contains(t.Clusters, cluster) }
+
+func (t *Topology) unknownCluster(name string) string {
+	return fmt.Sprintf("unknown cluster %q (declared: %s)", name, strings.Join(t.Clusters, ", "))
+}
+
+func (t *Topology) checkClusters(c *checker) {
+	if len(t.Clusters) == 0 {
+		c.add([]any{"clusters"}, "required: the clusters to create, like [c1, c2, c3]")
+	}
+	seen := map[string]bool{}
+	for i, cl := range t.Clusters {
+		p := []any{"clusters", i}
+		switch {
+		case !dnsLabel.MatchString(cl) || len(cl) > 20:
+			// kwokctl names processes and directories after it; keep it short.
+			c.add(p, "invalid cluster name %q: want up to 20 lowercase letters, digits and '-', like c1", cl)
+		case seen[cl]:
+			c.add(p, "duplicate cluster %q", cl)
+		}
+		seen[cl] = true
+	}
+}
+
+func checkName(c *checker, p []any, what, name string) {
+	switch {
+	case name == "":
+		c.add(p, "required: the %s name", what)
+	case !dns1035.MatchString(name) || len(name) > 63:
+		c.add(p, "invalid %s name %q: want up to 63 lowercase letters, digits and '-', starting with a letter", what, name)
+	}
+}
+
+func checkNamespace(c *checker, p []any, ns string) {
+	if !dnsLabel.MatchString(ns) || len(ns) > 63 {
+		c.add(p, "invalid namespace %q: want up to 63 lowercase letters, digits and '-'", ns)
+	}
+}
+
+func checkPort(c *checker, p []any, port Port) {
+	if port.Number < 1 || port.Number > 65535 {
+		c.add(at(p, "number"), "want a port in 1..65535, got %d", port.Number)
+	}
+	if len(port.Name) > 15 || !ianaSvcName.MatchString(port.Name) || !strings.ContainsAny(port.Name, "abcdefghijklmnopqrstuvwxyz") {
+		c.add(at(p, "name"), "invalid port name %q: want up to 15 lowercase letters, digits and '-', with a letter", port.Name)
+	}
+}
+
+// ServiceByName returns the declared Service ns/name, or nil.
+func (t *Topology) ServiceByName(ns, name string) *Service {
+	for i := range t.Services {
+		if s := &t.Services[i]; s.Name == name && s.Namespace == ns {
+			return s
+		}
+	}
+	return nil
+}
+
+func (t *Topology) checkServices(c *checker) {
+	seen := map[string]int{}
+	for i := range t.Services {
+		s := &t.Services[i]
+		p := []any{"services", i}
+		checkName(c, at(p, "name"), "Service", s.Name)
+		checkNamespace(c, at(p, "namespace"), s.Namespace)
+		key := s.Namespace + "/" + s.Name
+		if j, dup := seen[key]; dup {
+			c.add(at(p, "name"), "duplicate Service %s (also services[%d])", key, j)
+		}
+		seen[key] = i
+		if s.Port < 1 || s.Port > 65535 {
+			c.add(at(p, "port"), "want a port in 1..65535, got %d", s.Port)
+		}
+		for j, cl := range s.Clusters {
+			if !t.declared(cl) {
+				c.add(at(p, "clusters", j), "%s", t.unknownCluster(cl))
+			}
+		}
+		used := false
+		var portNames []string
+		for _, a := range t.Apps {
+			if a.Service == s.Name && a.Namespace == s.Namespace {
+				used = true
+				if !slices.Contains(portNames, a.Port.Name) {
+					portNames = append(portNames, a.Port.Name)
+				}
+			}
+		}
+		switch {
+		case !used:
+			c.add(at(p, "name"), "no app names Service %s as its service: it would select no pod", key)
+		case len(portNames) > 1:
+			c.add(at(p, "name"), "the apps of Service %s name their port differently (%s): the Service targets one port name", key, strings.Join(portNames, ", "))
+		}
+	}
+}
+
+func (t *Topology) checkApps(c *checker) {
+	if len(t.Apps) == 0 {
+		c.add([]any{"apps"}, "required: at least one app")
+	}
+	seen := map[string]int{}
+	for i := range t.Apps {
+		a := &t.Apps[i]
+		p := []any{"apps", i}
+		checkName(c, at(p, "name"), "app (Deployment)", a.Name)
+		if j, dup := seen[a.Name]; dup {
+			// Names are global, not per namespace: pods are matched to
+			// their app by the Deployment name label alone.
+			c.add(at(p, "name"), "duplicate app %q (also apps[%d])", a.Name, j)
+		}
+		seen[a.Name] = i
+		if !slices.Contains(AppKinds(), a.Kind) {
+			c.add(at(p, "kind"), "unknown kind %q (known: %s)", a.Kind, strings.Join(AppKinds(), ", "))
+		}
+		checkNamespace(c, at(p, "namespace"), a.Namespace)
+		if !dnsLabel.MatchString(a.Version) || len(a.Version) > 63 {
+			c.add(at(p, "version"), "invalid version %q: it is a label value, like v1", a.Version)
+		}
+		checkPort(c, at(p, "port"), a.Port)
+		switch {
+		case a.Service == "":
+			c.add(at(p, "service"), "required: the Service the pods belong to (declared under services)")
+		case t.ServiceByName(a.Namespace, a.Service) == nil:
+			c.add(at(p, "service"), "no Service %s/%s is declared under services", a.Namespace, a.Service)
+		}
+		if len(a.Replicas) == 0 {
+			c.add(at(p, "replicas"), "required: replicas per cluster, like {c2: 1, c3: 2}")
+		}
+		for _, cl := range sortedKeys(a.Replicas) {
+			switch n := a.Replicas[cl]; {
+			case !t.declared(cl):
+				c.add(at(p, "replicas", cl), "%s", t.unknownCluster(cl))
+			case n < 0 || n > 20:
+				c.add(at(p, "replicas", cl), "want 0..20 replicas, got %d", n)
+			}
+		}
+		if a.Delay < 0 || a.Delay > 10*time.Second {
+			c.add(at(p, "delay"), "want a service time in 0..10s, like 50ms, got %v", a.Delay)
+		}
+		switch {
+		case a.Kind == apps.KindCaller && !authority.MatchString(a.Calls):
+			c.add(at(p, "calls"), "a caller needs calls: the callee's Service and port it addresses, like callme-service:8080")
+		case a.Kind != apps.KindCaller && a.Calls != "":
+			c.add(at(p, "calls"), "calls applies to kind caller only")
+		}
+		if a.Kind == apps.KindCaller {
+			for _, cl := range sortedKeys(a.Replicas) {
+				if t.declared(cl) && t.SidecarFor(a.Name, cl) == nil {
+					c.add(at(p, "replicas", cl), "caller %s in cluster %s has no sidecar entry (sidecarOf: %s, cluster: %s) to carry its calls", a.Name, cl, a.Name, cl)
+				}
+			}
+		}
+	}
+}
+
+func (t *Topology) checkEntries(c *checker) {
+	if len(t.Entries) == 0 {
+		c.add([]any{"entries"}, "required: at least one entry (the mesh's router, gateway or sidecar)")
+	}
+	seen := map[string]int{}
+	for i := range t.Entries {
+		e := &t.Entries[i]
+		p := []any{"entries", i}
+		checkName(c, at(p, "name"), "entry", e.Name)
+		if j, dup := seen[e.Name]; dup {
+			c.add(at(p, "name"), "duplicate entry %q (also entries[%d])", e.Name, j)
+		}
+		seen[e.Name] = i
+		if t.App(e.Name) != nil {
+			c.add(at(p, "name"), "entry %q has the name of an app; a gateway's Deployment needs its own name", e.Name)
+		}
+		if !t.declared(e.Cluster) {
+			c.add(at(p, "cluster"), "%s", t.unknownCluster(e.Cluster))
+		}
+		checkNamespace(c, at(p, "namespace"), e.Namespace)
+		if e.Gateway() {
+			t.checkGateway(c, p, e)
+		} else {
+			t.checkSidecar(c, p, e)
+		}
+		to := t.ServiceByName(e.Namespace, e.To)
+		switch {
+		case e.To == "":
+			c.add(at(p, "to"), "required: the Service whose ready pods, in every cluster, are the backends")
+		case to == nil:
+			c.add(at(p, "to"), "no Service %s/%s is declared under services", e.Namespace, e.To)
+		}
+		t.checkPolicy(c, at(p, "policy"), e)
+	}
+}
+
+func (t *Topology) checkGateway(c *checker, p []any, e *Entry) {
+	checkName(c, at(p, "service"), "Service", e.Service)
+	checkPort(c, at(p, "port"), e.Port)
+	if e.Replicas != nil && (*e.Replicas < 0 || *e.Replicas > 20) {
+		c.add(at(p, "replicas"), "want 0..20 replicas, got %d", *e.Replicas)
+	}
+	if s := t.ServiceByName(e.Namespace, e.Service); s != nil && slices.Contains(t.ServiceClusters(s), e.Cluster) {
+		c.add(at(p, "service"), "Service %s/%s is also an app Service in cluster %s: one Service cannot select both", e.Namespace, e.Service, e.Cluster)
+	}
+}
+
+func (t *Topology) checkSidecar(c *checker, p []any, e *Entry) {
+	if e.Service != "" || e.Replicas != nil || e.Port != (Port{}) {
+		c.add(at(p, "sidecarOf"), "a sidecar entry rides in its app's pods: service, port and replicas apply to gateway entries only")
+	}
+	a := t.App(e.SidecarOf)
+	switch {
+	case a == nil:
+		c.add(at(p, "sidecarOf"), "no app %q", e.SidecarOf)
+	case a.Kind != apps.KindCaller:
+		c.add(at(p, "sidecarOf"), "app %s is a %s; only a caller sends calls through a sidecar", a.Name, a.Kind)
+	case a.Namespace != e.Namespace:
+		c.add(at(p, "namespace"), "want the namespace of app %s (%s), got %s", a.Name, a.Namespace, e.Namespace)
+	default:
+		if _, ok := a.Replicas[e.Cluster]; !ok {
+			c.add(at(p, "cluster"), "app %s has no Deployment in cluster %s", a.Name, e.Cluster)
+		}
+	}
+}
+
+// versions lists the versions of the apps behind Service ns/name.
+func (t *Topology) versions(ns, name string) []string {
+	var out []string
+	for _, a := range t.Apps {
+		if a.Namespace == ns && a.Service == name && !slices.Contains(out, a.Version) {
+			out = append(out, a.Version)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (t *Topology) checkPolicy(c *checker, p []any, e *Entry) {
+	pol := e.Policy
+	if !slices.Contains(Modes(), pol.Mode) {
+		c.add(at(p, "mode"), "unknown mode %q (known: %s)", pol.Mode, strings.Join(Modes(), ", "))
+		return
+	}
+	only := func(field, mode string, set bool) {
+		if set && pol.Mode != mode {
+			c.add(at(p, field), "%s applies to mode %s, not %s", field, mode, pol.Mode)
+		}
+	}
+	only("costs", meshsim.ModeBalanced, len(pol.Costs) > 0)
+	only("weights", meshsim.ModeWeighted, len(pol.Weights) > 0)
+	only("weightBy", meshsim.ModeWeighted, pol.WeightBy != "")
+	only("order", meshsim.ModeFailover, len(pol.Order) > 0)
+	for _, cl := range sortedKeys(pol.Costs) {
+		switch v := pol.Costs[cl]; {
+		case !t.declared(cl):
+			c.add(at(p, "costs", cl), "%s", t.unknownCluster(cl))
+		case !(v >= 0) || math.IsInf(v, 0):
+			c.add(at(p, "costs", cl), "want a link cost >= 0, got %v", v)
+		}
+	}
+	versions := t.versions(e.Namespace, e.To)
+	if pol.Mode == meshsim.ModeWeighted {
+		if len(pol.Weights) == 0 {
+			c.add(at(p, "weights"), "required for mode weighted, like {c1: 90, c2: 10}")
+		}
+		for _, k := range sortedKeys(pol.Weights) {
+			switch w := pol.Weights[k]; {
+			case pol.WeightBy == meshsim.ByCluster && !t.declared(k):
+				c.add(at(p, "weights", k), "%s", t.unknownCluster(k))
+			case pol.WeightBy == meshsim.ByVersion && !slices.Contains(versions, k):
+				c.add(at(p, "weights", k), "no app of Service %s has version %q (versions: %s)", e.To, k, strings.Join(versions, ", "))
+			case !(w >= 0) || math.IsInf(w, 0):
+				c.add(at(p, "weights", k), "want a weight >= 0, got %v", w)
+			}
+		}
+		if pol.WeightBy != meshsim.ByCluster && pol.WeightBy != meshsim.ByVersion {
+			c.add(at(p, "weightBy"), "want %s or %s, got %q", meshsim.ByCluster, meshsim.ByVersion, pol.WeightBy)
+		}
+	}
+	if pol.Mode == meshsim.ModeFailover && len(pol.Order) == 0 {
+		c.add(at(p, "order"), "required for mode failover: clusters in order of preference")
+	}
+	for j, cl := range pol.Order {
+		if !t.declared(cl) {
+			c.add(at(p, "order", j), "%s", t.unknownCluster(cl))
+		}
+	}
+	if m := pol.Mirror; m != nil {
+		mp := at(p, "mirror")
+		if m.Version == "" && m.Cluster == "" {
+			c.add(mp, "set version and/or cluster: which pods receive the copies")
+		}
+		if m.Version != "" && !slices.Contains(versions, m.Version) {
+			c.add(at(mp, "version"), "no app of Service %s has version %q (versions: %s)", e.To, m.Version, strings.Join(versions, ", "))
+		}
+		if m.Cluster != "" && !t.declared(m.Cluster) {
+			c.add(at(mp, "cluster"), "%s", t.unknownCluster(m.Cluster))
+		}
+		if !(m.Percent > 0 && m.Percent <= 100) {
+			c.add(at(mp, "percent"), "want a percentage in (0, 100], got %v", m.Percent)
+		}
+	}
+	if len(c.issues) == 0 {
+		// The simulator's own check is the last word on what it accepts.
+		if _, err := meshsim.New(pol.Sim(e.Cluster)); err != nil {
+			c.add(p, "%v", err)
+		}
+	}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
