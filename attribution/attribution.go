@@ -127,6 +127,9 @@ func New(rules []Rule, maps []ValueMap) *Attributor {
 	return a
 }
 
+// Empty reports whether there are no rules: responses attribute nothing.
+func (a *Attributor) Empty() bool { return len(a.rules) == 0 && len(a.maps) == 0 }
+
 // Attribute reads one response. The body may be truncated (MaxBody).
 func (a *Attributor) Attribute(body []byte, h http.Header) Identity {
 	var id Identity

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -113,7 +114,12 @@ func (kp *kubePath) targetURL() string {
 	if scheme == "" {
 		scheme = "http"
 	}
-	u := url.URL{Scheme: scheme, Host: name + "." + f.Namespace + ":" + f.Port, Path: kp.sc.Target.Path}
+	port := f.Port
+	if _, err := strconv.Atoi(port); err != nil {
+		// A named port is no URL port: the container port it resolved to is.
+		port = strconv.Itoa(int(kp.tunnel.Pod().Port))
+	}
+	u := url.URL{Scheme: scheme, Host: name + "." + f.Namespace + ":" + port, Path: kp.sc.Target.Path}
 	if p, q, ok := strings.Cut(kp.sc.Target.Path, "?"); ok {
 		u.Path, u.RawQuery = p, q
 	}

@@ -109,6 +109,10 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (*reports.Repor
 	defer stopKube()
 
 	sink := &sink{attr: attr, tally: tl, runID: runID}
+	if attr.Empty() {
+		// Logs or metrics attribute; bodies are not expected to say anything.
+		tl.DisableSamples()
+	}
 	if kp != nil {
 		if err := kp.startLogs(kubeCtx, runID, start); err != nil {
 			return nil, &SetupError{err}
@@ -284,8 +288,8 @@ func (s *sink) Add(r *attack.Result) {
 	if r.Error == "" {
 		id = s.attr.Attribute(r.Body, r.Headers)
 	}
-	r.Body = nil // attributed; the body is not kept
 	s.tally.Add(r, id)
+	r.Body = nil // attributed and sampled; the body is not kept
 	if s.recordConns {
 		if seq, ok := podlogs.ParseRequestID(s.runID, r.RequestID); ok && seq < 1<<32 {
 			for uint64(len(s.seqConn)) <= seq {

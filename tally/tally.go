@@ -48,6 +48,7 @@ type Tally struct {
 	errorsOther  int64
 	unattributed map[string]int64 // per dimension, among successful responses
 	samples      []string         // bodies no rule could attribute, to help fix the rules
+	noSamples    bool
 
 	start      time.Time
 	sliceWidth time.Duration
@@ -123,6 +124,14 @@ func (d *dim) bucket(name string) int {
 	return i
 }
 
+// DisableSamples stops keeping unattributed bodies, for runs whose
+// responses are not meant to be attributed.
+func (t *Tally) DisableSamples() {
+	t.mu.Lock()
+	t.noSamples = true
+	t.mu.Unlock()
+}
+
 // Add counts one result with the identity attribution gave it.
 func (t *Tally) Add(r *attack.Result, id attribution.Identity) {
 	t.mu.Lock()
@@ -150,7 +159,7 @@ func (t *Tally) Add(r *attack.Result, id attribution.Identity) {
 				t.unattributed[string(f)]++
 			}
 		}
-		if id.Empty() && len(t.samples) < maxSamples {
+		if id.Empty() && !t.noSamples && len(t.samples) < maxSamples {
 			b := r.Body
 			if len(b) > sampleBytes {
 				b = b[:sampleBytes]

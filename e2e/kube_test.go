@@ -1,0 +1,240 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mesh-verify/mesh-verify/lab"
+	"github.com/mesh-verify/mesh-verify/lab/labtest"
+)
+
+// threeClusterTopology: callme pods in c1, c2 and c3 (1/1/2) behind a
+// gateway in c1 that balances per pod, per request.
+const threeClusterTopology = `apiVersion: lab.mesh-verify.io/v1alpha1
+kind: Topology
+metadata:
+  name: three-clusters
+  description: "callme in c1, c2, c3 (1/1/2) behind a per-pod gateway in c1"
+clusters: [c1, c2, c3]
+apps:
+  - name: callme-service
+    kind: callme
+    service: callme-service
+    version: v1
+    replicas: {c1: 1, c2: 1, c3: 2}
+services:
+  - name: callme-service
+    port: 8080
+entries:
+  - name: edge-gateway
+    cluster: c1
+    service: edge-gateway
+    port: {number: 8080, name: http}
+    to: callme-service
+    policy:
+      mode: per-pod
+`
+
+const threeClusterScenario = `apiVersion: mesh-verify.io/v1alpha1
+kind: Scenario
+metadata: {name: three-clusters-logs}
+clusters:
+  - {name: c1, context: kind-c1}
+  - {name: c2, context: kind-c2}
+  - {name: c3, context: kind-c3}
+target:
+  portForward: {cluster: c1, namespace: default, resource: svc/edge-gateway, port: http}
+  path: /callme/ping
+attack:
+  rate: 200/s
+  duration: 12s
+observe:
+  - name: callme
+    selector: app=callme-service
+    logs:
+      match: "I'm callme-service \\S+ request-id=(?P<request_id>\\S+)"
+expect:
+  - name: equal per pod, from the pods' logs
+    split: {by: cluster, model: equal-per-pod}
+  - reached: {by: cluster, buckets: [c1, c2, c3]}
+`
+
+// Pod logs from three clusters, joined to the attack by request id through
+// the lab's real kube-apiservers, while c2's log streams are cut mid-run
+// (its kwok controller, which serves the kubelet API, is killed and
+// restarted): the counts in the report must equal, per cluster, the
+// requests of the run the apps wrote to their log files.
+func TestLogAttributionAcrossThreeClustersSurvivesACut(t *testing.T) {
+	bin := labtest.Binaries(t)
+	dir, err := os.MkdirTemp("", "mvlogs-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	topo := filepath.Join(t.TempDir(), "three.yaml")
+	if err := os.WriteFile(topo, []byte(threeClusterTopology), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	opts := lab.Options{Dir: dir, Topology: topo, Bin: string(bin), RepoRoot: labtest.RepoRoot(), Daemon: daemonFromBinary}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	l, err := lab.Up(ctx, opts)
+	t.Cleanup(func() {
+		dctx, dcancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer dcancel()
+		if _, err := lab.Down(dctx, opts); err != nil {
+			t.Errorf("lab down: %v", err)
+		}
+		os.RemoveAll(dir)
+	})
+	if err != nil {
+		t.Fatalf("lab up: %v", err)
+	}
+	scenario := writeScenario(t, threeClusterScenario)
+
+	out := t.TempDir()
+	cmd := exec.CommandContext(ctx, binary, "run", scenario, "--kubeconfig", l.Kubeconfig, "--out", out, "--progress", "plain")
+	var so, se strings.Builder
+	cmd.Stdout, cmd.Stderr = &so, &se
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second)
+	restart := cutKwokController(t, dir, "c2")
+	time.Sleep(2 * time.Second)
+	restart()
+	err = cmd.Wait()
+	rep, _ := readReport(t, out)
+	if rep == nil {
+		t.Fatalf("no report: %v\n%s\n%s", err, so.String(), se.String())
+	}
+
+	served := runLinesPerCluster(t, dir, rep.RunID)
+	var logs map[string]int64
+	for _, d := range rep.Dimensions {
+		if d.Source == "logs" && d.Name == "cluster" {
+			logs = map[string]int64{}
+			for _, b := range d.Buckets {
+				logs[b.Name] = b.Count
+			}
+		}
+	}
+	if logs == nil {
+		t.Fatalf("no cluster counts from logs in the report\n%s", so.String())
+	}
+	var total int64
+	for _, c := range []string{"c1", "c2", "c3"} {
+		if logs[c] != served[c] || served[c] == 0 {
+			t.Errorf("cluster %s: report counts %d requests from logs, the apps logged %d", c, logs[c], served[c])
+		}
+		total += served[c]
+	}
+	if total != rep.Metrics.Successes {
+		t.Errorf("apps logged %d requests of the run, the attack got %d answers", total, rep.Metrics.Successes)
+	}
+	reconnects := int64(0)
+	for _, s := range rep.Kubernetes.Logs {
+		if strings.HasPrefix(s.Target, "c2/") {
+			reconnects += s.Reconnects
+		}
+	}
+	if reconnects == 0 {
+		t.Errorf("c2's log streams were never cut: %+v", rep.Kubernetes.Logs)
+	}
+	if rep.Verdict.String() != "PASS" {
+		t.Errorf("verdict %s\n%s", rep.Verdict, so.String())
+	}
+	t.Logf("served per cluster %v, report %v, c2 reconnects %d", served, logs, reconnects)
+}
+
+// runLinesPerCluster counts, in the apps' own log files, the lines of run
+// runID: the ground truth of who served what.
+func runLinesPerCluster(t *testing.T, labDir, runID string) map[string]int64 {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(labDir, "logs", "*", "*.log"))
+	out := map[string]int64{}
+	for _, f := range files {
+		cluster := filepath.Base(filepath.Dir(f))
+		fh, err := os.Open(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(fh)
+		for sc.Scan() {
+			if strings.Contains(sc.Text(), "I'm callme-service") && strings.Contains(sc.Text(), "request-id="+runID+"-") {
+				out[cluster]++
+			}
+		}
+		fh.Close()
+	}
+	return out
+}
+
+// cutKwokController kills the kwok controller of one lab cluster — it
+// serves the kubelet API, so every log stream of that cluster drops — and
+// returns a function that starts it again as it was, recording the new pid
+// where kwokctl will find it to stop it.
+func cutKwokController(t *testing.T, labDir, cluster string) func() {
+	t.Helper()
+	pidFiles, _ := filepath.Glob(filepath.Join(labDir, "*", "clusters", cluster, "pids", "kwok-controller.pid"))
+	if len(pidFiles) == 0 {
+		pidFiles, _ = filepath.Glob(filepath.Join(labDir, "*", "*", "clusters", cluster, "pids", "kwok-controller.pid"))
+	}
+	if len(pidFiles) != 1 {
+		t.Fatalf("kwok controller pid file of %s: found %v", cluster, pidFiles)
+	}
+	pf := pidFiles[0]
+	b, err := os.ReadFile(pf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatalf("%s: %v", pf, err)
+	}
+	proc := fmt.Sprintf("/proc/%d", pid)
+	rawArgs, err := os.ReadFile(proc + "/cmdline")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rawEnv, _ := os.ReadFile(proc + "/environ")
+	cwd, _ := os.Readlink(proc + "/cwd")
+	args := strings.Split(strings.TrimRight(string(rawArgs), "\x00"), "\x00")
+	env := strings.Split(strings.TrimRight(string(rawEnv), "\x00"), "\x00")
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		c := exec.Command(args[0], args[1:]...)
+		c.Env, c.Dir = env, cwd
+		c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		logf, err := os.OpenFile(filepath.Join(filepath.Dir(filepath.Dir(pf)), "kwok-controller.restarted.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err == nil {
+			c.Stdout, c.Stderr = logf, logf
+			defer logf.Close()
+		}
+		// The old process must be gone before the new one binds its port.
+		for i := 0; i < 50; i++ {
+			if st, err := os.ReadFile(proc + "/stat"); err != nil || strings.Contains(string(st), ") Z ") {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if err := c.Start(); err != nil {
+			t.Fatalf("restart kwok controller: %v", err)
+		}
+		// kwokctl delete stops it by this pid file; reap it here too.
+		if err := os.WriteFile(pf, []byte(strconv.Itoa(c.Process.Pid)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		go func() { _ = c.Wait() }()
+	}
+}
