@@ -3,7 +3,9 @@
 # same vegeta module version) against one local nginx target, in one run,
 # and reports ratios; then the resident memory of a 1,000,000-request run.
 # Everything stays on 127.0.0.1 and every process started here is stopped
-# by its pid on exit.
+# by its pid on exit. Every run is bounded: the rate runs by duration and a
+# request cap, the memory run by a request count and a duration (whichever
+# comes first), and each mesh-verify run by an outer timeout.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,11 +14,19 @@ mkdir -p "$OUT"
 DUR=${BENCH_DURATION:-10s}
 CONC=${BENCH_CONCURRENCY:-32}
 MEM_REQUESTS=${BENCH_MEM_REQUESTS:-1000000}
+MEM_DURATION=${BENCH_MEM_DURATION:-300s}        # bound of the memory run, whichever comes first
+RATE_REQUESTS=${BENCH_RATE_REQUESTS:-2000000}   # cap of the rate run (far above what $DUR reaches)
+RUN_TIMEOUT=${BENCH_RUN_TIMEOUT:-420s}          # outer bound of each mesh-verify run
 NGINX=$(command -v nginx || echo /usr/sbin/nginx)
 [ -x "$NGINX" ] || { echo "bench: nginx not found (apt-get install nginx-light)" >&2; exit 3; }
 
 pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
+NDIR=""
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  if [ -n "$NDIR" ]; then rm -rf "$NDIR"; fi
+}
 trap cleanup EXIT
 
 echo "== building vegeta CLI from the module mesh-verify uses"
@@ -70,9 +80,10 @@ echo "GET $TARGET" > "$OUT/targets.txt"
 "$OUT/vegeta" attack -targets="$OUT/targets.txt" -rate=0 -workers="$CONC" -max-workers="$CONC" -duration="$DUR" \
   | "$OUT/vegeta" report -type=json > "$OUT/vegeta.json"
 scenario "  concurrency: $CONC
-  duration: $DUR" > "$OUT/rate.yaml"
+  duration: $DUR
+  requests: $RATE_REQUESTS" > "$OUT/rate.yaml"
 rm -rf "$OUT/runs"
-bin/mesh-verify run "$OUT/rate.yaml" --quiet --out "$OUT/runs" > "$OUT/mesh-verify-rate.txt" || true
+timeout -k 10s "$RUN_TIMEOUT" bin/mesh-verify run "$OUT/rate.yaml" --quiet --out "$OUT/runs" > "$OUT/mesh-verify-rate.txt" || true
 
 python3 - "$OUT" <<'EOF'
 import json, sys, glob
@@ -90,21 +101,25 @@ attributed = [d for d in m["dimensions"] if d["name"] == "cluster"][0]["attribut
 print(f"attributed by mesh-verify: {attributed} of {m['metrics']['requests']}")
 EOF
 
-echo "== resident memory over $MEM_REQUESTS requests ($CONC connections)"
+echo "== resident memory over $MEM_REQUESTS requests or $MEM_DURATION, whichever comes first ($CONC connections)"
 scenario "  concurrency: $CONC
-  requests: $MEM_REQUESTS" > "$OUT/mem.yaml"
+  requests: $MEM_REQUESTS
+  duration: $MEM_DURATION" > "$OUT/mem.yaml"
 rm -rf "$OUT/runs-mem"
-bin/mesh-verify run "$OUT/mem.yaml" --quiet --out "$OUT/runs-mem" > "$OUT/mesh-verify-mem.txt" &
-mv=$!
-pids+=($mv)
+timeout -k 10s "$RUN_TIMEOUT" bin/mesh-verify run "$OUT/mem.yaml" --quiet --out "$OUT/runs-mem" > "$OUT/mesh-verify-mem.txt" &
+tpid=$!
+pids+=($tpid)
+# The RSS is mesh-verify's: timeout's child.
+mv=""
+for _ in $(seq 50); do mv=$(pgrep -P "$tpid" | head -n1 || true); [ -n "$mv" ] && break; sleep 0.1; done
 : > "$OUT/rss.txt"
 start=$(date +%s)
-while kill -0 "$mv" 2>/dev/null; do
+while [ -n "$mv" ] && kill -0 "$tpid" 2>/dev/null; do
   rss=$(awk '/VmRSS/ {print $2}' /proc/$mv/status 2>/dev/null || true)
   [ -n "$rss" ] && echo "$(( $(date +%s) - start )) $rss" >> "$OUT/rss.txt"
   sleep 1
 done
-wait "$mv" || true
+wait "$tpid" || true
 python3 - "$OUT" <<'EOF'
 import json, sys, glob
 out = sys.argv[1]

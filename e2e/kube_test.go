@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -107,11 +108,18 @@ func TestLogAttributionAcrossThreeClustersSurvivesACut(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	// Reaped on every exit, a t.Fatal in cutKwokController or restart
+	// included (before the lab is taken down); Wait runs once.
+	wait := sync.OnceValue(cmd.Wait)
+	t.Cleanup(func() {
+		cancel()
+		_ = wait()
+	})
 	time.Sleep(3 * time.Second)
 	restart := cutKwokController(t, dir, "c2")
 	time.Sleep(2 * time.Second)
 	restart()
-	err = cmd.Wait()
+	err = wait()
 	rep, _ := readReport(t, out)
 	if rep == nil {
 		t.Fatalf("no report: %v\n%s\n%s", err, so.String(), se.String())

@@ -150,7 +150,9 @@ func TestRunVerdictsAgainstNginx(t *testing.T) {
 func TestRequestIDsReachTheServers(t *testing.T) {
 	proxy, pods := threeClusters(t, 1, 1, 1)
 	f := writeScenario(t, scenario(proxy.url, "  concurrency: 3\n  repetitions: 30", "  - reached: {buckets: [c1, c2, c3]}"))
-	r := runBinary(t, context.Background(), "run", f)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	r := runBinary(t, ctx, "run", f)
 	if r.code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
@@ -229,7 +231,9 @@ func TestInterruptWritesWhatWasMeasured(t *testing.T) {
 
 func TestInvalidScenarioExitsWithInputError(t *testing.T) {
 	f := writeScenario(t, "apiVersion: mesh-verify.io/v1alpha1\nkind: Scenario\nmetadata: {name: x}\nattack:\n  rate: fast\n")
-	r := runBinary(t, context.Background(), "run", f)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	r := runBinary(t, ctx, "run", f)
 	if r.code != 4 {
 		t.Fatalf("exit %d, want 4: %s", r.code, r.stderr)
 	}

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Every bad fixture of the scenarios package, through the built binary: the
@@ -20,7 +21,9 @@ func TestValidateBadScenarios(t *testing.T) {
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			wants := wantLines(t, f)
-			r := runBinary(t, context.Background(), "validate", f)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			r := runBinary(t, ctx, "validate", f)
 			if r.code != 4 {
 				t.Fatalf("exit %d, want 4\n%s", r.code, r.stderr)
 			}
@@ -51,7 +54,9 @@ func TestValidateGoodScenarios(t *testing.T) {
 	if len(files) == 0 {
 		t.Fatal("no good fixtures")
 	}
-	r := runBinary(t, context.Background(), append([]string{"validate"}, files...)...)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	r := runBinary(t, ctx, append([]string{"validate"}, files...)...)
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}

@@ -224,6 +224,13 @@ func TestLabTunnelDropAndRecover(t *testing.T) {
 			}
 		})
 	}
+	// Stop the loops on every exit, a t.Fatal included; deferred so that
+	// they end before the tunnel and clients are closed.
+	halt := sync.OnceFunc(func() {
+		close(stop)
+		wg.Wait()
+	})
+	defer halt()
 	waitServed := func(pod string, n int) {
 		t.Helper()
 		poll(t, 30*time.Second, fmt.Sprintf("%d requests served by %s", n, pod), func() error {
@@ -272,8 +279,7 @@ func TestLabTunnelDropAndRecover(t *testing.T) {
 	waitServed(second, 50)
 	recovered := time.Now()
 	time.Sleep(time.Second)
-	close(stop)
-	wg.Wait()
+	halt()
 
 	if got := tun.Pod().Name; got != second {
 		t.Fatalf("tunnel forwards to %s, want the replacement %s", got, second)

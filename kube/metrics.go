@@ -16,6 +16,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // scrapeAccept asks for the classic Prometheus text format, which every
@@ -73,17 +74,49 @@ func podProxyPath(namespace, pod, port, path string) string {
 	return p + path
 }
 
+// KwokNodeAnnotation marks a node simulated by kwok: its pods have made-up
+// IPs (10.0.0.x) and no network.
+const KwokNodeAnnotation = "kwok.x-k8s.io/node"
+
 // Scrape reads a pod's Prometheus endpoint through the API server's pod
 // proxy (GET /api/v1/namespaces/NS/pods/NAME:PORT/proxy/PATH), so no
 // network path to the pod is needed beyond the API server's own. port is
 // a container port number or name; path defaults to /metrics.
+//
+// It first gets the pod and its node, and refuses a pod on a kwok
+// simulated node: the API server would dial the pod's made-up IP, an
+// address off this machine.
 func Scrape(ctx context.Context, c *Cluster, namespace, pod, port, path string) (*Metrics, error) {
+	if err := checkScrapable(ctx, c, namespace, pod); err != nil {
+		return nil, err
+	}
 	abs := podProxyPath(namespace, pod, port, path)
 	samples, err := scrapePath(ctx, c, abs)
 	if err != nil {
 		return nil, c.wrap(fmt.Sprintf("scrape pod %s/%s port %s (GET %s)", namespace, pod, port, abs), err)
 	}
 	return &Metrics{Cluster: c.Name, Namespace: namespace, Pod: pod, Time: time.Now().UTC(), Samples: samples}, nil
+}
+
+// checkScrapable refuses a pod that is not scheduled or that runs on a kwok
+// simulated node.
+func checkScrapable(ctx context.Context, c *Cluster, namespace, pod string) error {
+	p, err := c.Client.CoreV1().Pods(namespace).Get(ctx, pod, metav1.GetOptions{})
+	if err != nil {
+		return c.wrap(fmt.Sprintf("get pod %s/%s to scrape it", namespace, pod), err)
+	}
+	if p.Spec.NodeName == "" {
+		return fmt.Errorf("pod %s/%s in cluster %s is not scheduled on a node: it has no network to scrape", namespace, pod, c.Name)
+	}
+	n, err := c.Client.CoreV1().Nodes().Get(ctx, p.Spec.NodeName, metav1.GetOptions{})
+	if err != nil {
+		return c.wrap(fmt.Sprintf("get node %s of pod %s/%s (to check it is not a kwok simulated node before scraping)", p.Spec.NodeName, namespace, pod), err)
+	}
+	if _, ok := n.Annotations[KwokNodeAnnotation]; ok {
+		return fmt.Errorf("pod %s/%s in cluster %s runs on a kwok simulated node %s (annotation %s): it has no network to scrape",
+			namespace, pod, c.Name, n.Name, KwokNodeAnnotation)
+	}
+	return nil
 }
 
 // scrapePath GETs an API server path and parses it as Prometheus exposition.

@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"sync"
@@ -31,7 +32,7 @@ func (t *Tunnel) Serve(ctx context.Context, ln net.Listener, onError func(error)
 			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
 				return nil
 			}
-			return err
+			return fmt.Errorf("accept on %s: %w", ln.Addr(), err)
 		}
 		wg.Go(func() {
 			defer local.Close()

@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -17,6 +20,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 )
 
 func TestParseTarget(t *testing.T) {
@@ -296,14 +301,88 @@ up 1
 	}
 }
 
-func TestPodProxyPath(t *testing.T) {
-	for _, tc := range []struct{ ns, pod, port, path, want string }{
-		{"demo", "web-1", "15020", "/stats/prometheus", "/api/v1/namespaces/demo/pods/web-1:15020/proxy/stats/prometheus"},
-		{"demo", "web-1", "http-metrics", "", "/api/v1/namespaces/demo/pods/web-1:http-metrics/proxy/metrics"},
-		{"demo", "web-1", "8080", "actuator/prometheus", "/api/v1/namespaces/demo/pods/web-1:8080/proxy/actuator/prometheus"},
+// TestScrapeThroughPodProxy runs Scrape against an httptest server playing
+// the API server. A fake is used because the lab cannot exercise the pod
+// proxy: kwok's pods have made-up IPs (10.0.0.x) and no network, so a real
+// API server would dial an address off this machine. The fake serves the
+// pod and node GETs and the pod proxy paths with Prometheus text, and
+// fails the test on any other request, a proxy call for a refused pod
+// included.
+func TestScrapeThroughPodProxy(t *testing.T) {
+	pod := func(name, node string) corev1.Pod {
+		return corev1.Pod{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "demo"}, Spec: corev1.PodSpec{NodeName: node}}
+	}
+	node := func(name string, annotations map[string]string) corev1.Node {
+		return corev1.Node{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Node"},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: annotations}}
+	}
+	objects := map[string]any{
+		"/api/v1/namespaces/demo/pods/web-1":   pod("web-1", "node-1"),
+		"/api/v1/namespaces/demo/pods/sim-1":   pod("sim-1", "kwok-node"),
+		"/api/v1/namespaces/demo/pods/pending": pod("pending", ""),
+		"/api/v1/nodes/node-1":                 node("node-1", nil),
+		"/api/v1/nodes/kwok-node":              node("kwok-node", map[string]string{KwokNodeAnnotation: "fake"}),
+	}
+	// The proxy paths of web-1 (port number or name; path with or without
+	// its leading slash, or defaulted) and the counter each serves.
+	proxied := map[string]string{
+		"/api/v1/namespaces/demo/pods/web-1:15020/proxy/stats/prometheus":   "3",
+		"/api/v1/namespaces/demo/pods/web-1:http-metrics/proxy/metrics":     "5",
+		"/api/v1/namespaces/demo/pods/web-1:8080/proxy/actuator/prometheus": "7",
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet {
+			t.Errorf("%s %s, want GET only", r.Method, r.URL.Path)
+			http.Error(w, "method", http.StatusMethodNotAllowed)
+			return
+		}
+		if obj, ok := objects[r.URL.Path]; ok {
+			w.Header().Set("Content-Type", "application/json")
+			if err := json.NewEncoder(w).Encode(obj); err != nil {
+				t.Error(err)
+			}
+			return
+		}
+		if v, ok := proxied[r.URL.Path]; ok {
+			if !strings.HasPrefix(r.Header.Get("Accept"), "text/plain") {
+				t.Errorf("proxy call with Accept %q", r.Header.Get("Accept"))
+			}
+			w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+			fmt.Fprintf(w, "# TYPE istio_requests_total counter\nistio_requests_total{response_code=\"200\"} %s\nup 1\n", v)
+			return
+		}
+		t.Errorf("unexpected request %s", r.URL.Path)
+		http.NotFound(w, r)
+	}))
+	defer srv.Close()
+	client, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &Cluster{Name: "c1", Context: "kind-c1", Server: srv.URL, Client: client}
+	ctx := context.Background()
+
+	for _, tc := range []struct {
+		port, path string
+		want       float64
+	}{{"15020", "/stats/prometheus", 3}, {"http-metrics", "", 5}, {"8080", "actuator/prometheus", 7}} {
+		m, err := Scrape(ctx, c, "demo", "web-1", tc.port, tc.path)
+		if err != nil {
+			t.Fatalf("Scrape port %s path %q: %v", tc.port, tc.path, err)
+		}
+		if m.Cluster != "c1" || m.Namespace != "demo" || m.Pod != "web-1" || m.Sum("istio_requests_total", map[string]string{"response_code": "200"}) != tc.want {
+			t.Errorf("Scrape port %s path %q = %+v, want istio_requests_total %v", tc.port, tc.path, m, tc.want)
+		}
+	}
+
+	for _, tc := range []struct{ pod, want string }{
+		{"sim-1", "pod demo/sim-1 in cluster c1 runs on a kwok simulated node kwok-node (annotation kwok.x-k8s.io/node): it has no network to scrape"},
+		{"pending", "pod demo/pending in cluster c1 is not scheduled on a node"},
 	} {
-		if got := podProxyPath(tc.ns, tc.pod, tc.port, tc.path); got != tc.want {
-			t.Errorf("podProxyPath(%q,%q,%q,%q) = %s, want %s", tc.ns, tc.pod, tc.port, tc.path, got, tc.want)
+		_, err := Scrape(ctx, c, "demo", tc.pod, "8080", "/metrics")
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Scrape %s: %v, want an error containing %q", tc.pod, err, tc.want)
 		}
 	}
 }

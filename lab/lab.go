@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -43,6 +44,9 @@ type Options struct {
 	Daemon DaemonCommand
 	// ReadyTimeout bounds the wait for every pod to serve (default 2m).
 	ReadyTimeout time.Duration
+	// KeepOnFailure keeps what a failed Up started (daemon, clusters) for
+	// inspection; by default Up removes it again.
+	KeepOnFailure bool
 	// Out receives progress and the summary; nil discards them.
 	Out io.Writer
 }
@@ -89,7 +93,9 @@ func (l *Lab) Context(cluster string) string { return l.State.Contexts[cluster] 
 
 // Up brings the topology's lab up in o.Dir and returns once every pod is
 // Running and its logs and port-forward answer through the API server.
-func Up(ctx context.Context, o Options) (*Lab, error) {
+// If it fails or ctx ends first, it stops the daemon and deletes the
+// clusters it started, unless o.KeepOnFailure.
+func Up(ctx context.Context, o Options) (_ *Lab, err error) {
 	if err := o.defaults(); err != nil {
 		return nil, err
 	}
@@ -135,6 +141,15 @@ func Up(ctx context.Context, o Options) (*Lab, error) {
 	if err != nil {
 		return nil, err
 	}
+	// From here on this up starts processes: if it fails, Ctrl-C included,
+	// it removes them again unless asked to keep them.
+	var proc *os.Process
+	var exited <-chan struct{}
+	defer func() {
+		if err != nil {
+			err = undoUp(ctx, o, proc, exited, err)
+		}
+	}()
 	st := &State{
 		Topology: t.Metadata.Name, File: t.File, Source: string(src), Bin: string(bin),
 		Kubeconfig: k.Kubeconfig, Clusters: t.Clusters, Contexts: map[string]string{}, Created: time.Now(),
@@ -150,18 +165,17 @@ func Up(ctx context.Context, o Options) (*Lab, error) {
 	fmt.Fprintf(o.Out, "lab %s: %s\n", t.Metadata.Name, t.Metadata.Seed)
 	// The daemon starts as soon as every API server answers, while the
 	// workloads are still being applied: it serves pods as they appear.
-	var pid int
-	var exited <-chan struct{}
 	startD := func() error {
 		// Before the daemon reads the kubeconfig, never while it does.
 		if err := useContext(k.Kubeconfig, k.Context(t.Clusters[0])); err != nil {
 			return err
 		}
-		var err error
-		if pid, exited, err = startDaemon(o.Dir, o.Daemon); err != nil {
+		p, done, err := startDaemon(o.Dir, o.Daemon)
+		if err != nil {
 			return err
 		}
-		fmt.Fprintf(o.Out, "  daemon pid %d (log %s)\n", pid, filepath.Join(o.Dir, daemonLog))
+		proc, exited = p, done
+		fmt.Fprintf(o.Out, "  daemon pid %d (log %s)\n", p.Pid, filepath.Join(o.Dir, daemonLog))
 		return nil
 	}
 	recreated, err := createClusters(ctx, k, t, o.Out, startD)
@@ -178,7 +192,7 @@ func Up(ctx context.Context, o Options) (*Lab, error) {
 		}
 	}
 	fmt.Fprintf(o.Out, "  Deployments and Services applied after %.1fs\n", time.Since(start).Seconds())
-	status, err := waitReady(ctx, o.Dir, t, pid, exited, o.ReadyTimeout)
+	status, err := waitReady(ctx, o.Dir, t, proc.Pid, exited, o.ReadyTimeout)
 	if err != nil {
 		return nil, err
 	}
@@ -187,7 +201,37 @@ func Up(ctx context.Context, o Options) (*Lab, error) {
 		return nil, err
 	}
 	fmt.Fprintf(o.Out, "  every pod serving after %.1fs\n", time.Since(start).Seconds())
-	return &Lab{Dir: o.Dir, Kubeconfig: k.Kubeconfig, Topology: t, State: st, Status: status, DaemonPID: pid}, nil
+	return &Lab{Dir: o.Dir, Kubeconfig: k.Kubeconfig, Topology: t, State: st, Status: status, DaemonPID: proc.Pid}, nil
+}
+
+// undoUp handles a failed or interrupted Up: unless o.KeepOnFailure, it
+// stops the daemon this up started (by its process, our child) and
+// deletes the clusters and the lab's files, under its own time bound as
+// ctx may be what ended the up. The error says what was done.
+func undoUp(ctx context.Context, o Options, proc *os.Process, exited <-chan struct{}, cause error) error {
+	if o.KeepOnFailure {
+		return fmt.Errorf("%w\n(kept for inspection as --keep-on-failure asks; remove it with: mesh-verify lab down --dir %s)", cause, o.Dir)
+	}
+	what := "failed"
+	if ctx.Err() != nil {
+		what = "interrupted"
+	}
+	fmt.Fprintf(o.Out, "  lab up %s: stopping its daemon and deleting its clusters (--keep-on-failure keeps them)\n", what)
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+	defer cancel()
+	var errs []error
+	if proc != nil {
+		if err := stopChild(proc, exited, 10*time.Second); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := cleanup(cctx, o.Dir, o.Out); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("%w\n(removing what this up started failed too: %v; retry with: mesh-verify lab down --dir %s)", cause, err, o.Dir)
+	}
+	return fmt.Errorf("%w\n(what this up started is removed; --keep-on-failure keeps it for inspection)", cause)
 }
 
 // createClusters starts the API servers one at a time (kwokctl's port
@@ -307,10 +351,15 @@ func cleanup(ctx context.Context, dir string, out io.Writer) error {
 			}
 			left := waitLeftovers(k, 10*time.Second)
 			if len(left) > 0 {
-				killLeftovers(left)
+				killLeftovers(dir, left)
 				if left = waitLeftovers(k, 5*time.Second); len(left) > 0 {
-					errs = append(errs, fmt.Errorf("processes left behind: %s", strings.Join(left, "; ")))
+					errs = append(errs, fmt.Errorf("processes of the lab in %s left behind: %s", dir, strings.Join(left, "; ")))
 				}
+			}
+			// Not the lab's (a tail -f of its log, a kubectl using its
+			// kubeconfig): named by pid only, and left alone.
+			if strangers := k.Strangers(); len(strangers) > 0 {
+				fmt.Fprintf(out, "  not stopped: processes %s name %s but are not the lab's\n", joinInts(strangers), dir)
 			}
 		} else {
 			errs = append(errs, err)
@@ -322,6 +371,14 @@ func cleanup(ctx context.Context, dir string, out io.Writer) error {
 		return errors.Join(errs...)
 	}
 	return removeState(dir)
+}
+
+func joinInts(v []int) string {
+	s := make([]string, len(v))
+	for i, n := range v {
+		s[i] = strconv.Itoa(n)
+	}
+	return strings.Join(s, ", ")
 }
 
 func existingClusters(dir string) []string {
@@ -466,7 +523,7 @@ func Down(ctx context.Context, o Options) (*Report, error) {
 func Serve(ctx context.Context, dir string) error {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
-		return err
+		return fmt.Errorf("lab serve: absolute path of lab directory %s: %w", dir, err)
 	}
 	st, err := readState(abs)
 	if err != nil {

@@ -3,6 +3,7 @@ package lab_test
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -22,13 +23,13 @@ import (
 	"github.com/mesh-verify/mesh-verify/lab/labtest"
 )
 
-// The test binary doubles as the lab daemon: `<test binary> lab-serve DIR`
-// runs lab.Serve, as `mesh-verify lab serve --dir DIR` does, so the tests
-// need no separately built mesh-verify.
+// The test binary doubles as the lab daemon: `<test binary> lab serve
+// --dir DIR` runs lab.Serve, as `mesh-verify lab serve --dir DIR` does, so
+// the tests need no separately built mesh-verify.
 func TestMain(m *testing.M) {
-	if len(os.Args) == 3 && os.Args[1] == "lab-serve" {
+	if len(os.Args) == 5 && os.Args[1] == "lab" && os.Args[2] == "serve" && os.Args[3] == "--dir" {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		err := lab.Serve(ctx, os.Args[2])
+		err := lab.Serve(ctx, os.Args[4])
 		stop()
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -44,7 +45,7 @@ func testDaemon(dir string) (*exec.Cmd, error) {
 	if err != nil {
 		return nil, err
 	}
-	return exec.Command(exe, "lab-serve", dir), nil
+	return exec.Command(exe, "lab", "serve", "--dir", dir), nil
 }
 
 // testLab is a lab directory with a guaranteed teardown: whatever the
@@ -303,8 +304,8 @@ func TestLab(t *testing.T) {
 	if err != nil || !r.Ready || r.DaemonPID != istio.DaemonPID {
 		t.Fatalf("status: %+v, %v", r, err)
 	}
-	if p, err := lab.Env(lab.Options{Dir: tl.dir}); err != nil || p != filepath.Join(tl.dir, "kubeconfig") {
-		t.Errorf("env = %q, %v", p, err)
+	if e, err := lab.Env(lab.Options{Dir: tl.dir}); err != nil || e.Kubeconfig != filepath.Join(tl.dir, "kubeconfig") || e.KubeCacheDir != filepath.Join(tl.dir, "kubecache") {
+		t.Errorf("env = %+v, %v", e, err)
 	}
 
 	// down leaves nothing: no daemon, no cluster process, no files.
@@ -355,4 +356,93 @@ type testWriter struct{ t *testing.T }
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
+}
+
+// oneCluster is the smallest lab: one cluster, one echo pod.
+const oneCluster = `apiVersion: lab.mesh-verify.io/v1alpha1
+kind: Topology
+metadata: {name: one, seed: "one cluster, one echo pod"}
+clusters: [c1]
+apps:
+  - name: echo
+    kind: echo
+    service: echo
+    replicas: {c1: 1}
+services:
+  - name: echo
+    namespace: default
+    port: 8080
+entries:
+  - name: gateway
+    cluster: c1
+    service: gateway
+    to: echo
+    policy: {mode: per-cluster}
+`
+
+// cancelOn is an Out that cancels the up once a line contains marker.
+type cancelOn struct {
+	testWriter
+	marker string
+	cancel context.CancelFunc
+	pid    *int
+}
+
+func (w cancelOn) Write(p []byte) (int, error) {
+	if i := strings.Index(string(p), w.marker); i >= 0 {
+		_, _ = fmt.Sscan(string(p[i+len(w.marker):]), w.pid)
+		w.cancel()
+	}
+	return w.testWriter.Write(p)
+}
+
+// A failed or interrupted up removes what it started (daemon, clusters,
+// files) unless --keep-on-failure asks to keep it.
+func TestUpFailureRemovesWhatItStarted(t *testing.T) {
+	tl := newTestLab(t)
+	topo := filepath.Join(t.TempDir(), "one.yaml")
+	if err := os.WriteFile(topo, []byte(oneCluster), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	k := &kwok.Lab{Dir: tl.dir}
+
+	// Interrupted (Ctrl-C) once the daemon runs.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var pid int
+	o := tl.opts
+	o.Topology = topo
+	o.Out = cancelOn{testWriter{t}, "daemon pid ", cancel, &pid}
+	_, err := lab.Up(ctx, o)
+	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "is removed") {
+		t.Fatalf("interrupted up: %v; want context.Canceled and that what it started is removed", err)
+	}
+	if pid == 0 || alive(pid) {
+		t.Errorf("daemon pid %d: alive after an interrupted up", pid)
+	}
+	if left := k.Leftovers(); len(left) > 0 {
+		t.Errorf("left after an interrupted up: %v", left)
+	}
+	if _, err := os.Stat(tl.dir); !os.IsNotExist(err) {
+		t.Errorf("lab directory still there after an interrupted up: %v", err)
+	}
+
+	// Failed (the daemon dies at once), with --keep-on-failure: the
+	// cluster stays, and the error says how to remove it.
+	o = tl.opts
+	o.Topology, o.KeepOnFailure = topo, true
+	o.Daemon = func(string) (*exec.Cmd, error) { return exec.Command("false"), nil }
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel2()
+	_, err = lab.Up(ctx2, o)
+	if err == nil || !strings.Contains(err.Error(), "exited") || !strings.Contains(err.Error(), "mesh-verify lab down --dir "+tl.dir) {
+		t.Fatalf("failed up with --keep-on-failure: %v; want the daemon's exit and how to remove the lab", err)
+	}
+	if got := strings.Join(k.Existing(), ","); got != "c1" {
+		t.Errorf("clusters kept after a failed up: %q, want c1", got)
+	}
+	if len(k.Leftovers()) == 0 {
+		t.Error("no process of the kept cluster is running")
+	}
+	// newTestLab's cleanup runs lab down and checks nothing is left.
 }

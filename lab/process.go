@@ -1,7 +1,6 @@
 package lab
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -12,13 +11,14 @@ import (
 	"time"
 
 	"github.com/mesh-verify/mesh-verify/lab/daemon"
+	"github.com/mesh-verify/mesh-verify/lab/kwok"
 )
 
 // DaemonCommand builds the command that runs the lab daemon for dir. The
 // default is this executable's `lab serve --dir DIR`; tests substitute
-// their own binary. The command line must contain dir: that is how a pid
-// is recognised as the lab's (a pid file may outlive its process, and
-// pids are reused).
+// their own binary. The arguments must include `lab serve --dir DIR`
+// (kwok.IsDaemon): that is how a pid is recognised as the lab's daemon (a
+// pid file may outlive its process, and pids are reused).
 type DaemonCommand func(dir string) (*exec.Cmd, error)
 
 // SelfDaemon runs `<this executable> lab serve --dir DIR`.
@@ -35,23 +35,23 @@ func SelfDaemon(dir string) (*exec.Cmd, error) {
 // and records its pid. exited is closed if the daemon ends while this
 // process runs: exact, unlike reading /proc, where a process in the middle
 // of exec has no command line yet.
-func startDaemon(dir string, mk DaemonCommand) (pid int, exited <-chan struct{}, err error) {
+func startDaemon(dir string, mk DaemonCommand) (proc *os.Process, exited <-chan struct{}, err error) {
 	cmd, err := mk(dir)
 	if err != nil {
-		return 0, nil, err
+		return nil, nil, err
 	}
 	logf, err := os.OpenFile(filepath.Join(dir, daemonLog), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
-		return 0, nil, fmt.Errorf("open lab daemon log: %w", err)
+		return nil, nil, fmt.Errorf("open lab daemon log: %w", err)
 	}
 	defer logf.Close()
 	cmd.Stdin = nil
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
-		return 0, nil, fmt.Errorf("start lab daemon %s: %w", cmd.Path, err)
+		return nil, nil, fmt.Errorf("start lab daemon %s: %w", cmd.Path, err)
 	}
-	pid = cmd.Process.Pid
+	pid := cmd.Process.Pid
 	done := make(chan struct{})
 	// Reap it if it exits while we still run (tests, or a failed up);
 	// after `lab up` exits, init does.
@@ -60,10 +60,29 @@ func startDaemon(dir string, mk DaemonCommand) (pid int, exited <-chan struct{},
 		close(done)
 	}()
 	if err := os.WriteFile(filepath.Join(dir, daemon.PIDFile), []byte(strconv.Itoa(pid)+"\n"), 0o644); err != nil {
-		_ = syscall.Kill(pid, syscall.SIGKILL)
-		return 0, nil, fmt.Errorf("write lab daemon pid file: %w", err)
+		_ = cmd.Process.Kill()
+		return nil, nil, fmt.Errorf("write lab daemon pid file: %w", err)
 	}
-	return pid, done, nil
+	return cmd.Process, done, nil
+}
+
+// stopChild stops a daemon startDaemon started in this process: SIGTERM,
+// then SIGKILL after grace. Through its *os.Process, so never another
+// process that got its pid after it was reaped.
+func stopChild(p *os.Process, exited <-chan struct{}, grace time.Duration) error {
+	_ = p.Signal(syscall.SIGTERM)
+	select {
+	case <-exited:
+		return nil
+	case <-time.After(grace):
+	}
+	_ = p.Kill()
+	select {
+	case <-exited:
+		return nil
+	case <-time.After(5 * time.Second):
+		return fmt.Errorf("stop lab daemon pid %d: still running after SIGKILL", p.Pid)
+	}
 }
 
 // daemonPID returns the pid in dir's pid file if that process is alive
@@ -83,23 +102,11 @@ func daemonPID(dir string) int {
 	return pid
 }
 
-// labProcess reports whether pid is alive (not a zombie) and its command
-// line names dir.
+// labProcess reports whether pid is alive (not a zombie) and is the lab
+// daemon of dir (kwok.IsDaemon: `… lab serve --dir DIR`).
 func labProcess(pid int, dir string) bool {
-	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	if err != nil || !bytes.Contains(cmdline, []byte(dir)) {
-		return false
-	}
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	// The state follows the parenthesised command name, which may hold spaces.
-	s := string(stat)
-	if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
-		return s[i+2] != 'Z' && s[i+2] != 'X'
-	}
-	return false
+	p, ok := kwok.ReadProc(pid)
+	return ok && kwok.IsDaemon(p.Args, dir)
 }
 
 // stopDaemon stops dir's daemon: SIGTERM, then SIGKILL after grace. It
@@ -131,15 +138,16 @@ func waitGone(pid int, dir string, d time.Duration) bool {
 	return true
 }
 
-// killLeftovers ends what Leftovers found (processes whose command line
-// points into our lab directory, so they are ours) by pid.
-func killLeftovers(left []string) {
+// killLeftovers ends what Leftovers found, by pid, after checking again
+// that each pid is still a process of the lab in dir (kwok.Owned): a
+// process that merely names the directory is never signalled.
+func killLeftovers(dir string, left []string) {
 	for _, l := range left {
 		f := strings.Fields(l)
 		if len(f) == 0 {
 			continue
 		}
-		if pid, err := strconv.Atoi(f[0]); err == nil && pid > 1 && pid != os.Getpid() {
+		if pid, err := strconv.Atoi(f[0]); err == nil && pid > 1 && pid != os.Getpid() && kwok.Owned(pid, dir) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}

@@ -20,11 +20,13 @@ const (
 	daemonLog  = "daemon.log"
 	lockFile   = ".lock"
 	kubeconfig = "kubeconfig"
+	// kubeCacheDir is KUBECACHEDIR for every kubectl of the lab (kwok.Lab.Env, lab env).
+	kubeCacheDir = "kubecache"
 )
 
 func labFiles() []string {
 	return []string{stateFile, daemonLog, lockFile, kubeconfig, daemon.PIDFile, daemon.StatusFile,
-		"kwok.yaml", "kwok", "kubecache", "logs"}
+		"kwok.yaml", "kwok", kubeCacheDir, "logs"}
 }
 
 // DefaultDir is ${XDG_STATE_HOME:-~/.local/state}/mesh-verify/lab: state,
@@ -61,7 +63,7 @@ type State struct {
 func readState(dir string) (*State, error) {
 	b, err := os.ReadFile(filepath.Join(dir, stateFile))
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("read lab state: %w", err) // the PathError names the file; fs.ErrNotExist stays visible
 	}
 	var s State
 	if err := json.Unmarshal(b, &s); err != nil {
@@ -71,15 +73,19 @@ func readState(dir string) (*State, error) {
 }
 
 func writeState(dir string, s *State) error {
+	path := filepath.Join(dir, stateFile)
 	b, err := json.MarshalIndent(s, "", "  ")
 	if err != nil {
-		return err
+		return fmt.Errorf("encode lab state for %s: %w", path, err)
 	}
 	tmp := filepath.Join(dir, "."+stateFile+".tmp")
 	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
 		return fmt.Errorf("write lab state: %w", err)
 	}
-	return os.Rename(tmp, filepath.Join(dir, stateFile))
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("write lab state: %w", err) // the LinkError names both files
+	}
+	return nil
 }
 
 // removeState deletes the lab's files from dir, and dir when empty.

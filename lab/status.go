@@ -127,19 +127,28 @@ func wantedPods(ctx context.Context, kubeconfigPath, kubeContext string) (int, e
 	return n, nil
 }
 
-// Env returns the lab's kubeconfig path.
-func Env(o Options) (string, error) {
+// Environment is what `lab env` exports.
+type Environment struct {
+	// Kubeconfig is KUBECONFIG: the lab's kubeconfig.
+	Kubeconfig string
+	// KubeCacheDir is KUBECACHEDIR: kubectl's discovery and HTTP cache,
+	// which it writes to ~/.kube/cache otherwise, even with a kubeconfig.
+	KubeCacheDir string
+}
+
+// Env returns the environment that points kubectl at the lab in o.Dir.
+func Env(o Options) (*Environment, error) {
 	if err := o.defaults(); err != nil {
-		return "", err
+		return nil, err
 	}
 	st, err := readState(o.Dir)
 	if errors.Is(err, fs.ErrNotExist) {
-		return "", fmt.Errorf("%w in %s (start one with: mesh-verify lab up)", ErrNoLab, o.Dir)
+		return nil, fmt.Errorf("%w in %s (start one with: mesh-verify lab up)", ErrNoLab, o.Dir)
 	}
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	return st.Kubeconfig, nil
+	return &Environment{Kubeconfig: st.Kubeconfig, KubeCacheDir: filepath.Join(o.Dir, kubeCacheDir)}, nil
 }
 
 // Print writes the report: clusters, pods, and how to reach the entries.

@@ -130,6 +130,12 @@ func TestBoundedConcurrencyAndForget(t *testing.T) {
 			mu.Unlock()
 		}
 	}()
+	// Stop the writer on every exit, a t.Fatal in waitFor included.
+	halt := sync.OnceFunc(func() {
+		close(stop)
+		wg.Wait()
+	})
+	defer halt()
 	forgotten := open()
 	for _, tg := range forgotten {
 		f.Forget(tg)
@@ -143,8 +149,7 @@ func TestBoundedConcurrencyAndForget(t *testing.T) {
 		frozen[tg] = len(got.get(tg))
 	}
 	time.Sleep(50 * time.Millisecond)
-	close(stop)
-	wg.Wait()
+	halt()
 	if err := f.Settle(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -46,7 +46,13 @@ func assemble(sc *scenarios.Scenario, runID, target string, o attack.Options, su
 	if s.Total > 0 {
 		r.Metrics.Success = float64(r.Metrics.Successes) / float64(s.Total)
 	}
+	// net/http quotes the request URL in its errors: redacted, two messages
+	// may become one.
+	errs := map[string]int64{}
 	for msg, n := range s.Errors {
+		errs[redactMessage(msg)] += n
+	}
+	for msg, n := range errs {
 		r.Metrics.Errors = append(r.Metrics.Errors, reports.ErrorCount{Message: msg, Count: n})
 	}
 	if s.ErrorsOther > 0 {

@@ -191,7 +191,7 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (*reports.Repor
 	if seq != nil && seq.StoppedAt > 0 {
 		conf = seq.Plan.Confidence[seq.StoppedAt-1]
 	}
-	rep := assemble(sc, runID, target, ao, sum, ev)
+	rep := assemble(sc, runID, redactURL(target), ao, sum, ev)
 	rep.Sequential = seq
 	rep.Warnings = append(rep.Warnings, warnings...)
 	if kp != nil {
@@ -218,9 +218,14 @@ func NewRunID(now time.Time) string {
 // in seconds, not an attack of timeouts. It sends no HTTP request, so the
 // servers' own counts stay comparable with the report's.
 func preflight(ctx context.Context, target string, timeout time.Duration) error {
+	shown := redactURL(target) // the raw URL may carry credentials
 	u, err := url.Parse(target)
 	if err != nil {
-		return fmt.Errorf("target %s: %w", target, err)
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // its message quotes the raw URL
+		}
+		return fmt.Errorf("target %s: %w", shown, err)
 	}
 	host := u.Host
 	if u.Port() == "" {
@@ -233,7 +238,7 @@ func preflight(ctx context.Context, target string, timeout time.Duration) error 
 	d := net.Dialer{Timeout: min(timeout, 10*time.Second)}
 	c, err := d.DialContext(ctx, "tcp", host)
 	if err != nil {
-		return fmt.Errorf("cannot reach target %s: %w", target, err)
+		return fmt.Errorf("cannot reach target %s: %w", shown, err)
 	}
 	return c.Close()
 }

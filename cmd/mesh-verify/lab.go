@@ -55,7 +55,9 @@ func newLabUpCmd(dir *string) *cobra.Command {
 Deployments and Services, starts the lab daemon (detached, pid file and log in the lab
 directory) and waits until every pod is Running and its logs and port-forward answer.
 Running it again with the same topology does nothing; with another topology, or after a
-crash, the previous lab is removed first. Built-in topologies: see mesh-verify lab list.`,
+crash, the previous lab is removed first. If up fails or is interrupted (Ctrl-C), it
+stops the daemon and deletes the clusters it started, unless --keep-on-failure is given.
+Built-in topologies: see mesh-verify lab list.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// A topology that does not load is bad input, and nothing has
@@ -65,10 +67,16 @@ crash, the previous lab is removed first. Built-in topologies: see mesh-verify l
 			}
 			ctx, stop := labSignalContext(cmd)
 			defer stop()
+			// After the first Ctrl-C, up removes what it started; a second
+			// one ends the process at once.
+			go func() {
+				<-ctx.Done()
+				stop()
+			}()
 			o.Dir, o.Out = *dir, cmd.ErrOrStderr()
 			l, err := lab.Up(ctx, o)
 			if err != nil {
-				return &codedError{code: exitSetup, err: fmt.Errorf("%w\n(what was created is left for inspection; mesh-verify lab down removes it)", err)}
+				return &codedError{code: exitSetup, err: err}
 			}
 			r, err := lab.Status(ctx, lab.Options{Dir: l.Dir})
 			if err != nil {
@@ -81,6 +89,7 @@ crash, the previous lab is removed first. Built-in topologies: see mesh-verify l
 	cmd.Flags().StringVarP(&o.Topology, "topology", "t", "skupper-1", "built-in topology name or topology file")
 	cmd.Flags().StringVar(&o.Bin, "bin", "", "directory of the lab binaries (default $MESH_VERIFY_LAB_BIN, else tools/lab/build.sh)")
 	cmd.Flags().DurationVar(&o.ReadyTimeout, "timeout", 2*time.Minute, "how long to wait for every pod to serve")
+	cmd.Flags().BoolVar(&o.KeepOnFailure, "keep-on-failure", false, "if up fails or is interrupted, keep what it started for inspection (default: remove it)")
 	return cmd
 }
 
@@ -142,17 +151,21 @@ func newLabEnvCmd(dir *string) *cobra.Command {
 	var pathOnly bool
 	cmd := &cobra.Command{
 		Use:   "env",
-		Short: `Print the shell line that points kubectl at the lab: eval "$(mesh-verify lab env)"`,
-		Args:  cobra.NoArgs,
+		Short: `Print the shell lines that point kubectl at the lab: eval "$(mesh-verify lab env)"`,
+		Long: `Prints export lines for KUBECONFIG (the lab's kubeconfig) and KUBECACHEDIR (kubectl's
+discovery and HTTP cache, inside the lab directory: kubectl writes ~/.kube/cache otherwise,
+even with a kubeconfig). eval "$(mesh-verify lab env)" points kubectl at the lab and keeps
+its cache there; --kubeconfig prints only the kubeconfig path.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			p, err := lab.Env(lab.Options{Dir: *dir})
+			e, err := lab.Env(lab.Options{Dir: *dir})
 			if err != nil {
 				return &codedError{code: exitSetup, err: err}
 			}
 			if pathOnly {
-				fmt.Fprintln(cmd.OutOrStdout(), p)
+				fmt.Fprintln(cmd.OutOrStdout(), e.Kubeconfig)
 			} else {
-				fmt.Fprintf(cmd.OutOrStdout(), "export KUBECONFIG=%s\n", shellQuote(p))
+				fmt.Fprintf(cmd.OutOrStdout(), "export KUBECONFIG=%s\nexport KUBECACHEDIR=%s\n", shellQuote(e.Kubeconfig), shellQuote(e.KubeCacheDir))
 			}
 			return nil
 		},

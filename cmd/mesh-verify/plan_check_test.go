@@ -20,10 +20,6 @@ func TestMain(m *testing.M) {
 }
 
 func buildAndRun(m *testing.M) int {
-	if _, err := os.Stat("root.go"); err != nil {
-		fmt.Println("root.go is missing: the mesh-verify binary cannot be built yet, skipping the end-to-end tests")
-		return 0
-	}
 	dir, err := os.MkdirTemp("", "mesh-verify-e2e")
 	if err != nil {
 		fmt.Println(err)

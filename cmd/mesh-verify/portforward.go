@@ -50,8 +50,21 @@ re-established, re-resolving the pod.`,
 	cmd.Flags().StringArrayVar(&f.kubeconfig, "kubeconfig", nil, "kubeconfig file(s), merged like KUBECONFIG (default: $KUBECONFIG, else ~/.kube/config)")
 	cmd.Flags().StringVar(&f.context, "context", "", "kubeconfig context (default: the current context)")
 	cmd.Flags().StringVarP(&f.namespace, "namespace", "n", "", "namespace of the target (default: the context's namespace, else default)")
-	cmd.Flags().StringVar(&f.address, "address", "127.0.0.1", "local address to listen on")
+	cmd.Flags().StringVar(&f.address, "address", "127.0.0.1", "local address to listen on: loopback only (127.0.0.0/8, ::1 or localhost)")
 	return cmd
+}
+
+// checkLoopback accepts only a loopback listen address: the tunnel reaches
+// into the cluster with the kubeconfig's credentials, so it must not be
+// offered to other machines ("" and 0.0.0.0 listen on every interface).
+func checkLoopback(addr string) error {
+	if addr == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(addr); ip != nil && ip.IsLoopback() {
+		return nil
+	}
+	return fmt.Errorf("--address %q: want a loopback address (127.0.0.0/8, ::1 or localhost): the forward carries the kubeconfig's access into the cluster and must not be reachable from other machines", addr)
 }
 
 // splitLocalPort parses [LOCAL:]PORT; LOCAL "" or 0 means a free port.
@@ -79,6 +92,9 @@ func runPortForward(cmd *cobra.Command, f portForwardFlags, resource, ports stri
 		return &codedError{code: exitInvalidInput, err: err}
 	}
 	if _, err := kube.ParseTarget(resource, remote); err != nil {
+		return &codedError{code: exitInvalidInput, err: err}
+	}
+	if err := checkLoopback(f.address); err != nil {
 		return &codedError{code: exitInvalidInput, err: err}
 	}
 	parent := cmd.Context()

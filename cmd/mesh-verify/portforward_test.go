@@ -19,6 +19,19 @@ import (
 	"github.com/mesh-verify/mesh-verify/lab/labtest"
 )
 
+func TestCheckLoopback(t *testing.T) {
+	for _, ok := range []string{"127.0.0.1", "127.1.2.3", "::1", "localhost"} {
+		if err := checkLoopback(ok); err != nil {
+			t.Errorf("checkLoopback(%q): %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"", "0.0.0.0", "::", "10.0.0.1", "192.168.1.5", "example.com", "localhost.example.com"} {
+		if err := checkLoopback(bad); err == nil {
+			t.Errorf("checkLoopback(%q) accepted", bad)
+		}
+	}
+}
+
 func TestSplitLocalPort(t *testing.T) {
 	for _, tc := range []struct {
 		in     string
@@ -91,6 +104,11 @@ func TestPortForwardSetupErrors(t *testing.T) {
 		{[]string{"--kubeconfig", kc, "--context", "kind-a", "svc/web", "80"}, exitSetup, "API server https://127.0.0.1:1 unreachable"},
 		{[]string{"--kubeconfig", kc, "web", "80"}, exitInvalidInput, "want pod/NAME"},
 		{[]string{"--kubeconfig", kc, "svc/web", "x:80"}, exitInvalidInput, "not a port number"},
+		{[]string{"--kubeconfig", kc, "--address", "", "svc/web", "80"}, exitInvalidInput, `--address "": want a loopback address`},
+		{[]string{"--kubeconfig", kc, "--address", "0.0.0.0", "svc/web", "80"}, exitInvalidInput, `--address "0.0.0.0": want a loopback address`},
+		{[]string{"--kubeconfig", kc, "--address", "::", "svc/web", "80"}, exitInvalidInput, "must not be reachable from other machines"},
+		{[]string{"--kubeconfig", kc, "--address", "192.168.1.5", "svc/web", "80"}, exitInvalidInput, "want a loopback address"},
+		{[]string{"--kubeconfig", kc, "--address", "example.com", "svc/web", "80"}, exitInvalidInput, "want a loopback address"},
 	} {
 		_, _, done := runPF(context.Background(), tc.args...)
 		err := <-done

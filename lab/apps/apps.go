@@ -136,6 +136,12 @@ func Start(ctx context.Context, s Spec, addr string) (*Server, error) {
 		_ = srv.closeLog()
 		return nil, fmt.Errorf("start %s: listen on %s: %w", what, addr, err)
 	}
+	// A name ("localhost") is resolved by Listen: check what it bound.
+	if err := checkListener(ln.Addr()); err != nil {
+		_ = ln.Close()
+		_ = srv.closeLog()
+		return nil, fmt.Errorf("start %s: listen on %s: %w", what, addr, err)
+	}
 	srv.ln = ln
 	// Request contexts outlive Start's ctx only until Close: a cancelled
 	// ctx closes the server, which cancels them through cancelBase.
@@ -337,6 +343,19 @@ func checkLoopbackAddr(addr string) error {
 		return fmt.Errorf("listen address %q: bad port: %w", addr, err)
 	}
 	return checkLoopbackHost(host)
+}
+
+// checkListener checks the address a listener actually bound, as
+// meshsim.Serve does.
+func checkListener(a net.Addr) error {
+	ta, ok := a.(*net.TCPAddr)
+	if !ok {
+		return fmt.Errorf("bound %s (%s), want a TCP address", a, a.Network())
+	}
+	if !ta.IP.IsLoopback() {
+		return fmt.Errorf("bound %s, not a loopback address: the lab stays on 127.0.0.0/8", a)
+	}
+	return nil
 }
 
 func checkLoopbackHost(host string) error {

@@ -551,6 +551,36 @@ func TestStartRejects(t *testing.T) {
 	}
 }
 
+// "localhost" is accepted as a name; what Listen resolved it to is checked.
+func TestListenerMustBeLoopback(t *testing.T) {
+	noLeaks(t)
+	srv, err := Start(context.Background(), Spec{Kind: KindCallme, Pod: "p"}, "localhost:0")
+	if err != nil {
+		t.Fatalf("Start on localhost:0: %v", err)
+	}
+	if a, ok := srv.ln.Addr().(*net.TCPAddr); !ok || !a.IP.IsLoopback() {
+		t.Errorf("localhost:0 bound %v", srv.ln.Addr())
+	}
+	srv.Close()
+	for _, a := range []net.Addr{
+		&net.TCPAddr{IP: net.ParseIP("10.1.2.3"), Port: 8080},
+		&net.TCPAddr{IP: net.IPv4zero, Port: 8080},
+		&net.UnixAddr{Name: "/tmp/x.sock", Net: "unix"},
+	} {
+		if err := checkListener(a); err == nil {
+			t.Errorf("checkListener(%v) accepted it", a)
+		}
+	}
+	for _, a := range []net.Addr{
+		&net.TCPAddr{IP: net.ParseIP("127.0.0.1"), Port: 8080},
+		&net.TCPAddr{IP: net.IPv6loopback, Port: 8080},
+	} {
+		if err := checkListener(a); err != nil {
+			t.Errorf("checkListener(%v): %v", a, err)
+		}
+	}
+}
+
 func TestPersonsJSON(t *testing.T) {
 	noLeaks(t)
 	srv := start(t, Spec{Kind: KindPersons, Pod: "p"})

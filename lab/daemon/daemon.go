@@ -124,7 +124,7 @@ func Run(ctx context.Context, cfg Config) error {
 		pods:    map[podRef]*podRT{},
 	}
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
-		return fmt.Errorf("lab daemon: %w", err)
+		return fmt.Errorf("lab daemon: create lab directory %s: %w", cfg.Dir, err)
 	}
 	if err := os.WriteFile(filepath.Join(cfg.Dir, PIDFile), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
 		return fmt.Errorf("lab daemon: write pid file: %w", err)
@@ -261,7 +261,7 @@ func (d *Daemon) processNext(ctx context.Context) bool {
 func (d *Daemon) sync(ctx context.Context, ref podRef) error {
 	pod, err := d.listers[ref.cluster].Pods(ref.namespace).Get(ref.name)
 	if err != nil && !apierrors.IsNotFound(err) {
-		return err
+		return fmt.Errorf("get pod %s/%s from the cache of cluster %s: %w", ref.namespace, ref.name, ref.cluster, err)
 	}
 	if err != nil {
 		pod = nil

@@ -98,7 +98,7 @@ func writeStatus(dir string, s *Status) error {
 	sort.Slice(s.Pods, func(i, j int) bool { return s.Pods[i].Key() < s.Pods[j].Key() })
 	b, err := json.MarshalIndent(s, "", "  ")
 	if err != nil {
-		return err
+		return fmt.Errorf("encode lab status for %s: %w", filepath.Join(dir, StatusFile), err)
 	}
 	tmp, err := os.CreateTemp(dir, ".status-*.json")
 	if err != nil {

@@ -52,6 +52,11 @@ func FindBinaries(ctx context.Context, repoRoot string) (Binaries, error) {
 	}
 	script := filepath.Join(repoRoot, "tools", "lab", "build.sh")
 	cmd := exec.CommandContext(ctx, "bash", script)
+	// Its own process group, so that a cancel stops the whole build (go
+	// build, its compilers, the heartbeat), not only bash.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM) }
+	cmd.WaitDelay = 10 * time.Second
 	var out bytes.Buffer
 	cmd.Stdout = &out
 	cmd.Stderr = os.Stderr
@@ -289,28 +294,151 @@ func (l *Lab) DeleteAll(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// Leftovers lists live (non-zombie) processes whose command line points into
-// the lab directory: what a clean shutdown must leave empty.
+// Leftovers lists the lab's live (non-zombie) processes as "PID ARGV0":
+// what a clean shutdown must leave empty. A process is the lab's only when
+// Owned says so; a process that merely names the lab directory (a user's
+// `tail -f DIR/daemon.log`, a kubectl using DIR/kubeconfig, a wrapper
+// script, another lab whose directory shares a prefix) is not, and is never
+// listed here: see Strangers.
 func (l *Lab) Leftovers() []string {
+	own, _ := scan(l.Dir)
+	return own
+}
+
+// Strangers lists the pids of live processes whose command line names the
+// lab directory but which are not the lab's (nor the caller or its
+// ancestors): to be reported, never stopped. Only pids: their command
+// lines are none of the lab's business.
+func (l *Lab) Strangers() []int {
+	_, strangers := scan(l.Dir)
+	return strangers
+}
+
+// scan walks /proc once for Leftovers and Strangers.
+func scan(dir string) (own []string, strangers []int) {
+	dir = filepath.Clean(dir)
 	entries, _ := os.ReadDir("/proc")
-	self := strconv.Itoa(os.Getpid())
-	var out []string
+	skip := ancestors()
 	for _, e := range entries {
-		pid := e.Name()
-		if pid[0] < '0' || pid[0] > '9' || pid == self {
-			continue // not a process, or the caller itself (`lab down --dir DIR` names the dir)
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || skip[pid] {
+			continue // not a process, or the caller itself (`lab down --dir DIR` names the dir) or its parents
 		}
-		cmdline, err := os.ReadFile(filepath.Join("/proc", pid, "cmdline"))
-		if err != nil || !bytes.Contains(cmdline, []byte(l.Dir)) {
-			continue
+		p, ok := ReadProc(pid)
+		if !ok {
+			continue // gone, or exited and waiting for PID 1 to reap it
 		}
-		stat, _ := os.ReadFile(filepath.Join("/proc", pid, "stat"))
-		if f := strings.Fields(string(stat)); len(f) > 2 && f[2] == "Z" {
-			continue // exited, waiting for PID 1 to reap it
+		switch {
+		case p.OwnedBy(dir):
+			own = append(own, strconv.Itoa(pid)+" "+p.Args[0])
+		case p.mentions(dir):
+			strangers = append(strangers, pid)
 		}
-		out = append(out, pid+" "+strings.ReplaceAll(string(cmdline), "\x00", " "))
+	}
+	return own, strangers
+}
+
+// ancestors is the set of this process and its parents.
+func ancestors() map[int]bool {
+	out := map[int]bool{}
+	for pid := os.Getpid(); pid > 1 && !out[pid]; {
+		out[pid] = true
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			break
+		}
+		s := string(stat)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			break
+		}
+		f := strings.Fields(s[i+1:]) // state, ppid, ...
+		if len(f) < 2 {
+			break
+		}
+		if pid, err = strconv.Atoi(f[1]); err != nil {
+			break
+		}
 	}
 	return out
+}
+
+// Proc is a live process as /proc shows it.
+type Proc struct {
+	PID  int
+	Args []string // never empty
+	// Exe is the target of /proc/PID/exe ("" when unreadable).
+	Exe string
+}
+
+// ReadProc reads a live process; ok is false when it is gone, a zombie,
+// or has no command line (a kernel thread).
+func ReadProc(pid int) (p Proc, ok bool) {
+	base := filepath.Join("/proc", strconv.Itoa(pid))
+	stat, err := os.ReadFile(filepath.Join(base, "stat"))
+	if err != nil {
+		return p, false
+	}
+	// The state follows the parenthesised command name, which may hold spaces.
+	s := string(stat)
+	if i := strings.LastIndexByte(s, ')'); i < 0 || i+2 >= len(s) || s[i+2] == 'Z' || s[i+2] == 'X' {
+		return p, false
+	}
+	cmdline, err := os.ReadFile(filepath.Join(base, "cmdline"))
+	if err != nil || len(cmdline) == 0 {
+		return p, false
+	}
+	p.PID = pid
+	p.Args = strings.Split(strings.TrimSuffix(string(cmdline), "\x00"), "\x00")
+	p.Exe, _ = os.Readlink(filepath.Join(base, "exe"))
+	return p, true
+}
+
+// OwnedBy reports whether p belongs to the lab in dir: its argv[0] or its
+// executable lies inside dir (kwokctl starts every component through a
+// symlink in its work directory), or it is the lab's daemon.
+func (p Proc) OwnedBy(dir string) bool {
+	dir = filepath.Clean(dir)
+	return inside(p.Args[0], dir) || inside(p.Exe, dir) || IsDaemon(p.Args, dir)
+}
+
+// Owned reports whether pid is a live process of the lab in dir.
+func Owned(pid int, dir string) bool {
+	p, ok := ReadProc(pid)
+	return ok && p.OwnedBy(dir)
+}
+
+// IsDaemon reports whether args are those of the lab daemon of dir:
+// `… lab serve … --dir DIR` (or `--dir=DIR`), DIR exactly.
+func IsDaemon(args []string, dir string) bool {
+	dir = filepath.Clean(dir)
+	serve, hasDir := false, false
+	for i, a := range args {
+		next := ""
+		if i+1 < len(args) {
+			next = args[i+1]
+		}
+		switch {
+		case a == "lab" && next == "serve":
+			serve = true
+		case a == "--dir" && next == dir, a == "--dir="+dir:
+			hasDir = true
+		}
+	}
+	return serve && hasDir
+}
+
+func inside(path, dir string) bool {
+	return filepath.IsAbs(path) && strings.HasPrefix(filepath.Clean(path), dir+"/")
+}
+
+func (p Proc) mentions(dir string) bool {
+	for _, a := range p.Args {
+		if strings.Contains(a, dir) {
+			return true
+		}
+	}
+	return false
 }
 
 func lastLines(s string, n int) string {

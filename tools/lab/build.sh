@@ -79,9 +79,15 @@ log "kubernetes $kube_version, etcd $etcd_version, kwok $kwok_version, $go_versi
 run_step() { # label, command...: runs it with a "still ..." line every 20s
   local label="$1" t0=$SECONDS; shift
   if [[ "${MESH_VERIFY_LAB_QUIET:-}" != 1 ]]; then
+    # $$ is this script even in the subshell: the heartbeat ends with it, also when the
+    # script is killed outright (SIGKILL, no EXIT trap), instead of logging forever.
     ( exec 9>&-   # don't hold the build lock; stop the sleep too when killed
-      trap 'kill "$sp" 2>/dev/null; exit 0' TERM
-      while :; do sleep 20 & sp=$!; wait "$sp"; log "$label: still running, $((SECONDS - t0))s"; done ) &
+      trap 'kill "$sp" 2>/dev/null; exit 0' TERM INT HUP
+      while kill -0 $$ 2>/dev/null; do
+        sleep 20 & sp=$!; wait "$sp"
+        kill -0 $$ 2>/dev/null || exit 0
+        log "$label: still running, $((SECONDS - t0))s"
+      done ) &
     heartbeat_pid=$!
   fi
   "$@"

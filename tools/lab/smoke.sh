@@ -20,6 +20,20 @@ ok()   { passed=$((passed + 1)); echo "PASS $*"; }
 bad()  { failed=$((failed + 1)); echo "FAIL $*"; }
 now()  { date +%s.%N; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN{printf "%.1f", b-a}'; }
+# wait_until SECONDS WHAT COMMAND...: polls COMMAND every 0.1s; after SECONDS the smoke test fails
+wait_until() {
+  local limit="$1" what="$2" end=$((SECONDS + $1)); shift 2
+  until "$@" >/dev/null 2>&1; do
+    if ((SECONDS >= end)); then
+      bad "$what: not within ${limit}s (waiting for: $*)"
+      echo "smoke: $passed passed, $failed failed (gave up waiting)"
+      exit 1
+    fi
+    sleep 0.1
+  done
+}
+# forget PID: drop a pid already stopped and reaped, so cleanup never signals a reused pid
+forget() { local p keep=(); for p in "${pids[@]}"; do [[ "$p" == "$1" ]] || keep+=("$p"); done; pids=("${keep[@]}"); }
 
 cleanup() {
   set +e
@@ -67,7 +81,7 @@ spec:
 EOF
   $k create namespace demo >/dev/null
   t0="$(now)"
-  until $k -n demo get serviceaccount default >/dev/null 2>&1; do sleep 0.1; done   # made by kube-controller-manager
+  wait_until 60 "$c default ServiceAccount" $k -n demo get serviceaccount default   # made by kube-controller-manager
   echo "$c: default ServiceAccount after $(since "$t0")s"
   $k apply -f - >/dev/null <<'EOF'
 apiVersion: v1
@@ -122,7 +136,7 @@ spec:
 EOF
   # kwok-controller picks the objects up through a watch: poll, don't sleep a fixed time
   t0="$(now)"
-  until $k -n demo logs x >/dev/null 2>&1; do sleep 0.1; done
+  wait_until 30 "$c ClusterLogs served" $k -n demo logs x
   echo "$c: ClusterLogs served after $(since "$t0")s"
   [[ "$($k -n demo logs x --timestamps | head -n1)" == "2026-01-02T03:04:05.123456789Z message from $c" ]] \
     && ok "$c logs --timestamps" || bad "$c logs --timestamps"
@@ -130,10 +144,12 @@ EOF
     && ok "$c logs --since-time" || bad "$c logs --since-time"
   $k -n demo logs -f x >"$T/$c.follow" 2>&1 &
   local fp=$!
+  pids+=("$fp")
   sleep 1
   echo "$(date -u +%Y-%m-%dT%H:%M:%S.%NZ) stdout F appended" >>"$log"
   for _ in $(seq 50); do grep -q appended "$T/$c.follow" && break; sleep 0.1; done
   kill "$fp"; wait "$fp" 2>/dev/null || true
+  forget "$fp"
   grep -q appended "$T/$c.follow" && ok "$c logs -f" || bad "$c logs -f"
 
   lport="$(free_port)"

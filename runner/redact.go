@@ -1,0 +1,85 @@
+package runner
+
+import (
+	"net/url"
+	"regexp"
+	"strings"
+)
+
+// credentialWords are query parameter names, or words of them (split at
+// - _ . and the like), that carry credentials.
+var credentialWords = map[string]bool{
+	"token": true, "access_token": true, "key": true, "apikey": true, "api_key": true,
+	"password": true, "passwd": true, "secret": true, "sig": true, "signature": true,
+}
+
+// credentialSuffixes catch run-together names like sessiontoken or
+// clientsecret.
+var credentialSuffixes = []string{"token", "apikey", "password", "secret", "signature"}
+
+func isCredentialParam(name string) bool {
+	n := strings.ToLower(name)
+	if credentialWords[n] {
+		return true
+	}
+	for _, w := range strings.FieldsFunc(n, func(r rune) bool { return !('a' <= r && r <= 'z' || '0' <= r && r <= '9') }) {
+		if credentialWords[w] {
+			return true
+		}
+	}
+	for _, s := range credentialSuffixes {
+		if strings.HasSuffix(n, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// redactURL is raw as it may be shown (report, JUnit, messages): the
+// password of the user info as url.URL.Redacted hides it, and the values
+// of credential-like query parameters (token, key, password, sig, …)
+// replaced by REDACTED. A URL without either is returned unchanged.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	changed := false
+	if _, ok := u.User.Password(); ok {
+		changed = true
+	}
+	if u.RawQuery != "" {
+		parts := strings.Split(u.RawQuery, "&")
+		for i, p := range parts {
+			k, _, _ := strings.Cut(p, "=")
+			name, err := url.QueryUnescape(k)
+			if err != nil {
+				name = k
+			}
+			if isCredentialParam(name) {
+				parts[i] = k + "=REDACTED"
+				changed = true
+			}
+		}
+		u.RawQuery = strings.Join(parts, "&")
+	}
+	if !changed {
+		return raw
+	}
+	s := u.Redacted()
+	if !strings.Contains(strings.ToUpper(raw), "%7B") && !strings.Contains(strings.ToUpper(raw), "%7D") {
+		// Keep placeholders like {seq} as written.
+		s = strings.NewReplacer("%7B", "{", "%7D", "}").Replace(s)
+	}
+	return s
+}
+
+// quotedURL finds the URLs net/http quotes in its errors (Get "URL": …).
+var quotedURL = regexp.MustCompile(`"[a-zA-Z][a-zA-Z0-9+.-]*://[^"\s]*"`)
+
+// redactMessage redacts the quoted URLs of an error message.
+func redactMessage(msg string) string {
+	return quotedURL.ReplaceAllStringFunc(msg, func(q string) string {
+		return `"` + redactURL(q[1:len(q)-1]) + `"`
+	})
+}
