@@ -31,11 +31,12 @@ func newJudge(sc *scenarios.Scenario, o attack.Options) *judge {
 // evidence is everything a verdict may draw on: the counts of each
 // attribution source, the mirror join of the logs, and the ready pods.
 type evidence struct {
-	body      tally.Snapshot
-	logs      *tally.Snapshot
-	metrics   *tally.Snapshot
-	mirror    *podlogs.Totals
-	readyPods map[string]int
+	body    tally.Snapshot
+	logs    *tally.Snapshot
+	metrics *tally.Snapshot
+	mirror  *podlogs.Totals
+	// readyPods names the serving pods of the observed workloads per cluster.
+	readyPods map[string][]string
 }
 
 // source returns the counts of one source; logs and metrics exist only
@@ -230,7 +231,8 @@ func latency(l *scenarios.Latency, s tally.Snapshot) assert.Result {
 }
 
 // SplitModel computes the expected shares of a split expectation from the
-// scenario alone (no inventory), as `mesh-verify plan` needs them.
+// scenario alone (no inventory), as `mesh-verify plan` needs them; a split
+// by pod over inventoried pods cannot be planned this way.
 func SplitModel(sc *scenarios.Scenario, sp *scenarios.Split) (assert.Shares, error) {
 	ao := attackOptions(sc, "", "")
 	return newJudge(sc, ao).model(sp, nil)
@@ -243,8 +245,38 @@ func PlannedRequests(sc *scenarios.Scenario) int64 {
 }
 
 // model computes the expected shares of a split expectation; ready pods
-// come from the scenario, else from the inventory.
-func (j *judge) model(sp *scenarios.Split, ready map[string]int) (assert.Shares, error) {
+// come from the scenario, else from the inventory. By pod, each cluster's
+// share is spread evenly over its ready pods, named by the inventory.
+func (j *judge) model(sp *scenarios.Split, ready map[string][]string) (assert.Shares, error) {
+	s, err := j.clusterModel(sp, ready)
+	if err != nil || sp.By != "pod" || !perPodModel(sp.Model) {
+		return s, err
+	}
+	if len(ready) == 0 {
+		return assert.Shares{}, fmt.Errorf("model %s by pod needs the inventory's pod names: nothing was inventoried", sp.Model)
+	}
+	byPod := assert.Shares{Shares: map[string]float64{}, Model: s.Model + " by pod", Explanation: s.Explanation}
+	for c, share := range s.Shares {
+		names := ready[c]
+		if share > 0 && len(names) == 0 {
+			return assert.Shares{}, fmt.Errorf("model %s by pod: cluster %s has a share but no ready pod in the inventory", sp.Model, c)
+		}
+		for _, n := range names {
+			byPod.Shares[n] = share / float64(len(names))
+		}
+	}
+	byPod.Explanation = append(append([]string(nil), s.Explanation...),
+		"each cluster's share is spread evenly over its ready pods (from the inventory).")
+	return byPod, nil
+}
+
+func perPodModel(m string) bool {
+	return m == "equal-per-pod" || m == "link-cost-inverse" || m == "link-cost-balanced"
+}
+
+// clusterModel computes the expected shares per cluster (or per the
+// scenario's own buckets for weights and equal).
+func (j *judge) clusterModel(sp *scenarios.Split, ready map[string][]string) (assert.Shares, error) {
 	pods := sp.Pods
 	if len(pods) == 0 && len(ready) > 0 {
 		pods = map[string]int{}
@@ -254,7 +286,7 @@ func (j *judge) model(sp *scenarios.Split, ready map[string]int) (assert.Shares,
 		}
 		for _, c := range j.sc.Clusters {
 			if len(in) == 0 || in[c.Name] {
-				pods[c.Name] = ready[c.Name]
+				pods[c.Name] = len(ready[c.Name])
 			}
 		}
 		if j.sc.Target.Forward != nil {
@@ -272,6 +304,11 @@ func (j *judge) model(sp *scenarios.Split, ready map[string]int) (assert.Shares,
 		if len(b) == 0 && sp.By == "cluster" {
 			for _, c := range j.sc.Clusters {
 				b = append(b, c.Name)
+			}
+		}
+		if len(b) == 0 && sp.By == "pod" {
+			for _, c := range j.sc.Clusters {
+				b = append(b, ready[c.Name]...)
 			}
 		}
 		if len(b) == 0 {

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"net/url"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -141,20 +142,24 @@ func (kp *kubePath) observedPods(w *scenarios.Workload) []kube.Pod {
 	return out
 }
 
-// readyPods counts the serving pods per cluster: what the equal-per-pod
-// and link-cost models divide traffic by when the scenario does not say.
-func (kp *kubePath) readyPods() map[string]int {
+// readyPods lists the serving pods per cluster by name: their counts are
+// what the equal-per-pod and link-cost models divide traffic by when the
+// scenario does not say, their names the buckets of a split by pod.
+func (kp *kubePath) readyPods() map[string][]string {
 	if kp == nil || kp.inv == nil {
 		return nil
 	}
-	out := map[string]int{}
+	out := map[string][]string{}
 	for i := range kp.sc.Observe {
 		w := &kp.sc.Observe[i]
 		for _, p := range kp.observedPods(w) {
-			if p.Serving() {
-				out[p.Cluster]++
+			if p.Serving() && !slices.Contains(out[p.Cluster], p.Name) {
+				out[p.Cluster] = append(out[p.Cluster], p.Name)
 			}
 		}
+	}
+	for _, names := range out {
+		sort.Strings(names)
 	}
 	return out
 }

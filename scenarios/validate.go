@@ -630,12 +630,28 @@ func (s *Scenario) checkSplit(c *checker, p string, sp *Split) {
 	}
 
 	if perPod {
-		if !byCluster {
-			c.add(p+".by", "model %s splits by cluster (pods per cluster set the shares), got by: %s", sp.Model, sp.By)
-		}
 		split := sp.Buckets
 		if len(split) == 0 {
 			split = s.ClusterNames()
+		}
+		switch {
+		case byCluster:
+		case sp.By == "pod":
+			// Each cluster's share is spread evenly over its ready pods,
+			// whose names only the inventory knows; buckets name clusters.
+			var unnamed []string
+			for _, cl := range split {
+				if !s.declared(cl) {
+					c.add(p+".buckets", "by pod with model %s, buckets name the clusters to include: %s", sp.Model, s.unknownCluster(cl))
+				} else if !s.inventoried(cl) {
+					unnamed = append(unnamed, cl)
+				}
+			}
+			if len(unnamed) > 0 {
+				c.add(p+".by", "by pod with model %s needs the names of the ready pods in %s: observe the workload there (observe[].clusters)", sp.Model, strings.Join(unnamed, ", "))
+			}
+		default:
+			c.add(p+".by", "model %s splits by cluster, or by pod when the inventory names the pods, got by: %s", sp.Model, sp.By)
 		}
 		if len(split) == 0 {
 			c.add(p, "model %s needs declared clusters", sp.Model)

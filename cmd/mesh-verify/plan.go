@@ -134,6 +134,13 @@ func planScenario(w io.Writer, file string, deff float64) error {
 			continue
 		}
 		model, err := runner.SplitModel(sc, e.Split)
+		if err != nil && len(sc.Observe) > 0 && len(e.Split.Pods) == 0 && e.Split.Model != "weights" && e.Split.Model != "equal" ||
+			err != nil && e.Split.By == "pod" && len(sc.Observe) > 0 {
+			// Ready pods (their number, or their names by pod) come from
+			// the inventory of the clusters at run time.
+			fmt.Fprintf(w, "%s: not planned here: its expected shares need the cluster inventory (ready pods) of a run\n", e.Name)
+			continue
+		}
 		if err != nil {
 			return &codeError{code: exitInvalidInput, msg: fmt.Sprintf("%s: expectation %q: %v", file, e.Name, err)}
 		}
