@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mesh-verify/mesh-verify/lab"
 	"github.com/mesh-verify/mesh-verify/lab/labtest"
 )
 
@@ -76,29 +75,14 @@ expect:
 // requests of the run the apps wrote to their log files.
 func TestLogAttributionAcrossThreeClustersSurvivesACut(t *testing.T) {
 	bin := labtest.Binaries(t)
-	dir, err := os.MkdirTemp("", "mvlogs-")
-	if err != nil {
-		t.Fatal(err)
-	}
 	topo := filepath.Join(t.TempDir(), "three.yaml")
 	if err := os.WriteFile(topo, []byte(threeClusterTopology), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	opts := lab.Options{Dir: dir, Topology: topo, Bin: string(bin), RepoRoot: labtest.RepoRoot(), Daemon: daemonFromBinary}
+	l := upLab(t, bin, topo)
+	dir := l.Dir
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	l, err := lab.Up(ctx, opts)
-	t.Cleanup(func() {
-		dctx, dcancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer dcancel()
-		if _, err := lab.Down(dctx, opts); err != nil {
-			t.Errorf("lab down: %v", err)
-		}
-		os.RemoveAll(dir)
-	})
-	if err != nil {
-		t.Fatalf("lab up: %v", err)
-	}
 	scenario := writeScenario(t, threeClusterScenario)
 
 	out := t.TempDir()
@@ -119,7 +103,7 @@ func TestLogAttributionAcrossThreeClustersSurvivesACut(t *testing.T) {
 	restart := cutKwokController(t, dir, "c2")
 	time.Sleep(2 * time.Second)
 	restart()
-	err = wait()
+	err := wait()
 	rep, _ := readReport(t, out)
 	if rep == nil {
 		t.Fatalf("no report: %v\n%s\n%s", err, so.String(), se.String())

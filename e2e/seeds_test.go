@@ -11,6 +11,7 @@ import (
 
 	"github.com/mesh-verify/mesh-verify/assert"
 	"github.com/mesh-verify/mesh-verify/lab"
+	"github.com/mesh-verify/mesh-verify/lab/kwok"
 	"github.com/mesh-verify/mesh-verify/lab/labtest"
 )
 
@@ -37,26 +38,9 @@ func TestSeedExperimentsInTheLab(t *testing.T) {
 	}
 	for _, seed := range seeds {
 		t.Run(seed.topology, func(t *testing.T) {
-			dir, err := os.MkdirTemp("", "mve2e-")
-			if err != nil {
-				t.Fatal(err)
-			}
-			opts := lab.Options{Dir: dir, Topology: seed.topology, Bin: string(bin), RepoRoot: labtest.RepoRoot(),
-				Daemon: daemonFromBinary}
+			l := upLab(t, bin, seed.topology)
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
-			l, err := lab.Up(ctx, opts)
-			t.Cleanup(func() {
-				dctx, dcancel := context.WithTimeout(context.Background(), 2*time.Minute)
-				defer dcancel()
-				if _, err := lab.Down(dctx, opts); err != nil {
-					t.Errorf("lab down: %v", err)
-				}
-				os.RemoveAll(dir)
-			})
-			if err != nil {
-				t.Fatalf("lab up %s: %v", seed.topology, err)
-			}
 			for name, want := range seed.scenarios {
 				f := filepath.Join("..", "scenarios", "catalog", name+".yaml")
 				r := runBinary(t, ctx, "run", f, "--kubeconfig", l.Kubeconfig)
@@ -77,6 +61,32 @@ func TestSeedExperimentsInTheLab(t *testing.T) {
 			}
 		})
 	}
+}
+
+// upLab brings a lab up in a directory of its own for one test (a
+// built-in topology name or a file) and takes it down when the test ends.
+func upLab(t *testing.T, bin kwok.Binaries, topology string) *lab.Lab {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "mve2e-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := lab.Options{Dir: dir, Topology: topology, Bin: string(bin), RepoRoot: labtest.RepoRoot(), Daemon: daemonFromBinary}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	l, err := lab.Up(ctx, opts)
+	t.Cleanup(func() {
+		dctx, dcancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer dcancel()
+		if _, err := lab.Down(dctx, opts); err != nil {
+			t.Errorf("lab down: %v", err)
+		}
+		os.RemoveAll(dir)
+	})
+	if err != nil {
+		t.Fatalf("lab up %s: %v", topology, err)
+	}
+	return l
 }
 
 // daemonFromBinary runs the lab daemon from the binary under test (the

@@ -240,14 +240,14 @@ func undoUp(ctx context.Context, o Options, proc *os.Process, exited <-chan stru
 // once every API server answers. A cluster that comes up broken is
 // deleted and created again, twice at most; recreated says so.
 func createClusters(ctx context.Context, k *kwok.Lab, t *topology.Topology, out io.Writer, started func() error) (recreated bool, err error) {
-	todo := t.Clusters
-	for attempt := 1; len(todo) > 0; attempt++ {
+	pending := t.Clusters
+	for attempt := 1; len(pending) > 0; attempt++ {
 		type result struct {
 			cluster string
 			err     error
 		}
-		applied := make(chan result, len(todo))
-		for _, c := range todo {
+		applied := make(chan result, len(pending))
+		for _, c := range pending {
 			begin := time.Now()
 			if err := k.Start(ctx, c); err != nil {
 				return recreated, err
@@ -267,7 +267,7 @@ func createClusters(ctx context.Context, k *kwok.Lab, t *topology.Topology, out 
 			}
 		}
 		var broken []string
-		for range todo {
+		for range pending {
 			r := <-applied
 			var be *brokenClusterError
 			switch {
@@ -287,7 +287,7 @@ func createClusters(ctx context.Context, k *kwok.Lab, t *topology.Topology, out 
 			}
 			recreated = true
 		}
-		todo = broken
+		pending = broken
 	}
 	return recreated, nil
 }

@@ -48,8 +48,8 @@ type StatusReport struct {
 // ErrNoLab is returned by Status and Env when there is no lab in the dir.
 var ErrNoLab = errors.New("no lab")
 
-// Status inspects the lab in o.Dir without changing it.
-func Status(ctx context.Context, o Options) (*StatusReport, error) {
+// existingState reads the state of the lab in o.Dir, or says there is none.
+func existingState(o *Options) (*State, error) {
 	if err := o.defaults(); err != nil {
 		return nil, err
 	}
@@ -57,6 +57,12 @@ func Status(ctx context.Context, o Options) (*StatusReport, error) {
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("%w in %s (start one with: mesh-verify lab up)", ErrNoLab, o.Dir)
 	}
+	return st, err
+}
+
+// Status inspects the lab in o.Dir without changing it.
+func Status(ctx context.Context, o Options) (*StatusReport, error) {
+	st, err := existingState(&o)
 	if err != nil {
 		return nil, err
 	}
@@ -138,13 +144,7 @@ type Environment struct {
 
 // Env returns the environment that points kubectl at the lab in o.Dir.
 func Env(o Options) (*Environment, error) {
-	if err := o.defaults(); err != nil {
-		return nil, err
-	}
-	st, err := readState(o.Dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("%w in %s (start one with: mesh-verify lab up)", ErrNoLab, o.Dir)
-	}
+	st, err := existingState(&o)
 	if err != nil {
 		return nil, err
 	}

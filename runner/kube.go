@@ -323,10 +323,7 @@ func (ls *logSource) tally(start time.Time, grace time.Duration, seqConn []uint3
 	// Apps that log no request id: their lines inside the attack window
 	// count, as independent draws.
 	for tg, pc := range ls.counter.Pods() {
-		for i := 0; i < pc.NoID; i++ {
-			t.Add(&attack.Result{Result: &vegeta.Result{Code: 200, Timestamp: start}},
-				attribution.Identity{Cluster: tg.Cluster, Pod: tg.Pod, Version: version[podKey(tg.Cluster, tg.Namespace, tg.Pod)]})
-		}
+		addIndependent(t, start, pc.NoID, attribution.Identity{Cluster: tg.Cluster, Pod: tg.Pod, Version: version[podKey(tg.Cluster, tg.Namespace, tg.Pod)]})
 	}
 	return t.Snapshot()
 }
@@ -367,10 +364,7 @@ func (kp *kubePath) metricsTally(after []*kube.Metrics, start time.Time) tally.S
 			continue
 		}
 		for _, d := range kube.Delta(kp.metricsBefore, after, w.Metrics.Counter, w.Metrics.Labels) {
-			for j := 0; j < int(d.Delta+0.5); j++ {
-				t.Add(&attack.Result{Result: &vegeta.Result{Code: 200, Timestamp: start}},
-					attribution.Identity{Cluster: d.Cluster, Pod: d.Pod, Version: version[podKey(d.Cluster, d.Namespace, d.Pod)]})
-			}
+			addIndependent(t, start, int(d.Delta+0.5), attribution.Identity{Cluster: d.Cluster, Pod: d.Pod, Version: version[podKey(d.Cluster, d.Namespace, d.Pod)]})
 		}
 	}
 	return t.Snapshot()
@@ -425,4 +419,14 @@ func (kp *kubePath) reportInfo() *reports.Kubernetes {
 		sort.Slice(k.Logs, func(a, b int) bool { return k.Logs[a].Target < k.Logs[b].Target })
 	}
 	return k
+}
+
+// addIndependent counts n requests of one identity that no connection is
+// known for (log lines without a request id, counter deltas): each is its
+// own sampling unit.
+func addIndependent(t *tally.Tally, at time.Time, n int, id attribution.Identity) {
+	r := &attack.Result{Result: &vegeta.Result{Code: 200, Timestamp: at}}
+	for range n {
+		t.Add(r, id)
+	}
 }

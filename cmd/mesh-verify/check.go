@@ -22,20 +22,8 @@ import (
 	"github.com/mesh-verify/mesh-verify/scenarios"
 )
 
-// codeError carries the process exit code of a command; execute() maps any
-// error with an ExitCode method to that code.
-type codeError struct {
-	code int
-	msg  string
-}
-
-func (e *codeError) Error() string { return e.msg }
-
-// ExitCode is the process exit code for this error.
-func (e *codeError) ExitCode() int { return e.code }
-
 func invalidInput(format string, a ...any) error {
-	return &codeError{code: exitInvalidInput, msg: fmt.Sprintf(format, a...)}
+	return &codedError{code: exitInvalidInput, err: fmt.Errorf(format, a...)}
 }
 
 // verdictError reports a non-passing verdict as an exit code only: the
@@ -45,9 +33,9 @@ func verdictError(v assert.Verdict) error {
 	case assert.Pass:
 		return nil
 	case assert.Fail:
-		return &codeError{code: exitFail}
+		return &codedError{code: exitFail}
 	}
-	return &codeError{code: exitInconclusive}
+	return &codedError{code: exitInconclusive}
 }
 
 // splitFlags are the expectation flags check and plan share.

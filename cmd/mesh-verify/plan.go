@@ -118,7 +118,7 @@ func sortedNames(m map[string]float64) []string { return slices.Sorted(maps.Keys
 func planScenario(w io.Writer, file string, deff float64) error {
 	sc, err := scenarios.Load(file)
 	if err != nil {
-		return &codeError{code: exitInvalidInput, msg: err.Error()}
+		return &codedError{code: exitInvalidInput, err: err}
 	}
 	if !(deff >= 1) || math.IsInf(deff, 0) {
 		return invalidInput("--design-effect %g: want 1 (independent requests) or more", deff)
@@ -142,7 +142,7 @@ func planScenario(w io.Writer, file string, deff float64) error {
 			continue
 		}
 		if err != nil {
-			return &codeError{code: exitInvalidInput, msg: fmt.Sprintf("%s: expectation %q: %v", file, e.Name, err)}
+			return &codedError{code: exitInvalidInput, err: fmt.Errorf("%s: expectation %q: %w", file, e.Name, err)}
 		}
 		margin, relative := st.Margin.Fraction(), st.Relative
 		if e.Split.Margin != nil {

@@ -18,8 +18,9 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
+
+	"github.com/mesh-verify/mesh-verify/lab/loopback"
 )
 
 // App kinds.
@@ -79,7 +80,7 @@ type Server struct {
 	spec      Spec
 	ln        net.Listener
 	srv       *http.Server
-	log       *criLog // nil when Spec.LogFile is empty
+	log       *CRILog // nil when Spec.LogFile is empty
 	callee    *url.URL
 	transport *http.Transport // caller only
 	people    []person        // persons only; never mutated
@@ -120,13 +121,13 @@ func Start(ctx context.Context, s Spec, addr string) (*Server, error) {
 		if srv.callee, err = calleeURL(s.Callee); err != nil {
 			return nil, fmt.Errorf("start %s: %w", what, err)
 		}
-		srv.transport = newLoopbackTransport()
+		srv.transport = loopback.Transport(64, 64)
 	}
 	if s.Kind == KindPersons {
 		srv.people = samplePeople()
 	}
 	if s.LogFile != "" {
-		if srv.log, err = openCRILog(s.LogFile); err != nil {
+		if srv.log, err = OpenCRILog(s.LogFile); err != nil {
 			return nil, fmt.Errorf("start %s: %w", what, err)
 		}
 	}
@@ -137,7 +138,7 @@ func Start(ctx context.Context, s Spec, addr string) (*Server, error) {
 		return nil, fmt.Errorf("start %s: listen on %s: %w", what, addr, err)
 	}
 	// A name ("localhost") is resolved by Listen: check what it bound.
-	if err := checkListener(ln.Addr()); err != nil {
+	if err := loopback.CheckListener(ln.Addr()); err != nil {
 		_ = ln.Close()
 		_ = srv.closeLog()
 		return nil, fmt.Errorf("start %s: listen on %s: %w", what, addr, err)
@@ -345,19 +346,6 @@ func checkLoopbackAddr(addr string) error {
 	return checkLoopbackHost(host)
 }
 
-// checkListener checks the address a listener actually bound, as
-// meshsim.Serve does.
-func checkListener(a net.Addr) error {
-	ta, ok := a.(*net.TCPAddr)
-	if !ok {
-		return fmt.Errorf("bound %s (%s), want a TCP address", a, a.Network())
-	}
-	if !ta.IP.IsLoopback() {
-		return fmt.Errorf("bound %s, not a loopback address: the lab stays on 127.0.0.0/8", a)
-	}
-	return nil
-}
-
 func checkLoopbackHost(host string) error {
 	if host == "localhost" {
 		return nil
@@ -365,34 +353,6 @@ func checkLoopbackHost(host string) error {
 	ip := net.ParseIP(host)
 	if ip == nil || !ip.IsLoopback() {
 		return fmt.Errorf("host %q is not a loopback IP: the lab stays on 127.0.0.0/8", host)
-	}
-	return nil
-}
-
-// newLoopbackTransport is the caller's HTTP client transport: keep-alive to
-// the callee, no environment proxy (an HTTP_PROXY on a developer machine
-// must not capture lab traffic), and a dialer that refuses anything but
-// loopback.
-func newLoopbackTransport() *http.Transport {
-	d := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second, Control: loopbackOnly}
-	return &http.Transport{
-		Proxy:               nil,
-		DialContext:         d.DialContext,
-		MaxIdleConns:        64,
-		MaxIdleConnsPerHost: 64,
-		IdleConnTimeout:     90 * time.Second,
-	}
-}
-
-// loopbackOnly is a net.Dialer Control hook: it sees the resolved address,
-// so even a name resolving elsewhere cannot leave 127.0.0.0/8.
-func loopbackOnly(network, address string, _ syscall.RawConn) error {
-	host, _, err := net.SplitHostPort(address)
-	if err != nil {
-		return fmt.Errorf("dial %s %s: %w", network, address, err)
-	}
-	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
-		return fmt.Errorf("dial %s %s: refusing a non-loopback address: the lab stays on 127.0.0.0/8", network, address)
 	}
 	return nil
 }

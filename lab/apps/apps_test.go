@@ -12,31 +12,14 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-)
 
-// noLeaks fails the test if goroutines started during it are still running
-// once its cleanups ran. Register it first: cleanups run last-in first-out.
-// Tests in this package do not run in parallel, which keeps counts sound.
-func noLeaks(t *testing.T) {
-	t.Helper()
-	before := runtime.NumGoroutine()
-	t.Cleanup(func() {
-		deadline := time.Now().Add(3 * time.Second)
-		for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
-			time.Sleep(10 * time.Millisecond)
-		}
-		if n := runtime.NumGoroutine(); n > before {
-			buf := make([]byte, 1<<16)
-			buf = buf[:runtime.Stack(buf, true)]
-			t.Errorf("%d goroutines leaked:\n%s", n-before, buf)
-		}
-	})
-}
+	"github.com/mesh-verify/mesh-verify/lab/internal/testutil"
+	"github.com/mesh-verify/mesh-verify/lab/loopback"
+)
 
 // client is an HTTP client that ignores env proxies; its idle connections
 // are closed when the test ends.
@@ -186,7 +169,7 @@ func TestKindsAnswerAndLogLikeTheTutorials(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			noLeaks(t)
+			testutil.NoLeaks(t)
 			tc.spec.LogFile = filepath.Join(t.TempDir(), "pods", tc.spec.Pod, "app.log")
 			srv := start(t, tc.spec)
 			code, body, _ := get(t, client(t), srv.URL()+tc.path, map[string]string{"X-Request-Id": "rid-1"})
@@ -222,7 +205,7 @@ func TestUnknownPathsAndMethodsAreNotHits(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.kind+" "+tc.method+" "+tc.path, func(t *testing.T) {
-			noLeaks(t)
+			testutil.NoLeaks(t)
 			srv := start(t, Spec{Kind: tc.kind, Pod: "p", LogFile: filepath.Join(t.TempDir(), "log")})
 			req, _ := http.NewRequest(tc.method, srv.URL()+tc.path, nil)
 			resp, err := client(t).Do(req)
@@ -238,7 +221,7 @@ func TestUnknownPathsAndMethodsAreNotHits(t *testing.T) {
 }
 
 func TestCallerEmbedsCalleeAndPropagatesHeaders(t *testing.T) {
-	noLeaks(t)
+	testutil.NoLeaks(t)
 	dir := t.TempDir()
 	c := client(t)
 	callme := start(t, Spec{Kind: KindCallme, Pod: "callme-service-v1-7b65795f48-w7zlq", LogFile: filepath.Join(dir, "callme.log")})
@@ -294,7 +277,7 @@ func TestCallerEmbedsCalleeAndPropagatesHeaders(t *testing.T) {
 }
 
 func TestSetReady(t *testing.T) {
-	noLeaks(t)
+	testutil.NoLeaks(t)
 	log := filepath.Join(t.TempDir(), "log")
 	srv := start(t, Spec{Kind: KindCallme, Pod: "p", LogFile: log})
 	c := client(t)
@@ -328,7 +311,7 @@ func TestSetReady(t *testing.T) {
 // TestConcurrentRequestsLogCompleteLines hammers one app from many
 // goroutines while a reader tails the file, then parses every line back.
 func TestConcurrentRequestsLogCompleteLines(t *testing.T) {
-	noLeaks(t)
+	testutil.NoLeaks(t)
 	const workers, perWorker = 16, 50
 	log := filepath.Join(t.TempDir(), "callme.log")
 	srv := start(t, Spec{Kind: KindCallme, Pod: "p", LogFile: log})
@@ -424,7 +407,7 @@ func TestConcurrentRequestsLogCompleteLines(t *testing.T) {
 // TestLineVisibleBeforeAnswer checks there is no buffering: the line of a
 // request is in the file by the time its response arrives.
 func TestLineVisibleBeforeAnswer(t *testing.T) {
-	noLeaks(t)
+	testutil.NoLeaks(t)
 	log := filepath.Join(t.TempDir(), "log")
 	srv := start(t, Spec{Kind: KindPersons, Pod: "p", LogFile: log})
 	c := client(t)
@@ -437,7 +420,7 @@ func TestLineVisibleBeforeAnswer(t *testing.T) {
 }
 
 func TestLogSanitizesControlCharacters(t *testing.T) {
-	noLeaks(t)
+	testutil.NoLeaks(t)
 	log := filepath.Join(t.TempDir(), "log")
 	srv := start(t, Spec{Kind: KindEcho, Pod: "p", LogFile: log})
 	// %0A decodes to a newline in URL.Path, which must not split the record.
@@ -449,7 +432,7 @@ func TestLogSanitizesControlCharacters(t *testing.T) {
 }
 
 func TestDelayAndCloseAbortsInFlight(t *testing.T) {
-	noLeaks(t)
+	testutil.NoLeaks(t)
 	c := client(t)
 	t.Run("delay is service time", func(t *testing.T) {
 		srv := start(t, Spec{Kind: KindCallme, Pod: "p", Delay: 80 * time.Millisecond})
@@ -497,7 +480,7 @@ func waitFor(t *testing.T, cond func() bool) {
 }
 
 func TestContextCancelStopsServer(t *testing.T) {
-	noLeaks(t)
+	testutil.NoLeaks(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	log := filepath.Join(t.TempDir(), "log")
 	srv, err := Start(ctx, Spec{Kind: KindCallme, Pod: "p", LogFile: log}, "127.0.0.1:0")
@@ -523,7 +506,7 @@ func TestContextCancelStopsServer(t *testing.T) {
 }
 
 func TestStartRejects(t *testing.T) {
-	noLeaks(t)
+	testutil.NoLeaks(t)
 	cases := []struct {
 		name string
 		spec Spec
@@ -553,7 +536,7 @@ func TestStartRejects(t *testing.T) {
 
 // "localhost" is accepted as a name; what Listen resolved it to is checked.
 func TestListenerMustBeLoopback(t *testing.T) {
-	noLeaks(t)
+	testutil.NoLeaks(t)
 	srv, err := Start(context.Background(), Spec{Kind: KindCallme, Pod: "p"}, "localhost:0")
 	if err != nil {
 		t.Fatalf("Start on localhost:0: %v", err)
@@ -567,22 +550,22 @@ func TestListenerMustBeLoopback(t *testing.T) {
 		&net.TCPAddr{IP: net.IPv4zero, Port: 8080},
 		&net.UnixAddr{Name: "/tmp/x.sock", Net: "unix"},
 	} {
-		if err := checkListener(a); err == nil {
-			t.Errorf("checkListener(%v) accepted it", a)
+		if err := loopback.CheckListener(a); err == nil {
+			t.Errorf("loopback.CheckListener(%v) accepted it", a)
 		}
 	}
 	for _, a := range []net.Addr{
 		&net.TCPAddr{IP: net.ParseIP("127.0.0.1"), Port: 8080},
 		&net.TCPAddr{IP: net.IPv6loopback, Port: 8080},
 	} {
-		if err := checkListener(a); err != nil {
-			t.Errorf("checkListener(%v): %v", a, err)
+		if err := loopback.CheckListener(a); err != nil {
+			t.Errorf("loopback.CheckListener(%v): %v", a, err)
 		}
 	}
 }
 
 func TestPersonsJSON(t *testing.T) {
-	noLeaks(t)
+	testutil.NoLeaks(t)
 	srv := start(t, Spec{Kind: KindPersons, Pod: "p"})
 	_, body, hdr := get(t, client(t), srv.URL()+"/persons/ages/33", nil)
 	var got []person

@@ -19,9 +19,10 @@ const criTimeLayout = "2006-01-02T15:04:05.000000000Z07:00"
 // into partial ("P") records, which this writer never emits.
 const maxMessage = 8 << 10
 
-// criLog appends CRI-format lines ("<ts> stdout F <message>") to a pod's log
-// file, which kwok's ClusterLogs serves to `kubectl logs`.
-type criLog struct {
+// CRILog appends CRI-format lines ("<ts> stdout F <message>") to a pod's log
+// file, which kwok's ClusterLogs serves to `kubectl logs`. The lab daemon
+// also writes the logs of mesh entry pods with it.
+type CRILog struct {
 	// mu makes "take the timestamp, then write" atomic, so the file's line
 	// order equals timestamp order; log followers resume by timestamp
 	// (sinceTime) and would skip or repeat lines if they were out of order.
@@ -29,10 +30,10 @@ type criLog struct {
 	f  *os.File
 }
 
-// openCRILog opens path for appending, creating it and its directory.
+// OpenCRILog opens path for appending, creating it and its directory.
 // O_APPEND makes every write land at the end of the file even if another
 // process (a log rotator, a second writer) also appends.
-func openCRILog(path string) (*criLog, error) {
+func OpenCRILog(path string) (*CRILog, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("create log directory for %s: %w", path, err)
 	}
@@ -40,13 +41,13 @@ func openCRILog(path string) (*criLog, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open pod log %s: %w", path, err)
 	}
-	return &criLog{f: f}, nil
+	return &CRILog{f: f}, nil
 }
 
 // Line writes one complete line with a single write(2) and no user-space
 // buffer: a concurrent reader (the kubelet's CRI reader following the file)
 // then sees whole lines only, and sees each line as soon as Line returns.
-func (l *criLog) Line(msg string) error {
+func (l *CRILog) Line(msg string) error {
 	msg = sanitize(msg)
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -63,7 +64,7 @@ func (l *criLog) Line(msg string) error {
 }
 
 // Close closes the file; later Line calls fail with os.ErrClosed.
-func (l *criLog) Close() error {
+func (l *CRILog) Close() error {
 	if err := l.f.Close(); err != nil {
 		return fmt.Errorf("close pod log %s: %w", l.f.Name(), err)
 	}

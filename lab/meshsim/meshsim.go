@@ -18,6 +18,8 @@ import (
 	"slices"
 	"sort"
 	"sync"
+
+	"github.com/mesh-verify/mesh-verify/lab/loopback"
 )
 
 // Modes of Policy.Mode.
@@ -152,7 +154,7 @@ func New(p Policy) (*Sim, error) {
 		}
 		s.mirrorSem = make(chan struct{}, n)
 	}
-	s.transport = newTransport()
+	s.transport = loopback.Transport(512, 128)
 	s.proxy = s.newProxy()
 	return s, nil
 }

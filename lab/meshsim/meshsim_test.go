@@ -10,33 +10,15 @@ import (
 	"net"
 	"net/http"
 	"regexp"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
-)
 
-// noLeaks fails the test if goroutines started during it outlive its
-// cleanups. Register it first: cleanups run last-in first-out. Tests here
-// do not run in parallel, which keeps the counts sound.
-func noLeaks(t *testing.T) {
-	t.Helper()
-	before := runtime.NumGoroutine()
-	t.Cleanup(func() {
-		deadline := time.Now().Add(3 * time.Second)
-		for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
-			time.Sleep(10 * time.Millisecond)
-		}
-		if n := runtime.NumGoroutine(); n > before {
-			buf := make([]byte, 1<<16)
-			buf = buf[:runtime.Stack(buf, true)]
-			t.Errorf("%d goroutines leaked:\n%s", n-before, buf)
-		}
-	})
-}
+	"github.com/mesh-verify/mesh-verify/lab/internal/testutil"
+)
 
 // pod is a real backend HTTP server on loopback that says who it is and
 // remembers the Host and X-Request-Id of every request.
@@ -277,7 +259,7 @@ func TestSplitPerRequest(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			noLeaks(t)
+			testutil.NoLeaks(t)
 			var pods []*pod
 			for _, p := range tc.pods {
 				pd := startPod(t, p[0], p[1], p[2])
@@ -361,7 +343,7 @@ func TestBalancedWorkedExamples(t *testing.T) {
 	const perConn = 3
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			noLeaks(t)
+			testutil.NoLeaks(t)
 			var pods []*pod
 			for _, p := range tc.pods {
 				pods = append(pods, startPod(t, p[0], p[1], "v1"))
@@ -422,7 +404,7 @@ func TestBalancedWorkedExamples(t *testing.T) {
 // TestBalancedCountsOnlyOpenConnections: after every connection closed,
 // a new one sees zero open everywhere and goes to the local cluster.
 func TestBalancedCountsOnlyOpenConnections(t *testing.T) {
-	noLeaks(t)
+	testutil.NoLeaks(t)
 	local, remote := startPod(t, "c1", "a", "v1"), startPod(t, "c2", "b", "v1")
 	sim, addr := startSim(t, Policy{Mode: ModeBalanced, Local: "c1", Costs: map[string]float64{"c2": 1}}, backends(local, remote))
 	for i := range 5 {
@@ -446,7 +428,7 @@ func TestPerConnectionStickiness(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			noLeaks(t)
+			testutil.NoLeaks(t)
 			a, b := startPod(t, "c1", "a", "v1"), startPod(t, "c2", "b", "v1")
 			_, addr := startSim(t, Policy{Mode: ModePerCluster, PerConnection: tc.perConnection}, backends(a, b))
 			seen := map[string]int{}
@@ -483,7 +465,7 @@ func TestFailoverWhenClusterBecomesUnready(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			noLeaks(t)
+			testutil.NoLeaks(t)
 			a1, a2, b := startPod(t, "c1", "a1", "v1"), startPod(t, "c1", "a2", "v1"), startPod(t, "c2", "b", "v1")
 			sim, addr := startSim(t, Policy{Mode: ModeFailover, Order: []string{"c1", "c2"}, PerConnection: tc.perConnection},
 				backends(a1, a2, b))
@@ -525,7 +507,7 @@ func TestFailoverWhenClusterBecomesUnready(t *testing.T) {
 // copied to v2 in c2 with a "-shadow" Host, and the copy's failure never
 // reaches the client.
 func TestMirror(t *testing.T) {
-	noLeaks(t)
+	testutil.NoLeaks(t)
 	v1, v2 := startPod(t, "c1", "callme-v1", "v1"), startPod(t, "c2", "callme-v2", "v2")
 	v2.code = http.StatusInternalServerError // discarded anyway
 	sim, addr := startSim(t, Policy{Mode: ModePerCluster, Mirror: &Mirror{Version: "v2", Percent: 50}}, backends(v1, v2))
@@ -565,7 +547,7 @@ func TestMirror(t *testing.T) {
 // TestMirrorSaturationDrops: a mirror that never answers cannot hold up the
 // primary, and copies beyond MaxInFlight are dropped and counted.
 func TestMirrorSaturationDrops(t *testing.T) {
-	noLeaks(t)
+	testutil.NoLeaks(t)
 	v1, v2 := startPod(t, "c1", "a", "v1"), startPod(t, "c2", "b", "v2")
 	release := make(chan struct{})
 	v2.block = release
@@ -606,7 +588,7 @@ func TestUpstreamFailures(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			noLeaks(t)
+			testutil.NoLeaks(t)
 			sim, addr := startSim(t, Policy{Mode: ModePerPod},
 				[]Backend{{Cluster: "c1", Pod: "a", Version: "v1", Addr: tc.addr(t), Ready: true}})
 			got := send(t, client(t), addr, 2, nil)
@@ -621,7 +603,7 @@ func TestUpstreamFailures(t *testing.T) {
 }
 
 func TestRequestIDAndHost(t *testing.T) {
-	noLeaks(t)
+	testutil.NoLeaks(t)
 	p := startPod(t, "c1", "a", "v1")
 	_, addr := startSim(t, Policy{Mode: ModePerPod}, backends(p))
 	c := client(t)
@@ -690,7 +672,7 @@ func (f fakeListener) Close() error              { return nil }
 func (f fakeListener) Addr() net.Addr            { return &net.TCPAddr{IP: net.IPv4(192, 0, 2, 1), Port: 80} }
 
 func TestServeRejectsNonLoopbackListener(t *testing.T) {
-	noLeaks(t)
+	testutil.NoLeaks(t)
 	sim, err := New(Policy{Mode: ModePerPod})
 	if err != nil {
 		t.Fatal(err)
@@ -702,7 +684,7 @@ func TestServeRejectsNonLoopbackListener(t *testing.T) {
 }
 
 func TestServeStopsOnCancelWithOpenConnections(t *testing.T) {
-	noLeaks(t)
+	testutil.NoLeaks(t)
 	p := startPod(t, "c1", "a", "v1")
 	sim, err := New(Policy{Mode: ModePerPod, PerConnection: true})
 	if err != nil {

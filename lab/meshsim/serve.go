@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -12,8 +11,9 @@ import (
 	"net/http/httputil"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
+
+	"github.com/mesh-verify/mesh-verify/lab/loopback"
 )
 
 // Limits that keep a slow or stuck peer from pinning goroutines or memory.
@@ -68,7 +68,7 @@ func (sc *scope) closeAndWait() {
 // (bounded), aborts what is left, and returns once every handler and
 // mirror copy it started has finished. A nil error means ctx ended it.
 func (s *Sim) Serve(ctx context.Context, ln net.Listener) error {
-	if err := checkLoopback(ln.Addr()); err != nil {
+	if err := loopback.CheckListener(ln.Addr()); err != nil {
 		return fmt.Errorf("mesh simulator serve on %s: %w", ln.Addr(), err)
 	}
 	base, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -331,44 +331,6 @@ func (s *Sim) newProxy() *httputil.ReverseProxy {
 			_, _ = io.WriteString(w, upstreamConnError)
 		},
 	}
-}
-
-// newTransport keeps connections alive to the pods, never uses an
-// environment proxy (an HTTP_PROXY on a developer machine must not capture
-// lab traffic) and refuses to dial outside loopback.
-func newTransport() *http.Transport {
-	d := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second, Control: loopbackOnly}
-	return &http.Transport{
-		Proxy:               nil,
-		DialContext:         d.DialContext,
-		MaxIdleConns:        512,
-		MaxIdleConnsPerHost: 128,
-		IdleConnTimeout:     90 * time.Second,
-	}
-}
-
-// loopbackOnly is a net.Dialer Control hook; it sees the resolved address,
-// so a backend name resolving elsewhere cannot leave 127.0.0.0/8.
-func loopbackOnly(network, address string, _ syscall.RawConn) error {
-	host, _, err := net.SplitHostPort(address)
-	if err != nil {
-		return fmt.Errorf("dial %s %s: %w", network, address, err)
-	}
-	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
-		return fmt.Errorf("dial %s %s: refusing a non-loopback address: the lab stays on 127.0.0.0/8", network, address)
-	}
-	return nil
-}
-
-func checkLoopback(a net.Addr) error {
-	ta, ok := a.(*net.TCPAddr)
-	if !ok {
-		return errors.New("want a TCP listener")
-	}
-	if !ta.IP.IsLoopback() {
-		return fmt.Errorf("listener %s is not on loopback: the lab stays on 127.0.0.0/8", a)
-	}
-	return nil
 }
 
 // newRequestID makes a random UUID (version 4), the form Envoy uses.
