@@ -2,6 +2,8 @@ package kube
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -174,6 +176,14 @@ func (c *Config) Connect(ctx context.Context, ref ClusterRef) (*Cluster, error) 
 	if err != nil {
 		return nil, &ClusterError{Cluster: ref.Name, Context: kctx, Call: "build client config", Reason: ReasonOther, Err: err}
 	}
+	// client-go caches transports by CA and client-cert file *path* when
+	// the kubeconfig names files, so a process that meets a cluster
+	// recreated at the same paths (a lab torn down and brought up again)
+	// would keep trusting the old CA. A run is minutes long, far shorter
+	// than any CA rotation: read the files once and key by content.
+	if err := rest.LoadTLSFiles(cfg); err != nil {
+		return nil, &ClusterError{Cluster: ref.Name, Context: kctx, Call: "read TLS files of the kubeconfig", Reason: ReasonOther, Err: err}
+	}
 	cfg.QPS = c.opts.QPS
 	cfg.Burst = c.opts.Burst
 	cfg.UserAgent = c.opts.UserAgent
@@ -260,6 +270,7 @@ type Reason string
 const (
 	ReasonContextNotFound Reason = "ContextNotFound"
 	ReasonUnreachable     Reason = "Unreachable"
+	ReasonUntrusted       Reason = "Untrusted"
 	ReasonUnauthorized    Reason = "Unauthorized"
 	ReasonForbidden       Reason = "Forbidden"
 	ReasonNotFound        Reason = "NotFound"
@@ -290,6 +301,8 @@ func (e *ClusterError) Error() string {
 	switch e.Reason {
 	case ReasonUnreachable:
 		return fmt.Sprintf("%s: API server %s unreachable: %v", where, e.Server, e.Err)
+	case ReasonUntrusted:
+		return fmt.Sprintf("%s: API server %s answered with a certificate the kubeconfig's certificate-authority does not verify (a cluster recreated since the kubeconfig was written, or the wrong kubeconfig?): %v", where, e.Server, e.Err)
 	case ReasonForbidden:
 		return fmt.Sprintf("%s: forbidden to %s: %v", where, e.Call, e.Err)
 	case ReasonUnauthorized:
@@ -325,6 +338,13 @@ func reasonOf(err error) Reason {
 	var status apierrors.APIStatus
 	if errors.As(err, &status) {
 		return ReasonOther // the server answered
+	}
+	var verifyErr *tls.CertificateVerificationError
+	var unknownCA x509.UnknownAuthorityError
+	var hostErr x509.HostnameError
+	var invalidErr x509.CertificateInvalidError
+	if errors.As(err, &verifyErr) || errors.As(err, &unknownCA) || errors.As(err, &hostErr) || errors.As(err, &invalidErr) {
+		return ReasonUntrusted
 	}
 	var netErr net.Error
 	var urlErr *url.Error

@@ -2,9 +2,17 @@ package kube
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
+	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -439,5 +447,79 @@ func TestInvEventsAndLookup(t *testing.T) {
 	}
 	if len(snap.Clusters) != 2 || snap.Clusters[1].Ready != 2 || len(snap.Clusters[1].Pods) != 2 {
 		t.Fatalf("snapshot = %s", raw)
+	}
+}
+
+// newCA returns a self-signed CA for 127.0.0.1, its PEM, and a TLS
+// server certificate signed by it; each call is a different authority,
+// as a lab cluster created again gets.
+func newCA(t *testing.T) (caPEM []byte, serverCert tls.Certificate) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: "kwok-ca"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+}
+
+// connectTLS serves /version with cert on a loopback TLS server, writes
+// trustedPEM to caFile and a kubeconfig naming both files, and connects.
+func connectTLS(t *testing.T, dir string, cert tls.Certificate, trustedPEM []byte) error {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"major":"1","minor":"36","gitVersion":"v1.36.1"}`)
+	}))
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
+	srv.StartTLS()
+	defer srv.Close()
+	caFile, kubeconfig := filepath.Join(dir, "ca.crt"), filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(caFile, trustedPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	kc := "apiVersion: v1\nkind: Config\nclusters:\n- name: c1\n  cluster: {server: '" + srv.URL + "', certificate-authority: " + caFile + "}\n" +
+		"users:\n- name: u\n  user: {token: not-a-secret}\ncontexts:\n- name: kind-c1\n  context: {cluster: c1, user: u}\n"
+	if err := os.WriteFile(kubeconfig, []byte(kc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := LoadConfig(Options{Kubeconfig: []string{kubeconfig}, ProbeTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = cfg.Connect(context.Background(), ClusterRef{Name: "c1", Context: "kind-c1"})
+	return err
+}
+
+// A cluster recreated with a new CA at the same kubeconfig and CA file
+// paths (what a lab down + up does) must be trusted by a later Connect in
+// the same process. client-go's transport cache keys CA files by path, so
+// without reading them into the config the second Connect reuses the first
+// CA and fails with "certificate signed by unknown authority".
+func TestConnectTrustsARecreatedClusterAtTheSamePaths(t *testing.T) {
+	dir := t.TempDir()
+	for round := 1; round <= 2; round++ {
+		caPEM, cert := newCA(t)
+		if err := connectTLS(t, dir, cert, caPEM); err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+	}
+	// A CA file that does not verify the server is named as such, not as
+	// an unreachable server.
+	otherCA, _ := newCA(t)
+	_, cert := newCA(t)
+	err := connectTLS(t, dir, cert, otherCA)
+	var ce *ClusterError
+	if !errors.As(err, &ce) || ce.Reason != ReasonUntrusted || !strings.Contains(err.Error(), "certificate-authority does not verify") {
+		t.Fatalf("untrusted server: %v", err)
 	}
 }

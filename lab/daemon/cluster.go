@@ -52,6 +52,15 @@ func RESTConfig(kubeconfig, kubeContext string) (*rest.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("context %s in %s: %w", kubeContext, kubeconfig, err)
 	}
+	// client-go caches transports by CA and client-cert *file path* when
+	// the kubeconfig names files (CA rotation support), so a lab cluster
+	// created again at the same paths (a second up in one process, a
+	// broken cluster recreated) would get the previous cluster's trust and
+	// fail with "x509: certificate signed by unknown authority". Inline the
+	// files so the cache key is their content.
+	if err := rest.LoadTLSFiles(cfg); err != nil {
+		return nil, fmt.Errorf("context %s in %s: read TLS files: %w", kubeContext, kubeconfig, err)
+	}
 	// The default 5 QPS would pace a burst of pods (a scale to 10) into
 	// seconds of waiting; these are local API servers.
 	cfg.QPS, cfg.Burst = 200, 400
