@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mesh-verify/mesh-verify/lab/nginx"
 	"github.com/mesh-verify/mesh-verify/reports"
 )
 
@@ -81,12 +82,8 @@ type nginxProxy struct {
 }
 
 func nginxBinary(t *testing.T) string {
-	for _, p := range []string{"/usr/sbin/nginx", "/usr/bin/nginx"} {
-		if _, err := os.Stat(p); err == nil {
-			return p
-		}
-	}
-	if p, err := exec.LookPath("nginx"); err == nil {
+	p, err := nginx.Find()
+	if err == nil {
 		return p
 	}
 	if os.Getenv("CI") != "" {

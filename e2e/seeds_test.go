@@ -64,14 +64,18 @@ func TestSeedExperimentsInTheLab(t *testing.T) {
 }
 
 // upLab brings a lab up in a directory of its own for one test (a
-// built-in topology name or a file) and takes it down when the test ends.
-func upLab(t *testing.T, bin kwok.Binaries, topology string) *lab.Lab {
+// built-in topology name or a file) and takes it down when the test ends;
+// dataPlane, when given, plays every entry with that data plane.
+func upLab(t *testing.T, bin kwok.Binaries, topology string, dataPlane ...string) *lab.Lab {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "mve2e-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	opts := lab.Options{Dir: dir, Topology: topology, Bin: string(bin), RepoRoot: labtest.RepoRoot(), Daemon: daemonFromBinary}
+	if len(dataPlane) > 0 {
+		opts.DataPlane = dataPlane[0]
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	l, err := lab.Up(ctx, opts)

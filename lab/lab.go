@@ -47,6 +47,9 @@ type Options struct {
 	// KeepOnFailure keeps what a failed Up started (daemon, clusters) for
 	// inspection; by default Up removes it again.
 	KeepOnFailure bool
+	// DataPlane, when set, plays every entry with this data plane
+	// (topology.DataPlaneNginx: Debian's nginx instead of the simulator).
+	DataPlane string
 	// Out receives progress and the summary; nil discards them.
 	Out io.Writer
 }
@@ -104,13 +107,18 @@ func Up(ctx context.Context, o Options) (_ *Lab, err error) {
 	if err != nil {
 		return nil, err
 	}
+	if o.DataPlane != "" {
+		if err := t.UseDataPlane(o.DataPlane); err != nil {
+			return nil, err
+		}
+	}
 	unlock, err := lock(o.Dir)
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
 
-	if st := healthy(ctx, o.Dir, src); st != nil {
+	if st := healthy(ctx, o.Dir, src, o.DataPlane); st != nil {
 		// Same topology, daemon and API servers alive: apply the topology
 		// again (undoing any `kubectl scale` since) and wait, which is
 		// seconds instead of a new lab.
@@ -151,7 +159,7 @@ func Up(ctx context.Context, o Options) (_ *Lab, err error) {
 		}
 	}()
 	st := &State{
-		Topology: t.Metadata.Name, File: t.File, Source: string(src), Bin: string(bin),
+		Topology: t.Metadata.Name, File: t.File, Source: string(src), DataPlane: o.DataPlane, Bin: string(bin),
 		Kubeconfig: k.Kubeconfig, Clusters: t.Clusters, Contexts: map[string]string{}, Created: time.Now(),
 	}
 	for _, c := range t.Clusters {
@@ -293,10 +301,10 @@ func createClusters(ctx context.Context, k *kwok.Lab, t *topology.Topology, out 
 }
 
 // healthy returns the state of the lab in dir when it was created from
-// exactly src and its daemon and API servers are alive.
-func healthy(ctx context.Context, dir string, src []byte) *State {
+// exactly src and data plane dp, and its daemon and API servers are alive.
+func healthy(ctx context.Context, dir string, src []byte, dp string) *State {
 	st, err := readState(dir)
-	if err != nil || !st.Ready || st.Source != string(src) || daemonPID(dir) == 0 {
+	if err != nil || !st.Ready || st.Source != string(src) || st.DataPlane != dp || daemonPID(dir) == 0 {
 		return nil
 	}
 	for _, c := range st.Clusters {
@@ -529,7 +537,7 @@ func Serve(ctx context.Context, dir string) error {
 	if err != nil {
 		return fmt.Errorf("lab serve: no lab in %s: %w", abs, err)
 	}
-	t, err := topology.Parse(st.File, []byte(st.Source))
+	t, err := st.topology()
 	if err != nil {
 		return fmt.Errorf("lab serve: %w", err)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/mesh-verify/mesh-verify/lab/daemon"
 	"github.com/mesh-verify/mesh-verify/lab/kwok"
 	"github.com/mesh-verify/mesh-verify/lab/labtest"
+	"github.com/mesh-verify/mesh-verify/lab/nginx"
 )
 
 // The test binary doubles as the lab daemon: `<test binary> lab serve
@@ -445,4 +446,82 @@ func TestUpFailureRemovesWhatItStarted(t *testing.T) {
 		t.Error("no process of the kept cluster is running")
 	}
 	// newTestLab's cleanup runs lab down and checks nothing is left.
+}
+
+// The nginx data plane (`lab up --data-plane nginx`): the entry pod is
+// served by the lab's own copy of nginx; `kubectl scale` reloads it with
+// the new pods; a crashed daemon leaves nginx running, and `down` finds
+// it as the lab's and stops it.
+func TestNginxDataPlane(t *testing.T) {
+	if _, err := nginx.Find(); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal(err) // .ci/run installs nginx-light
+		}
+		t.Skip(err)
+	}
+	tl := newTestLab(t)
+	tl.opts.DataPlane = "nginx"
+	l := tl.up("kuma-canary")
+	var master int
+	for _, p := range l.Status.Pods {
+		if p.Role == daemon.RoleEntry {
+			if p.DataPlane != "nginx" {
+				t.Fatalf("entry %s: data plane %q, want nginx", p.Name, p.DataPlane)
+			}
+			b := readFile(filepath.Join(filepath.Dir(p.DataPlaneLog), "nginx.pid"))
+			_, _ = fmt.Sscan(b, &master)
+		}
+	}
+	if master == 0 || !kwok.Owned(master, tl.dir) {
+		t.Fatalf("nginx master pid %d: not running as the lab's own process", master)
+	}
+
+	// Two primaries after a scale: nginx is reloaded and uses both.
+	gw := tl.portForward("--context", "kind-c1", "-n", "kuma-demo", "port-forward", "svc/edge-gateway", ":8080")
+	tl.kubectl("--context", "kind-c1", "-n", "kuma-demo", "scale", "deployment/test-server-primary", "--replicas", "2")
+	waitFor(t, "nginx to route to two primaries", 30*time.Second, func() bool {
+		r, err := lab.Status(context.Background(), lab.Options{Dir: tl.dir})
+		if err != nil || r.Status == nil {
+			return false
+		}
+		for _, p := range r.Status.Pods {
+			if p.Role == daemon.RoleEntry && strings.Count(strings.Join(p.Backends, " "), "test-server-primary") == 2 {
+				return true
+			}
+		}
+		return false
+	})
+	hosts := map[string]int{}
+	for i := range 40 {
+		body := get(t, gw+"/", fmt.Sprintf("labtest-nginx-%d", i))
+		for _, line := range strings.Split(body, "\n") {
+			if h, ok := strings.CutPrefix(line, "Hostname="); ok {
+				hosts[h]++
+			}
+		}
+	}
+	primaries := 0
+	for h := range hosts {
+		if strings.HasPrefix(h, "test-server-primary") {
+			primaries++
+		}
+	}
+	if primaries != 2 {
+		t.Errorf("answers came from %v, want both primary pods", hosts)
+	}
+
+	// A crashed daemon cannot stop nginx; down must.
+	if err := syscall.Kill(l.DaemonPID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the killed daemon to exit", 10*time.Second, func() bool { return !alive(l.DaemonPID) })
+	if !alive(master) {
+		t.Fatalf("nginx master %d stopped with the daemon; the test needs it orphaned", master)
+	}
+	if _, err := lab.Down(context.Background(), tl.opts); err != nil {
+		t.Fatal(err)
+	}
+	if alive(master) {
+		t.Errorf("nginx master %d alive after down", master)
+	}
 }

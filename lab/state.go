@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mesh-verify/mesh-verify/lab/daemon"
+	"github.com/mesh-verify/mesh-verify/lab/topology"
 )
 
 // Files in the lab directory. Down removes exactly these (and nothing else
@@ -48,9 +49,11 @@ func DefaultDir() (string, error) {
 type State struct {
 	// Topology is the name; Source its YAML as applied, so the daemon
 	// serves exactly what was created even if the file changed since.
-	Topology   string            `json:"topology"`
-	File       string            `json:"file"`
-	Source     string            `json:"source"`
+	Topology string `json:"topology"`
+	File     string `json:"file"`
+	Source   string `json:"source"`
+	// DataPlane is `lab up --data-plane`, applied over Source.
+	DataPlane  string            `json:"dataPlane,omitempty"`
 	Bin        string            `json:"bin"`
 	Kubeconfig string            `json:"kubeconfig"`
 	Clusters   []string          `json:"clusters"`
@@ -58,6 +61,20 @@ type State struct {
 	Created    time.Time         `json:"created"`
 	// Ready is set once `lab up` saw every pod serving.
 	Ready bool `json:"ready"`
+}
+
+// topology is the lab's topology as applied: Source with DataPlane.
+func (s *State) topology() (*topology.Topology, error) {
+	t, err := topology.Parse(s.File, []byte(s.Source))
+	if err != nil {
+		return nil, err
+	}
+	if s.DataPlane != "" {
+		if err := t.UseDataPlane(s.DataPlane); err != nil {
+			return nil, err
+		}
+	}
+	return t, nil
 }
 
 func readState(dir string) (*State, error) {

@@ -67,7 +67,7 @@ func Status(ctx context.Context, o Options) (*StatusReport, error) {
 		return nil, err
 	}
 	r := &StatusReport{Dir: o.Dir, Kubeconfig: st.Kubeconfig, State: st, DaemonLog: filepath.Join(o.Dir, daemonLog)}
-	if t, err := topology.Parse(st.File, []byte(st.Source)); err == nil {
+	if t, err := st.topology(); err == nil {
 		r.Topology = t
 	}
 	servers := map[string]string{}
@@ -184,10 +184,14 @@ func (r *StatusReport) Print(w io.Writer) {
 		fmt.Fprintln(tw, "CLUSTER\tNAMESPACE\tPOD\tROLE\tSERVES\tPORT -> LISTENS\tSTATE")
 		for _, p := range r.Status.Pods {
 			serves := p.Kind + " " + p.Version
+			policy := p.Policy
+			if p.DataPlane == topology.DataPlaneNginx {
+				policy += ", by nginx"
+			}
 			if p.Role == daemon.RoleEntry {
-				serves = p.App + ": " + p.Policy
+				serves = p.App + ": " + policy
 			} else if p.Sidecar != "" {
-				serves += " + sidecar " + p.Sidecar + " (" + p.Policy + ")"
+				serves += " + sidecar " + p.Sidecar + " (" + policy + ")"
 			}
 			state := "serving"
 			switch {

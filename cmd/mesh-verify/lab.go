@@ -57,13 +57,22 @@ directory) and waits until every pod is Running and its logs and port-forward an
 Running it again with the same topology does nothing; with another topology, or after a
 crash, the previous lab is removed first. If up fails or is interrupted (Ctrl-C), it
 stops the daemon and deletes the clusters it started, unless --keep-on-failure is given.
+--data-plane nginx plays every mesh entry with Debian's nginx (weighted upstreams,
+split_clients, mirror) instead of the simulator, for the policies nginx can play
+(per-cluster, per-pod, weighted, failover, mirror; not Skupper's balanced mode).
 Built-in topologies: see mesh-verify lab list.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// A topology that does not load is bad input, and nothing has
 			// been touched yet.
-			if _, _, err := topologies.Resolve(o.Topology); err != nil {
+			t, _, err := topologies.Resolve(o.Topology)
+			if err != nil {
 				return &codedError{code: exitInvalidInput, err: err}
+			}
+			if o.DataPlane != "" {
+				if err := t.UseDataPlane(o.DataPlane); err != nil {
+					return &codedError{code: exitInvalidInput, err: fmt.Errorf("--data-plane: %w", err)}
+				}
 			}
 			ctx, stop := labSignalContext(cmd)
 			defer stop()
@@ -89,6 +98,7 @@ Built-in topologies: see mesh-verify lab list.`,
 	cmd.Flags().StringVarP(&o.Topology, "topology", "t", "skupper-1", "built-in topology name or topology file")
 	cmd.Flags().StringVar(&o.Bin, "bin", "", "directory of the lab binaries (default $MESH_VERIFY_LAB_BIN, else tools/lab/build.sh)")
 	cmd.Flags().DurationVar(&o.ReadyTimeout, "timeout", 2*time.Minute, "how long to wait for every pod to serve")
+	cmd.Flags().StringVar(&o.DataPlane, "data-plane", "", "play every mesh entry with this data plane: simulator or nginx (default: as the topology says)")
 	cmd.Flags().BoolVar(&o.KeepOnFailure, "keep-on-failure", false, "if up fails or is interrupted, keep what it started for inspection (default: remove it)")
 	return cmd
 }

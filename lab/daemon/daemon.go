@@ -18,7 +18,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -69,21 +68,12 @@ type podRef struct{ cluster, namespace, name string }
 
 func (r podRef) String() string { return r.namespace + "/" + r.name + " in cluster " + r.cluster }
 
-// sim is one running mesh simulator.
-type sim struct {
-	s     *meshsim.Sim
-	entry *topology.Entry
-	addr  string
-	stop  context.CancelFunc
-	done  chan struct{}
-}
-
 // podRT is what backs one pod.
 type podRT struct {
 	uid    types.UID
 	status Pod // guarded by Daemon.mu
 	server *apps.Server
-	sim    *sim
+	plane  *entryPlane
 	elog   *entryLog
 	cancel context.CancelFunc // stops the pod's verification
 	sig    string             // the backend set last given to sim
@@ -98,6 +88,8 @@ type Daemon struct {
 	queue    workqueue.TypedRateLimitingInterface[podRef]
 	started  time.Time
 	dirty    chan struct{}
+
+	nginx nginxBinary
 
 	mu     sync.Mutex
 	pods   map[podRef]*podRT
@@ -276,7 +268,7 @@ func (d *Daemon) sync(ctx context.Context, ref podRef) error {
 		rt = nil
 	}
 	if gone || pod.Spec.NodeName == "" {
-		d.updateBackends()
+		d.updateBackends(ctx)
 		return nil
 	}
 	if rt == nil {
@@ -287,7 +279,7 @@ func (d *Daemon) sync(ctx context.Context, ref podRef) error {
 	d.mu.Lock()
 	rt.status.Ready = podReady(pod)
 	d.mu.Unlock()
-	d.updateBackends()
+	d.updateBackends(ctx)
 	d.markDirty()
 	return nil
 }
@@ -331,13 +323,14 @@ func (d *Daemon) startPod(ctx context.Context, ref podRef, pod *corev1.Pod) (rt 
 		if rt.elog, err = openEntryLog(logFile); err != nil {
 			return nil, err
 		}
-		if rt.sim, err = d.startSim(e); err != nil {
+		if rt.plane, err = d.startPlane(ctx, e, ref); err != nil {
 			return nil, fmt.Errorf("pod %s: %w", ref, err)
 		}
 		rt.status.Role, rt.status.App, rt.status.Kind = RoleEntry, e.Name, "mesh-entry"
-		rt.status.Port, rt.status.Addr, rt.status.Policy = e.Port.Number, rt.sim.addr, describePolicy(e.Policy)
-		rt.elog.Line("mesh entry %s (simulated data plane) in cluster %s: policy %s; routes Service %s/%s across clusters %s; listening on %s",
-			e.Name, ref.cluster, rt.status.Policy, e.Namespace, e.To, strings.Join(topo.Clusters, ", "), rt.sim.addr)
+		rt.status.Port, rt.status.Addr, rt.status.Policy = e.Port.Number, rt.plane.dp.Addr(), describePolicy(e.Policy)
+		rt.status.DataPlane, rt.status.DataPlaneLog = dataPlaneName(e), rt.plane.dp.Log()
+		rt.elog.Line("mesh entry %s (data plane: %s) in cluster %s: policy %s; routes Service %s/%s across clusters %s; listening on %s",
+			e.Name, rt.status.DataPlane, ref.cluster, rt.status.Policy, e.Namespace, e.To, strings.Join(topo.Clusters, ", "), rt.plane.dp.Addr())
 	case pod.Labels[topology.LabelLabApp] != "":
 		name := pod.Labels[topology.LabelLabApp]
 		a := topo.App(name)
@@ -349,11 +342,12 @@ func (d *Daemon) startPod(ctx context.Context, ref podRef, pod *corev1.Pod) (rt 
 			Cluster: ref.cluster, Namespace: ref.namespace, LogFile: logFile, Delay: a.Delay,
 		}
 		if e := topo.SidecarFor(a.Name, ref.cluster); e != nil {
-			if rt.sim, err = d.startSim(e); err != nil {
+			if rt.plane, err = d.startPlane(ctx, e, ref); err != nil {
 				return nil, fmt.Errorf("sidecar of pod %s: %w", ref, err)
 			}
-			spec.Callee, spec.CalleeHost = "http://"+rt.sim.addr, a.Calls
-			rt.status.Sidecar, rt.status.Policy = rt.sim.addr, describePolicy(e.Policy)
+			spec.Callee, spec.CalleeHost = "http://"+rt.plane.dp.Addr(), a.Calls
+			rt.status.Sidecar, rt.status.Policy = rt.plane.dp.Addr(), describePolicy(e.Policy)
+			rt.status.DataPlane, rt.status.DataPlaneLog = dataPlaneName(e), rt.plane.dp.Log()
 		}
 		// The app's lifetime is the pod's, not this sync's: stopPod closes it.
 		if rt.server, err = apps.Start(context.WithoutCancel(ctx), spec, "127.0.0.1:0"); err != nil {
@@ -377,24 +371,12 @@ func (d *Daemon) startPod(ctx context.Context, ref podRef, pod *corev1.Pod) (rt 
 	return rt, nil
 }
 
-func (d *Daemon) startSim(e *topology.Entry) (*sim, error) {
-	s, err := meshsim.New(e.Policy.Sim(e.Cluster))
-	if err != nil {
-		return nil, fmt.Errorf("entry %s: %w", e.Name, err)
+// dataPlaneName is the entry's data plane as the status shows it.
+func dataPlaneName(e *topology.Entry) string {
+	if e.UsesNginx() {
+		return topology.DataPlaneNginx
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, fmt.Errorf("entry %s: listen: %w", e.Name, err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	out := &sim{s: s, entry: e, addr: ln.Addr().String(), stop: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(out.done)
-		if err := s.Serve(ctx, ln); err != nil {
-			d.log.Error("mesh simulator stopped", "entry", e.Name, "err", err)
-		}
-	}()
-	return out, nil
+	return topology.DataPlaneSimulator
 }
 
 // verify waits until the pod's logs and port-forward answer through the
@@ -464,13 +446,8 @@ func (d *Daemon) stopBackends(rt *podRT) {
 			d.log.Warn("close app", "pod", rt.status.Name, "err", err)
 		}
 	}
-	if rt.sim != nil {
-		rt.sim.stop()
-		select {
-		case <-rt.sim.done:
-		case <-time.After(stopTimeout):
-			d.log.Warn("mesh simulator did not stop in time", "entry", rt.sim.entry.Name)
-		}
+	if rt.plane != nil {
+		rt.plane.dp.Stop()
 	}
 	if rt.elog != nil {
 		_ = rt.elog.Close()
@@ -493,16 +470,25 @@ func (d *Daemon) stopAll() {
 	wg.Wait()
 }
 
-// updateBackends gives every simulator the current ready pods of its
-// target Service in every cluster.
-func (d *Daemon) updateBackends() {
+// updateBackends gives every entry's data plane the current ready pods of
+// its target Service in every cluster. The backends are worked out under
+// the lock and applied outside it (an nginx reload takes tens of
+// milliseconds); the status shows them once they are applied, so `lab up`
+// never waits on a data plane that does not route yet.
+func (d *Daemon) updateBackends(ctx context.Context) {
+	type update struct {
+		rt    *podRT
+		bs    []meshsim.Backend
+		names []string
+		sig   string
+	}
+	var updates []update
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	for _, rt := range d.pods {
-		if rt.sim == nil {
+		if rt.plane == nil {
 			continue
 		}
-		e := rt.sim.entry
+		e := rt.plane.entry
 		var bs []meshsim.Backend
 		for _, other := range d.pods {
 			if other.server == nil {
@@ -535,20 +521,41 @@ func (d *Daemon) updateBackends() {
 		if sig == rt.sig && rt.status.Backends != nil {
 			continue
 		}
-		rt.sig = sig
-		rt.sim.s.SetBackends(bs)
-		rt.status.Backends = slices.Clone(names)
+		updates = append(updates, update{rt, bs, names, sig})
+	}
+	d.mu.Unlock()
+
+	for _, u := range updates {
+		rt, e := u.rt, u.rt.plane.entry
+		if err := rt.plane.dp.SetBackends(ctx, u.bs); err != nil {
+			d.log.Error("set backends", "entry", e.Name, "pod", rt.status.Name, "cluster", rt.status.Cluster, "err", err)
+			continue // rt.sig unchanged: the next pod event tries again
+		}
+		d.mu.Lock()
+		rt.sig = u.sig
+		rt.status.Backends = slices.Clone(u.names)
 		if rt.status.Backends == nil {
 			rt.status.Backends = []string{}
 		}
+		d.mu.Unlock()
+		sig := u.sig
+		if sig == "" {
+			sig = "none"
+		}
 		if rt.elog != nil {
-			if sig == "" {
-				sig = "none"
-			}
 			rt.elog.Line("backends of %s/%s: %s", e.Namespace, e.To, sig)
 		}
 		d.log.Info("backends", "entry", e.Name, "pod", rt.status.Name, "cluster", rt.status.Cluster, "backends", sig)
 	}
+	d.markDirty()
+}
+
+// planeStats are the routed counts of the pod's simulator, if it has one.
+func (rt *podRT) planeStats() *meshsim.Stats {
+	if rt.plane == nil {
+		return nil
+	}
+	return rt.plane.dp.Stats()
 }
 
 func (d *Daemon) markDirty() {
@@ -592,8 +599,7 @@ func (d *Daemon) snapshot() *Status {
 	for _, rt := range d.pods {
 		p := rt.status
 		p.Backends = slices.Clone(p.Backends)
-		if rt.sim != nil {
-			st := rt.sim.s.Stats()
+		if st := rt.planeStats(); st != nil {
 			p.Routed = &Routed{
 				Requests: st.Requests, NoUpstream: st.NoUpstream, Connections: st.Connections,
 				ByCluster: st.ByCluster, ByPod: st.ByPod, ByVersion: st.ByVersion,

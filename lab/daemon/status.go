@@ -50,6 +50,10 @@ type Pod struct {
 	// Policy the simulator's mode (gateway entries and sidecars).
 	Sidecar string `json:"sidecar,omitempty"`
 	Policy  string `json:"policy,omitempty"`
+	// DataPlane plays the policy: simulator or nginx; DataPlaneLog is
+	// nginx's access log (request id and upstream of every request).
+	DataPlane    string `json:"dataPlane,omitempty"`
+	DataPlaneLog string `json:"dataPlaneLog,omitempty"`
 	// Backends are what the pod's simulator routes to: cluster/pod.
 	Backends []string `json:"backends,omitempty"`
 	// Routed is what the pod's simulator routed so far: the ground truth

@@ -8,11 +8,15 @@
 package topology
 
 import (
+	"errors"
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/mesh-verify/mesh-verify/lab/meshsim"
+	"github.com/mesh-verify/mesh-verify/lab/nginx"
 )
 
 // APIVersion and Kind every topology file declares.
@@ -124,6 +128,49 @@ type Entry struct {
 	// ready pods are the backends.
 	To     string `yaml:"to"`
 	Policy Policy `yaml:"policy"`
+	// DataPlane plays the policy: DataPlaneSimulator (the default) or
+	// DataPlaneNginx, Debian's nginx with a rendered configuration — a
+	// third party's routing, for the policies nginx can play.
+	DataPlane string `yaml:"dataPlane"`
+}
+
+// Data planes of Entry.DataPlane.
+const (
+	DataPlaneSimulator = "simulator"
+	DataPlaneNginx     = "nginx"
+)
+
+// DataPlanes lists the known data planes.
+func DataPlanes() []string { return []string{DataPlaneSimulator, DataPlaneNginx} }
+
+// UsesNginx reports whether the entry's data plane is nginx.
+func (e *Entry) UsesNginx() bool { return e.DataPlane == DataPlaneNginx }
+
+// UseDataPlane makes dp the data plane of every entry (`lab up
+// --data-plane`), and says which entry's policy it cannot play.
+func (t *Topology) UseDataPlane(dp string) error {
+	if !slices.Contains(DataPlanes(), dp) {
+		return fmt.Errorf("data plane %q: want one of %s", dp, strings.Join(DataPlanes(), ", "))
+	}
+	var errs []error
+	for i := range t.Entries {
+		e := &t.Entries[i]
+		e.DataPlane = dp
+		if err := e.checkDataPlane(); err != nil {
+			errs = append(errs, fmt.Errorf("topology %s, entry %s (mode %s): %w", t.Metadata.Name, e.Name, e.Policy.Mode, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// checkDataPlane says why the entry's data plane cannot play its policy.
+func (e *Entry) checkDataPlane() error {
+	if e.UsesNginx() {
+		if err := nginx.Supports(e.Policy.Sim(e.Cluster)); err != nil {
+			return fmt.Errorf("the nginx data plane cannot play this policy: %w", err)
+		}
+	}
+	return nil
 }
 
 // Gateway reports whether the entry runs its own pods.

@@ -84,6 +84,8 @@ func TestParseErrors(t *testing.T) {
 		{"cost of unknown cluster", "costs: {c2: 3}", "costs: {c9: 3}"},
 		{"undeclared service", "to: callme-service\n    policy: {mode: balanced", "to: nope\n    policy: {mode: balanced"},
 		{"weights in wrong mode", "{mode: balanced, costs: {c2: 3}}", "{mode: balanced, weights: {c1: 1}}"},
+		{"nginx cannot balance", "    policy: {mode: balanced, costs: {c2: 3}}\n", "    policy: {mode: balanced, costs: {c2: 3}}\n    dataPlane: nginx\n"},
+		{"unknown data plane", "    policy: {mode: weighted, weights: {c1: 9, c2: 1}}\n", "    policy: {mode: weighted, weights: {c1: 9, c2: 1}}\n    dataPlane: envoy\n"},
 	}
 	wants := map[string][]string{
 		"unknown field":           {"t.yaml:15", "unknown field cals"},
@@ -93,6 +95,8 @@ func TestParseErrors(t *testing.T) {
 		"cost of unknown cluster": {"entries[0].policy.costs.c9", "unknown cluster"},
 		"undeclared service":      {"t.yaml:23:9", "entries[0].to", "no Service default/nope"},
 		"weights in wrong mode":   {"entries[0].policy.weights", "applies to mode weighted"},
+		"nginx cannot balance":    {"t.yaml:25:16", "entries[0].dataPlane", "the nginx data plane cannot play this policy: mode balanced needs open connections + link cost"},
+		"unknown data plane":      {"t.yaml:30:16", "entries[1].dataPlane", `unknown data plane "envoy" (known: simulator, nginx)`},
 	}
 	for _, c := range cases {
 		src := good
@@ -112,6 +116,29 @@ func TestParseErrors(t *testing.T) {
 				t.Errorf("%s: error %q does not contain %q", c.name, err, w)
 			}
 		}
+	}
+}
+
+// `lab up --data-plane nginx` plays every entry with nginx, or says which
+// entry's policy nginx cannot play.
+func TestUseDataPlane(t *testing.T) {
+	top, err := Parse("t.yaml", []byte(good))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = top.UseDataPlane(DataPlaneNginx)
+	if err == nil || !strings.Contains(err.Error(), "topology t1, entry router (mode balanced): the nginx data plane cannot play this policy") ||
+		strings.Contains(err.Error(), "entry sidecar") {
+		t.Fatalf("UseDataPlane(nginx) = %v, want only the balanced router refused", err)
+	}
+	if !top.Entry("sidecar").UsesNginx() {
+		t.Error("the weighted sidecar does not use nginx")
+	}
+	if err := top.UseDataPlane("envoy"); err == nil || !strings.Contains(err.Error(), `data plane "envoy": want one of simulator, nginx`) {
+		t.Errorf("UseDataPlane(envoy) = %v", err)
+	}
+	if err := top.UseDataPlane(DataPlaneSimulator); err != nil || top.Entry("router").UsesNginx() {
+		t.Errorf("UseDataPlane(simulator) = %v", err)
 	}
 }
 

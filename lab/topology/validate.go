@@ -262,6 +262,14 @@ func (t *Topology) checkEntries(c *checker) {
 			c.add(at(p, "to"), "no Service %s/%s is declared under services", e.Namespace, e.To)
 		}
 		t.checkPolicy(c, at(p, "policy"), e)
+		switch {
+		case e.DataPlane != "" && !slices.Contains(DataPlanes(), e.DataPlane):
+			c.add(at(p, "dataPlane"), "unknown data plane %q (known: %s)", e.DataPlane, strings.Join(DataPlanes(), ", "))
+		case slices.Contains(Modes(), e.Policy.Mode):
+			if err := e.checkDataPlane(); err != nil {
+				c.add(at(p, "dataPlane"), "%v", err)
+			}
+		}
 	}
 }
 

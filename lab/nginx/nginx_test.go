@@ -1,0 +1,275 @@
+package nginx
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mesh-verify/mesh-verify/lab/meshsim"
+)
+
+// backend is a real HTTP server playing one pod; it counts what it
+// served and remembers the Host and request id of every request.
+type backend struct {
+	meshsim.Backend
+	mu    sync.Mutex
+	hosts map[string]int
+	ids   map[string]bool
+}
+
+func (b *backend) served() (n int, hosts map[string]int, ids map[string]bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	hosts = map[string]int{}
+	for h, c := range b.hosts {
+		hosts[h] = c
+		n += c
+	}
+	ids = map[string]bool{}
+	for id := range b.ids {
+		ids[id] = true
+	}
+	return n, hosts, ids
+}
+
+func startBackend(t *testing.T, cluster, pod, version string) *backend {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &backend{Backend: meshsim.Backend{Cluster: cluster, Pod: pod, Version: version, Addr: ln.Addr().String(), Ready: true},
+		hosts: map[string]int{}, ids: map[string]bool{}}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b.mu.Lock()
+		b.hosts[r.Host]++
+		b.ids[r.Header.Get("X-Request-Id")] = true
+		b.mu.Unlock()
+		fmt.Fprintf(w, "I'm callme-service %s (%s/%s)\n", version, cluster, pod)
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return b
+}
+
+func nginxBin(t *testing.T) string {
+	t.Helper()
+	bin, err := Find()
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal(err) // .ci/run installs nginx-light
+		}
+		t.Skip(err)
+	}
+	return bin
+}
+
+func startPlane(t *testing.T, p meshsim.Policy, bs ...*backend) *Plane {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pl, err := Start(ctx, nginxBin(t), t.TempDir(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pl.Stop(5 * time.Second) })
+	if err := pl.SetBackends(ctx, backends(bs...)); err != nil {
+		t.Fatal(err)
+	}
+	return pl
+}
+
+func backends(bs ...*backend) []meshsim.Backend {
+	out := make([]meshsim.Backend, len(bs))
+	for i, b := range bs {
+		out[i] = b.Backend
+	}
+	return out
+}
+
+// send makes n sequential requests with ids prefix-0..n-1 and returns the
+// answers by status code.
+func send(t *testing.T, pl *Plane, prefix string, n int) map[int]int {
+	t.Helper()
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{Proxy: nil}}
+	defer client.CloseIdleConnections()
+	codes := map[int]int{}
+	for i := range n {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+pl.Addr()+"/callme/ping", nil)
+		req.Host = "callme-service:8080"
+		req.Header.Set("X-Request-Id", fmt.Sprintf("%s-%d", prefix, i))
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		codes[resp.StatusCode]++
+	}
+	return codes
+}
+
+func count(b *backend) int { n, _, _ := b.served(); return n }
+
+// Equal per cluster over pods 1 (c2) and 2 (c3) is a weighted upstream
+// 2:1:1; nginx's smooth weighted round robin is deterministic, so the
+// counts are exact.
+func TestPerClusterIsAWeightedUpstream(t *testing.T) {
+	c2 := startBackend(t, "c2", "callme-a", "v1")
+	c3a := startBackend(t, "c3", "callme-b", "v1")
+	c3b := startBackend(t, "c3", "callme-c", "v1")
+	pl := startPlane(t, meshsim.Policy{Mode: meshsim.ModePerCluster}, c2, c3a, c3b)
+	if codes := send(t, pl, "pc", 400); codes[200] != 400 {
+		t.Fatalf("answers %v", codes)
+	}
+	if got := [3]int{count(c2), count(c3a), count(c3b)}; got != [3]int{200, 100, 100} {
+		t.Fatalf("served c2, c3, c3 = %v, want [200 100 100]", got)
+	}
+	conf, _ := os.ReadFile(pl.confPath())
+	if !strings.Contains(string(conf), c2.Addr+" weight=2;") || !strings.Contains(string(conf), c3a.Addr+" weight=1;") {
+		t.Fatalf("config does not weight the upstream 2:1:1:\n%s", conf)
+	}
+}
+
+// Weighted by cluster is split_clients on nginx's random request id: a
+// binomial share, checked at 5 standard deviations.
+func TestWeightedIsSplitClients(t *testing.T) {
+	c1 := startBackend(t, "c1", "primary", "v1")
+	c2 := startBackend(t, "c2", "canary", "v2")
+	pl := startPlane(t, meshsim.Policy{Mode: meshsim.ModeWeighted, WeightBy: meshsim.ByCluster, Weights: map[string]float64{"c1": 90, "c2": 10}}, c1, c2)
+	const n = 2000
+	if codes := send(t, pl, "w", n); codes[200] != n {
+		t.Fatalf("answers %v", codes)
+	}
+	share := float64(count(c1)) / n
+	if sd := 0.0067; share < 0.9-5*sd || share > 0.9+5*sd {
+		t.Fatalf("c1 share %.3f, want 0.9 ± %.3f", share, 5*sd)
+	}
+}
+
+// Mirror 50% to v2: every primary goes to v1; about half are copied to
+// v2 with Envoy's shadow host and the primary's request id.
+func TestMirrorCopiesWithTheShadowHost(t *testing.T) {
+	v1 := startBackend(t, "c1", "callme-v1", "v1")
+	v2 := startBackend(t, "c2", "callme-v2", "v2")
+	pl := startPlane(t, meshsim.Policy{Mode: meshsim.ModeWeighted, WeightBy: meshsim.ByVersion, Weights: map[string]float64{"v1": 100},
+		Mirror: &meshsim.Mirror{Version: "v2", Percent: 50}}, v1, v2)
+	const n = 2000
+	if codes := send(t, pl, "m", n); codes[200] != n {
+		t.Fatalf("answers %v", codes)
+	}
+	// Copies finish after their primary's answer.
+	var mirrored int
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		prev := mirrored
+		mirrored = count(v2)
+		if (mirrored == prev && mirrored > 0) || time.Now().After(deadline) {
+			break
+		}
+	}
+	served, _, primaries := v1.served()
+	if served != n {
+		t.Fatalf("v1 served %d primaries, want all %d", served, n)
+	}
+	_, hosts, copies := v2.served()
+	if hosts["callme-service-shadow:8080"] != mirrored || len(hosts) != 1 {
+		t.Fatalf("mirror hosts %v, want only callme-service-shadow:8080", hosts)
+	}
+	for id := range copies {
+		if !primaries[id] {
+			t.Fatalf("copy with request id %q that no primary carried", id)
+		}
+	}
+	if share, sd := float64(mirrored)/n, 0.0112; share < 0.5-5*sd || share > 0.5+5*sd {
+		t.Fatalf("mirrored %d of %d (%.3f), want 0.5 ± %.3f", mirrored, n, share, 5*sd)
+	}
+}
+
+// A reload follows the backends: an unready pod gets nothing, failover
+// takes the next cluster, no ready pod at all is Envoy's 503.
+func TestReloadFollowsTheBackends(t *testing.T) {
+	a := startBackend(t, "c1", "a", "v1")
+	b := startBackend(t, "c2", "b", "v1")
+	pl := startPlane(t, meshsim.Policy{Mode: meshsim.ModeFailover, Order: []string{"c1", "c2"}}, a, b)
+	ctx := context.Background()
+	send(t, pl, "f1", 10)
+	if count(a) != 10 || count(b) != 0 {
+		t.Fatalf("failover with c1 ready: served %d/%d, want 10/0", count(a), count(b))
+	}
+	down := a.Backend
+	down.Ready = false
+	if err := pl.SetBackends(ctx, []meshsim.Backend{down, b.Backend}); err != nil {
+		t.Fatal(err)
+	}
+	send(t, pl, "f2", 10)
+	if count(a) != 10 || count(b) != 10 {
+		t.Fatalf("failover with c1 unready: served %d/%d, want 10/10", count(a), count(b))
+	}
+	if err := pl.SetBackends(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if codes := send(t, pl, "f3", 5); codes[503] != 5 {
+		t.Fatalf("no backends: answers %v, want 503s", codes)
+	}
+}
+
+func TestStopLeavesNoProcess(t *testing.T) {
+	ctx := context.Background()
+	pl, err := Start(ctx, nginxBin(t), t.TempDir(), meshsim.Policy{Mode: meshsim.ModePerPod})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := pl.PID()
+	pl.Stop(5 * time.Second)
+	if err := syscall.Kill(-pid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Fatalf("process group %d after Stop: %v, want no process left", pid, err)
+	}
+}
+
+func TestSupports(t *testing.T) {
+	for _, tc := range []struct {
+		p    meshsim.Policy
+		want string
+	}{
+		{meshsim.Policy{Mode: meshsim.ModeBalanced}, "mode balanced needs open connections + link cost"},
+		{meshsim.Policy{Mode: meshsim.ModePerPod, PerConnection: true}, "perConnection: nginx picks an upstream per request"},
+		{meshsim.Policy{Mode: meshsim.ModeWeighted, WeightBy: "pod"}, `weightBy "pod"`},
+		{meshsim.Policy{Mode: meshsim.ModePerCluster}, ""},
+	} {
+		err := Supports(tc.p)
+		if (err == nil) != (tc.want == "") || (err != nil && !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("Supports(%+v) = %v, want %q", tc.p, err, tc.want)
+		}
+	}
+}
+
+// split_clients takes shares to 0.01% that must add up to at most 100%:
+// cumulative rounding, the last group "*", an empty group answered 503.
+func TestRenderSplitShares(t *testing.T) {
+	bs := []meshsim.Backend{
+		{Cluster: "c1", Pod: "a", Addr: "127.0.0.1:1001", Ready: true},
+		{Cluster: "c2", Pod: "b", Addr: "127.0.0.1:1002", Ready: true},
+		{Cluster: "c3", Pod: "c", Addr: "127.0.0.1:1003", Ready: false},
+	}
+	conf, err := Render(meshsim.Policy{Mode: meshsim.ModeWeighted, WeightBy: meshsim.ByCluster, Weights: map[string]float64{"c1": 1, "c2": 1, "c3": 1}},
+		bs, Conf{Dir: "/tmp/x", Listen: "127.0.0.1:9", Generation: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "  split_clients \"${request_id}g\" $lab_group {\n    33.33% g0;\n    33.34% g1;\n    * none;\n  }\n"
+	if !strings.Contains(conf, want) {
+		t.Fatalf("split over three equal groups:\n%s\nwant it to contain:\n%s", conf, want)
+	}
+	if !strings.Contains(conf, `if ($lab_group = none) { return 503 "no healthy upstream"; }`) {
+		t.Fatalf("a group without ready pods must answer 503:\n%s", conf)
+	}
+}

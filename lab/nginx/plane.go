@@ -1,0 +1,309 @@
+package nginx
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/mesh-verify/mesh-verify/lab/meshsim"
+)
+
+// Find returns the nginx executable of the machine.
+func Find() (string, error) {
+	for _, p := range []string{"/usr/sbin/nginx", "/usr/bin/nginx"} {
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	if p, err := exec.LookPath("nginx"); err == nil {
+		return p, nil
+	}
+	return "", errors.New("nginx is not installed (Debian: apt-get install nginx-light); the nginx data plane needs it")
+}
+
+// Plane is one running nginx playing one entry pod's data plane. It is
+// started with no backends (everything answered 503) and given them with
+// SetBackends, which reloads nginx and returns once the new configuration
+// serves.
+type Plane struct {
+	bin, dir string
+	policy   meshsim.Policy
+	addr     string
+	cmd      *exec.Cmd
+	exited   chan struct{}
+	stderr   *lockedWriter
+
+	mu  sync.Mutex
+	gen int
+}
+
+// Start runs nginx (bin, the lab's own copy, so that the lab's leftover
+// check knows its processes) with its files in dir, listening on a free
+// loopback port. nginx runs in the foreground with its master process,
+// in a process group of its own, and is stopped by Stop.
+func Start(ctx context.Context, bin, dir string, p meshsim.Policy) (*Plane, error) {
+	if err := Supports(p); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("nginx data plane: %w", err)
+	}
+	var lastErr error
+	// The port is picked free and then handed to nginx, so another
+	// process may take it in between: try a few.
+	for range 3 {
+		pl, err := start(ctx, bin, dir, p)
+		if err == nil {
+			return pl, nil
+		}
+		lastErr = err
+		if !strings.Contains(err.Error(), "Address already in use") {
+			break
+		}
+	}
+	return nil, lastErr
+}
+
+func start(ctx context.Context, bin, dir string, p meshsim.Policy) (*Plane, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("nginx data plane: pick a port: %w", err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	pl := &Plane{bin: bin, dir: dir, policy: p, addr: addr, exited: make(chan struct{}), stderr: &lockedWriter{b: &bytes.Buffer{}}}
+	if err := pl.write(nil); err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, "-p", dir, "-c", pl.confPath())
+	cmd.Dir = dir
+	cmd.Stdout, cmd.Stderr = io.Discard, pl.stderr
+	// Its own group, so a master that does not stop its workers can be
+	// made to, by the group's id (= the master's pid).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("nginx data plane: start %s: %w", bin, err)
+	}
+	pl.cmd = cmd
+	go func() { _ = cmd.Wait(); close(pl.exited) }()
+	if err := pl.waitGeneration(ctx, 0, 10*time.Second); err != nil {
+		pl.Stop(5 * time.Second)
+		return nil, err
+	}
+	return pl, nil
+}
+
+// Addr is where nginx listens.
+func (pl *Plane) Addr() string { return pl.addr }
+
+// PID is the nginx master's process id.
+func (pl *Plane) PID() int { return pl.cmd.Process.Pid }
+
+// AccessLog is nginx's log of primary requests: time, request id,
+// upstream address, status.
+func (pl *Plane) AccessLog() string { return filepath.Join(pl.dir, "access.log") }
+
+func (pl *Plane) confPath() string { return filepath.Join(pl.dir, "nginx.conf") }
+
+func (pl *Plane) write(bs []meshsim.Backend) error {
+	conf, err := Render(pl.policy, bs, Conf{Dir: pl.dir, Listen: pl.addr, Generation: pl.gen})
+	if err != nil {
+		return err
+	}
+	tmp := pl.confPath() + ".tmp"
+	if err := os.WriteFile(tmp, []byte(conf), 0o644); err != nil {
+		return fmt.Errorf("nginx data plane: write config: %w", err)
+	}
+	if err := os.Rename(tmp, pl.confPath()); err != nil {
+		return fmt.Errorf("nginx data plane: write config: %w", err)
+	}
+	return nil
+}
+
+// SetBackends renders the configuration for bs, reloads nginx (SIGHUP to
+// its master) and waits until the new configuration answers.
+func (pl *Plane) SetBackends(ctx context.Context, bs []meshsim.Backend) error {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	pl.gen++
+	if err := pl.write(bs); err != nil {
+		return err
+	}
+	// The old workers keep accepting until the master has started the new
+	// ones and told the old ones to quit: the reload is done when the new
+	// configuration answers and every old worker has exited.
+	old := children(pl.PID())
+	if err := pl.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		return fmt.Errorf("nginx data plane: reload (pid %d): %w", pl.PID(), err)
+	}
+	if err := pl.waitGeneration(ctx, pl.gen, 10*time.Second); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		left := 0
+		for _, pid := range old {
+			if alive(pid) {
+				left++
+			}
+		}
+		if left == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("nginx data plane (pid %d): %d old worker(s) still running 10s after a reload", pl.PID(), left)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// children lists the live child processes of pid (nginx's workers).
+func children(pid int) []int {
+	entries, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range entries {
+		c, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if ppid, ok := parentOf(c); ok && ppid == pid && alive(c) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// parentOf reads the parent pid from /proc/PID/stat, after the
+// parenthesised command name (which may hold spaces).
+func parentOf(pid int) (int, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 2 {
+		return 0, false
+	}
+	ppid, err := strconv.Atoi(f[1])
+	return ppid, err == nil
+}
+
+// alive reports whether pid runs and is not a zombie waiting to be reaped.
+func alive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i >= 0 && i+2 < len(s) && s[i+2] != 'Z' && s[i+2] != 'X'
+}
+
+// waitGeneration polls GenerationPath until it answers gen.
+func (pl *Plane) waitGeneration(ctx context.Context, gen int, limit time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	// No keep-alive: a connection to an old worker would keep answering
+	// the old generation while it drains.
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil}, Timeout: time.Second}
+	want := strconv.Itoa(gen)
+	var last string
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+pl.addr+GenerationPath, nil)
+		if resp, err := client.Do(req); err == nil {
+			b, _ := io.ReadAll(io.LimitReader(resp.Body, 64))
+			resp.Body.Close()
+			last = strings.TrimSpace(string(b))
+			if last == want {
+				return nil
+			}
+		} else {
+			last = err.Error()
+		}
+		select {
+		case <-pl.exited:
+			return fmt.Errorf("nginx data plane (pid %d) exited: %s", pl.PID(), pl.tail())
+		case <-ctx.Done():
+			return fmt.Errorf("nginx data plane (pid %d) on %s does not serve configuration generation %d after %v (last answer: %s): %s",
+				pl.PID(), pl.addr, gen, limit, last, pl.tail())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// tail is the end of nginx's stderr and error log, for error messages.
+func (pl *Plane) tail() string {
+	var parts []string
+	if s := strings.TrimSpace(pl.stderrString()); s != "" {
+		parts = append(parts, s)
+	}
+	if b, err := os.ReadFile(filepath.Join(pl.dir, "error.log")); err == nil {
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		if len(lines) > 5 {
+			lines = lines[len(lines)-5:]
+		}
+		parts = append(parts, strings.Join(lines, "\n"))
+	}
+	if len(parts) == 0 {
+		return "(nginx printed nothing)"
+	}
+	return strings.Join(parts, "\n")
+}
+
+func (pl *Plane) stderrString() string {
+	w := pl.stderr
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
+}
+
+// Stop ends nginx: SIGTERM to the master (fast shutdown; it stops its
+// workers), then, past timeout, SIGKILL to its process group.
+func (pl *Plane) Stop(timeout time.Duration) {
+	pid := pl.cmd.Process.Pid
+	_ = syscall.Kill(pid, syscall.SIGTERM)
+	select {
+	case <-pl.exited:
+		return // the master waits for its workers before it exits
+	case <-time.After(timeout):
+	}
+	_ = syscall.Kill(-pid, syscall.SIGKILL)
+	<-pl.exited
+}
+
+// lockedWriter is a bytes.Buffer safe for nginx's stderr copier and the
+// readers of error messages.
+type lockedWriter struct {
+	mu sync.Mutex
+	b  *bytes.Buffer
+}
+
+func (w *lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.b.Len() > 64<<10 {
+		return len(p), nil // enough to explain a failure
+	}
+	return w.b.Write(p)
+}
