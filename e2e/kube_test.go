@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -201,9 +202,40 @@ func cutKwokController(t *testing.T, labDir, cluster string) func() {
 	cwd, _ := os.Readlink(proc + "/cwd")
 	args := strings.Split(strings.TrimRight(string(rawArgs), "\x00"), "\x00")
 	env := strings.Split(strings.TrimRight(string(rawEnv), "\x00"), "\x00")
+	var addr string
+	for _, a := range args {
+		if v, ok := strings.CutPrefix(a, "--server-address="); ok {
+			addr = v
+		}
+	}
+	if addr == "" {
+		t.Fatalf("kwok controller %d: no --server-address in %q", pid, args)
+	}
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
+	// Hold the kubelet port while the controller is down: other lab
+	// clusters being created meanwhile (test packages run in parallel)
+	// pick free ports, and one took this one once — the restarted
+	// controller then could not bind, and log requests reached an HTTP
+	// server of another cluster. The holder answers nothing, like a dead
+	// kubelet: it closes every connection.
+	var holder net.Listener
+	for deadline := time.Now().Add(10 * time.Second); holder == nil; time.Sleep(20 * time.Millisecond) {
+		if holder, err = net.Listen("tcp", addr); err != nil && time.Now().After(deadline) {
+			t.Fatalf("hold the kubelet port %s of the killed kwok controller: %v", addr, err)
+		}
+	}
+	go func() {
+		for {
+			c, err := holder.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	t.Cleanup(func() { holder.Close() })
 	return func() {
 		c := exec.Command(args[0], args[1:]...)
 		c.Env, c.Dir = env, cwd
@@ -213,13 +245,9 @@ func cutKwokController(t *testing.T, labDir, cluster string) func() {
 			c.Stdout, c.Stderr = logf, logf
 			defer logf.Close()
 		}
-		// The old process must be gone before the new one binds its port.
-		for i := 0; i < 50; i++ {
-			if st, err := os.ReadFile(proc + "/stat"); err != nil || strings.Contains(string(st), ") Z ") {
-				break
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+		// The old process is gone (its port is held here): hand the port
+		// to the new one.
+		holder.Close()
 		if err := c.Start(); err != nil {
 			t.Fatalf("restart kwok controller: %v", err)
 		}

@@ -477,7 +477,7 @@ func readiness(clusters []string, want map[string]int, st *daemon.Status) (bool,
 		switch {
 		case p.Error != "":
 			problems = append(problems, fmt.Sprintf("pod %s: %s", p.Key(), p.Error))
-		case p.Ready && p.Verified:
+		case p.Ready && p.Verified && !p.BackendsStale:
 			serving[p.Cluster]++
 		}
 	}

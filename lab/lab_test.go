@@ -524,4 +524,7 @@ func TestNginxDataPlane(t *testing.T) {
 	if alive(master) {
 		t.Errorf("nginx master %d alive after down", master)
 	}
+	if _, err := os.Stat(tl.dir); !os.IsNotExist(err) {
+		t.Errorf("lab directory still there after down (nginx's files are the lab's too): %v", err)
+	}
 }

@@ -27,7 +27,7 @@ const (
 
 func labFiles() []string {
 	return []string{stateFile, daemonLog, lockFile, kubeconfig, daemon.PIDFile, daemon.StatusFile,
-		"kwok.yaml", "kwok", kubeCacheDir, "logs"}
+		"kwok.yaml", "kwok", kubeCacheDir, "logs", "nginx"}
 }
 
 // DefaultDir is ${XDG_STATE_HOME:-~/.local/state}/mesh-verify/lab: state,

@@ -16,6 +16,7 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -76,7 +77,7 @@ type podRT struct {
 	plane  *entryPlane
 	elog   *entryLog
 	cancel context.CancelFunc // stops the pod's verification
-	sig    string             // the backend set last given to sim
+	sig    string             // the backend set the data plane last applied
 }
 
 // Daemon serves one lab.
@@ -268,8 +269,7 @@ func (d *Daemon) sync(ctx context.Context, ref podRef) error {
 		rt = nil
 	}
 	if gone || pod.Spec.NodeName == "" {
-		d.updateBackends(ctx)
-		return nil
+		return d.updateBackends(ctx)
 	}
 	if rt == nil {
 		if rt, err = d.startPod(ctx, ref, pod); err != nil {
@@ -279,9 +279,8 @@ func (d *Daemon) sync(ctx context.Context, ref podRef) error {
 	d.mu.Lock()
 	rt.status.Ready = podReady(pod)
 	d.mu.Unlock()
-	d.updateBackends(ctx)
 	d.markDirty()
-	return nil
+	return d.updateBackends(ctx)
 }
 
 func podReady(p *corev1.Pod) bool {
@@ -470,17 +469,54 @@ func (d *Daemon) stopAll() {
 	wg.Wait()
 }
 
-// updateBackends gives every entry's data plane the current ready pods of
-// its target Service in every cluster. The backends are worked out under
-// the lock and applied outside it (an nginx reload takes tens of
-// milliseconds); the status shows them once they are applied, so `lab up`
-// never waits on a data plane that does not route yet.
-func (d *Daemon) updateBackends(ctx context.Context) {
+// backendsLocked lists the pods of entry e's target Service in every
+// cluster, sorted, with their names as the status shows them; sig joins
+// the names, so a changed set is a changed sig. Callers hold d.mu.
+func (d *Daemon) backendsLocked(e *topology.Entry) (bs []meshsim.Backend, names []string, sig string) {
+	for _, other := range d.pods {
+		if other.server == nil {
+			continue
+		}
+		a := d.cfg.Topology.App(other.status.App)
+		if a == nil || a.Service != e.To || a.Namespace != e.Namespace {
+			continue
+		}
+		bs = append(bs, meshsim.Backend{
+			Cluster: other.status.Cluster, Pod: other.status.Name, Version: a.Version,
+			Addr: other.server.Addr(), Ready: other.status.Ready,
+		})
+	}
+	sort.Slice(bs, func(i, j int) bool {
+		if bs[i].Cluster != bs[j].Cluster {
+			return bs[i].Cluster < bs[j].Cluster
+		}
+		return bs[i].Pod < bs[j].Pod
+	})
+	for _, b := range bs {
+		n := b.Cluster + "/" + b.Pod + "(" + b.Version + ")"
+		if !b.Ready {
+			n += "[not ready]"
+		}
+		names = append(names, n)
+	}
+	return bs, names, strings.Join(names, " ")
+}
+
+// updateBackends gives every entry's data plane the current pods of its
+// target Service in every cluster. The backends are worked out under the
+// lock and applied outside it (an nginx reload takes tens of
+// milliseconds); until a data plane has applied them, the status marks
+// its pod's backends stale, which `lab up` does not count as serving.
+// Only the one pod-event worker calls it, so two updates never overlap.
+// An error (a reload nginx refused) fails the sync, and the work queue
+// retries it.
+func (d *Daemon) updateBackends(ctx context.Context) error {
 	type update struct {
-		rt    *podRT
-		bs    []meshsim.Backend
-		names []string
-		sig   string
+		rt         *podRT
+		bs         []meshsim.Backend
+		names      []string
+		sig        string
+		pod, where string
 	}
 	var updates []update
 	d.mu.Lock()
@@ -488,48 +524,20 @@ func (d *Daemon) updateBackends(ctx context.Context) {
 		if rt.plane == nil {
 			continue
 		}
-		e := rt.plane.entry
-		var bs []meshsim.Backend
-		for _, other := range d.pods {
-			if other.server == nil {
-				continue
-			}
-			a := d.cfg.Topology.App(other.status.App)
-			if a == nil || a.Service != e.To || a.Namespace != e.Namespace {
-				continue
-			}
-			bs = append(bs, meshsim.Backend{
-				Cluster: other.status.Cluster, Pod: other.status.Name, Version: a.Version,
-				Addr: other.server.Addr(), Ready: other.status.Ready,
-			})
-		}
-		sort.Slice(bs, func(i, j int) bool {
-			if bs[i].Cluster != bs[j].Cluster {
-				return bs[i].Cluster < bs[j].Cluster
-			}
-			return bs[i].Pod < bs[j].Pod
-		})
-		var names []string
-		for _, b := range bs {
-			n := b.Cluster + "/" + b.Pod + "(" + b.Version + ")"
-			if !b.Ready {
-				n += "[not ready]"
-			}
-			names = append(names, n)
-		}
-		sig := strings.Join(names, " ")
+		bs, names, sig := d.backendsLocked(rt.plane.entry)
 		if sig == rt.sig && rt.status.Backends != nil {
 			continue
 		}
-		updates = append(updates, update{rt, bs, names, sig})
+		updates = append(updates, update{rt, bs, names, sig, rt.status.Name, rt.status.Cluster})
 	}
 	d.mu.Unlock()
 
+	var errs []error
 	for _, u := range updates {
 		rt, e := u.rt, u.rt.plane.entry
 		if err := rt.plane.dp.SetBackends(ctx, u.bs); err != nil {
-			d.log.Error("set backends", "entry", e.Name, "pod", rt.status.Name, "cluster", rt.status.Cluster, "err", err)
-			continue // rt.sig unchanged: the next pod event tries again
+			errs = append(errs, fmt.Errorf("entry %s, pod %s in cluster %s: set backends: %w", e.Name, u.pod, u.where, err))
+			continue
 		}
 		d.mu.Lock()
 		rt.sig = u.sig
@@ -545,9 +553,10 @@ func (d *Daemon) updateBackends(ctx context.Context) {
 		if rt.elog != nil {
 			rt.elog.Line("backends of %s/%s: %s", e.Namespace, e.To, sig)
 		}
-		d.log.Info("backends", "entry", e.Name, "pod", rt.status.Name, "cluster", rt.status.Cluster, "backends", sig)
+		d.log.Info("backends", "entry", e.Name, "pod", u.pod, "cluster", u.where, "backends", sig)
 	}
 	d.markDirty()
+	return errors.Join(errs...)
 }
 
 // planeStats are the routed counts of the pod's simulator, if it has one.
@@ -599,6 +608,10 @@ func (d *Daemon) snapshot() *Status {
 	for _, rt := range d.pods {
 		p := rt.status
 		p.Backends = slices.Clone(p.Backends)
+		if rt.plane != nil {
+			_, _, sig := d.backendsLocked(rt.plane.entry)
+			p.BackendsStale = sig != rt.sig || rt.status.Backends == nil
+		}
 		if st := rt.planeStats(); st != nil {
 			p.Routed = &Routed{
 				Requests: st.Requests, NoUpstream: st.NoUpstream, Connections: st.Connections,

@@ -119,7 +119,7 @@ func (n *nginxBinary) binary(labDir string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	dst := filepath.Join(labDir, "bin", "nginx")
+	dst := filepath.Join(labDir, "nginx", "bin", "nginx")
 	if err := copyFile(src, dst); err != nil {
 		return "", fmt.Errorf("copy %s into the lab: %w", src, err)
 	}

@@ -46,18 +46,22 @@ type Pod struct {
 	// Port is the pod port; Addr the loopback address kwok forwards it to.
 	Port int32  `json:"port"`
 	Addr string `json:"addr"`
-	// Sidecar is the address of the mesh simulator in a caller's pod, and
-	// Policy the simulator's mode (gateway entries and sidecars).
+	// Sidecar is the address of the data plane in a caller's pod, and
+	// Policy the entry's routing policy (gateway entries and sidecars).
 	Sidecar string `json:"sidecar,omitempty"`
 	Policy  string `json:"policy,omitempty"`
 	// DataPlane plays the policy: simulator or nginx; DataPlaneLog is
 	// nginx's access log (request id and upstream of every request).
 	DataPlane    string `json:"dataPlane,omitempty"`
 	DataPlaneLog string `json:"dataPlaneLog,omitempty"`
-	// Backends are what the pod's simulator routes to: cluster/pod.
-	Backends []string `json:"backends,omitempty"`
+	// Backends are what the pod's data plane routes to: cluster/pod.
+	// BackendsStale is set while the pods changed and the data plane has
+	// not applied them yet (an nginx reload in flight, or refused).
+	Backends      []string `json:"backends,omitempty"`
+	BackendsStale bool     `json:"backendsStale,omitempty"`
 	// Routed is what the pod's simulator routed so far: the ground truth
-	// a measurement through the lab can be compared with.
+	// a measurement through the lab can be compared with (nginx keeps
+	// its access log instead).
 	Routed  *Routed `json:"routed,omitempty"`
 	LogFile string  `json:"logFile"`
 	// Ready is the pod's Ready condition; Verified that its logs and its

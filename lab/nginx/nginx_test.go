@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -135,7 +137,7 @@ func TestPerClusterIsAWeightedUpstream(t *testing.T) {
 		t.Fatalf("served c2, c3, c3 = %v, want [200 100 100]", got)
 	}
 	conf, _ := os.ReadFile(pl.confPath())
-	if !strings.Contains(string(conf), c2.Addr+" weight=2;") || !strings.Contains(string(conf), c3a.Addr+" weight=1;") {
+	if !strings.Contains(string(conf), c2.Addr+" weight=2 max_fails=0;") || !strings.Contains(string(conf), c3a.Addr+" weight=1 max_fails=0;") {
 		t.Fatalf("config does not weight the upstream 2:1:1:\n%s", conf)
 	}
 }
@@ -242,7 +244,8 @@ func TestSupports(t *testing.T) {
 	}{
 		{meshsim.Policy{Mode: meshsim.ModeBalanced}, "mode balanced needs open connections + link cost"},
 		{meshsim.Policy{Mode: meshsim.ModePerPod, PerConnection: true}, "perConnection: nginx picks an upstream per request"},
-		{meshsim.Policy{Mode: meshsim.ModeWeighted, WeightBy: "pod"}, `weightBy "pod"`},
+		{meshsim.Policy{Mode: meshsim.ModeWeighted, WeightBy: "pod", Weights: map[string]float64{"a": 1}}, `WeightBy is "pod"`},
+		{meshsim.Policy{Mode: meshsim.ModeFailover}, "Order"},
 		{meshsim.Policy{Mode: meshsim.ModePerCluster}, ""},
 	} {
 		err := Supports(tc.p)
@@ -271,5 +274,77 @@ func TestRenderSplitShares(t *testing.T) {
 	}
 	if !strings.Contains(conf, `if ($lab_group = none) { return 503 "no healthy upstream"; }`) {
 		t.Fatalf("a group without ready pods must answer 503:\n%s", conf)
+	}
+}
+
+// A pod that fails a request fails that request: nginx must neither retry
+// it on another upstream nor take the pod out of rotation, or the split it
+// makes is not the one the policy says (the simulator answers the failure).
+func TestNoRetryNoPassiveHealthCheck(t *testing.T) {
+	up := startBackend(t, "c1", "up", "v1")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := meshsim.Backend{Cluster: "c2", Pod: "dead", Version: "v1", Addr: ln.Addr().String(), Ready: true}
+	ln.Close() // nobody listens there any more: connections are refused
+	pl := startPlane(t, meshsim.Policy{Mode: meshsim.ModePerPod}, up)
+	if err := pl.SetBackends(context.Background(), []meshsim.Backend{up.Backend, dead}); err != nil {
+		t.Fatal(err)
+	}
+	codes := send(t, pl, "dead", 20)
+	if codes[502] != 10 || codes[200] != 10 || count(up) != 10 {
+		t.Fatalf("round robin over a live and a refusing pod: answers %v, live pod served %d; want 10 × 200 and 10 × 502", codes, count(up))
+	}
+}
+
+// Every mode and edge renders a configuration nginx accepts (`nginx -t`),
+// in a directory whose name needs quoting.
+func TestRenderedConfigsPassNginxT(t *testing.T) {
+	bin := nginxBin(t)
+	dir := filepath.Join(t.TempDir(), `a dir "quoted"`)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bs := []meshsim.Backend{
+		{Cluster: "c1", Pod: "a", Version: "v1", Addr: "127.0.0.1:1001", Ready: true},
+		{Cluster: "c2", Pod: "b", Version: "v2", Addr: "127.0.0.1:1002", Ready: true},
+		{Cluster: "c2", Pod: "c", Version: "v2", Addr: "127.0.0.1:1003", Ready: false},
+	}
+	w := func(m map[string]float64) map[string]float64 { return m }
+	for name, tc := range map[string]struct {
+		p   meshsim.Policy
+		bs  []meshsim.Backend
+		has string
+	}{
+		"per-pod":                    {meshsim.Policy{Mode: meshsim.ModePerPod}, bs, "upstream pods"},
+		"per-cluster":                {meshsim.Policy{Mode: meshsim.ModePerCluster}, bs, "weight=1 max_fails=0"},
+		"failover, none ready":       {meshsim.Policy{Mode: meshsim.ModeFailover, Order: []string{"c3"}}, bs, "return 503"},
+		"weighted, a zero weight":    {meshsim.Policy{Mode: meshsim.ModeWeighted, WeightBy: meshsim.ByVersion, Weights: w(map[string]float64{"v1": 1, "v2": 0})}, bs, "* g0;"},
+		"weighted, tiny share":       {meshsim.Policy{Mode: meshsim.ModeWeighted, WeightBy: meshsim.ByCluster, Weights: w(map[string]float64{"c1": 99999, "c2": 1})}, bs, "* g1;"},
+		"mirror 100%":                {meshsim.Policy{Mode: meshsim.ModePerPod, Mirror: &meshsim.Mirror{Version: "v2", Percent: 100}}, bs, "100.00% copy;"},
+		"mirror rounding to nothing": {meshsim.Policy{Mode: meshsim.ModePerPod, Mirror: &meshsim.Mirror{Version: "v2", Percent: 0.004}}, bs, "upstream pods"},
+		"mirror set without pods":    {meshsim.Policy{Mode: meshsim.ModePerPod, Mirror: &meshsim.Mirror{Cluster: "c9", Percent: 50}}, bs, "return 204"},
+		"no backends":                {meshsim.Policy{Mode: meshsim.ModePerCluster}, nil, "return 503"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			conf, err := Render(tc.p, tc.bs, Conf{Dir: dir, Listen: "127.0.0.1:1", Generation: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(conf, tc.has) {
+				t.Errorf("config lacks %q:\n%s", tc.has, conf)
+			}
+			if strings.Contains(name, "nothing") && strings.Contains(conf, "mirror ") {
+				t.Errorf("a share that rounds to 0.00%% must not mirror:\n%s", conf)
+			}
+			f := filepath.Join(dir, "nginx.conf")
+			if err := os.WriteFile(f, []byte(conf), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if out, err := exec.Command(bin, "-t", "-q", "-p", dir, "-c", f).CombinedOutput(); err != nil {
+				t.Fatalf("nginx -t: %v: %s\n%s", err, out, conf)
+			}
+		})
 	}
 }

@@ -117,14 +117,21 @@ func (pl *Plane) AccessLog() string { return filepath.Join(pl.dir, "access.log")
 
 func (pl *Plane) confPath() string { return filepath.Join(pl.dir, "nginx.conf") }
 
+// write renders the configuration for bs and, once `nginx -t` accepts
+// it, puts it in place; a configuration nginx would refuse never reaches
+// the running master (a reload would keep the old one and say so only in
+// its error log).
 func (pl *Plane) write(bs []meshsim.Backend) error {
 	conf, err := Render(pl.policy, bs, Conf{Dir: pl.dir, Listen: pl.addr, Generation: pl.gen})
 	if err != nil {
 		return err
 	}
-	tmp := pl.confPath() + ".tmp"
+	tmp := pl.confPath() + ".next"
 	if err := os.WriteFile(tmp, []byte(conf), 0o644); err != nil {
 		return fmt.Errorf("nginx data plane: write config: %w", err)
+	}
+	if out, err := exec.Command(pl.bin, "-t", "-q", "-p", pl.dir, "-c", tmp).CombinedOutput(); err != nil {
+		return fmt.Errorf("nginx data plane: nginx -t refuses the configuration for generation %d (%s): %w: %s", pl.gen, tmp, err, strings.TrimSpace(string(out)))
 	}
 	if err := os.Rename(tmp, pl.confPath()); err != nil {
 		return fmt.Errorf("nginx data plane: write config: %w", err)
@@ -281,13 +288,20 @@ func (pl *Plane) stderrString() string {
 // Stop ends nginx: SIGTERM to the master (fast shutdown; it stops its
 // workers), then, past timeout, SIGKILL to its process group.
 func (pl *Plane) Stop(timeout time.Duration) {
+	select {
+	case <-pl.exited:
+		return // reaped: its pid may be someone else's by now
+	default:
+	}
 	pid := pl.cmd.Process.Pid
-	_ = syscall.Kill(pid, syscall.SIGTERM)
+	_ = pl.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-pl.exited:
 		return // the master waits for its workers before it exits
 	case <-time.After(timeout):
 	}
+	// The master is alive (not reaped, so its pid is still its own and
+	// so is the group id): end it and its workers.
 	_ = syscall.Kill(-pid, syscall.SIGKILL)
 	<-pl.exited
 }

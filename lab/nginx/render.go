@@ -13,6 +13,7 @@ package nginx
 import (
 	"fmt"
 	"math"
+	"os"
 	"sort"
 	"strings"
 
@@ -30,8 +31,12 @@ const mirrorPath = "/__mesh-verify-lab/mirror"
 // the simulator gives too.
 const noHealthyUpstream = "no healthy upstream"
 
-// Supports reports why nginx cannot play p, or nil.
+// Supports reports why nginx cannot play p, or nil. A policy the
+// simulator refuses (no weights, no failover order…) is refused here too.
 func Supports(p meshsim.Policy) error {
+	if _, err := meshsim.New(p); err != nil {
+		return err
+	}
 	switch p.Mode {
 	case meshsim.ModeBalanced:
 		return fmt.Errorf("mode %s needs open connections + link cost per TCP connection (Skupper's router), which nginx does not do; use the simulator", p.Mode)
@@ -41,9 +46,6 @@ func Supports(p meshsim.Policy) error {
 	}
 	if p.PerConnection {
 		return fmt.Errorf("perConnection: nginx picks an upstream per request, not per inbound connection; use the simulator")
-	}
-	if p.Mode == meshsim.ModeWeighted && p.WeightBy != meshsim.ByCluster && p.WeightBy != meshsim.ByVersion {
-		return fmt.Errorf("weightBy %q: want %s or %s", p.WeightBy, meshsim.ByCluster, meshsim.ByVersion)
 	}
 	return nil
 }
@@ -87,6 +89,7 @@ func Render(p meshsim.Policy, bs []meshsim.Backend, c Conf) (string, error) {
 	sortBackends(mirror)
 
 	var ups []upstream
+	var split string // a split_clients block choosing the upstream, if any
 	var route string // the location's routing directives
 	switch p.Mode {
 	case meshsim.ModePerPod:
@@ -118,42 +121,40 @@ func Render(p meshsim.Policy, bs []meshsim.Backend, c Conf) (string, error) {
 		}
 		ups, route = single("failover", pods, nil)
 	case meshsim.ModeWeighted:
-		ups, route = weighted(p, primary)
+		ups, split, route = weighted(p, primary)
 	}
 
 	var mirrorDirective, mirrorLocation, mirrorSplit string
-	if p.Mirror != nil && p.Mirror.Percent > 0 {
+	// split_clients counts in 0.01%: a share that rounds to 0 mirrors nothing.
+	if bp := mirrorBasisPoints(p.Mirror); bp > 0 {
 		mirrorDirective = "      mirror " + mirrorPath + ";\n"
 		target := "      return 204;\n" // nothing to mirror to: the copy is dropped, as Envoy does
 		if len(mirror) > 0 {
 			ups = append(ups, upstream{name: "mirror", servers: servers(mirror, nil)})
 			target = "      proxy_pass http://mirror$request_uri;\n" + proxyHeaders("$lab_shadow_host")
 		}
-		mirrorSplit = fmt.Sprintf("  split_clients \"${request_id}m\" $lab_mirror {\n    %s copy;\n    * \"\";\n  }\n", percent(int64(math.Round(p.Mirror.Percent*100))))
-		if p.Mirror.Percent >= 100 {
-			mirrorSplit = "  split_clients \"${request_id}m\" $lab_mirror {\n    * copy;\n  }\n"
-		}
+		mirrorSplit = fmt.Sprintf("  split_clients \"${request_id}m\" $lab_mirror {\n    %s copy;\n    * \"\";\n  }\n", percent(bp))
 		mirrorLocation = "    location = " + mirrorPath + " {\n      internal;\n      if ($lab_mirror = \"\") { return 204; }\n" + target + "    }\n"
 	}
 
 	var b strings.Builder
 	fmt.Fprintf(&b, `# Rendered by mesh-verify's lab (generation %[2]d): a mesh entry's data plane.
-worker_processes 1;
+%[3]sworker_processes 1;
 # Old workers finish their requests after a reload, for this long at most.
 worker_shutdown_timeout 2s;
 daemon off;
-pid %[1]s/nginx.pid;
-error_log %[1]s/error.log warn;
+pid "%[1]s/nginx.pid";
+error_log "%[1]s/error.log" warn;
 events { worker_connections 4096; }
 http {
-  client_body_temp_path %[1]s/body;
-  proxy_temp_path %[1]s/proxy;
-  fastcgi_temp_path %[1]s/fastcgi;
-  uwsgi_temp_path %[1]s/uwsgi;
-  scgi_temp_path %[1]s/scgi;
+  client_body_temp_path "%[1]s/body";
+  proxy_temp_path "%[1]s/proxy";
+  fastcgi_temp_path "%[1]s/fastcgi";
+  uwsgi_temp_path "%[1]s/uwsgi";
+  scgi_temp_path "%[1]s/scgi";
   # One line per primary request: which upstream served which request id.
   log_format lab '$time_iso8601 $lab_request_id $upstream_addr $status';
-  access_log %[1]s/access.log lab;
+  access_log "%[1]s/access.log" lab;
   # Envoy makes up an x-request-id when the client sent none.
   map $http_x_request_id $lab_request_id {
     "" $request_id;
@@ -164,7 +165,7 @@ http {
     "~^(?<h>[^:]+)(?<p>:[0-9]+)$" "${h}-shadow${p}";
     default "${http_host}-shadow";
   }
-`, c.Dir, c.Generation)
+`, escape(c.Dir), c.Generation, userLine())
 	for _, u := range ups {
 		fmt.Fprintf(&b, "  upstream %s {\n", u.name)
 		for _, s := range u.servers {
@@ -173,10 +174,7 @@ http {
 		b.WriteString("    keepalive 32;\n  }\n")
 	}
 	b.WriteString(mirrorSplit)
-	if strings.HasPrefix(route, "split:") {
-		b.WriteString(route[len("split:"):])
-		route = "      if ($lab_group = none) { return 503 \"" + noHealthyUpstream + "\"; }\n      proxy_pass http://$lab_group;\n"
-	}
+	b.WriteString(split)
 	fmt.Fprintf(&b, `  server {
     listen %s;
     keepalive_requests 100000;
@@ -202,7 +200,7 @@ func single(name string, pods []meshsim.Backend, weight func(meshsim.Backend) in
 // split_clients over the groups; a group without ready pods keeps its
 // share and answers it 503, as Envoy does for a weighted cluster with no
 // healthy endpoint (and as the simulator does).
-func weighted(p meshsim.Policy, primary []meshsim.Backend) ([]upstream, string) {
+func weighted(p meshsim.Policy, primary []meshsim.Backend) (ups []upstream, split, route string) {
 	groups := make([]string, 0, len(p.Weights))
 	var total float64
 	for g, w := range p.Weights {
@@ -212,16 +210,15 @@ func weighted(p meshsim.Policy, primary []meshsim.Backend) ([]upstream, string) 
 		}
 	}
 	sort.Strings(groups)
-	var ups []upstream
-	var split strings.Builder
-	split.WriteString("  split_clients \"${request_id}g\" $lab_group {\n")
+	var b strings.Builder
+	b.WriteString("  split_clients \"${request_id}g\" $lab_group {\n")
 	var cum float64
 	var prev int64
 	for i, g := range groups {
 		var pods []meshsim.Backend
-		for _, b := range primary {
-			if (p.WeightBy == meshsim.ByCluster && b.Cluster == g) || (p.WeightBy == meshsim.ByVersion && b.Version == g) {
-				pods = append(pods, b)
+		for _, be := range primary {
+			if (p.WeightBy == meshsim.ByCluster && be.Cluster == g) || (p.WeightBy == meshsim.ByVersion && be.Version == g) {
+				pods = append(pods, be)
 			}
 		}
 		value := "none"
@@ -233,20 +230,41 @@ func weighted(p meshsim.Policy, primary []meshsim.Backend) ([]upstream, string) 
 		// summing to 100%; the last group takes the rest ("*").
 		cum += p.Weights[g] / total
 		if i == len(groups)-1 {
-			fmt.Fprintf(&split, "    * %s;\n", value)
+			fmt.Fprintf(&b, "    * %s;\n", value)
 			break
 		}
 		bp := int64(math.Round(cum * 10000))
 		if bp > prev {
-			fmt.Fprintf(&split, "    %s %s;\n", percent(bp-prev), value)
+			fmt.Fprintf(&b, "    %s %s;\n", percent(bp-prev), value)
 		}
 		prev = bp
 	}
-	split.WriteString("  }\n")
-	if len(groups) == 0 {
-		return nil, "      return 503 \"" + noHealthyUpstream + "\";\n"
+	b.WriteString("  }\n")
+	route = "      if ($lab_group = none) { return 503 \"" + noHealthyUpstream + "\"; }\n      proxy_pass http://$lab_group;\n"
+	return ups, b.String(), route
+}
+
+// mirrorBasisPoints is the mirrored share in 0.01%, 0 without a mirror.
+func mirrorBasisPoints(m *meshsim.Mirror) int64 {
+	if m == nil {
+		return 0
 	}
-	return ups, "split:" + split.String()
+	return int64(math.Round(m.Percent * 100))
+}
+
+// escape makes s safe inside a double-quoted nginx string.
+func escape(s string) string {
+	return strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(s)
+}
+
+// userLine keeps nginx's workers as the lab's user when the lab runs as
+// root: by default they would switch to nobody, who cannot write the temp
+// directories inside a private lab directory (large bodies would fail).
+func userLine() string {
+	if os.Geteuid() == 0 {
+		return "user root;\n"
+	}
+	return ""
 }
 
 // percent formats basis points as split_clients wants: "12.34%".
@@ -261,7 +279,7 @@ func servers(pods []meshsim.Backend, weight func(meshsim.Backend) int) []string 
 		if weight != nil {
 			w = weight(b)
 		}
-		out = append(out, fmt.Sprintf("%s weight=%d", b.Addr, w))
+		out = append(out, fmt.Sprintf("%s weight=%d max_fails=0", b.Addr, w))
 	}
 	return out
 }
@@ -269,7 +287,11 @@ func servers(pods []meshsim.Backend, weight func(meshsim.Backend) int) []string 
 // proxyHeaders are the directives every proxied location shares: HTTP/1.1
 // keep-alive to the upstream, the request id every hop logs, and the Host.
 func proxyHeaders(host string) string {
-	return "      proxy_http_version 1.1;\n" +
+	// No retry on another upstream and no passive health marking: a pod
+	// that fails a request fails that request, as with the simulator (the
+	// daemon removes gone pods from the configuration).
+	return "      proxy_next_upstream off;\n" +
+		"      proxy_http_version 1.1;\n" +
 		"      proxy_set_header Connection \"\";\n" +
 		"      proxy_set_header X-Request-Id $lab_request_id;\n" +
 		"      proxy_set_header Host " + host + ";\n"
