@@ -24,6 +24,7 @@ import (
 
 	"github.com/mesh-verify/mesh-verify/lab/daemon"
 	"github.com/mesh-verify/mesh-verify/lab/kwok"
+	"github.com/mesh-verify/mesh-verify/lab/nginx"
 	"github.com/mesh-verify/mesh-verify/lab/topologies"
 	"github.com/mesh-verify/mesh-verify/lab/topology"
 )
@@ -110,6 +111,15 @@ func Up(ctx context.Context, o Options) (_ *Lab, err error) {
 	if o.DataPlane != "" {
 		if err := t.UseDataPlane(o.DataPlane); err != nil {
 			return nil, err
+		}
+	}
+	// Before anything starts: the daemon would otherwise retry the entry
+	// pods until the ready timeout, with the reason only in its log.
+	for _, e := range t.Entries {
+		if e.UsesNginx() {
+			if _, err := nginx.Find(); err != nil {
+				return nil, fmt.Errorf("topology %s, entry %s: %w", t.Metadata.Name, e.Name, err)
+			}
 		}
 	}
 	unlock, err := lock(o.Dir)
