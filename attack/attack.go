@@ -84,14 +84,18 @@ type Sink interface {
 
 // Summary tells how the attack itself went, apart from what it measured.
 type Summary struct {
-	Started       time.Time     `json:"started"`
-	Ended         time.Time     `json:"ended"`
-	Requests      uint64        `json:"requests"`
-	RequestedRate float64       `json:"requestedRate"` // per second; 0 = as fast as the workers go
-	AchievedRate  float64       `json:"achievedRate"`
-	Connections   uint64        `json:"connections"`
-	Interrupted   bool          `json:"interrupted"`
-	Elapsed       time.Duration `json:"elapsed"`
+	Started       time.Time `json:"started"`
+	Ended         time.Time `json:"ended"`
+	Requests      uint64    `json:"requests"`
+	RequestedRate float64   `json:"requestedRate"` // per second; 0 = as fast as the workers go
+	AchievedRate  float64   `json:"achievedRate"`
+	// Connections is how many TCP connections were opened. With
+	// keep-alive a few may carry no request (Go's transport dials for a
+	// request that a connection becoming idle then takes); the statistics
+	// use the connection each result records, not this count.
+	Connections uint64        `json:"connections"`
+	Interrupted bool          `json:"interrupted"`
+	Elapsed     time.Duration `json:"elapsed"`
 }
 
 // Attack is a prepared attack: templates parsed, transport built.

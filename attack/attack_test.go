@@ -117,8 +117,14 @@ func TestAttackModes(t *testing.T) {
 			if tc.keepAlive && len(conns) > 20 {
 				t.Errorf("keep-alive on: %d connections for %d requests", len(conns), got)
 			}
-			if uint64(len(conns)) != sum.Connections {
-				t.Errorf("summary says %d connections, results show %d", sum.Connections, len(conns))
+			// The summary counts connections opened. With keep-alive, Go's
+			// transport may dial for a request that a connection becoming
+			// idle then serves, so a few opened ones can carry nothing
+			// (seen once in CI: 11 opened, 10 used). Without keep-alive
+			// every request has its own.
+			used := uint64(len(conns))
+			if !tc.keepAlive && sum.Connections != used || sum.Connections < used || sum.Connections > used+10 {
+				t.Errorf("summary says %d connections opened, results show %d used", sum.Connections, used)
 			}
 		})
 	}
