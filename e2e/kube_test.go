@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mesh-verify/mesh-verify/lab/kwok"
 	"github.com/mesh-verify/mesh-verify/lab/labtest"
 )
 
@@ -100,7 +101,11 @@ func TestLogAttributionAcrossThreeClustersSurvivesACut(t *testing.T) {
 		cancel()
 		_ = wait()
 	})
-	time.Sleep(3 * time.Second)
+	// Cut once c2's logs are being read for this run: the first line of
+	// the run is in c2's log files (the streams follow from the attack's
+	// start), plus a moment for the stream to deliver it.
+	waitLogged(t, dir, "c2", 60*time.Second)
+	time.Sleep(time.Second)
 	restart := cutKwokController(t, dir, "c2")
 	time.Sleep(2 * time.Second)
 	restart()
@@ -146,6 +151,23 @@ func TestLogAttributionAcrossThreeClustersSurvivesACut(t *testing.T) {
 		t.Errorf("verdict %s\n%s", rep.Verdict, so.String())
 	}
 	t.Logf("served per cluster %v, report %v, c2 reconnects %d", served, logs, reconnects)
+}
+
+// waitLogged waits until an app in cluster has logged a request of some
+// run (this lab serves one run at a time).
+func waitLogged(t *testing.T, labDir, cluster string, limit time.Duration) {
+	t.Helper()
+	for deadline := time.Now().Add(limit); ; time.Sleep(100 * time.Millisecond) {
+		files, _ := filepath.Glob(filepath.Join(labDir, "logs", cluster, "*.log"))
+		for _, f := range files {
+			if b, err := os.ReadFile(f); err == nil && strings.Contains(string(b), "I'm callme-service") && strings.Contains(string(b), "request-id=") {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no request logged in cluster %s after %v", cluster, limit)
+		}
+	}
 }
 
 // runLinesPerCluster counts, in the apps' own log files, the lines of run
@@ -246,10 +268,24 @@ func cutKwokController(t *testing.T, labDir, cluster string) func() {
 			defer logf.Close()
 		}
 		// The old process is gone (its port is held here): hand the port
-		// to the new one.
+		// to the new one, with lab creates held off until it listens.
+		unlock, err := kwok.LockCreates()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer unlock()
 		holder.Close()
 		if err := c.Start(); err != nil {
 			t.Fatalf("restart kwok controller: %v", err)
+		}
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			if conn, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+				conn.Close()
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("restarted kwok controller does not listen on %s", addr)
+			}
 		}
 		// kwokctl delete stops it by this pid file; reap it here too.
 		if err := os.WriteFile(pf, []byte(strconv.Itoa(c.Process.Pid)), 0o644); err != nil {

@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -33,7 +35,7 @@ type backend struct {
 func startBackend(t testing.TB, name string) *backend {
 	t.Helper()
 	b := &backend{name: name}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := listenAboveEphemeral()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,6 +43,23 @@ func startBackend(t testing.TB, name string) *backend {
 	b.serve(ln)
 	t.Cleanup(b.stop)
 	return b
+}
+
+// listenAboveEphemeral listens on a loopback port above Linux's
+// ephemeral range (ip_local_port_range, 32768-60999 by default) and above
+// kwokctl's ports (counted down from 32767): a backend that restart
+// frees and binds again must not lose its port meanwhile to another
+// process's bind(:0) or to a lab cluster being created.
+func listenAboveEphemeral() (net.Listener, error) {
+	var err error
+	for range 200 {
+		port := 61000 + rand.IntN(4000)
+		var ln net.Listener
+		if ln, err = net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port)); err == nil {
+			return ln, nil
+		}
+	}
+	return nil, fmt.Errorf("no free loopback port in 61000-64999: %w", err)
 }
 
 func (b *backend) port() string { _, p, _ := net.SplitHostPort(b.addr); return p }

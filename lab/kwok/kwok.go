@@ -182,7 +182,7 @@ func (l *Lab) start(ctx context.Context, name, wait string) error {
 	// kwokctl picks free ports without reserving them, so two creates at
 	// once (two labs, or test packages running in parallel) can pick the
 	// same ones: serialise creates across processes too.
-	unlock, err := globalCreateLock()
+	unlock, err := LockCreates()
 	if err != nil {
 		return err
 	}
@@ -207,9 +207,11 @@ func (l *Lab) start(ctx context.Context, name, wait string) error {
 	return nil
 }
 
-// globalCreateLock takes a machine-wide lock (flock, released if the
-// process dies) around one kwokctl create.
-func globalCreateLock() (func(), error) {
+// LockCreates takes the machine-wide lock (flock, released if the
+// process dies) that every kwokctl create of a lab holds: while it is
+// held no lab cluster picks ports. Tests that free a lab port for a moment
+// (a component killed and started again) hold it across the gap.
+func LockCreates() (func(), error) {
 	path := filepath.Join(os.TempDir(), "mesh-verify-kwokctl-create.lock")
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o666)
 	if err != nil {
