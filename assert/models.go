@@ -39,7 +39,7 @@ func WeightsModel(w map[string]float64) (Shares, error) {
 		return Shares{}, fmt.Errorf("weights: no buckets")
 	}
 	sum := 0.0
-	names := sortedKeys(w)
+	names := slices.Sorted(maps.Keys(w))
 	for _, b := range names {
 		v := w[b]
 		switch {
@@ -98,7 +98,7 @@ func EqualPerPodModel(readyPods map[string]int) (Shares, error) {
 		total += p
 	}
 	if total == 0 {
-		return Shares{}, fmt.Errorf("equal per pod: no ready pods in %s", strings.Join(sortedKeys(readyPods), ", "))
+		return Shares{}, fmt.Errorf("equal per pod: no ready pods in %s", strings.Join(slices.Sorted(maps.Keys(readyPods)), ", "))
 	}
 	s := Shares{Shares: map[string]float64{}, Model: ModelEqualPerPod}
 	for c, p := range readyPods {
@@ -247,7 +247,7 @@ func linkCostSetup(what, model string, costs map[string]float64, readyPods map[s
 	}
 	s := Shares{Shares: map[string]float64{}, Model: model}
 	var el, noPods, noCost []string
-	for _, c := range sortedKeys(costs) {
+	for _, c := range slices.Sorted(maps.Keys(costs)) {
 		v := costs[c]
 		switch {
 		case c == "":
@@ -262,7 +262,7 @@ func linkCostSetup(what, model string, costs map[string]float64, readyPods map[s
 		}
 		el = append(el, c)
 	}
-	for _, c := range sortedKeys(readyPods) {
+	for _, c := range slices.Sorted(maps.Keys(readyPods)) {
 		if _, ok := costs[c]; !ok {
 			s.Shares[c] = 0
 			noCost = append(noCost, c)
@@ -281,7 +281,7 @@ func linkCostSetup(what, model string, costs map[string]float64, readyPods map[s
 }
 
 func checkPods(what string, readyPods map[string]int) error {
-	for _, c := range sortedKeys(readyPods) {
+	for _, c := range slices.Sorted(maps.Keys(readyPods)) {
 		if readyPods[c] < 0 {
 			return fmt.Errorf("%s: cluster %s has %d ready pods", what, c, readyPods[c])
 		}
@@ -320,7 +320,7 @@ func MirrorModel(percent float64) (Shares, error) {
 }
 
 func fmtShares(m map[string]float64) string {
-	names := sortedKeys(m)
+	names := slices.Sorted(maps.Keys(m))
 	parts := make([]string, len(names))
 	for i, b := range names {
 		parts[i] = b + " " + pct(m[b])

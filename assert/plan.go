@@ -1,7 +1,9 @@
 package assert
 
 import (
+	"maps"
 	"math"
+	"slices"
 )
 
 // RequiredN is the number of requests at which Split, with the true split
@@ -30,7 +32,7 @@ func RequiredN(expected map[string]float64, margin float64, relative bool, confi
 	if s.Validate() != nil || math.IsNaN(designEffect) {
 		return 0
 	}
-	names := sortedKeys(expected)
+	names := slices.Sorted(maps.Keys(expected))
 	k := float64(len(names))
 	alpha, beta := 1-s.Confidence, 1-s.Power
 	za := zQuantile(1 - alpha/k)

@@ -100,7 +100,7 @@ func validateExpected(e map[string]float64) error {
 		return fmt.Errorf("expected split: no buckets")
 	}
 	sum := 0.0
-	for _, b := range sortedKeys(e) {
+	for _, b := range slices.Sorted(maps.Keys(e)) {
 		p := e[b]
 		if b == "" {
 			return fmt.Errorf("expected split: empty bucket name")
@@ -203,7 +203,7 @@ func Split(c Counts, s SplitSpec) SplitResult {
 
 	// Counts' order first (the tally's order), then expected-only buckets sorted.
 	names := slices.Clone(c.Buckets)
-	for _, b := range sortedKeys(s.Expected) {
+	for _, b := range slices.Sorted(maps.Keys(s.Expected)) {
 		if !slices.Contains(names, b) {
 			names = append(names, b)
 		}
@@ -482,5 +482,3 @@ func pct(v float64) string {
 }
 
 func fmtInterval(iv Interval) string { return pct(iv.Lo) + "–" + pct(iv.Hi) }
-
-func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }

@@ -2,6 +2,7 @@ package scenarios
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -273,7 +274,7 @@ func checkMetricsSource(c *checker, p string, m *MetricsSource) {
 	case !metricNameRE.MatchString(m.Counter):
 		c.add(p+".counter", "invalid metric name %q: want letters, digits, '_' and ':', not starting with a digit, like istio_requests_total", m.Counter)
 	}
-	for _, k := range sortedKeys(m.Labels) {
+	for _, k := range slices.Sorted(maps.Keys(m.Labels)) {
 		kp := joinKey(p+".labels", k)
 		switch {
 		case !labelNamePR.MatchString(k):
@@ -308,7 +309,7 @@ func (s *Scenario) attributedExpectations() []attributed {
 			if sp.By == "cluster" {
 				switch {
 				case len(sp.Weights) > 0:
-					a.buckets = sortedKeys(sp.Weights)
+					a.buckets = slices.Sorted(maps.Keys(sp.Weights))
 				case len(sp.Buckets) > 0:
 					a.buckets = sp.Buckets
 				default:

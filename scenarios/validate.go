@@ -3,11 +3,11 @@ package scenarios
 import (
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net/url"
 	"regexp"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"text/template"
@@ -324,7 +324,7 @@ func (s *Scenario) checkAttack(c *checker) {
 	if !slices.Contains(HTTPMethods(), a.Method) {
 		c.add("attack.method", "unknown method %q (allowed: %s)", a.Method, strings.Join(HTTPMethods(), ", "))
 	}
-	for _, name := range sortedKeys(a.Headers) {
+	for _, name := range slices.Sorted(maps.Keys(a.Headers)) {
 		p := joinKey("attack.headers", name)
 		if !isToken(name) {
 			c.addKey(p, "invalid header name %q: letters, digits and !#$%%&'*+-.^_`|~ only", name)
@@ -355,15 +355,6 @@ func (s *Scenario) checkAttack(c *checker) {
 	if !isToken(a.RequestID) {
 		c.add("attack.requestIdHeader", "invalid header name %q: letters, digits and !#$%%&'*+-.^_`|~ only", a.RequestID)
 	}
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 func (s *Scenario) checkAttribution(c *checker) {
@@ -445,7 +436,7 @@ func (s *Scenario) checkAttribution(c *checker) {
 		if len(m.Values) == 0 {
 			c.add(p+".values", "required: at least one %s: %s pair", orName(m.From, "from"), orName(m.To, "to"))
 		}
-		for _, k := range sortedKeys(m.Values) {
+		for _, k := range slices.Sorted(maps.Keys(m.Values)) {
 			v := m.Values[k]
 			switch {
 			case v == "":
@@ -602,7 +593,7 @@ func (s *Scenario) checkSplit(c *checker, p string, sp *Split) {
 		c.add(p+".weights", "weights apply to model weights, not %s", sp.Model)
 	}
 	total := 0.0
-	for _, k := range sortedKeys(sp.Weights) {
+	for _, k := range slices.Sorted(maps.Keys(sp.Weights)) {
 		w := sp.Weights[k]
 		kp := joinKey(p+".weights", k)
 		if byCluster && len(s.Clusters) > 0 && !s.declared(k) {
@@ -657,7 +648,7 @@ func (s *Scenario) checkSplit(c *checker, p string, sp *Split) {
 			c.add(p, "model %s needs declared clusters", sp.Model)
 		}
 		ready := 0
-		for _, k := range sortedKeys(sp.Pods) {
+		for _, k := range slices.Sorted(maps.Keys(sp.Pods)) {
 			kp := joinKey(p+".pods", k)
 			if !s.declared(k) {
 				c.addKey(kp, "%s", s.unknownCluster(k))

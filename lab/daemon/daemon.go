@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -630,7 +631,7 @@ func describePolicy(p topology.Policy) string {
 	b.WriteString(p.Mode)
 	kv := func(m map[string]float64) string {
 		var parts []string
-		for _, k := range sortedKeys(m) {
+		for _, k := range slices.Sorted(maps.Keys(m)) {
 			parts = append(parts, k+"="+strconv.FormatFloat(m[k], 'g', -1, 64))
 		}
 		return strings.Join(parts, ",")
@@ -657,13 +658,4 @@ func describePolicy(p topology.Policy) string {
 		}
 	}
 	return b.String()
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

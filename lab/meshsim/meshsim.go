@@ -11,6 +11,7 @@ package meshsim
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"net"
 	"net/http"
@@ -144,7 +145,7 @@ func New(p Policy) (*Sim, error) {
 		rrPod:   map[string]uint64{},
 		swrr:    map[string]float64{},
 		st:      newStats(),
-		groups:  sortedKeys(p.Weights),
+		groups:  slices.Sorted(maps.Keys(p.Weights)),
 	}
 	if p.Mirror != nil {
 		s.bp = int64(math.Round(p.Mirror.Percent * 100))

@@ -1,7 +1,5 @@
 package meshsim
 
-import "sort"
-
 // Stats is what the simulator routed: the ground truth tests compare
 // mesh-verify's attribution with. Maps are keyed by cluster, version, or
 // "cluster/pod" for pods.
@@ -90,13 +88,4 @@ func cloneCounts(m map[string]int64) map[string]int64 {
 		out[k] = v
 	}
 	return out
-}
-
-func sortedKeys(m map[string]float64) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

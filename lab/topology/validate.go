@@ -2,6 +2,7 @@ package topology
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"regexp"
 	"slices"
@@ -202,7 +203,7 @@ func (t *Topology) checkApps(c *checker) {
 		if len(a.Replicas) == 0 {
 			c.add(at(p, "replicas"), "required: replicas per cluster, like {c2: 1, c3: 2}")
 		}
-		for _, cl := range sortedKeys(a.Replicas) {
+		for _, cl := range slices.Sorted(maps.Keys(a.Replicas)) {
 			switch n := a.Replicas[cl]; {
 			case !t.declared(cl):
 				c.add(at(p, "replicas", cl), "%s", t.unknownCluster(cl))
@@ -220,7 +221,7 @@ func (t *Topology) checkApps(c *checker) {
 			c.add(at(p, "calls"), "calls applies to kind caller only")
 		}
 		if a.Kind == apps.KindCaller {
-			for _, cl := range sortedKeys(a.Replicas) {
+			for _, cl := range slices.Sorted(maps.Keys(a.Replicas)) {
 				if t.declared(cl) && t.SidecarFor(a.Name, cl) == nil {
 					c.add(at(p, "replicas", cl), "caller %s in cluster %s has no sidecar entry (sidecarOf: %s, cluster: %s) to carry its calls", a.Name, cl, a.Name, cl)
 				}
@@ -330,7 +331,7 @@ func (t *Topology) checkPolicy(c *checker, p []any, e *Entry) {
 	only("weights", meshsim.ModeWeighted, len(pol.Weights) > 0)
 	only("weightBy", meshsim.ModeWeighted, pol.WeightBy != "")
 	only("order", meshsim.ModeFailover, len(pol.Order) > 0)
-	for _, cl := range sortedKeys(pol.Costs) {
+	for _, cl := range slices.Sorted(maps.Keys(pol.Costs)) {
 		switch v := pol.Costs[cl]; {
 		case !t.declared(cl):
 			c.add(at(p, "costs", cl), "%s", t.unknownCluster(cl))
@@ -343,7 +344,7 @@ func (t *Topology) checkPolicy(c *checker, p []any, e *Entry) {
 		if len(pol.Weights) == 0 {
 			c.add(at(p, "weights"), "required for mode weighted, like {c1: 90, c2: 10}")
 		}
-		for _, k := range sortedKeys(pol.Weights) {
+		for _, k := range slices.Sorted(maps.Keys(pol.Weights)) {
 			switch w := pol.Weights[k]; {
 			case pol.WeightBy == meshsim.ByCluster && !t.declared(k):
 				c.add(at(p, "weights", k), "%s", t.unknownCluster(k))
@@ -386,13 +387,4 @@ func (t *Topology) checkPolicy(c *checker, p []any, e *Entry) {
 			c.add(p, "%v", err)
 		}
 	}
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
