@@ -171,22 +171,10 @@ func (c *Config) Connect(ctx context.Context, ref ClusterRef) (*Cluster, error) 
 		return nil, &ClusterError{Cluster: ref.Name, Context: kctx, Call: "select kubeconfig context", Reason: ReasonContextNotFound,
 			Err: &contextNotFoundError{context: kctx, have: c.Contexts()}}
 	}
-	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(c.rules, &clientcmd.ConfigOverrides{CurrentContext: kctx})
-	cfg, err := cc.ClientConfig()
+	cfg, err := c.RESTConfig(kctx)
 	if err != nil {
 		return nil, &ClusterError{Cluster: ref.Name, Context: kctx, Call: "build client config", Reason: ReasonOther, Err: err}
 	}
-	// client-go caches transports by CA and client-cert file *path* when
-	// the kubeconfig names files, so a process that meets a cluster
-	// recreated at the same paths (a lab torn down and brought up again)
-	// would keep trusting the old CA. A run is minutes long, far shorter
-	// than any CA rotation: read the files once and key by content.
-	if err := rest.LoadTLSFiles(cfg); err != nil {
-		return nil, &ClusterError{Cluster: ref.Name, Context: kctx, Call: "read TLS files of the kubeconfig", Reason: ReasonOther, Err: err}
-	}
-	cfg.QPS = c.opts.QPS
-	cfg.Burst = c.opts.Burst
-	cfg.UserAgent = c.opts.UserAgent
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, &ClusterError{Cluster: ref.Name, Context: kctx, Call: "build client", Reason: ReasonOther, Err: err}
@@ -196,6 +184,28 @@ func (c *Config) Connect(ctx context.Context, ref ClusterRef) (*Cluster, error) 
 		return nil, err
 	}
 	return cl, nil
+}
+
+// RESTConfig is the client config of one context, with this Config's
+// QPS, burst and user agent.
+func (c *Config) RESTConfig(kctx string) (*rest.Config, error) {
+	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(c.rules, &clientcmd.ConfigOverrides{CurrentContext: kctx})
+	cfg, err := cc.ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("context %s in %s: %w", kctx, strings.Join(c.Files(), ", "), err)
+	}
+	// client-go caches transports by CA and client-cert file *path* when
+	// the kubeconfig names files, so a process that meets a cluster
+	// recreated at the same paths (a lab torn down and brought up again)
+	// would keep trusting the old CA. A run is minutes long, far shorter
+	// than any CA rotation: read the files once and key by content.
+	if err := rest.LoadTLSFiles(cfg); err != nil {
+		return nil, fmt.Errorf("context %s: read the kubeconfig's TLS files: %w", kctx, err)
+	}
+	cfg.QPS = c.opts.QPS
+	cfg.Burst = c.opts.Burst
+	cfg.UserAgent = c.opts.UserAgent
+	return cfg, nil
 }
 
 // ConnectAll connects every cluster concurrently. The clusters come back

@@ -17,9 +17,10 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/transport/spdy"
+
+	"github.com/mesh-verify/mesh-verify/kube"
 )
 
 // kwok's namespaced, per-pod kinds (tools/lab/NOTES.md): an object named
@@ -42,30 +43,17 @@ type Cluster struct {
 	dyn     dynamic.Interface
 }
 
-// RESTConfig builds a client config for one context of a kubeconfig file,
-// ignoring $KUBECONFIG and ~/.kube (the lab owns its kubeconfig).
+// RESTConfig builds a client config for one context of the lab's
+// kubeconfig file, ignoring $KUBECONFIG and ~/.kube (the lab owns its
+// kubeconfig), the way mesh-verify itself loads kubeconfigs. The default
+// 5 QPS would pace a burst of pods (a scale to 10) into seconds of
+// waiting; these are local API servers.
 func RESTConfig(kubeconfig, kubeContext string) (*rest.Config, error) {
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
-		&clientcmd.ClientConfigLoadingRules{ExplicitPath: kubeconfig},
-		&clientcmd.ConfigOverrides{CurrentContext: kubeContext},
-	).ClientConfig()
+	cfg, err := kube.LoadConfig(kube.Options{Kubeconfig: []string{kubeconfig}, QPS: 200, Burst: 400, UserAgent: "mesh-verify-lab"})
 	if err != nil {
-		return nil, fmt.Errorf("context %s in %s: %w", kubeContext, kubeconfig, err)
+		return nil, err
 	}
-	// client-go caches transports by CA and client-cert *file path* when
-	// the kubeconfig names files (CA rotation support), so a lab cluster
-	// created again at the same paths (a second up in one process, a
-	// broken cluster recreated) would get the previous cluster's trust and
-	// fail with "x509: certificate signed by unknown authority". Inline the
-	// files so the cache key is their content.
-	if err := rest.LoadTLSFiles(cfg); err != nil {
-		return nil, fmt.Errorf("context %s in %s: read TLS files: %w", kubeContext, kubeconfig, err)
-	}
-	// The default 5 QPS would pace a burst of pods (a scale to 10) into
-	// seconds of waiting; these are local API servers.
-	cfg.QPS, cfg.Burst = 200, 400
-	cfg.UserAgent = "mesh-verify-lab"
-	return cfg, nil
+	return cfg.RESTConfig(kubeContext)
 }
 
 // NewCluster connects to one cluster of the lab kubeconfig.
