@@ -81,7 +81,7 @@ func newTestLab(t *testing.T) *testLab {
 				t.Errorf("processes left behind by the lab: %v", left)
 			}
 		}
-		if pid != 0 && alive(pid) {
+		if pid != 0 && kwok.Alive(pid) {
 			t.Errorf("lab daemon pid %d still running", pid)
 		}
 		os.RemoveAll(dir)
@@ -281,7 +281,7 @@ func TestLab(t *testing.T) {
 	if err := syscall.Kill(l.DaemonPID, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the killed daemon to exit", 10*time.Second, func() bool { return !alive(l.DaemonPID) })
+	waitFor(t, "the killed daemon to exit", 10*time.Second, func() bool { return !kwok.Alive(l.DaemonPID) })
 	istio := tl.up("istio-mirror")
 	if istio.Reused || istio.DaemonPID == l.DaemonPID {
 		t.Fatalf("up after a crash reused the lab (daemon %d)", istio.DaemonPID)
@@ -317,7 +317,7 @@ func TestLab(t *testing.T) {
 	if rep.DaemonPID != istio.DaemonPID || strings.Join(rep.Clusters, ",") != "c1,c2" {
 		t.Errorf("down report %+v", rep)
 	}
-	if alive(istio.DaemonPID) {
+	if kwok.Alive(istio.DaemonPID) {
 		t.Errorf("daemon %d alive after down", istio.DaemonPID)
 	}
 	if left := k.Leftovers(); len(left) > 0 {
@@ -335,16 +335,6 @@ func readPID(dir string) int {
 	var pid int
 	_, _ = fmt.Sscan(readFile(filepath.Join(dir, daemon.PIDFile)), &pid)
 	return pid
-}
-
-func alive(pid int) bool {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	s := string(stat)
-	i := strings.LastIndexByte(s, ')')
-	return i >= 0 && i+2 < len(s) && s[i+2] != 'Z' && s[i+2] != 'X'
 }
 
 func readFile(p string) string {
@@ -418,7 +408,7 @@ func TestUpFailureRemovesWhatItStarted(t *testing.T) {
 	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "is removed") {
 		t.Fatalf("interrupted up: %v; want context.Canceled and that what it started is removed", err)
 	}
-	if pid == 0 || alive(pid) {
+	if pid == 0 || kwok.Alive(pid) {
 		t.Errorf("daemon pid %d: alive after an interrupted up", pid)
 	}
 	if left := k.Leftovers(); len(left) > 0 {
@@ -514,14 +504,14 @@ func TestNginxDataPlane(t *testing.T) {
 	if err := syscall.Kill(l.DaemonPID, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the killed daemon to exit", 10*time.Second, func() bool { return !alive(l.DaemonPID) })
-	if !alive(master) {
+	waitFor(t, "the killed daemon to exit", 10*time.Second, func() bool { return !kwok.Alive(l.DaemonPID) })
+	if !kwok.Alive(master) {
 		t.Fatalf("nginx master %d stopped with the daemon; the test needs it orphaned", master)
 	}
 	if _, err := lab.Down(context.Background(), tl.opts); err != nil {
 		t.Fatal(err)
 	}
-	if alive(master) {
+	if kwok.Alive(master) {
 		t.Errorf("nginx master %d alive after down", master)
 	}
 	if _, err := os.Stat(tl.dir); !os.IsNotExist(err) {

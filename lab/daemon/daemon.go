@@ -23,7 +23,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -487,12 +486,7 @@ func (d *Daemon) backendsLocked(e *topology.Entry) (bs []meshsim.Backend, names 
 			Addr: other.server.Addr(), Ready: other.status.Ready,
 		})
 	}
-	sort.Slice(bs, func(i, j int) bool {
-		if bs[i].Cluster != bs[j].Cluster {
-			return bs[i].Cluster < bs[j].Cluster
-		}
-		return bs[i].Pod < bs[j].Pod
-	})
+	meshsim.SortBackends(bs)
 	for _, b := range bs {
 		n := b.Cluster + "/" + b.Pod + "(" + b.Version + ")"
 		if !b.Ready {

@@ -345,21 +345,62 @@ func ancestors() map[int]bool {
 	out := map[int]bool{}
 	for pid := os.Getpid(); pid > 1 && !out[pid]; {
 		out[pid] = true
-		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		st, ok := readStat(pid)
+		if !ok {
+			break
+		}
+		pid = st.ppid
+	}
+	return out
+}
+
+// stat is what this package reads of /proc/PID/stat.
+type stat struct {
+	state byte
+	ppid  int
+}
+
+// readStat parses /proc/PID/stat: the state and parent follow the
+// parenthesised command name, which may itself hold spaces and ")".
+func readStat(pid int) (stat, bool) {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return stat{}, false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return stat{}, false
+	}
+	f := strings.Fields(s[i+1:]) // state, ppid, ...
+	if len(f) < 2 || len(f[0]) != 1 {
+		return stat{}, false
+	}
+	ppid, err := strconv.Atoi(f[1])
+	if err != nil {
+		return stat{}, false
+	}
+	return stat{state: f[0][0], ppid: ppid}, true
+}
+
+// Alive reports whether pid runs: it exists and is not a zombie waiting
+// to be reaped (which holds no resources and runs nothing).
+func Alive(pid int) bool {
+	st, ok := readStat(pid)
+	return ok && st.state != 'Z' && st.state != 'X'
+}
+
+// Children lists the live child processes of pid.
+func Children(pid int) []int {
+	entries, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range entries {
+		c, err := strconv.Atoi(e.Name())
 		if err != nil {
-			break
+			continue
 		}
-		s := string(stat)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 {
-			break
-		}
-		f := strings.Fields(s[i+1:]) // state, ppid, ...
-		if len(f) < 2 {
-			break
-		}
-		if pid, err = strconv.Atoi(f[1]); err != nil {
-			break
+		if st, ok := readStat(c); ok && st.ppid == pid && st.state != 'Z' && st.state != 'X' {
+			out = append(out, c)
 		}
 	}
 	return out
@@ -376,16 +417,10 @@ type Proc struct {
 // ReadProc reads a live process; ok is false when it is gone, a zombie,
 // or has no command line (a kernel thread).
 func ReadProc(pid int) (p Proc, ok bool) {
+	if !Alive(pid) {
+		return p, false
+	}
 	base := filepath.Join("/proc", strconv.Itoa(pid))
-	stat, err := os.ReadFile(filepath.Join(base, "stat"))
-	if err != nil {
-		return p, false
-	}
-	// The state follows the parenthesised command name, which may hold spaces.
-	s := string(stat)
-	if i := strings.LastIndexByte(s, ')'); i < 0 || i+2 >= len(s) || s[i+2] == 'Z' || s[i+2] == 'X' {
-		return p, false
-	}
 	cmdline, err := os.ReadFile(filepath.Join(base, "cmdline"))
 	if err != nil || len(cmdline) == 0 {
 		return p, false

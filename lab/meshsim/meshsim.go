@@ -10,6 +10,7 @@
 package meshsim
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"math"
@@ -17,7 +18,6 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"slices"
-	"sort"
 	"sync"
 
 	"github.com/mesh-verify/mesh-verify/lab/loopback"
@@ -262,12 +262,7 @@ func (s *Sim) SetBackends(bs []Backend) {
 	for _, b := range byKey {
 		list = append(list, b)
 	}
-	sort.Slice(list, func(i, j int) bool {
-		if list[i].Cluster != list[j].Cluster {
-			return list[i].Cluster < list[j].Cluster
-		}
-		return list[i].Pod < list[j].Pod
-	})
+	SortBackends(list)
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -285,8 +280,18 @@ func (s *Sim) SetBackends(bs []Backend) {
 // podKey identifies a pod across clusters; Stats.ByPod uses the same key.
 func podKey(b Backend) string { return b.Cluster + "/" + b.Pod }
 
-// inMirrorSet reports whether b belongs to the mirror set.
-func (s *Sim) inMirrorSet(b Backend) bool {
-	m := s.p.Mirror
+// SortBackends orders backends by cluster, then pod: the order every
+// data plane walks them in, so choices and configurations are stable.
+func SortBackends(bs []Backend) {
+	slices.SortFunc(bs, func(a, b Backend) int {
+		return cmp.Or(cmp.Compare(a.Cluster, b.Cluster), cmp.Compare(a.Pod, b.Pod))
+	})
+}
+
+// Takes reports whether b belongs to the mirror set: it receives copies
+// and never primary traffic. A nil Mirror takes nothing.
+func (m *Mirror) Takes(b Backend) bool {
 	return m != nil && (m.Version == "" || b.Version == m.Version) && (m.Cluster == "" || b.Cluster == m.Cluster)
 }
+
+func (s *Sim) inMirrorSet(b Backend) bool { return s.p.Mirror.Takes(b) }

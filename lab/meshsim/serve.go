@@ -25,9 +25,12 @@ const (
 	maxMirrorDiscard  = 1 << 20 // mirror answers are read this far, then the connection is dropped
 )
 
+// NoHealthyUpstream is Envoy's answer (503) when a route has no ready
+// endpoint; every lab data plane gives it.
+const NoHealthyUpstream = "no healthy upstream"
+
 // Envoy's answers, so clients and tests see what a real proxy says.
 const (
-	noHealthyUpstream = "no healthy upstream"
 	upstreamConnError = "upstream connect error or disconnect/reset before headers. reset reason: connection failure"
 )
 
@@ -150,7 +153,7 @@ func (s *Sim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		w.Header().Set("Content-Type", "text/plain")
 		w.WriteHeader(http.StatusServiceUnavailable)
-		_, _ = io.WriteString(w, noHealthyUpstream)
+		_, _ = io.WriteString(w, NoHealthyUpstream)
 		return
 	}
 	out := r.Clone(context.WithValue(r.Context(), targetKey{}, b))

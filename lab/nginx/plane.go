@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mesh-verify/mesh-verify/lab/kwok"
 	"github.com/mesh-verify/mesh-verify/lab/meshsim"
 )
 
@@ -151,7 +152,7 @@ func (pl *Plane) SetBackends(ctx context.Context, bs []meshsim.Backend) error {
 	// The old workers keep accepting until the master has started the new
 	// ones and told the old ones to quit: the reload is done when the new
 	// configuration answers and every old worker has exited.
-	old := children(pl.PID())
+	old := kwok.Children(pl.PID())
 	if err := pl.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		return fmt.Errorf("nginx data plane: reload (pid %d): %w", pl.PID(), err)
 	}
@@ -162,7 +163,7 @@ func (pl *Plane) SetBackends(ctx context.Context, bs []meshsim.Backend) error {
 	for {
 		left := 0
 		for _, pid := range old {
-			if alive(pid) {
+			if kwok.Alive(pid) {
 				left++
 			}
 		}
@@ -178,53 +179,6 @@ func (pl *Plane) SetBackends(ctx context.Context, bs []meshsim.Backend) error {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-}
-
-// children lists the live child processes of pid (nginx's workers).
-func children(pid int) []int {
-	entries, _ := os.ReadDir("/proc")
-	var out []int
-	for _, e := range entries {
-		c, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if ppid, ok := parentOf(c); ok && ppid == pid && alive(c) {
-			out = append(out, c)
-		}
-	}
-	return out
-}
-
-// parentOf reads the parent pid from /proc/PID/stat, after the
-// parenthesised command name (which may hold spaces).
-func parentOf(pid int) (int, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, false
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 2 {
-		return 0, false
-	}
-	ppid, err := strconv.Atoi(f[1])
-	return ppid, err == nil
-}
-
-// alive reports whether pid runs and is not a zombie waiting to be reaped.
-func alive(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i >= 0 && i+2 < len(s) && s[i+2] != 'Z' && s[i+2] != 'X'
 }
 
 // waitGeneration polls GenerationPath until it answers gen.

@@ -27,10 +27,6 @@ const GenerationPath = "/__mesh-verify-lab/generation"
 // mirrorPath is the internal location the mirror module sends copies to.
 const mirrorPath = "/__mesh-verify-lab/mirror"
 
-// noHealthyUpstream is Envoy's answer when a route has no endpoint, which
-// the simulator gives too.
-const noHealthyUpstream = "no healthy upstream"
-
 // Supports reports why nginx cannot play p, or nil. A policy the
 // simulator refuses (no weights, no failover order…) is refused here too.
 func Supports(p meshsim.Policy) error {
@@ -79,14 +75,14 @@ func Render(p meshsim.Policy, bs []meshsim.Backend, c Conf) (string, error) {
 	for _, b := range bs {
 		switch {
 		case !b.Ready:
-		case inMirrorSet(p.Mirror, b):
+		case p.Mirror.Takes(b):
 			mirror = append(mirror, b)
 		default:
 			primary = append(primary, b)
 		}
 	}
-	sortBackends(primary)
-	sortBackends(mirror)
+	meshsim.SortBackends(primary)
+	meshsim.SortBackends(mirror)
 
 	var ups []upstream
 	var split string // a split_clients block choosing the upstream, if any
@@ -191,7 +187,7 @@ http {
 // means 1), or answers 503 when there is none.
 func single(name string, pods []meshsim.Backend, weight func(meshsim.Backend) int) ([]upstream, string) {
 	if len(pods) == 0 {
-		return nil, "      return 503 \"" + noHealthyUpstream + "\";\n"
+		return nil, "      return 503 \"" + meshsim.NoHealthyUpstream + "\";\n"
 	}
 	return []upstream{{name: name, servers: servers(pods, weight)}}, "      proxy_pass http://" + name + ";\n"
 }
@@ -240,7 +236,7 @@ func weighted(p meshsim.Policy, primary []meshsim.Backend) (ups []upstream, spli
 		prev = bp
 	}
 	b.WriteString("  }\n")
-	route = "      if ($lab_group = none) { return 503 \"" + noHealthyUpstream + "\"; }\n      proxy_pass http://$lab_group;\n"
+	route = "      if ($lab_group = none) { return 503 \"" + meshsim.NoHealthyUpstream + "\"; }\n      proxy_pass http://$lab_group;\n"
 	return ups, b.String(), route
 }
 
@@ -295,22 +291,6 @@ func proxyHeaders(host string) string {
 		"      proxy_set_header Connection \"\";\n" +
 		"      proxy_set_header X-Request-Id $lab_request_id;\n" +
 		"      proxy_set_header Host " + host + ";\n"
-}
-
-func inMirrorSet(m *meshsim.Mirror, b meshsim.Backend) bool {
-	if m == nil || (m.Version == "" && m.Cluster == "") {
-		return false
-	}
-	return (m.Version == "" || b.Version == m.Version) && (m.Cluster == "" || b.Cluster == m.Cluster)
-}
-
-func sortBackends(bs []meshsim.Backend) {
-	sort.Slice(bs, func(i, j int) bool {
-		if bs[i].Cluster != bs[j].Cluster {
-			return bs[i].Cluster < bs[j].Cluster
-		}
-		return bs[i].Pod < bs[j].Pod
-	})
 }
 
 func gcd(a, b int) int {
