@@ -64,6 +64,26 @@ var backends = []struct {
 	}},
 }
 
+// onePod is one container log behind b, and the clock that stamps the
+// lines a test writes to it.
+func onePod(t *testing.T, b backend, pod string) (*clock, *podLog, Target) {
+	p := newPodLog(t, t.TempDir())
+	tg := target(pod)
+	b.add(tg, p)
+	return &clock{now: t0}, p, tg
+}
+
+// follow starts a follower on b (in b's log format) that collects what it
+// delivers, with a context that ends with the test at the latest.
+func (b backend) follow(t *testing.T, o Options) (*Follower, *collected, context.Context) {
+	o.Format = b.format
+	f := NewFollower(b.opener, o)
+	got := collect(f)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return f, got, ctx
+}
+
 func target(pod string) Target {
 	return Target{Cluster: "c1", Namespace: "ns", Pod: pod, Container: "app"}
 }
@@ -188,10 +208,7 @@ func TestPodAddedMidRun(t *testing.T) {
 			dir := t.TempDir()
 			a := newPodLog(t, dir+"/a")
 			b.add(target("a"), a)
-			f := NewFollower(b.opener, Options{Since: t0, Settle: 100 * time.Millisecond, RetryBackoff: 5 * time.Millisecond, Format: b.format})
-			got := collect(f)
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
+			f, got, ctx := b.follow(t, Options{Since: t0, Settle: 100 * time.Millisecond, RetryBackoff: 5 * time.Millisecond})
 			f.Follow(ctx, target("a"))
 			wantA := write(a, c, "a", 20)
 			waitFor(t, 5*time.Second, "pod a", func() bool { return len(got.get(target("a"))) == 20 })
@@ -230,14 +247,8 @@ func TestRestartedReadsPreviousThenCurrent(t *testing.T) {
 		t.Run(bk.name, func(t *testing.T) {
 			checkGoroutines(t)
 			b := bk.make(t)
-			c := &clock{now: t0}
-			p := newPodLog(t, t.TempDir())
-			tg := target("r")
-			b.add(tg, p)
-			f := NewFollower(b.opener, Options{Since: t0, Settle: 100 * time.Millisecond, RetryBackoff: 5 * time.Millisecond, Format: b.format})
-			got := collect(f)
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
+			c, p, tg := onePod(t, b, "r")
+			f, got, ctx := b.follow(t, Options{Since: t0, Settle: 100 * time.Millisecond, RetryBackoff: 5 * time.Millisecond})
 			f.Follow(ctx, tg)
 			want := write(p, c, "first", 30)
 			waitFor(t, 5*time.Second, "first lines", func() bool { return len(got.get(tg)) == 30 })
@@ -273,14 +284,8 @@ func TestRestartBeforeSignal(t *testing.T) {
 		t.Run(bk.name, func(t *testing.T) {
 			checkGoroutines(t)
 			b := bk.make(t)
-			c := &clock{now: t0}
-			p := newPodLog(t, t.TempDir())
-			tg := target("r")
-			b.add(tg, p)
-			f := NewFollower(b.opener, Options{Since: t0, Settle: 100 * time.Millisecond, RetryBackoff: 5 * time.Millisecond, Format: b.format})
-			got := collect(f)
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
+			c, p, tg := onePod(t, b, "r")
+			f, got, ctx := b.follow(t, Options{Since: t0, Settle: 100 * time.Millisecond, RetryBackoff: 5 * time.Millisecond})
 			f.Follow(ctx, tg)
 			want := write(p, c, "first", 30)
 			waitFor(t, 5*time.Second, "first lines", func() bool { return len(got.get(tg)) == 30 })
@@ -347,20 +352,14 @@ func TestLongLinesTruncated(t *testing.T) {
 		t.Run(bk.name, func(t *testing.T) {
 			checkGoroutines(t)
 			b := bk.make(t)
-			c := &clock{now: t0}
-			p := newPodLog(t, t.TempDir())
-			tg := target("long")
-			b.add(tg, p)
+			c, p, tg := onePod(t, b, "long")
 			long := strings.Repeat("y", 200_000)
 			p.append(criRecord(c.next(), "stdout", false, "short"))
 			p.append(criRecord(c.next(), "stdout", false, long))
 			ts := c.next()
 			p.append(criRecord(ts, "stdout", true, long[:100_000]), criRecord(ts, "stdout", true, long[:50_000]), criRecord(ts, "stdout", false, "end"))
 			p.append(criRecord(c.next(), "stderr", false, "after"))
-			f := NewFollower(b.opener, Options{Since: t0, Settle: 50 * time.Millisecond, RetryBackoff: 5 * time.Millisecond, MaxLineBytes: 1000, Format: b.format})
-			got := collect(f)
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
+			f, got, ctx := b.follow(t, Options{Since: t0, Settle: 50 * time.Millisecond, RetryBackoff: 5 * time.Millisecond, MaxLineBytes: 1000})
 			f.Follow(ctx, tg)
 			if err := f.Settle(ctx); err != nil {
 				t.Fatal(err)
