@@ -51,6 +51,11 @@ type Options struct {
 	// DataPlane, when set, plays every entry with this data plane
 	// (topology.DataPlaneNginx: Debian's nginx instead of the simulator).
 	DataPlane string
+	// Seed, when set, is the lab's seed (`lab up --seed N`): every
+	// simulator's random choices derive from it, so a lab brought up with
+	// the seed another one recorded replays its routing. Nil picks a
+	// random seed, or keeps the seed of a lab that is already up.
+	Seed *uint64
 	// Out receives progress and the summary; nil discards them.
 	Out io.Writer
 }
@@ -128,7 +133,7 @@ func Up(ctx context.Context, o Options) (_ *Lab, err error) {
 	}
 	defer unlock()
 
-	if st := healthy(ctx, o.Dir, src, o.DataPlane); st != nil {
+	if st := healthy(ctx, o.Dir, src, o.DataPlane, o.Seed); st != nil {
 		// Same topology, daemon and API servers alive: apply the topology
 		// again (undoing any `kubectl scale` since) and wait, which is
 		// seconds instead of a new lab.
@@ -145,7 +150,7 @@ func Up(ctx context.Context, o Options) (_ *Lab, err error) {
 		if err != nil {
 			return nil, err
 		}
-		fmt.Fprintf(o.Out, "lab %s was already up in %s (topology re-applied)\n", t.Metadata.Name, o.Dir)
+		fmt.Fprintf(o.Out, "lab %s was already up in %s (topology re-applied; seed %d)\n", t.Metadata.Name, o.Dir, st.Seed)
 		return &Lab{Dir: o.Dir, Kubeconfig: st.Kubeconfig, Topology: t, State: st, Status: status, DaemonPID: daemonPID(o.Dir), Reused: true}, nil
 	}
 	if err := cleanup(ctx, o.Dir, o.Out); err != nil {
@@ -171,6 +176,7 @@ func Up(ctx context.Context, o Options) (_ *Lab, err error) {
 	st := &State{
 		Topology: t.Metadata.Name, File: t.File, Source: string(src), DataPlane: o.DataPlane, Bin: string(bin),
 		Kubeconfig: k.Kubeconfig, Clusters: t.Clusters, Contexts: map[string]string{}, Created: time.Now(),
+		Seed: newSeed(o.Seed),
 	}
 	for _, c := range t.Clusters {
 		st.Contexts[c] = k.Context(c)
@@ -181,6 +187,7 @@ func Up(ctx context.Context, o Options) (_ *Lab, err error) {
 		return nil, err
 	}
 	fmt.Fprintf(o.Out, "lab %s: %s\n", t.Metadata.Name, t.Metadata.Seed)
+	fmt.Fprintf(o.Out, "  routing seed %d (replay this lab's random routing with: mesh-verify lab up --seed %d)\n", st.Seed, st.Seed)
 	// The daemon starts as soon as every API server answers, while the
 	// workloads are still being applied: it serves pods as they appear.
 	startD := func() error {
@@ -311,10 +318,12 @@ func createClusters(ctx context.Context, k *kwok.Lab, t *topology.Topology, out 
 }
 
 // healthy returns the state of the lab in dir when it was created from
-// exactly src and data plane dp, and its daemon and API servers are alive.
-func healthy(ctx context.Context, dir string, src []byte, dp string) *State {
+// exactly src, data plane dp and seed (when one is asked for), and its
+// daemon and API servers are alive.
+func healthy(ctx context.Context, dir string, src []byte, dp string, seed *uint64) *State {
 	st, err := readState(dir)
-	if err != nil || !st.Ready || st.Source != string(src) || st.DataPlane != dp || daemonPID(dir) == 0 {
+	if err != nil || !st.Ready || st.Source != string(src) || st.DataPlane != dp || daemonPID(dir) == 0 ||
+		seed != nil && *seed != st.Seed {
 		return nil
 	}
 	for _, c := range st.Clusters {
@@ -552,7 +561,7 @@ func Serve(ctx context.Context, dir string) error {
 		return fmt.Errorf("lab serve: %w", err)
 	}
 	return daemon.Run(ctx, daemon.Config{
-		Dir: abs, Kubeconfig: st.Kubeconfig, Topology: t,
+		Dir: abs, Kubeconfig: st.Kubeconfig, Topology: t, Seed: st.Seed,
 		Context: func(c string) string { return st.Contexts[c] },
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -61,6 +62,16 @@ type State struct {
 	Created    time.Time         `json:"created"`
 	// Ready is set once `lab up` saw every pod serving.
 	Ready bool `json:"ready"`
+	// Seed is the lab's routing seed (Options.Seed).
+	Seed uint64 `json:"seed"`
+}
+
+// newSeed is the seed asked for, or a random one.
+func newSeed(asked *uint64) uint64 {
+	if asked != nil {
+		return *asked
+	}
+	return rand.Uint64()
 }
 
 // topology is the lab's topology as applied: Source with DataPlane.

@@ -167,6 +167,7 @@ func (r *StatusReport) Print(w io.Writer) {
 	} else {
 		fmt.Fprintf(w, "daemon      NOT RUNNING, log %s\n", r.DaemonLog)
 	}
+	fmt.Fprintf(w, "seed        %d   (random routing; replay it with: mesh-verify lab up --seed %d)\n", r.State.Seed, r.State.Seed)
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "CLUSTER\tCONTEXT\tAPI SERVER\tSTATE")
@@ -241,7 +242,11 @@ func (r *StatusReport) printEntries(w io.Writer) {
 				if b == "" {
 					b = "none"
 				}
-				fmt.Fprintf(w, "  %s routes %s/%s (%s) to: %s\n", p.Name, e.Namespace, e.To, p.Policy, b)
+				seed := ""
+				if p.Seed != 0 {
+					seed = fmt.Sprintf(", simulator seed %d", p.Seed)
+				}
+				fmt.Fprintf(w, "  %s routes %s/%s (%s%s) to: %s\n", p.Name, e.Namespace, e.To, p.Policy, seed, b)
 			}
 		}
 	}

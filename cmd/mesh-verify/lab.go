@@ -48,6 +48,7 @@ func labSignalContext(cmd *cobra.Command) (context.Context, context.CancelFunc) 
 
 func newLabUpCmd(dir *string) *cobra.Command {
 	var o lab.Options
+	var seed uint64
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Create the clusters of a topology and serve its pods; returns when everything answers",
@@ -60,6 +61,10 @@ stops the daemon and deletes the clusters it started, unless --keep-on-failure i
 --data-plane nginx plays every mesh entry with Debian's nginx (weighted upstreams,
 split_clients, mirror) instead of the simulator, for the policies nginx can play
 (per-cluster, per-pod, weighted, failover, mirror; not Skupper's balanced mode).
+The simulator routes at random where the real data plane does (Envoy's weighted
+clusters and mirror fractions per request, Cilium's and east-west gateways' picks per
+connection); every simulator's random source derives from the lab's seed, printed by
+up and lab status: --seed N brings up a lab that replays those choices.
 Built-in topologies: see mesh-verify lab list.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -83,6 +88,9 @@ Built-in topologies: see mesh-verify lab list.`,
 				stop()
 			}()
 			o.Dir, o.Out = *dir, cmd.ErrOrStderr()
+			if cmd.Flags().Changed("seed") {
+				o.Seed = &seed
+			}
 			l, err := lab.Up(ctx, o)
 			if err != nil {
 				return &codedError{code: exitSetup, err: err}
@@ -99,6 +107,7 @@ Built-in topologies: see mesh-verify lab list.`,
 	cmd.Flags().StringVar(&o.Bin, "bin", "", "directory of the lab binaries (default $MESH_VERIFY_LAB_BIN, else tools/lab/build.sh)")
 	cmd.Flags().DurationVar(&o.ReadyTimeout, "timeout", 2*time.Minute, "how long to wait for every pod to serve")
 	cmd.Flags().StringVar(&o.DataPlane, "data-plane", "", "play every mesh entry with this data plane: simulator or nginx (default: as the topology says)")
+	cmd.Flags().Uint64Var(&seed, "seed", 0, "routing seed of the simulators (default: random, printed; a lab already up keeps its own)")
 	cmd.Flags().BoolVar(&o.KeepOnFailure, "keep-on-failure", false, "if up fails or is interrupted, keep what it started for inspection (default: remove it)")
 	return cmd
 }

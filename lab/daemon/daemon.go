@@ -63,6 +63,10 @@ type Config struct {
 	// Context maps a cluster to its kubeconfig context; nil means kind-<cluster>.
 	Context func(cluster string) string
 	Log     *slog.Logger
+	// Seed is the lab's seed: every simulator's random source is derived
+	// from it (entrySeed), so a lab brought up with the same seed replays
+	// its routing choices.
+	Seed uint64
 }
 
 type podRef struct{ cluster, namespace, name string }
@@ -92,9 +96,10 @@ type Daemon struct {
 
 	nginx nginxBinary
 
-	mu     sync.Mutex
-	pods   map[podRef]*podRT
-	synced bool
+	mu        sync.Mutex
+	pods      map[podRef]*podRT
+	synced    bool
+	instances map[string]int // simulators started per entry@cluster, for entrySeed
 }
 
 // Run serves until ctx ends, then stops every backend it started.
@@ -112,9 +117,10 @@ func Run(ctx context.Context, cfg Config) error {
 		listers:  map[string]corelisters.PodLister{},
 		queue: workqueue.NewTypedRateLimitingQueue(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[podRef](100*time.Millisecond, 5*time.Second)),
-		started: time.Now(),
-		dirty:   make(chan struct{}, 1),
-		pods:    map[podRef]*podRT{},
+		started:   time.Now(),
+		dirty:     make(chan struct{}, 1),
+		pods:      map[podRef]*podRT{},
+		instances: map[string]int{},
 	}
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return fmt.Errorf("lab daemon: create lab directory %s: %w", cfg.Dir, err)
@@ -597,13 +603,16 @@ func (d *Daemon) snapshot() *Status {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	s := &Status{
-		PID: os.Getpid(), Topology: d.cfg.Topology.Metadata.Name, Started: d.started,
+		PID: os.Getpid(), Topology: d.cfg.Topology.Metadata.Name, Seed: d.cfg.Seed, Started: d.started,
 		Updated: time.Now(), Synced: d.synced, Pods: []Pod{},
 	}
 	for _, rt := range d.pods {
 		p := rt.status
 		p.Backends = slices.Clone(p.Backends)
 		if rt.plane != nil {
+			if _, sim := rt.plane.dp.(*simPlane); sim {
+				p.Seed = rt.plane.seed // nginx draws from its own source
+			}
 			_, _, sig := d.backendsLocked(rt.plane.entry)
 			p.BackendsStale = sig != rt.sig || rt.status.Backends == nil
 		}

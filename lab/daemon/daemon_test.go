@@ -50,3 +50,25 @@ func TestStatusRoundTrip(t *testing.T) {
 		t.Errorf("temporary files left: %v", left)
 	}
 }
+
+// Each entry pod's simulator seed is a function of the lab's seed and of
+// what names the pod stably; any difference gives another seed.
+func TestEntrySeed(t *testing.T) {
+	base := entrySeed(42, "istio-proxy", "c1", 0)
+	if again := entrySeed(42, "istio-proxy", "c1", 0); again != base {
+		t.Fatalf("entrySeed is not stable: %d then %d", base, again)
+	}
+	seen := map[uint64]string{base: "base"}
+	for name, s := range map[string]uint64{
+		"another lab seed":        entrySeed(43, "istio-proxy", "c1", 0),
+		"another entry":           entrySeed(42, "skupper-router", "c1", 0),
+		"another cluster":         entrySeed(42, "istio-proxy", "c2", 0),
+		"another instance":        entrySeed(42, "istio-proxy", "c1", 1),
+		"names that run together": entrySeed(42, "istio-proxyc", "1", 0),
+	} {
+		if prev, dup := seen[s]; dup {
+			t.Errorf("%s gives seed %d, as %s does", name, s, prev)
+		}
+		seen[s] = name
+	}
+}

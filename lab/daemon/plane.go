@@ -31,6 +31,8 @@ type dataPlane interface {
 type entryPlane struct {
 	entry *topology.Entry
 	dp    dataPlane
+	// seed seeds the simulator's random choices (nginx has its own).
+	seed uint64
 }
 
 // simPlane runs a meshsim.Sim on a loopback listener.
@@ -82,7 +84,13 @@ func (d *Daemon) startPlane(ctx context.Context, e *topology.Entry, ref podRef) 
 		d.log.Info("nginx data plane started", "entry", e.Name, "pod", ref.String(), "pid", p.PID(), "addr", p.Addr())
 		return &entryPlane{entry: e, dp: nginxPlane{p}}, nil
 	}
-	s, err := meshsim.New(e.Policy.Sim(e.Cluster))
+	d.mu.Lock()
+	instance := d.instances[e.Name+"@"+ref.cluster]
+	d.instances[e.Name+"@"+ref.cluster]++
+	d.mu.Unlock()
+	p := e.Policy.Sim(e.Cluster)
+	p.Seed = entrySeed(d.cfg.Seed, e.Name, ref.cluster, instance)
+	s, err := meshsim.New(p)
 	if err != nil {
 		return nil, fmt.Errorf("entry %s: %w", e.Name, err)
 	}
@@ -98,7 +106,7 @@ func (d *Daemon) startPlane(ctx context.Context, e *topology.Entry, ref podRef) 
 			d.log.Error("mesh simulator stopped", "entry", e.Name, "err", err)
 		}
 	}()
-	return &entryPlane{entry: e, dp: out}, nil
+	return &entryPlane{entry: e, dp: out, seed: p.Seed}, nil
 }
 
 // nginxBinary is the lab's own copy of the machine's nginx, made once:

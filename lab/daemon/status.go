@@ -15,10 +15,13 @@ const StatusFile = "status.json"
 // Status is the daemon's published state: `lab up` waits on it and
 // `lab status` prints it. It is rewritten atomically on every change.
 type Status struct {
-	PID      int       `json:"pid"`
-	Topology string    `json:"topology"`
-	Started  time.Time `json:"started"`
-	Updated  time.Time `json:"updated"`
+	PID      int    `json:"pid"`
+	Topology string `json:"topology"`
+	// Seed is the lab's seed (`lab up --seed`), from which every
+	// simulator's random source is derived.
+	Seed    uint64    `json:"seed"`
+	Started time.Time `json:"started"`
+	Updated time.Time `json:"updated"`
 	// Synced is true once every cluster's pod watch has listed its pods.
 	Synced bool  `json:"synced"`
 	Pods   []Pod `json:"pods"`
@@ -54,6 +57,9 @@ type Pod struct {
 	// nginx's access log (request id and upstream of every request).
 	DataPlane    string `json:"dataPlane,omitempty"`
 	DataPlaneLog string `json:"dataPlaneLog,omitempty"`
+	// Seed seeds this pod's simulator (derived from the lab's seed); 0
+	// and omitted for nginx, which uses its own randomness.
+	Seed uint64 `json:"seed,omitempty"`
 	// Backends are what the pod's data plane routes to: cluster/pod.
 	// BackendsStale is set while the pods changed and the data plane has
 	// not applied them yet (an nginx reload in flight, or refused).

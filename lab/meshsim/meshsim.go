@@ -3,10 +3,21 @@
 // global service — as an HTTP reverse proxy on loopback that picks a
 // backend among the ready pods of several clusters according to a policy.
 //
-// All choices are deterministic (round robin, smooth weighted round robin,
-// error-diffusion for mirror percentages, greedy argmin for Skupper's
-// balanced mode), so the routed counts a test reads from Stats are exact
-// and the lab's expected verdicts never depend on luck.
+// Where the real data plane decides at random, so does the simulator
+// (lab/README.md, "Random routing"): like Envoy, every request draws one
+// random stream id, and both the weighted-cluster pick (id modulo the
+// total weight) and the mirror decision (id modulo 1,000,000 below the
+// percentage in millionths) come from that one draw; pods within a group,
+// mirror targets and per-connection picks (Cilium's socket balancer, an
+// east-west gateway) are uniform random draws. Skupper's balanced mode
+// stays deterministic, as Skupper's router is: the cluster with the fewest
+// open connections plus link cost.
+//
+// Every draw comes from one generator seeded by Policy.Seed, so a
+// sequence of requests sent one at a time replays exactly with the same
+// seed; with concurrent requests only the order of draws varies. The
+// ground truth of what was routed is Stats, never a count worked out from
+// the policy.
 package meshsim
 
 import (
@@ -14,6 +25,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -47,8 +59,21 @@ const (
 	ByVersion = "version"
 )
 
+// seedStream is the PCG stream constant paired with Policy.Seed: any fixed
+// odd number does; this one is the golden ratio's.
+const seedStream = 0x9e3779b97f4a7c15
+
 // defaultLinkCost is Skupper's cost of a link created without --cost.
 const defaultLinkCost = 1
+
+// mirrorDenominator is Envoy's runtime fraction denominator for Istio's
+// mirrorPercentage (MILLION): a request is copied when its stream id
+// modulo 1,000,000 is below the percentage in millionths.
+const mirrorDenominator = 1_000_000
+
+// maxTotalWeight is the largest sum of weights: Envoy's weighted clusters
+// add uint32 weights and pick stream id modulo that total.
+const maxTotalWeight = math.MaxUint32
 
 // defaultMirrorInFlight bounds concurrent mirror copies when
 // Mirror.MaxInFlight is zero.
@@ -75,7 +100,8 @@ type Policy struct {
 	// from the map has Skupper's default cost 1 (Local has 0).
 	Costs map[string]float64
 	// Weights are weighted mode's relative weights, keyed by cluster or by
-	// version as WeightBy says. A weighted group without ready pods gets
+	// version as WeightBy says: whole numbers, as in Envoy's weighted
+	// clusters, summing to at most math.MaxUint32. A weighted group without ready pods gets
 	// its share answered 503, as Envoy does for a weighted cluster that has
 	// no healthy endpoint; use failover mode for "move the traffic".
 	Weights  map[string]float64
@@ -91,17 +117,23 @@ type Policy struct {
 	PerConnection bool
 	// Mirror, if set, copies a share of the requests to a mirror set.
 	Mirror *Mirror
+	// Seed seeds every random choice of the simulator (zero is a seed like
+	// any other): the same seed and the same requests, sent one at a time,
+	// make the same choices.
+	Seed uint64
 }
 
-// Mirror is Istio's traffic mirroring: Percent% of the requests are copied
-// asynchronously to a backend of the mirror set (the backends matching
+// Mirror is Istio's traffic mirroring: each request is copied with
+// probability Percent% (decided per request at random, as Envoy's runtime
+// fraction is) asynchronously to a random backend of the mirror set (the backends matching
 // Version and Cluster, where set), with "-shadow" added to the Host as
 // Envoy does, and the copy's response is discarded. Mirror-set backends
 // never receive primary traffic.
 type Mirror struct {
 	Version string
 	Cluster string
-	// Percent in [0, 100], with 0.01 resolution.
+	// Percent in [0, 100], with 0.0001 resolution (Envoy counts in
+	// millionths).
 	Percent float64
 	// MaxInFlight bounds concurrent copies; when that many are in flight,
 	// further copies are dropped and counted, so a slow mirror cannot grow
@@ -111,23 +143,21 @@ type Mirror struct {
 
 // Sim is one simulated mesh entry. Its methods are safe for concurrent use.
 type Sim struct {
-	p         Policy
-	bp        int64    // mirror percentage in basis points (1/100 of a percent)
-	groups    []string // weighted mode's groups in name order, for deterministic ties
-	transport *http.Transport
-	proxy     *httputil.ReverseProxy
-	mirrorSem chan struct{}
+	p           Policy
+	mirrorN     uint64   // copy when stream id % mirrorDenominator < mirrorN
+	groups      []string // weighted mode's groups in name order: Envoy's interval order
+	totalWeight uint64
+	transport   *http.Transport
+	proxy       *httputil.ReverseProxy
+	mirrorSem   chan struct{}
 
 	mu       sync.Mutex
 	backends []Backend // as last set, sorted by cluster then pod
 	conns    map[net.Conn]*conn
-	open     map[string]int // balanced: open inbound connections per cluster
-	openPod  map[string]int // … and per cluster/pod
-	rrGroup  uint64         // round robin over clusters (per-cluster) or pods (per-pod)
-	rrPod    map[string]uint64
-	rrMirror uint64
-	swrr     map[string]float64 // smooth weighted round robin's current weights
-	nMirror  int64              // requests considered for mirroring
+	open     map[string]int    // balanced: open inbound connections per cluster
+	openPod  map[string]int    // … and per cluster/pod
+	rrPod    map[string]uint64 // balanced mode's rotation among tied pods
+	rng      *rand.Rand
 	st       Stats
 }
 
@@ -143,12 +173,15 @@ func New(p Policy) (*Sim, error) {
 		open:    map[string]int{},
 		openPod: map[string]int{},
 		rrPod:   map[string]uint64{},
-		swrr:    map[string]float64{},
 		st:      newStats(),
 		groups:  slices.Sorted(maps.Keys(p.Weights)),
+		rng:     rand.New(rand.NewPCG(p.Seed, seedStream)),
+	}
+	for _, w := range p.Weights {
+		s.totalWeight += uint64(w)
 	}
 	if p.Mirror != nil {
-		s.bp = int64(math.Round(p.Mirror.Percent * 100))
+		s.mirrorN = uint64(math.Round(p.Mirror.Percent * mirrorDenominator / 100))
 		n := p.Mirror.MaxInFlight
 		if n == 0 {
 			n = defaultMirrorInFlight
@@ -186,13 +219,16 @@ func validate(p Policy) error {
 		}
 		sum := 0.0
 		for k, w := range p.Weights {
-			if !(w >= 0) || math.IsInf(w, 0) {
-				return fail("weight of %q is %v; want a finite number >= 0", k, w)
+			if !(w >= 0) || math.IsInf(w, 0) || w != math.Trunc(w) {
+				return fail("weight of %q is %v; want a whole number >= 0 (Envoy's weighted clusters take integers)", k, w)
 			}
 			sum += w
 		}
 		if !(sum > 0) {
 			return fail("Weights must have a positive sum")
+		}
+		if sum > maxTotalWeight {
+			return fail("Weights sum to %v; want at most %d (Envoy adds them as uint32)", sum, uint64(maxTotalWeight))
 		}
 	case ModeFailover:
 		if len(p.Order) == 0 {

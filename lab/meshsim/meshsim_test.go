@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"net"
 	"net/http"
 	"regexp"
@@ -203,58 +204,71 @@ func (rc *rawConn) get(t *testing.T, path string) (int, string) {
 
 func clusterOf(body string) string { return strings.Fields(body + " ?")[0] }
 
-func TestSplitPerRequest(t *testing.T) {
+// zBound is how many standard deviations a binomial count may stray from
+// its mean: a two-sided normal tail of 6.8e-6 (erfc(4.5/√2)), computed by
+// hand. The seeds are fixed, so a test cannot flake; the bound says a
+// wrong policy (a swapped weight, a missed mirror) fails by a wide margin.
+const zBound = 4.5
+
+// binomialOK reports whether k successes of n are consistent with
+// probability p, and the interval it allowed.
+func binomialOK(k, n int64, p float64) (bool, string) {
+	mean := float64(n) * p
+	sd := math.Sqrt(float64(n) * p * (1 - p))
+	lo, hi := mean-zBound*sd, mean+zBound*sd
+	return float64(k) >= lo && float64(k) <= hi, fmt.Sprintf("%.1f..%.1f (n=%d, p=%.4f)", lo, hi, n, p)
+}
+
+// TestSplitIsBinomial sends many requests one at a time and checks, for
+// every pod and for the simulator's 503s, that the pod's own count (and
+// the simulator's Stats, which must agree) is a binomial draw with the
+// share the policy gives it.
+func TestSplitIsBinomial(t *testing.T) {
+	const n = 2000
 	cases := []struct {
 		name   string
 		policy Policy
 		pods   [][3]string // cluster, pod, version
 		ready  map[string]bool
-		n      int
-		want   map[string]int // body → count
+		want   map[string]float64 // "cluster pod version" or "503" → share
 	}{
 		{
-			name:   "per-cluster with pods 1/2: even per cluster, halves in the 2-pod cluster",
-			policy: Policy{Mode: ModePerCluster},
+			name:   "per-cluster with pods 1/2: a half per cluster, a quarter per pod in the 2-pod cluster",
+			policy: Policy{Mode: ModePerCluster, Seed: 1},
 			pods:   [][3]string{{"c2", "a", "v1"}, {"c3", "b", "v1"}, {"c3", "c", "v1"}},
-			n:      300,
-			want:   map[string]int{"c2 a v1": 150, "c3 b v1": 75, "c3 c v1": 75},
+			want:   map[string]float64{"c2 a v1": 0.5, "c3 b v1": 0.25, "c3 c v1": 0.25},
 		},
 		{
 			name:   "per-pod (Cilium global service): a third each",
-			policy: Policy{Mode: ModePerPod},
+			policy: Policy{Mode: ModePerPod, Seed: 2},
 			pods:   [][3]string{{"c2", "a", "v1"}, {"c3", "b", "v1"}, {"c3", "c", "v1"}},
-			n:      300,
-			want:   map[string]int{"c2 a v1": 100, "c3 b v1": 100, "c3 c v1": 100},
+			want:   map[string]float64{"c2 a v1": 1.0 / 3, "c3 b v1": 1.0 / 3, "c3 c v1": 1.0 / 3},
 		},
 		{
 			name:   "per-cluster skips unready pods and clusters",
-			policy: Policy{Mode: ModePerCluster},
+			policy: Policy{Mode: ModePerCluster, Seed: 3},
 			pods:   [][3]string{{"c1", "x", "v1"}, {"c2", "a", "v1"}, {"c3", "b", "v1"}, {"c3", "c", "v1"}},
 			ready:  map[string]bool{"x": false, "c": false},
-			n:      100,
-			want:   map[string]int{"c2 a v1": 50, "c3 b v1": 50},
+			want:   map[string]float64{"c2 a v1": 0.5, "c3 b v1": 0.5},
 		},
 		{
 			name:   "weighted 90/10 by version across zones",
-			policy: Policy{Mode: ModeWeighted, WeightBy: ByVersion, Weights: map[string]float64{"v1": 90, "v2": 10}},
+			policy: Policy{Mode: ModeWeighted, WeightBy: ByVersion, Weights: map[string]float64{"v1": 90, "v2": 10}, Seed: 4},
 			pods:   [][3]string{{"zone-1", "a", "v1"}, {"zone-1", "b", "v1"}, {"zone-2", "c", "v2"}},
-			n:      200,
-			want:   map[string]int{"zone-1 a v1": 90, "zone-1 b v1": 90, "zone-2 c v2": 20},
+			want:   map[string]float64{"zone-1 a v1": 0.45, "zone-1 b v1": 0.45, "zone-2 c v2": 0.1},
 		},
 		{
 			name:   "weighted by cluster, a group without ready pods answers 503 like Envoy",
-			policy: Policy{Mode: ModeWeighted, WeightBy: ByCluster, Weights: map[string]float64{"c1": 3, "c2": 1}},
+			policy: Policy{Mode: ModeWeighted, WeightBy: ByCluster, Weights: map[string]float64{"c1": 3, "c2": 1}, Seed: 5},
 			pods:   [][3]string{{"c1", "a", "v1"}, {"c2", "b", "v1"}},
 			ready:  map[string]bool{"b": false},
-			n:      40,
-			want:   map[string]int{"c1 a v1": 30, "503 no healthy upstream": 10},
+			want:   map[string]float64{"c1 a v1": 0.75, "503": 0.25},
 		},
 		{
-			name:   "failover: first ready cluster in Order takes everything",
-			policy: Policy{Mode: ModeFailover, Order: []string{"c2", "c1"}},
+			name:   "failover: first ready cluster in Order takes everything, pods at random",
+			policy: Policy{Mode: ModeFailover, Order: []string{"c2", "c1"}, Seed: 6},
 			pods:   [][3]string{{"c1", "a", "v1"}, {"c2", "b", "v1"}, {"c2", "c", "v1"}},
-			n:      40,
-			want:   map[string]int{"c2 b v1": 20, "c2 c v1": 20},
+			want:   map[string]float64{"c2 b v1": 0.5, "c2 c v1": 0.5},
 		},
 	}
 	for _, tc := range cases {
@@ -269,19 +283,33 @@ func TestSplitPerRequest(t *testing.T) {
 				pods = append(pods, pd)
 			}
 			sim, addr := startSim(t, tc.policy, backends(pods...))
-			got := send(t, client(t), addr, tc.n, nil)
-			if !maps.Equal(got, tc.want) {
-				t.Fatalf("answers %v, want %v", got, tc.want)
-			}
-			// Stats must agree with what the pods themselves saw.
+			got := send(t, client(t), addr, n, nil)
 			st := sim.Stats()
+			// The pods' own counts are the ground truth; Stats must agree.
 			for _, p := range pods {
-				if st.ByPod[podKey(p.Backend)] != p.hits.Load() {
-					t.Errorf("Stats.ByPod[%s]=%d but the pod served %d", podKey(p.Backend), st.ByPod[podKey(p.Backend)], p.hits.Load())
+				key := p.Cluster + " " + p.Pod + " " + p.Version
+				if st.ByPod[podKey(p.Backend)] != p.hits.Load() || int64(got[key]) != p.hits.Load() {
+					t.Errorf("pod %s served %d, Stats.ByPod says %d, the client saw %d", key, p.hits.Load(), st.ByPod[podKey(p.Backend)], got[key])
 				}
 			}
-			if st.Requests != int64(tc.n) {
-				t.Errorf("Stats.Requests=%d, want %d", st.Requests, tc.n)
+			if st.Requests != n {
+				t.Errorf("Stats.Requests=%d, want %d", st.Requests, n)
+			}
+			counts := map[string]int64{"503": st.NoUpstream}
+			for _, p := range pods {
+				counts[p.Cluster+" "+p.Pod+" "+p.Version] = p.hits.Load()
+			}
+			for key, k := range counts {
+				share := tc.want[key]
+				if share == 0 {
+					if k != 0 {
+						t.Errorf("%s got %d requests, want none", key, k)
+					}
+					continue
+				}
+				if ok, bound := binomialOK(k, n, share); !ok {
+					t.Errorf("%s got %d of %d requests, want %s", key, k, n, bound)
+				}
 			}
 		})
 	}
@@ -430,7 +458,7 @@ func TestPerConnectionStickiness(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			testutil.NoLeaks(t)
 			a, b := startPod(t, "c1", "a", "v1"), startPod(t, "c2", "b", "v1")
-			_, addr := startSim(t, Policy{Mode: ModePerCluster, PerConnection: tc.perConnection}, backends(a, b))
+			_, addr := startSim(t, Policy{Mode: ModePerCluster, PerConnection: tc.perConnection, Seed: 7}, backends(a, b))
 			seen := map[string]int{}
 			rc := dial(t, addr)
 			for range 20 {
@@ -441,14 +469,20 @@ func TestPerConnectionStickiness(t *testing.T) {
 				t.Fatalf("one connection reached %v, want %d cluster(s)", seen, tc.wantClusters)
 			}
 			if tc.perConnection {
-				// New connections are spread round robin.
-				var got []string
-				for range 4 {
-					_, body := dial(t, addr).get(t, "/")
-					got = append(got, clusterOf(body))
+				// New connections pick at random, each with an even chance
+				// of either cluster.
+				const conns = 400
+				c1 := 0
+				for range conns {
+					rc := dial(t, addr)
+					_, body := rc.get(t, "/")
+					if clusterOf(body) == "c1" {
+						c1++
+					}
+					rc.c.Close()
 				}
-				if strings.Join(got, " ") != "c2 c1 c2 c1" {
-					t.Errorf("next connections went to %v, want alternating after the first one (c1)", got)
+				if ok, bound := binomialOK(int64(c1), conns, 0.5); !ok {
+					t.Errorf("%d of %d new connections went to c1, want %s", c1, conns, bound)
 				}
 			}
 		})
@@ -503,31 +537,40 @@ func TestFailoverWhenClusterBecomesUnready(t *testing.T) {
 	}
 }
 
-// TestMirror is the Istio tutorial: v1 in c1 takes all the traffic, 50% is
-// copied to v2 in c2 with a "-shadow" Host, and the copy's failure never
-// reaches the client.
+// TestMirror is the Istio tutorial: v1 in c1 takes all the traffic, each
+// request is copied with probability 50% to v2 in c2 with a "-shadow"
+// Host, and the copy's failure never reaches the client. The mirror pod's
+// own count of shadow requests is the ground truth: Stats must equal it,
+// and it must be a binomial draw of the requests sent.
 func TestMirror(t *testing.T) {
 	testutil.NoLeaks(t)
 	v1, v2 := startPod(t, "c1", "callme-v1", "v1"), startPod(t, "c2", "callme-v2", "v2")
 	v2.code = http.StatusInternalServerError // discarded anyway
-	sim, addr := startSim(t, Policy{Mode: ModePerCluster, Mirror: &Mirror{Version: "v2", Percent: 50}}, backends(v1, v2))
-	const n = 100
+	sim, addr := startSim(t, Policy{Mode: ModePerCluster, Mirror: &Mirror{Version: "v2", Percent: 50}, Seed: 8}, backends(v1, v2))
+	const n = 1000
 	got := send(t, client(t), addr, n, func(i int) http.Header {
 		return http.Header{"Host": {"callme-service:8080"}, "X-Request-Id": {fmt.Sprintf("r-%d", i)}}
 	})
 	if want := map[string]int{"c1 callme-v1 v1": n}; !maps.Equal(got, want) {
 		t.Fatalf("primary answers %v, want %v", got, want)
 	}
-	waitFor(t, "mirror copies delivered", func() bool { st := sim.Stats(); return st.Mirror.Sent+st.Mirror.Failed >= n/2 })
+	waitFor(t, "mirror copies delivered", func() bool {
+		st := sim.Stats()
+		return st.Mirror.InFlight == 0 && st.Mirror.Sent+st.Mirror.Failed+st.Mirror.Dropped == st.Mirror.Selected
+	})
 	st := sim.Stats()
-	if st.Mirror.Selected != n/2 || st.Mirror.Sent != n/2 || st.Mirror.Dropped != 0 || st.Mirror.Failed != 0 {
-		t.Errorf("mirror stats %+v, want %d selected and sent", st.Mirror, n/2)
+	copies := int64(v2.hostCounts()["callme-service-shadow:8080"])
+	if st.Mirror.Selected != copies || st.Mirror.Sent != copies || st.Mirror.Dropped != 0 || st.Mirror.Failed != 0 {
+		t.Errorf("mirror stats %+v, but the mirror pod got %d copies", st.Mirror, copies)
+	}
+	if ok, bound := binomialOK(copies, n, 0.5); !ok {
+		t.Errorf("%d of %d requests mirrored, want %s", copies, n, bound)
 	}
 	if st.ByVersion["v2"] != 0 || st.ByVersion["v1"] != n {
 		t.Errorf("primary ByVersion %v: the mirror set must get no primary traffic", st.ByVersion)
 	}
-	if h := v2.hostCounts(); !maps.Equal(h, map[string]int{"callme-service-shadow:8080": n / 2}) {
-		t.Errorf("mirror backend saw hosts %v, want %d × callme-service-shadow:8080", h, n/2)
+	if h := v2.hostCounts(); len(h) != 1 {
+		t.Errorf("mirror backend saw hosts %v, want only callme-service-shadow:8080", h)
 	}
 	if h := v1.hostCounts(); !maps.Equal(h, map[string]int{"callme-service:8080": n}) {
 		t.Errorf("primary saw hosts %v, want the client's Host kept", h)
@@ -540,6 +583,99 @@ func TestMirror(t *testing.T) {
 	for _, id := range v2.requestIDs() {
 		if !primary[id] {
 			t.Errorf("mirror copy with request id %q unknown to the primary", id)
+		}
+	}
+}
+
+// decisions routes n requests one at a time through a fresh Sim with
+// policy p over backends bs and returns, per request, the pod chosen and
+// whether it was mirrored: the simulator's own decisions, as its Stats
+// count them.
+func decisions(t *testing.T, p Policy, bs []Backend, n int) []string {
+	t.Helper()
+	sim, err := New(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sim.SetBackends(bs)
+	out := make([]string, n)
+	for i := range out {
+		b, id, ok := sim.route(nil)
+		sim.mu.Lock()
+		before := sim.st.Mirror.Selected
+		sim.mirrorLocked(id)
+		mirrored := sim.st.Mirror.Selected > before // selected, whether or not a mirror pod is ready
+		sim.mu.Unlock()
+		out[i] = fmt.Sprintf("%s/%v/%v", b.Pod, ok, mirrored)
+	}
+	if st := sim.Stats(); st.Requests != int64(n) {
+		t.Fatalf("Stats.Requests=%d after %d decisions", st.Requests, n)
+	}
+	return out
+}
+
+// The same seed replays the same decisions; another seed makes others.
+func TestSeedReplaysDecisions(t *testing.T) {
+	bs := []Backend{
+		{Cluster: "c1", Pod: "a", Version: "v1", Addr: "127.0.0.1:1", Ready: true},
+		{Cluster: "c1", Pod: "b", Version: "v1", Addr: "127.0.0.1:2", Ready: true},
+		{Cluster: "c2", Pod: "c", Version: "v2", Addr: "127.0.0.1:3", Ready: true},
+		{Cluster: "c3", Pod: "d", Version: "v3", Addr: "127.0.0.1:4", Ready: true},
+	}
+	policies := map[string]Policy{
+		"weighted + mirror": {Mode: ModeWeighted, WeightBy: ByVersion, Weights: map[string]float64{"v1": 70, "v3": 30},
+			Mirror: &Mirror{Version: "v2", Percent: 50}},
+		"per-pod":     {Mode: ModePerPod},
+		"per-cluster": {Mode: ModePerCluster},
+		"failover":    {Mode: ModeFailover, Order: []string{"c1", "c3"}},
+	}
+	for name, p := range policies {
+		t.Run(name, func(t *testing.T) {
+			p.Seed = 42
+			first := decisions(t, p, bs, 200)
+			if again := decisions(t, p, bs, 200); !slices.Equal(first, again) {
+				t.Errorf("seed 42 replayed differently:\n%v\n%v", first, again)
+			}
+			p.Seed = 43
+			if other := decisions(t, p, bs, 200); slices.Equal(first, other) {
+				t.Errorf("seeds 42 and 43 made the same 200 decisions: %v", first)
+			}
+		})
+	}
+}
+
+// TestChoicesAreRandomNotDeterministic: over many seeds the mirrored
+// counts scatter as a binomial does. Error diffusion or round robin (the
+// simulator's old deterministic choices) would give the same count every
+// time, far below the bound; a biased or correlated source would exceed
+// the upper one. sum((k-np)²/np(1-p)) over 40 seeds is χ² with 40
+// degrees of freedom: 12.57..90.08 holds with probability 1-2e-5
+// (quantiles computed by hand from the regularised gamma function).
+func TestChoicesAreRandomNotDeterministic(t *testing.T) {
+	const seeds, n, p = 40, 1000, 0.5
+	bs := []Backend{
+		{Cluster: "c1", Pod: "a", Version: "v1", Addr: "127.0.0.1:1", Ready: true},
+		{Cluster: "c2", Pod: "b", Version: "v2", Addr: "127.0.0.1:2", Ready: true},
+	}
+	var chi2Mirror, chi2Weight float64
+	for seed := range uint64(seeds) {
+		var mirrored, toA int
+		for _, d := range decisions(t, Policy{Mode: ModeWeighted, WeightBy: ByVersion, Weights: map[string]float64{"v1": 50, "v2": 50},
+			Mirror: &Mirror{Cluster: "c3", Percent: 100 * p}, Seed: 1000 + seed}, bs, n) {
+			if strings.HasSuffix(d, "/true") {
+				mirrored++
+			}
+			if strings.HasPrefix(d, "a/") {
+				toA++
+			}
+		}
+		v := n * p * (1 - p)
+		chi2Mirror += (float64(mirrored) - n*p) * (float64(mirrored) - n*p) / v
+		chi2Weight += (float64(toA) - n*p) * (float64(toA) - n*p) / v
+	}
+	for what, x := range map[string]float64{"mirror decisions": chi2Mirror, "weighted picks": chi2Weight} {
+		if x < 12.57 || x > 90.08 {
+			t.Errorf("%s: dispersion χ²=%.1f over %d seeds, want 12.57..90.08 (binomial)", what, x, seeds)
 		}
 	}
 }
@@ -653,6 +789,8 @@ func TestNewRejects(t *testing.T) {
 		{"weights outside weighted", Policy{Mode: ModePerPod, Weights: map[string]float64{"v1": 1}}, "only apply"},
 		{"mirror without a set", Policy{Mode: ModePerPod, Mirror: &Mirror{Percent: 10}}, "Version or a Cluster"},
 		{"mirror over 100%", Policy{Mode: ModePerPod, Mirror: &Mirror{Version: "v2", Percent: 101}}, "0..100"},
+		{"fractional weight", Policy{Mode: ModeWeighted, WeightBy: ByVersion, Weights: map[string]float64{"v1": 0.5, "v2": 2}}, "whole number"},
+		{"weights beyond uint32", Policy{Mode: ModeWeighted, WeightBy: ByVersion, Weights: map[string]float64{"v1": 1 << 31, "v2": 1 << 31}}, "at most 4294967295"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,7 +1,5 @@
 package meshsim
 
-import "math"
-
 // conn is the routing state of one inbound TCP connection, attached to its
 // context by http.Server.ConnContext. Guarded by Sim.mu.
 type conn struct {
@@ -13,30 +11,32 @@ type conn struct {
 func (s *Sim) perConnection() bool { return s.p.PerConnection || s.p.Mode == ModeBalanced }
 
 // route returns the backend for one request on connection c (nil when
-// ServeHTTP is used outside Serve) and counts it.
-func (s *Sim) route(c *conn) (Backend, bool) {
+// ServeHTTP is used outside Serve) and counts it. streamID is the
+// request's one random draw, which the mirror decision uses too, as
+// Envoy derives both from its random stream id.
+func (s *Sim) route(c *conn) (b Backend, streamID uint64, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.st.Requests++
+	streamID = s.rng.Uint64()
 	if c != nil && s.perConnection() {
 		if !c.pinned {
-			b, ok := s.chooseLocked()
+			b, ok := s.chooseLocked(streamID)
 			if !ok {
 				s.st.NoUpstream++
-				return Backend{}, false
+				return Backend{}, streamID, false
 			}
 			s.pinLocked(c, b)
 		}
 		s.countLocked(c.b)
-		return c.b, true
+		return c.b, streamID, true
 	}
-	b, ok := s.chooseLocked()
-	if !ok {
+	if b, ok = s.chooseLocked(streamID); !ok {
 		s.st.NoUpstream++
-		return Backend{}, false
+		return Backend{}, streamID, false
 	}
 	s.countLocked(b)
-	return b, true
+	return b, streamID, true
 }
 
 func (s *Sim) countLocked(b Backend) {
@@ -76,26 +76,25 @@ func (s *Sim) candidatesLocked() []Backend {
 }
 
 // chooseLocked applies the policy's mode to the current backends.
-func (s *Sim) chooseLocked() (Backend, bool) {
+// streamID picks the weighted group; pods within a group are a fresh
+// uniform draw, as an Envoy load balancer's own random pick among equally
+// loaded endpoints (least request with power of two choices, random).
+func (s *Sim) chooseLocked(streamID uint64) (Backend, bool) {
 	cands := s.candidatesLocked()
 	if len(cands) == 0 {
 		return Backend{}, false
 	}
 	switch s.p.Mode {
 	case ModePerPod:
-		b := cands[s.rrGroup%uint64(len(cands))]
-		s.rrGroup++
-		return b, true
+		return s.randomLocked(cands), true
 	case ModePerCluster:
 		clusters := clustersOf(cands)
-		c := clusters[s.rrGroup%uint64(len(clusters))]
-		s.rrGroup++
-		return s.roundRobinLocked("cluster:"+c, podsOf(cands, c)), true
+		return s.randomLocked(podsOf(cands, clusters[s.rng.IntN(len(clusters))])), true
 	case ModeBalanced:
 		c := s.balancedClusterLocked(clustersOf(cands))
 		return s.leastOpenPodLocked(c, podsOf(cands, c)), true
 	case ModeWeighted:
-		g := s.nextWeightedGroupLocked()
+		g := s.weightedGroup(streamID)
 		var pods []Backend
 		for _, b := range cands {
 			if (s.p.WeightBy == ByCluster && b.Cluster == g) || (s.p.WeightBy == ByVersion && b.Version == g) {
@@ -105,24 +104,19 @@ func (s *Sim) chooseLocked() (Backend, bool) {
 		if len(pods) == 0 {
 			return Backend{}, false // Envoy: the weighted cluster has no healthy upstream
 		}
-		return s.roundRobinLocked("weight:"+g, pods), true
+		return s.randomLocked(pods), true
 	case ModeFailover:
 		for _, c := range s.p.Order {
 			if pods := podsOf(cands, c); len(pods) > 0 {
-				return s.roundRobinLocked("cluster:"+c, pods), true
+				return s.randomLocked(pods), true
 			}
 		}
 	}
 	return Backend{}, false
 }
 
-// roundRobinLocked cycles through pods with a counter per group key, so
-// one group's traffic does not shift another group's rotation.
-func (s *Sim) roundRobinLocked(key string, pods []Backend) Backend {
-	b := pods[s.rrPod[key]%uint64(len(pods))]
-	s.rrPod[key]++
-	return b
-}
+// randomLocked is a uniform pick among pods.
+func (s *Sim) randomLocked(pods []Backend) Backend { return pods[s.rng.IntN(len(pods))] }
 
 // cost is a cluster's link cost in balanced mode.
 func (s *Sim) cost(cluster string) float64 {
@@ -180,38 +174,27 @@ func (s *Sim) leastOpenPodLocked(cluster string, pods []Backend) Backend {
 	return best
 }
 
-// nextWeightedGroupLocked is nginx's smooth weighted round robin: every
-// pick adds each weight to its group's current value, takes the largest
-// (ties: first in name order) and subtracts the total from it. The split
-// is exact over every window of sum(weights) picks and interleaved within
-// it (90/10 gives one minority pick per ten, not ten in a row).
-func (s *Sim) nextWeightedGroupLocked() string {
-	total, best := 0.0, ""
-	bestCur := math.Inf(-1)
+// weightedGroup is Envoy's weighted cluster pick: streamID modulo the
+// total weight falls in one group's interval, the intervals laid out in
+// group name order ([0,w1), [w1,w1+w2), …). A zero weight has an empty
+// interval.
+func (s *Sim) weightedGroup(streamID uint64) string {
+	x := streamID % s.totalWeight
 	for _, g := range s.groups {
-		w := s.p.Weights[g]
-		if w == 0 {
-			continue
+		w := uint64(s.p.Weights[g])
+		if x < w {
+			return g
 		}
-		total += w
-		s.swrr[g] += w
-		if s.swrr[g] > bestCur {
-			best, bestCur = g, s.swrr[g]
-		}
+		x -= w
 	}
-	s.swrr[best] -= total
-	return best
+	return s.groups[len(s.groups)-1] // unreachable: x < totalWeight
 }
 
-// mirrorLocked decides whether this request is copied and to whom. The
-// decision is error diffusion on a counter (copy when floor(n·p) steps
-// up), so 50% copies exactly every second request.
-func (s *Sim) mirrorLocked() (Backend, bool) {
-	if s.p.Mirror == nil || s.bp == 0 {
-		return Backend{}, false
-	}
-	s.nMirror++
-	if (s.nMirror*s.bp)/10000 == ((s.nMirror-1)*s.bp)/10000 {
+// mirrorLocked decides whether the request with streamID is copied and
+// to whom: Envoy's runtime fraction (streamID % 1,000,000 < the
+// percentage in millionths), then a uniform pick in the mirror set.
+func (s *Sim) mirrorLocked(streamID uint64) (Backend, bool) {
+	if s.p.Mirror == nil || streamID%mirrorDenominator >= s.mirrorN {
 		return Backend{}, false
 	}
 	s.st.Mirror.Selected++
@@ -225,9 +208,7 @@ func (s *Sim) mirrorLocked() (Backend, bool) {
 		s.st.Mirror.NoUpstream++
 		return Backend{}, false
 	}
-	b := set[s.rrMirror%uint64(len(set))]
-	s.rrMirror++
-	return b, true
+	return s.randomLocked(set), true
 }
 
 func clustersOf(bs []Backend) []string {

@@ -115,7 +115,7 @@ func (s *Sim) connContext(ctx context.Context, nc net.Conn) context.Context {
 	s.conns[nc] = c
 	s.st.Connections++
 	if s.perConnection() {
-		if b, ok := s.chooseLocked(); ok {
+		if b, ok := s.chooseLocked(s.rng.Uint64()); ok {
 			s.pinLocked(c, b)
 		}
 		// else the first request re-tries, and answers 503 if still nothing
@@ -149,7 +149,7 @@ func (s *Sim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		defer sc.wg.Done()
 	}
 	c, _ := r.Context().Value(connKey{}).(*conn)
-	b, ok := s.route(c)
+	b, streamID, ok := s.route(c)
 	if !ok {
 		w.Header().Set("Content-Type", "text/plain")
 		w.WriteHeader(http.StatusServiceUnavailable)
@@ -163,7 +163,7 @@ func (s *Sim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		out.Header.Set("X-Request-Id", newRequestID())
 	}
 	s.mu.Lock()
-	mb, mirror := s.mirrorLocked()
+	mb, mirror := s.mirrorLocked(streamID)
 	s.mu.Unlock()
 	if mirror {
 		s.mirror(sc, out, mb)

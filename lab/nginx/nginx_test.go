@@ -156,6 +156,33 @@ func TestWeightedIsSplitClients(t *testing.T) {
 	if sd := 0.0067; share < 0.9-5*sd || share > 0.9+5*sd {
 		t.Fatalf("c1 share %.3f, want 0.9 ± %.3f", share, 5*sd)
 	}
+	// nginx's own record agrees with what the pods served (it writes a
+	// line once the answer is sent, so the last one may lag).
+	byUpstream := accessLogUpstreams(t, pl)
+	for deadline := time.Now().Add(5 * time.Second); byUpstream[c1.Addr]+byUpstream[c2.Addr] < n && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+		byUpstream = accessLogUpstreams(t, pl)
+	}
+	if byUpstream[c1.Addr] != count(c1) || byUpstream[c2.Addr] != count(c2) {
+		t.Errorf("access log upstreams %v; the pods served c1=%d c2=%d", byUpstream, count(c1), count(c2))
+	}
+}
+
+// accessLogUpstreams counts the lines of nginx's access log per upstream
+// address ("$time_iso8601 $lab_request_id $upstream_addr $status").
+func accessLogUpstreams(t *testing.T, pl *Plane) map[string]int {
+	t.Helper()
+	b, err := os.ReadFile(pl.AccessLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int{}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if f := strings.Fields(line); len(f) == 4 {
+			out[f[2]]++
+		}
+	}
+	return out
 }
 
 // Mirror 50% to v2: every primary goes to v1; about half are copied to
