@@ -1,7 +1,6 @@
 package meshsim
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -165,41 +164,23 @@ func send(t *testing.T, c *http.Client, addr string, n int, hdr func(i int) http
 	return got
 }
 
-// rawConn is one client TCP connection driven by hand, so a test decides
-// exactly which connection carries which request.
-type rawConn struct {
-	c  net.Conn
-	br *bufio.Reader
-}
+// rawConn is one client connection driven by hand.
+type rawConn struct{ *testutil.RawConn }
 
-func dial(t *testing.T, addr string) *rawConn {
+func dial(t *testing.T, addr string) rawConn {
 	t.Helper()
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = c.SetDeadline(time.Now().Add(8 * time.Second))
-	t.Cleanup(func() { c.Close() })
-	return &rawConn{c: c, br: bufio.NewReader(c)}
+	return rawConn{testutil.Dial(t, addr, 8*time.Second)}
 }
 
 // get sends one keep-alive request on the connection and returns the
 // status and body.
-func (rc *rawConn) get(t *testing.T, path string) (int, string) {
+func (rc rawConn) get(t *testing.T, path string) (int, string) {
 	t.Helper()
-	if _, err := fmt.Fprintf(rc.c, "GET %s HTTP/1.1\r\nHost: callme-service:8080\r\n\r\n", path); err != nil {
-		t.Fatalf("write request: %v", err)
-	}
-	resp, err := http.ReadResponse(rc.br, nil)
+	resp, body, err := rc.Do(http.MethodGet, path, "callme-service:8080")
 	if err != nil {
-		t.Fatalf("read response: %v", err)
+		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("read body: %v", err)
-	}
-	return resp.StatusCode, string(b)
+	return resp.StatusCode, body
 }
 
 func clusterOf(body string) string { return strings.Fields(body + " ?")[0] }
@@ -377,7 +358,7 @@ func TestBalancedWorkedExamples(t *testing.T) {
 				pods = append(pods, startPod(t, p[0], p[1], "v1"))
 			}
 			sim, addr := startSim(t, Policy{Mode: ModeBalanced, Local: tc.local, Costs: tc.costs}, backends(pods...))
-			conns := make([]*rawConn, tc.conns)
+			conns := make([]rawConn, tc.conns)
 			for i := range conns {
 				conns[i] = dial(t, addr)
 			}
@@ -419,7 +400,7 @@ func TestBalancedWorkedExamples(t *testing.T) {
 			}
 			// Closing the connections releases their open counts.
 			for _, rc := range conns {
-				rc.c.Close()
+				rc.Close()
 			}
 			waitFor(t, "open connections released", func() bool {
 				st := sim.Stats()
@@ -440,7 +421,7 @@ func TestBalancedCountsOnlyOpenConnections(t *testing.T) {
 		if _, body := rc.get(t, "/"); clusterOf(body) != "c1" {
 			t.Fatalf("sequential connection %d went to %q, want the local c1 (nothing else open)", i, body)
 		}
-		rc.c.Close()
+		rc.Close()
 		waitFor(t, "connection closed", func() bool { return sim.Stats().OpenConnections == 0 })
 	}
 }
@@ -479,7 +460,7 @@ func TestPerConnectionStickiness(t *testing.T) {
 					if clusterOf(body) == "c1" {
 						c1++
 					}
-					rc.c.Close()
+					rc.Close()
 				}
 				if ok, bound := binomialOK(int64(c1), conns, 0.5); !ok {
 					t.Errorf("%d of %d new connections went to c1, want %s", c1, conns, bound)
