@@ -133,10 +133,11 @@ func Up(ctx context.Context, o Options) (_ *Lab, err error) {
 	}
 	defer unlock()
 
-	if st := healthy(ctx, o.Dir, src, o.DataPlane, o.Seed); st != nil {
-		// Same topology, daemon and API servers alive: apply the topology
-		// again (undoing any `kubectl scale` since) and wait, which is
-		// seconds instead of a new lab.
+	if st, alive := healthy(ctx, o.Dir, src, o.DataPlane, o.Seed); st != nil {
+		// Same topology, API servers alive: apply the topology again
+		// (undoing any `kubectl scale` since) and wait, which is seconds
+		// instead of a new lab. A daemon that died (kill -9, a crash) is
+		// started again; the new one stops what the old one left running.
 		for _, c := range st.Clusters {
 			cfg, err := daemon.RESTConfig(st.Kubeconfig, st.Contexts[c])
 			if err != nil {
@@ -146,12 +147,21 @@ func Up(ctx context.Context, o Options) (_ *Lab, err error) {
 				return nil, err
 			}
 		}
-		status, err := waitReady(ctx, o.Dir, t, daemonPID(o.Dir), nil, o.ReadyTimeout)
+		pid, exited := daemonPID(o.Dir), (<-chan struct{})(nil)
+		if !alive {
+			p, done, err := startDaemon(o.Dir, o.Daemon)
+			if err != nil {
+				return nil, err
+			}
+			pid, exited = p.Pid, done
+			fmt.Fprintf(o.Out, "  the lab daemon was not running: started it again, pid %d (log %s)\n", pid, filepath.Join(o.Dir, daemonLog))
+		}
+		status, err := waitReady(ctx, o.Dir, t, pid, exited, o.ReadyTimeout)
 		if err != nil {
 			return nil, err
 		}
 		fmt.Fprintf(o.Out, "lab %s was already up in %s (topology re-applied; seed %d)\n", t.Metadata.Name, o.Dir, st.Seed)
-		return &Lab{Dir: o.Dir, Kubeconfig: st.Kubeconfig, Topology: t, State: st, Status: status, DaemonPID: daemonPID(o.Dir), Reused: true}, nil
+		return &Lab{Dir: o.Dir, Kubeconfig: st.Kubeconfig, Topology: t, State: st, Status: status, DaemonPID: pid, Reused: true}, nil
 	}
 	if err := cleanup(ctx, o.Dir, o.Out); err != nil {
 		return nil, fmt.Errorf("clean up the previous lab in %s: %w", o.Dir, err)
@@ -164,6 +174,7 @@ func Up(ctx context.Context, o Options) (_ *Lab, err error) {
 	if err != nil {
 		return nil, err
 	}
+	k.Out = o.Out
 	// From here on this up starts processes: if it fails, Ctrl-C included,
 	// it removes them again unless asked to keep them.
 	var proc *os.Process
@@ -318,20 +329,19 @@ func createClusters(ctx context.Context, k *kwok.Lab, t *topology.Topology, out 
 }
 
 // healthy returns the state of the lab in dir when it was created from
-// exactly src, data plane dp and seed (when one is asked for), and its
-// daemon and API servers are alive.
-func healthy(ctx context.Context, dir string, src []byte, dp string, seed *uint64) *State {
+// exactly src, data plane dp and seed (when one is asked for) and its API
+// servers answer; alive says whether its daemon runs.
+func healthy(ctx context.Context, dir string, src []byte, dp string, seed *uint64) (st *State, alive bool) {
 	st, err := readState(dir)
-	if err != nil || !st.Ready || st.Source != string(src) || st.DataPlane != dp || daemonPID(dir) == 0 ||
-		seed != nil && *seed != st.Seed {
-		return nil
+	if err != nil || !st.Ready || st.Source != string(src) || st.DataPlane != dp || seed != nil && *seed != st.Seed {
+		return nil, false
 	}
 	for _, c := range st.Clusters {
 		if err := probeAPI(ctx, st.Kubeconfig, st.Contexts[c]); err != nil {
-			return nil
+			return nil, false
 		}
 	}
-	return st
+	return st, daemonPID(dir) != 0
 }
 
 func probeAPI(ctx context.Context, kubeconfigPath, kubeContext string) error {
@@ -466,9 +476,11 @@ func waitReady(ctx context.Context, dir string, t *topology.Topology, pid int, e
 		if dead {
 			return nil, fmt.Errorf("lab daemon pid %d exited; its log %s ends:\n%s", pid, filepath.Join(dir, daemonLog), tail(filepath.Join(dir, daemonLog), 15))
 		}
-		if st, err := daemon.ReadStatus(dir); err == nil {
+		if st, err := daemon.ReadStatus(dir); err == nil && st.PID != pid {
+			why = fmt.Sprintf("the status was written by daemon pid %d, not by the running one (pid %d)", st.PID, pid)
+		} else if err == nil {
 			var ok bool
-			if ok, why = readiness(t.Clusters, t.ExpectedPods(), st); ok {
+			if ok, why = labReady(dir, t.Clusters, t.ExpectedPods(), st); ok {
 				return st, nil
 			}
 		} else {
@@ -483,6 +495,17 @@ func waitReady(ctx context.Context, dir string, t *topology.Topology, pid int, e
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// labReady is readiness, and no data plane left by a dead daemon
+// answering beside the current one's.
+func labReady(dir string, clusters []string, want map[string]int, st *daemon.Status) (bool, string) {
+	ok, why := readiness(clusters, want, st)
+	if stale := daemon.StaleDataPlanes(dir, st); len(stale) > 0 {
+		ok = false
+		why = strings.TrimPrefix(why+"; stale processes still serve: "+strings.Join(stale, "; "), "; ")
+	}
+	return ok, why
 }
 
 // readiness compares the daemon's pods with the pods wanted per cluster.

@@ -342,6 +342,18 @@ func readFile(p string) string {
 	return string(b)
 }
 
+// needNginx skips a test without nginx, or fails it in CI (.ci/run
+// installs nginx-light).
+func needNginx(t *testing.T) {
+	t.Helper()
+	if _, err := nginx.Find(); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+}
+
 type testWriter struct{ t *testing.T }
 
 func (w testWriter) Write(p []byte) (int, error) {
@@ -443,12 +455,7 @@ func TestUpFailureRemovesWhatItStarted(t *testing.T) {
 // the new pods; a crashed daemon leaves nginx running, and `down` finds
 // it as the lab's and stops it.
 func TestNginxDataPlane(t *testing.T) {
-	if _, err := nginx.Find(); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal(err) // .ci/run installs nginx-light
-		}
-		t.Skip(err)
-	}
+	needNginx(t)
 	tl := newTestLab(t)
 	tl.opts.DataPlane = "nginx"
 	l := tl.up("kuma-canary")

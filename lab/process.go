@@ -45,6 +45,11 @@ func startDaemon(dir string, mk DaemonCommand) (proc *os.Process, exited <-chan 
 		return nil, nil, fmt.Errorf("open lab daemon log: %w", err)
 	}
 	defer logf.Close()
+	// A status left by a daemon that died (kill -9 leaves it) describes
+	// nothing that runs.
+	if err := os.Remove(filepath.Join(dir, daemon.StatusFile)); err != nil && !os.IsNotExist(err) {
+		return nil, nil, fmt.Errorf("remove the previous lab daemon's status: %w", err)
+	}
 	cmd.Stdin = nil
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}

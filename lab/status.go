@@ -92,17 +92,21 @@ func Status(ctx context.Context, o Options) (*StatusReport, error) {
 	}
 	r.DaemonPID = daemonPID(o.Dir)
 	if r.DaemonPID != 0 {
-		if s, err := daemon.ReadStatus(o.Dir); err == nil {
+		// A status left by a daemon that died is not this one's.
+		if s, err := daemon.ReadStatus(o.Dir); err == nil && s.PID == r.DaemonPID {
 			r.Status = s
 		}
 	}
 	switch {
 	case r.DaemonPID == 0:
 		r.Why = "the lab daemon is not running (run mesh-verify lab up again)"
+		if stale := daemon.StaleDataPlanes(o.Dir, nil); len(stale) > 0 {
+			r.Why += "; stale processes still serve: " + strings.Join(stale, "; ")
+		}
 	case r.Status == nil:
 		r.Why = "the lab daemon has not published its status"
 	default:
-		r.Ready, r.Why = readiness(st.Clusters, want, r.Status)
+		r.Ready, r.Why = labReady(o.Dir, st.Clusters, want, r.Status)
 	}
 	return r, nil
 }
@@ -198,6 +202,8 @@ func (r *StatusReport) Print(w io.Writer) {
 			switch {
 			case p.Error != "":
 				state = "ERROR: " + firstLine(p.Error)
+			case p.Terminating:
+				state = "terminating (out of the endpoints, draining)"
 			case !p.Ready:
 				state = "not ready"
 			case !p.Verified:

@@ -39,6 +39,7 @@ import (
 
 	"github.com/mesh-verify/mesh-verify/lab/apps"
 	"github.com/mesh-verify/mesh-verify/lab/meshsim"
+	"github.com/mesh-verify/mesh-verify/lab/relay"
 	"github.com/mesh-verify/mesh-verify/lab/topology"
 )
 
@@ -79,9 +80,14 @@ type podRT struct {
 	status Pod // guarded by Daemon.mu
 	server *apps.Server
 	plane  *entryPlane
+	relay  *relay.Relay // what kwok's PortForward targets
 	elog   *entryLog
 	cancel context.CancelFunc // stops the pod's verification
 	sig    string             // the backend set the data plane last applied
+	// drainCancel and drained are set once the pod is terminating
+	// (terminate.go): cancelling ends the drain at once.
+	drainCancel context.CancelFunc
+	drained     chan struct{}
 }
 
 // Daemon serves one lab.
@@ -127,6 +133,11 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	if err := os.WriteFile(filepath.Join(cfg.Dir, PIDFile), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
 		return fmt.Errorf("lab daemon: write pid file: %w", err)
+	}
+	// Before serving anything: what a crashed daemon of this lab left
+	// running must not keep answering beside what this one starts.
+	if err := stopLeftovers(cfg.Dir, cfg.Log); err != nil {
+		return err
 	}
 	for _, c := range cfg.Topology.Clusters {
 		cl, err := NewCluster(c, cfg.Kubeconfig, cfg.Context(c))
@@ -268,6 +279,16 @@ func (d *Daemon) sync(ctx context.Context, ref podRef) error {
 	d.mu.Lock()
 	rt := d.pods[ref]
 	d.mu.Unlock()
+	if terminating(pod) {
+		if rt != nil && rt.uid == pod.UID {
+			return d.beginTermination(ctx, ref, rt, pod)
+		}
+		if rt == nil && pod.Spec.NodeName != "" {
+			// Nothing of it runs here (it was deleted before it started, or
+			// a crashed daemon ran it): its container has stopped.
+			return d.clusters[ref.cluster].deleteNow(ctx, pod)
+		}
+	}
 	gone := pod == nil || pod.DeletionTimestamp != nil ||
 		pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
 	if rt != nil && (gone || rt.uid != pod.UID) {
@@ -363,7 +384,14 @@ func (d *Daemon) startPod(ctx context.Context, ref podRef, pod *corev1.Pod) (rt 
 	default:
 		return nil, fmt.Errorf("pod %s has neither %s nor %s: not a lab pod", ref, topology.LabelLabApp, topology.LabelEntry)
 	}
-	if err := d.clusters[ref.cluster].applyKwok(ctx, pod, container, logFile, rt.status.Port, rt.status.Addr); err != nil {
+	// kwok forwards to a relay in front of the pod's server, so that the
+	// server closing an idle connection does not hang the client
+	// (lab/relay).
+	if rt.relay, err = relay.Start(rt.status.Addr, 0); err != nil {
+		return nil, fmt.Errorf("pod %s: %w", ref, err)
+	}
+	rt.status.Forward = rt.relay.Addr()
+	if err := d.clusters[ref.cluster].applyKwok(ctx, pod, container, logFile, rt.status.Port, rt.status.Forward); err != nil {
 		return nil, err
 	}
 	vctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -444,6 +472,13 @@ func (d *Daemon) stopBackends(rt *podRT) {
 	if rt.cancel != nil {
 		rt.cancel()
 	}
+	if rt.drained != nil {
+		rt.drainCancel()
+		<-rt.drained
+	}
+	if rt.relay != nil {
+		_ = rt.relay.Close() // the pod is gone: its forwarded connections go too
+	}
 	if rt.server != nil {
 		// Close, not Shutdown: a deleted pod's connections are reset, as
 		// when a real container is killed.
@@ -480,8 +515,8 @@ func (d *Daemon) stopAll() {
 // the names, so a changed set is a changed sig. Callers hold d.mu.
 func (d *Daemon) backendsLocked(e *topology.Entry) (bs []meshsim.Backend, names []string, sig string) {
 	for _, other := range d.pods {
-		if other.server == nil {
-			continue
+		if other.server == nil || other.status.Terminating {
+			continue // a terminating pod has left the endpoints
 		}
 		a := d.cfg.Topology.App(other.status.App)
 		if a == nil || a.Service != e.To || a.Namespace != e.Namespace {
@@ -610,11 +645,18 @@ func (d *Daemon) snapshot() *Status {
 		p := rt.status
 		p.Backends = slices.Clone(p.Backends)
 		if rt.plane != nil {
-			if _, sim := rt.plane.dp.(*simPlane); sim {
+			switch dp := rt.plane.dp.(type) {
+			case *simPlane:
 				p.Seed = rt.plane.seed // nginx draws from its own source
+			case nginxPlane:
+				p.DataPlanePID = dp.p.PID()
 			}
 			_, _, sig := d.backendsLocked(rt.plane.entry)
 			p.BackendsStale = sig != rt.sig || rt.status.Backends == nil
+		}
+		if rt.relay != nil {
+			rs := rt.relay.Stats()
+			p.Relay = &rs
 		}
 		if st := rt.planeStats(); st != nil {
 			p.Routed = &Routed{

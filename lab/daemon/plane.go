@@ -109,6 +109,10 @@ func (d *Daemon) startPlane(ctx context.Context, e *topology.Entry, ref podRef) 
 	return &entryPlane{entry: e, dp: out, seed: p.Seed}, nil
 }
 
+// NginxBinary is where the daemon of the lab in dir copies nginx: every
+// nginx process of the lab runs this executable.
+func NginxBinary(dir string) string { return filepath.Join(dir, "nginx", "bin", "nginx") }
+
 // nginxBinary is the lab's own copy of the machine's nginx, made once:
 // run from inside the lab directory, its processes are recognisably the
 // lab's (`lab down` finds any it left behind by their executable).
@@ -127,7 +131,7 @@ func (n *nginxBinary) binary(labDir string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	dst := filepath.Join(labDir, "nginx", "bin", "nginx")
+	dst := NginxBinary(labDir)
 	if err := copyFile(src, dst); err != nil {
 		return "", fmt.Errorf("copy %s into the lab: %w", src, err)
 	}

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"sort"
 	"time"
+
+	"github.com/mesh-verify/mesh-verify/lab/relay"
 )
 
 // StatusFile is where the daemon publishes what it serves, in its dir.
@@ -49,6 +51,12 @@ type Pod struct {
 	// Port is the pod port; Addr the loopback address kwok forwards it to.
 	Port int32  `json:"port"`
 	Addr string `json:"addr"`
+	// Forward is the relay in front of Addr that kwok's PortForward
+	// targets (lab/relay: a backend's idle close must not hang a client).
+	Forward string `json:"forward,omitempty"`
+	// Relay counts what that relay did: connections, backend connections
+	// opened again after an idle close, requests sent again, resets.
+	Relay *relay.Stats `json:"relay,omitempty"`
 	// Sidecar is the address of the data plane in a caller's pod, and
 	// Policy the entry's routing policy (gateway entries and sidecars).
 	Sidecar string `json:"sidecar,omitempty"`
@@ -57,6 +65,9 @@ type Pod struct {
 	// nginx's access log (request id and upstream of every request).
 	DataPlane    string `json:"dataPlane,omitempty"`
 	DataPlaneLog string `json:"dataPlaneLog,omitempty"`
+	// DataPlanePID is the nginx master's pid (nginx data plane only): any
+	// other nginx of the lab is stale.
+	DataPlanePID int `json:"dataPlanePid,omitempty"`
 	// Seed seeds this pod's simulator (derived from the lab's seed); 0
 	// and omitted for nginx, which uses its own randomness.
 	Seed uint64 `json:"seed,omitempty"`
@@ -71,10 +82,13 @@ type Pod struct {
 	Routed  *Routed `json:"routed,omitempty"`
 	LogFile string  `json:"logFile"`
 	// Ready is the pod's Ready condition; Verified that its logs and its
-	// port-forward answered through the API server.
-	Ready    bool   `json:"ready"`
-	Verified bool   `json:"verified"`
-	Error    string `json:"error,omitempty"`
+	// port-forward answered through the API server. Terminating is set
+	// once the pod was deleted: it has left the endpoints and its app
+	// drains (Ready is then false).
+	Ready       bool   `json:"ready"`
+	Terminating bool   `json:"terminating,omitempty"`
+	Verified    bool   `json:"verified"`
+	Error       string `json:"error,omitempty"`
 }
 
 // Routed summarises meshsim.Stats.

@@ -8,8 +8,10 @@ package kwok
 import (
 	"bytes"
 	"context"
+	_ "embed"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +21,16 @@ import (
 	"syscall"
 	"time"
 )
+
+// stages are the lab's kwok stages: kwok's defaults, except that a lab
+// pod's deletion honours its grace period (stages.yaml says how).
+//
+//go:embed stages.yaml
+var stages string
+
+// ManagedLabel marks the pods the lab daemon serves; kwok leaves their
+// deletion to the daemon until their grace period ends (stages.yaml).
+const ManagedLabel = "lab.mesh-verify.io/managed"
 
 // Binaries is the directory tools/lab/build.sh fills.
 type Binaries string
@@ -75,6 +87,9 @@ type Lab struct {
 	Kubeconfig string
 	// ContextPrefix names contexts like the tutorials' kind clusters.
 	ContextPrefix string
+	// Out receives progress worth telling (a create retried after a port
+	// conflict); nil discards it.
+	Out io.Writer
 
 	mu       sync.Mutex // kwokctl picks ports racily: clusters are created one at a time
 	clusters []string
@@ -94,7 +109,8 @@ apiVersion: config.kwok.x-k8s.io/v1alpha1
 options:
   bindAddress: 127.0.0.1
   kubectlBinary: %s
-`, bin.Path("kubectl"))
+---
+%s`, bin.Path("kubectl"), stages)
 	if err := os.WriteFile(l.config(), []byte(conf), 0o644); err != nil {
 		return nil, fmt.Errorf("write kwokctl config: %w", err)
 	}
@@ -187,16 +203,23 @@ func (l *Lab) start(ctx context.Context, name, wait string) error {
 		return err
 	}
 	defer unlock()
-	if _, err := os.Stat(filepath.Join(l.Dir, "kwok", "clusters", name)); err == nil {
-		_, _ = l.run(ctx, "kwokctl", "--name", name, "delete", "cluster", "--kubeconfig", l.Kubeconfig)
+	for attempt := 1; ; attempt++ {
+		if _, err := os.Stat(l.clusterDir(name)); err == nil {
+			_, _ = l.run(ctx, "kwokctl", "--name", name, "delete", "cluster", "--kubeconfig", l.Kubeconfig)
+		}
+		err = l.create(ctx, name, wait)
+		var pc *PortConflictError
+		if !errors.As(err, &pc) {
+			break
+		}
+		pc.Attempts = attempt
+		if attempt == maxCreateAttempts {
+			_, _ = l.run(ctx, "kwokctl", "--name", name, "delete", "cluster", "--kubeconfig", l.Kubeconfig)
+			return pc // it names the cluster
+		}
+		// kwokctl skips ports in use when it picks again.
+		fmt.Fprintf(l.out(), "  %v; creating it again\n", pc)
 	}
-	b := l.Bin
-	_, err = l.run(ctx, "kwokctl", "-c", l.config(), "--name", name, "create", "cluster", "--runtime", "binary",
-		"--etcd-binary", b.Path("etcd"), "--kube-apiserver-binary", b.Path("kube-apiserver"),
-		"--kube-controller-manager-binary", b.Path("kube-controller-manager"),
-		"--kube-scheduler-binary", b.Path("kube-scheduler"), "--kwok-controller-binary", b.Path("kwok"),
-		"--enable-crds=ClusterPortForward,ClusterLogs,PortForward,Logs",
-		"--kubeconfig", l.Kubeconfig, "--wait", wait)
 	if err != nil {
 		return fmt.Errorf("create lab cluster %s: %w", name, err)
 	}
@@ -205,6 +228,68 @@ func (l *Lab) start(ctx context.Context, name, wait string) error {
 		return fmt.Errorf("rename context of lab cluster %s: %w", name, err)
 	}
 	return nil
+}
+
+// maxCreateAttempts bounds the creates of one cluster that lose a port
+// to another process.
+const maxCreateAttempts = 3
+
+// conflictPoll is how often a create looks for a component that could not
+// bind its port: kwokctl itself would wait minutes for the API server.
+const conflictPoll = 200 * time.Millisecond
+
+func (l *Lab) clusterDir(name string) string { return filepath.Join(l.Dir, "kwok", "clusters", name) }
+
+func (l *Lab) out() io.Writer {
+	if l.Out == nil {
+		return io.Discard
+	}
+	return l.Out
+}
+
+// create runs one `kwokctl create cluster`, watching the components'
+// logs: a component that cannot bind the port kwokctl chose for it ends
+// the create at once with a *PortConflictError (kwokctl would wait two
+// minutes for the API server, then fail on its CRDs).
+func (l *Lab) create(ctx context.Context, name, wait string) error {
+	b := l.Bin
+	args := []string{"-c", l.config(), "--name", name, "create", "cluster", "--runtime", "binary",
+		"--etcd-binary", b.Path("etcd"), "--kube-apiserver-binary", b.Path("kube-apiserver"),
+		"--kube-controller-manager-binary", b.Path("kube-controller-manager"),
+		"--kube-scheduler-binary", b.Path("kube-scheduler"), "--kwok-controller-binary", b.Path("kwok"),
+		"--enable-crds=ClusterPortForward,ClusterLogs,PortForward,Logs",
+		"--kubeconfig", l.Kubeconfig, "--wait", wait}
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	cmd := exec.CommandContext(cctx, b.Path("kwokctl"), args...)
+	cmd.Env = l.Env()
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("kwokctl create cluster %s: %w", name, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	tick := time.NewTicker(conflictPoll)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-done:
+			if pc := findPortConflict(l.clusterDir(name), name); pc != nil {
+				return pc
+			}
+			if err != nil {
+				return fmt.Errorf("kwokctl %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(lastLines(out.String(), 8)))
+			}
+			return nil
+		case <-tick.C:
+			if pc := findPortConflict(l.clusterDir(name), name); pc != nil {
+				cancel() // the components it started are deleted with the cluster
+				<-done
+				return pc
+			}
+		}
+	}
 }
 
 // LockCreates takes the machine-wide lock (flock, released if the
@@ -340,6 +425,23 @@ func scan(dir string) (own []string, strangers []int) {
 	return own, strangers
 }
 
+// RunningFrom lists the live processes whose executable is exe (also
+// after exe was replaced: the kernel then shows it "(deleted)").
+func RunningFrom(exe string) []Proc {
+	entries, _ := os.ReadDir("/proc")
+	var out []Proc
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if p, ok := ReadProc(pid); ok && (p.Exe == exe || p.Exe == exe+" (deleted)") {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // ancestors is the set of this process and its parents.
 func ancestors() map[int]bool {
 	out := map[int]bool{}
@@ -409,15 +511,18 @@ func Children(pid int) []int {
 // Proc is a live process as /proc shows it.
 type Proc struct {
 	PID  int
+	PPID int
 	Args []string // never empty
-	// Exe is the target of /proc/PID/exe ("" when unreadable).
+	// Exe is the target of /proc/PID/exe ("" when unreadable; with
+	// " (deleted)" appended when the file was replaced since).
 	Exe string
 }
 
 // ReadProc reads a live process; ok is false when it is gone, a zombie,
 // or has no command line (a kernel thread).
 func ReadProc(pid int) (p Proc, ok bool) {
-	if !Alive(pid) {
+	st, ok := readStat(pid)
+	if !ok || st.state == 'Z' || st.state == 'X' {
 		return p, false
 	}
 	base := filepath.Join("/proc", strconv.Itoa(pid))
@@ -425,7 +530,7 @@ func ReadProc(pid int) (p Proc, ok bool) {
 	if err != nil || len(cmdline) == 0 {
 		return p, false
 	}
-	p.PID = pid
+	p.PID, p.PPID = pid, st.ppid
 	p.Args = strings.Split(strings.TrimSuffix(string(cmdline), "\x00"), "\x00")
 	p.Exe, _ = os.Readlink(filepath.Join(base, "exe"))
 	return p, true

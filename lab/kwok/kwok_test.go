@@ -2,10 +2,13 @@ package kwok_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -189,5 +192,141 @@ func TestFindBinariesCancelStopsTheBuild(t *testing.T) {
 			t.Fatalf("build.sh's child %d outlived the cancel", child)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// portTaker plays the process that takes a port kwokctl chose before the
+// component it chose it for binds it: it watches the cluster's kwokctl
+// configuration appear and listens on its kube-apiserver port at once,
+// for the first `times` creates.
+type portTaker struct {
+	taken []int
+	lns   []net.Listener
+	stop  chan struct{}
+	done  chan struct{}
+}
+
+var apiserverPort = regexp.MustCompile(`(?m)^\s*kubeApiserverPort:\s*(\d+)\s*$`)
+
+func takePorts(t *testing.T, clusterDir string, times int) *portTaker {
+	pt := &portTaker{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(pt.done)
+		seen := ""
+		for len(pt.taken) < times {
+			select {
+			case <-pt.stop:
+				return
+			case <-time.After(2 * time.Millisecond):
+			}
+			b, err := os.ReadFile(filepath.Join(clusterDir, "kwok.yaml"))
+			m := apiserverPort.FindSubmatch(b)
+			if err != nil || m == nil || string(m[1]) == seen {
+				continue
+			}
+			seen = string(m[1])
+			ln, err := net.Listen("tcp", "127.0.0.1:"+seen)
+			if err != nil {
+				continue // the API server was quicker this time
+			}
+			port, _ := strconv.Atoi(seen)
+			pt.taken, pt.lns = append(pt.taken, port), append(pt.lns, ln)
+		}
+	}()
+	t.Cleanup(pt.release)
+	return pt
+}
+
+func (pt *portTaker) release() {
+	select {
+	case <-pt.stop:
+	default:
+		close(pt.stop)
+	}
+	<-pt.done
+	for _, ln := range pt.lns {
+		ln.Close()
+	}
+}
+
+// A port kwokctl chose and another process took before the API server
+// bound it: the create notices at once (not after kwokctl's two-minute
+// wait and its misleading CRD error), creates the cluster again on other
+// ports, and says so; when every create loses its port, the error names
+// the port, the component and the process holding it.
+func TestCreateRetriesAPortTakenAfterKwokctlChoseIt(t *testing.T) {
+	bin := labtest.Binaries(t)
+	cases := []struct {
+		name  string
+		takes int
+	}{
+		{"taken once: created again on other ports", 1},
+		{"taken every time: the error names the port and its holder", 3},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir, err := os.MkdirTemp("", "mvlab-")
+			if err != nil {
+				t.Fatal(err)
+			}
+			l, err := kwok.New(bin, dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out strings.Builder
+			l.Out = &out
+			t.Cleanup(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				if err := l.DeleteAll(ctx); err != nil {
+					t.Errorf("delete: %v", err)
+				}
+				for deadline := time.Now().Add(10 * time.Second); len(l.Leftovers()) > 0 && time.Now().Before(deadline); {
+					time.Sleep(100 * time.Millisecond)
+				}
+				if left := l.Leftovers(); len(left) > 0 {
+					t.Errorf("processes left: %v", left)
+				}
+				os.RemoveAll(dir)
+			})
+			pt := takePorts(t, filepath.Join(dir, "kwok", "clusters", "c1"), tc.takes)
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			begin := time.Now()
+			err = l.Start(ctx, "c1")
+			took := time.Since(begin)
+			pt.release()
+			if len(pt.taken) != tc.takes {
+				t.Fatalf("took the API server's port %d times (%v), want %d: the API server bound it first", len(pt.taken), pt.taken, tc.takes)
+			}
+			if took > time.Minute {
+				t.Errorf("the create took %v: the conflict was not noticed early", took)
+			}
+			if tc.takes < 3 {
+				if err != nil {
+					t.Fatalf("create after one lost port: %v", err)
+				}
+				if !strings.Contains(out.String(), fmt.Sprintf("port %d", pt.taken[0])) || !strings.Contains(out.String(), "creating it again") {
+					t.Errorf("progress %q does not tell of the retry", out.String())
+				}
+				cfg, _ := os.ReadFile(filepath.Join(dir, "kwok", "clusters", "c1", "kwok.yaml"))
+				if m := apiserverPort.FindSubmatch(cfg); m == nil || string(m[1]) == strconv.Itoa(pt.taken[0]) {
+					t.Errorf("the API server's port is still the one taken (%d)", pt.taken[0])
+				}
+				return
+			}
+			var pc *kwok.PortConflictError
+			if !errors.As(err, &pc) || pc.Attempts != 3 || pc.Component != "kube-apiserver" {
+				t.Fatalf("create with every port taken: %v; want a port conflict of kube-apiserver after 3 attempts", err)
+			}
+			for _, want := range []string{fmt.Sprintf("port %d", pc.Port), fmt.Sprintf("pid %d", os.Getpid()), "without reserving"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not say %q", err, want)
+				}
+			}
+			if !slices.Contains(pt.taken, pc.Port) {
+				t.Errorf("the error names port %d, not one that was taken (%v)", pc.Port, pt.taken)
+			}
+		})
 	}
 }

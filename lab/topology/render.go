@@ -8,6 +8,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/mesh-verify/mesh-verify/lab/kwok"
 )
 
 // Labels the lab puts on what it creates. The app and version labels are
@@ -19,11 +21,19 @@ const (
 	LabelVersion = "version"
 	LabelLabApp  = "lab.mesh-verify.io/app"
 	LabelEntry   = "lab.mesh-verify.io/entry"
-	// LabelManaged marks every pod the daemon serves; its watch selects it.
-	LabelManaged = "lab.mesh-verify.io/managed"
+	// LabelManaged marks every pod the daemon serves; its watch selects it,
+	// and kwok leaves the deletion of such a pod to the daemon for its
+	// grace period (lab/kwok's stages).
+	LabelManaged = kwok.ManagedLabel
 	// AnnotationKind records the app kind on the pod template.
 	AnnotationKind = "lab.mesh-verify.io/kind"
 )
+
+// TerminationGracePeriod is every lab pod's terminationGracePeriodSeconds:
+// short, so a scale-down completes in seconds, but long enough for a pod
+// to leave the endpoints and drain its requests as on a real cluster
+// (lab/README.md, "Pod lifecycle").
+const TerminationGracePeriod = 3
 
 // NodeName is the simulated node of every cluster.
 const NodeName = "kwok-node-0"
@@ -91,7 +101,8 @@ func deployment(ns, name string, replicas int, labels map[string]string, kind st
 				Spec: corev1.PodSpec{
 					// The node has no taint, so no toleration is needed;
 					// the selector keeps pods on the simulated node.
-					NodeSelector: map[string]string{"type": "kwok"},
+					NodeSelector:                  map[string]string{"type": "kwok"},
+					TerminationGracePeriodSeconds: new(int64(TerminationGracePeriod)),
 					Containers: []corev1.Container{{
 						Name:  name,
 						Image: fmt.Sprintf("lab.mesh-verify.io/%s:%s", kind, "latest"),
