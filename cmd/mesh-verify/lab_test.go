@@ -23,6 +23,7 @@ func TestLabCommandsWithoutClusters(t *testing.T) {
 		{[]string{"lab", "status", "--dir", dir}, exitSetup, "no lab in " + dir},
 		{[]string{"lab", "down", "--dir", dir}, exitPass, "no lab in " + dir},
 		{[]string{"lab", "serve"}, exitInvalidInput, "needs --dir"},
+		{[]string{"lab", "up", "--dir", dir, "--seed", "-3"}, exitInvalidInput, `invalid argument "-3" for "--seed"`},
 	} {
 		var out, errb bytes.Buffer
 		code := execute(c.args, &out, &errb)

@@ -48,7 +48,7 @@ func (d *Daemon) beginTermination(ctx context.Context, ref podRef, rt *podRT, po
 	d.mu.Lock()
 	if rt.drained != nil {
 		d.mu.Unlock()
-		return nil
+		return d.updateBackends(ctx) // a no-op unless an earlier update failed
 	}
 	rt.status.Ready, rt.status.Terminating = false, true
 	drainCtx, cancel := context.WithDeadline(context.Background(), pod.DeletionTimestamp.Add(-drainMargin))
