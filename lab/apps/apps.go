@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/mesh-verify/mesh-verify/lab/crilog"
+	"github.com/mesh-verify/mesh-verify/lab/internal/gate"
 	"github.com/mesh-verify/mesh-verify/lab/loopback"
 )
 
@@ -172,10 +173,7 @@ type Server struct {
 
 	// gate keeps handlers from starting once Close began, so Close can wait
 	// for every handler (and its log write) before closing the log file.
-	gateMu   sync.Mutex
-	closing  bool
-	inflight sync.WaitGroup
-	active   atomic.Int64 // handlers running; WaitGroup has no counter to read
+	gate gate.Gate
 
 	cancelBase context.CancelFunc // cancels every request context and the probes
 	stopWatch  func() bool        // stops the context.AfterFunc watching Start's ctx
@@ -334,10 +332,7 @@ func (s *Server) Close() error {
 func (s *Server) finish() error {
 	_ = s.srv.Close()
 	s.cancelBase()
-	s.gateMu.Lock()
-	s.closing = true
-	s.gateMu.Unlock()
-	s.inflight.Wait()
+	s.gate.Close()
 	s.probes.Wait()
 	<-s.served
 	s.client.CloseIdleConnections()
@@ -349,24 +344,6 @@ func (s *Server) closeLog() error {
 		return nil
 	}
 	return s.log.Close()
-}
-
-// enter admits a handler unless Close began.
-func (s *Server) enter() bool {
-	s.gateMu.Lock()
-	defer s.gateMu.Unlock()
-	if s.closing {
-		return false
-	}
-	s.inflight.Add(1)
-	s.active.Add(1)
-	return true
-}
-
-// leave ends a handler admitted by enter.
-func (s *Server) leave() {
-	s.active.Add(-1)
-	s.inflight.Done()
 }
 
 func (s *Server) now() time.Time {
@@ -420,11 +397,11 @@ func sleep(ctx context.Context, d time.Duration) bool {
 
 // ServeHTTP admits the request and hands it to the app's kind.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !s.enter() {
+	if !s.gate.Enter() {
 		http.Error(w, "shutting down", http.StatusServiceUnavailable)
 		return
 	}
-	defer s.leave()
+	defer s.gate.Leave()
 	if !s.Ready() {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		return

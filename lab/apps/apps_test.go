@@ -810,7 +810,7 @@ func TestDelayAndCloseAbortsInFlight(t *testing.T) {
 			}
 			done <- err
 		}()
-		waitFor(t, func() bool { return srv.active.Load() == 1 })
+		waitFor(t, func() bool { return srv.gate.Active() == 1 })
 		t0 := time.Now()
 		if err := srv.Close(); err != nil {
 			t.Fatalf("Close: %v", err)

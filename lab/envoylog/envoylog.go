@@ -45,6 +45,14 @@ const (
 	DetailsDownstreamDisconnect = "downstream_remote_disconnect"
 )
 
+// Envoy's answers when it cannot serve a request itself.
+const (
+	// NoHealthyUpstream is the 503 body when a route has no ready endpoint.
+	NoHealthyUpstream = "no healthy upstream"
+	// UpstreamConnectError is the 503 body when the endpoint refused.
+	UpstreamConnectError = "upstream connect error or disconnect/reset before headers. reset reason: connection failure"
+)
+
 // Entry is one request as Envoy's access log records it. Empty strings
 // and negative durations are written as "-", as Envoy does for a value
 // it does not have.
