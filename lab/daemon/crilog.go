@@ -29,4 +29,7 @@ func (l *entryLog) Line(format string, args ...any) {
 	_ = l.log.Line(newlinesToSpaces.Replace(fmt.Sprintf(format, args...)))
 }
 
+// Raw appends one line as given: an Envoy access line of a gateway pod.
+func (l *entryLog) Raw(msg string) { _ = l.log.Line(msg) }
+
 func (l *entryLog) Close() error { return l.log.Close() }

@@ -63,6 +63,10 @@ type Config struct {
 	// Context maps a cluster to its kubeconfig context; nil means kind-<cluster>.
 	Context func(cluster string) string
 	Log     *slog.Logger
+	// Seed is the lab's seed; every app pod's randomness (the persons
+	// app's data and delays) derives from it and its name, recorded as the
+	// pod's seed in the status.
+	Seed uint64
 }
 
 type podRef struct{ cluster, namespace, name string }
@@ -74,6 +78,7 @@ type podRT struct {
 	uid    types.UID
 	status Pod // guarded by Daemon.mu
 	server *apps.Server
+	proxy  *podSidecar // the pod's mesh sidecar, if it has one
 	plane  *entryPlane
 	elog   *entryLog
 	cancel context.CancelFunc // stops the pod's verification
@@ -302,7 +307,7 @@ func (d *Daemon) startPod(ctx context.Context, ref podRef, pod *corev1.Pod) (rt 
 		return nil, fmt.Errorf("pod %s has no container", ref)
 	}
 	container := pod.Spec.Containers[0].Name
-	logFile := filepath.Join(d.cfg.Dir, "logs", ref.cluster, fmt.Sprintf("%s_%s_%s.log", ref.namespace, ref.name, container))
+	logFile := d.logFile(ref, container)
 	rt = &podRT{uid: pod.UID, status: Pod{
 		Cluster: ref.cluster, Namespace: ref.namespace, Name: ref.name, Container: container, LogFile: logFile,
 	}}
@@ -322,7 +327,7 @@ func (d *Daemon) startPod(ctx context.Context, ref podRef, pod *corev1.Pod) (rt 
 		if rt.elog, err = openEntryLog(logFile); err != nil {
 			return nil, err
 		}
-		if rt.plane, err = d.startPlane(ctx, e, ref); err != nil {
+		if rt.plane, err = d.startPlane(ctx, e, ref, d.proxying(e, nil, rt.elog)); err != nil {
 			return nil, fmt.Errorf("pod %s: %w", ref, err)
 		}
 		rt.status.Role, rt.status.App, rt.status.Kind = RoleEntry, e.Name, "mesh-entry"
@@ -339,9 +344,14 @@ func (d *Daemon) startPod(ctx context.Context, ref podRef, pod *corev1.Pod) (rt 
 		spec := apps.Spec{
 			Kind: a.Kind, Service: a.Service, Version: a.Version, Pod: ref.name,
 			Cluster: ref.cluster, Namespace: ref.namespace, LogFile: logFile, Delay: a.Delay,
+			Port: a.Port.Number, ClusterName: a.ClusterNames[ref.cluster], Variant: a.Variant, Seed: d.podSeed(ref),
+		}
+		rt.status.Seed = strconv.FormatUint(spec.Seed, 10)
+		if rt.proxy, err = d.newSidecar(ref, a); err != nil {
+			return nil, fmt.Errorf("pod %s: %w", ref, err)
 		}
 		if e := topo.SidecarFor(a.Name, ref.cluster); e != nil {
-			if rt.plane, err = d.startPlane(ctx, e, ref); err != nil {
+			if rt.plane, err = d.startPlane(ctx, e, ref, d.proxying(e, rt.proxy, nil)); err != nil {
 				return nil, fmt.Errorf("sidecar of pod %s: %w", ref, err)
 			}
 			spec.Callee, spec.CalleeHost = "http://"+rt.plane.dp.Addr(), a.Calls
@@ -352,12 +362,16 @@ func (d *Daemon) startPod(ctx context.Context, ref podRef, pod *corev1.Pod) (rt 
 		if rt.server, err = apps.Start(context.WithoutCancel(ctx), spec, "127.0.0.1:0"); err != nil {
 			return nil, fmt.Errorf("pod %s: %w", ref, err)
 		}
+		if err = d.startProxy(context.WithoutCancel(ctx), ref, rt, a.Sidecar); err != nil {
+			return nil, fmt.Errorf("pod %s: %w", ref, err)
+		}
 		rt.status.Role, rt.status.App, rt.status.Kind, rt.status.Version = RoleApp, a.Name, a.Kind, a.Version
 		rt.status.Port, rt.status.Addr = a.Port.Number, rt.server.Addr()
 	default:
 		return nil, fmt.Errorf("pod %s has neither %s nor %s: not a lab pod", ref, topology.LabelLabApp, topology.LabelEntry)
 	}
-	if err := d.clusters[ref.cluster].applyKwok(ctx, pod, container, logFile, rt.status.Port, rt.status.Addr); err != nil {
+	logs, fwds := rt.kwokTargets()
+	if err := d.clusters[ref.cluster].applyKwok(ctx, pod, logs, fwds); err != nil {
 		return nil, err
 	}
 	vctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -448,6 +462,10 @@ func (d *Daemon) stopBackends(rt *podRT) {
 	if rt.plane != nil {
 		rt.plane.dp.Stop()
 	}
+	if rt.proxy != nil {
+		// After the app and the outbound data plane: both write to its log.
+		rt.proxy.close()
+	}
 	if rt.elog != nil {
 		_ = rt.elog.Close()
 	}
@@ -483,7 +501,7 @@ func (d *Daemon) backendsLocked(e *topology.Entry) (bs []meshsim.Backend, names 
 		}
 		bs = append(bs, meshsim.Backend{
 			Cluster: other.status.Cluster, Pod: other.status.Name, Version: a.Version,
-			Addr: other.server.Addr(), Ready: other.status.Ready,
+			Addr: other.inboundAddr(), Ready: other.status.Ready,
 		})
 	}
 	meshsim.SortBackends(bs)
