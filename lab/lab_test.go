@@ -3,6 +3,7 @@ package lab_test
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -480,12 +481,12 @@ func TestNginxDataPlane(t *testing.T) {
 	})
 	hosts := map[string]int{}
 	for i := range 40 {
-		body := get(t, gw+"/", fmt.Sprintf("labtest-nginx-%d", i))
-		for _, line := range strings.Split(body, "\n") {
-			if h, ok := strings.CutPrefix(line, "Hostname="); ok {
-				hosts[h]++
-			}
+		// Kuma's test-server names its pod as "instance".
+		var answer struct{ Instance string }
+		if body := get(t, gw+"/", fmt.Sprintf("labtest-nginx-%d", i)); json.Unmarshal([]byte(body), &answer) != nil || answer.Instance == "" {
+			t.Fatalf("answer %q: want Kuma test-server's JSON", body)
 		}
+		hosts[answer.Instance]++
 	}
 	primaries := 0
 	for h := range hosts {

@@ -741,6 +741,16 @@ func TestEchoCodesAndTestServerHeaders(t *testing.T) {
 	if got := do(t, c, echo.URL(), request{path: "/?codes=99"}); got.code != 400 || !strings.HasPrefix(got.body, "codes error: invalid HTTP response code 99\n") {
 		t.Errorf("?codes=99 = %d %q, want 400 and the error first", got.code, got.body)
 	}
+	// The lab's bounds on what a request may ask for (the real app has none).
+	if got := do(t, c, echo.URL(), request{path: "/?delay=2m"}); got.code != 200 || !strings.HasPrefix(got.body, "error delaying response error: delay 2m0s exceeds the lab's bound of 1m0s\n") {
+		t.Errorf("?delay=2m = %d %q, want the bound named and no wait", got.code, got.body)
+	}
+	if got := do(t, c, echo.URL(), request{path: "/?codes=" + strings.Repeat("200,", maxEchoCodes) + "200"}); got.code != 400 || !strings.Contains(got.body, "the lab reads at most 100") {
+		t.Errorf("%d codes = %d %q, want 400 naming the bound", maxEchoCodes+1, got.code, got.body[:min(len(got.body), 80)])
+	}
+	if got := do(t, c, echo.URL(), request{path: "/?headers=" + strings.Repeat("a:b,", maxEchoHeaders) + "a:b"}); !strings.Contains(got.body, "the lab sets at most 32") {
+		t.Errorf("%d headers = %d %q, want the bound named", maxEchoHeaders+1, got.code, got.body[:min(len(got.body), 80)])
+	}
 	ts := start(t, Spec{Kind: KindTestServer, Pod: "t"})
 	for hdr, want := range map[string]int{"418": 418, "nope": 500} {
 		if got := do(t, c, ts.URL(), request{path: "/", hdr: map[string]string{"x-set-response-code": hdr}}); got.code != want {
