@@ -105,6 +105,9 @@ type Destination struct {
 	Port               int32
 	Workload, App      string
 	Version, Cluster   string
+	// Subset is the route's subset (a DestinationRule subset, like v1),
+	// "" when the route names none: it is part of Envoy's cluster name.
+	Subset string
 }
 
 // Sidecar is one pod's proxy. Its methods are safe for concurrent use.
@@ -301,7 +304,7 @@ func (s *Sidecar) upstreamFailed(w http.ResponseWriter, r *http.Request, err err
 func (s *Sidecar) Outbound(e envoylog.Entry, d Destination) {
 	e.Mesh = s.spec.Mesh
 	if s.spec.Flavor == Istio && e.UpstreamCluster == "" && d.Service != "" {
-		e.UpstreamCluster = "outbound|" + strconv.Itoa(int(d.Port)) + "||" + d.Service + "." + d.Namespace + ".svc.cluster.local"
+		e.UpstreamCluster = "outbound|" + strconv.Itoa(int(d.Port)) + "|" + d.Subset + "|" + d.Service + "." + d.Namespace + ".svc.cluster.local"
 		e.Route = "default"
 	}
 	if s.spec.Flavor == Kuma {

@@ -246,8 +246,8 @@ func TestOutboundIsRecordedInTheSameLogAndMetrics(t *testing.T) {
 		Upstream: 2 * time.Millisecond, UserAgent: "Java/11.0.11", RequestID: "84961386-6d84-429d-98bd-c5aee93b5c88",
 		Authority: "callme-service:8080", UpstreamHost: "127.0.0.1:41000", UpstreamLocal: "127.0.0.1:52000",
 		DownstreamLocal: "127.0.0.1:43000", DownstreamRemote: "127.0.0.1:44000"},
-		Destination{Service: "callme-service", Namespace: "default", Port: 8080, Workload: "callme-service-v1", App: "callme-service", Version: "v1", Cluster: "c1"})
-	want := `[2021-07-12T10:15:30.123Z] "GET /callme/ping HTTP/1.1" 200 - via_upstream - "-" 0 21 3 2 "-" "Java/11.0.11" "84961386-6d84-429d-98bd-c5aee93b5c88" "callme-service:8080" "127.0.0.1:41000" outbound|8080||callme-service.default.svc.cluster.local 127.0.0.1:52000 127.0.0.1:43000 127.0.0.1:44000 - default`
+		Destination{Service: "callme-service", Namespace: "default", Port: 8080, Workload: "callme-service-v1", App: "callme-service", Version: "v1", Cluster: "c1", Subset: "v1"})
+	want := `[2021-07-12T10:15:30.123Z] "GET /callme/ping HTTP/1.1" 200 - via_upstream - "-" 0 21 3 2 "-" "Java/11.0.11" "84961386-6d84-429d-98bd-c5aee93b5c88" "callme-service:8080" "127.0.0.1:41000" outbound|8080|v1|callme-service.default.svc.cluster.local 127.0.0.1:52000 127.0.0.1:43000 127.0.0.1:44000 - default`
 	if got := strings.SplitN(strings.TrimSpace(readFile(t, p.logFile)), " ", 4)[3]; got != want {
 		t.Fatalf("outbound line\n got %s\nwant %s", got, want)
 	}
