@@ -97,7 +97,11 @@ func (d *Daemon) proxying(e *topology.Entry, sc *podSidecar, elog *entryLog) mes
 		px.AccessLog = func(a meshsim.Access) { sc.sc.Outbound(a.Entry, d.destination(e, a.Backend)) }
 	case elog != nil:
 		px.AccessLog = func(a meshsim.Access) {
-			if line, err := envoylog.Format(format, a.Entry); err == nil {
+			rec := a.Entry
+			if a.Backend.Pod != "" {
+				rec = sidecar.OutboundEntry(format, rec, d.destination(e, a.Backend))
+			}
+			if line, err := envoylog.Format(format, rec); err == nil {
 				elog.Raw(line)
 			}
 		}

@@ -302,18 +302,33 @@ func (s *Sidecar) upstreamFailed(w http.ResponseWriter, r *http.Request, err err
 // app calls through) proxied: its access-log line, and Istio's
 // reporter="source" count.
 func (s *Sidecar) Outbound(e envoylog.Entry, d Destination) {
+	e = OutboundEntry(s.spec.Flavor, e, d)
 	e.Mesh = s.spec.Mesh
-	if s.spec.Flavor == Istio && e.UpstreamCluster == "" && d.Service != "" {
-		e.UpstreamCluster = "outbound|" + strconv.Itoa(int(d.Port)) + "|" + d.Subset + "|" + d.Service + "." + d.Namespace + ".svc.cluster.local"
-		e.Route = "default"
-	}
 	if s.spec.Flavor == Kuma {
 		e.SourceService = kumaService(s.spec.Service, s.spec.Namespace, s.spec.ServicePort)
-		e.DestService = kumaService(d.Service, d.Namespace, d.Port)
-		e.SourceAddress, _, _ = net.SplitHostPort(e.DownstreamRemote)
 	}
 	s.write(e)
 	s.metrics.outbound(s.spec, d, e)
+}
+
+// OutboundEntry fills in what the flavor's proxy writes about the
+// destination of an outbound request: Istio's upstream cluster and route,
+// Kuma's destination service and source address. Gateways write it too.
+func OutboundEntry(flavor string, e envoylog.Entry, d Destination) envoylog.Entry {
+	switch flavor {
+	case Istio:
+		if e.UpstreamCluster == "" && d.Service != "" {
+			e.UpstreamCluster = "outbound|" + strconv.Itoa(int(d.Port)) + "|" + d.Subset + "|" + d.Service + "." + d.Namespace + ".svc.cluster.local"
+			e.Route = "default"
+		}
+	case Kuma:
+		if e.Mesh == "" {
+			e.Mesh = "default"
+		}
+		e.DestService = kumaService(d.Service, d.Namespace, d.Port)
+		e.SourceAddress, _, _ = net.SplitHostPort(e.DownstreamRemote)
+	}
+	return e
 }
 
 func (s *Sidecar) write(e envoylog.Entry) {

@@ -270,3 +270,22 @@ func TestNewRejects(t *testing.T) {
 		}
 	}
 }
+
+// A Kuma sidecar's outbound line names both services by their
+// kuma.io/service tags and counts the call in the destination's cluster.
+func TestKumaOutbound(t *testing.T) {
+	testutil.NoLeaks(t)
+	p := startPod(t, Kuma, apps.Spec{Kind: apps.KindTestServer, Pod: "client-1"})
+	start, _ := time.Parse(envoylog.TimeLayout, "2024-01-12T10:00:00.123Z")
+	p.sc.Outbound(envoylog.Entry{Start: start, Method: "GET", Path: "/", Protocol: "HTTP/1.1", Code: 200, Flags: envoylog.FlagNone,
+		BytesOut: 210, Duration: 2 * time.Millisecond, Upstream: time.Millisecond, UserAgent: "curl/8.5.0", RequestID: "r-1",
+		Authority: "test-server:80", UpstreamHost: "127.0.0.1:41000", DownstreamRemote: "127.0.0.1:44000"},
+		Destination{Service: "test-server", Namespace: "kuma-demo", Port: 80, Version: "v2", Cluster: "c2"})
+	want := `[2024-01-12T10:00:00.123Z] default "GET / HTTP/1.1" 200 - 0 210 2 1 "-" "curl/8.5.0" "-" "r-1" "test-server:80" "callme-service_default_svc_8080" "test-server_kuma-demo_svc_80" "127.0.0.1" "127.0.0.1:41000"`
+	if got := strings.SplitN(strings.TrimSpace(readFile(t, p.logFile)), " ", 4)[3]; got != want {
+		t.Fatalf("outbound line\n got %s\nwant %s", got, want)
+	}
+	if n := sum(scrape(t, client(t), p.sc), "envoy_cluster_upstream_rq_total", map[string]string{"envoy_cluster_name": "test-server_kuma-demo_svc_80"}); n != 1 {
+		t.Errorf("outbound cluster count %v, want 1", n)
+	}
+}
