@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,8 +20,10 @@ import (
 	"github.com/mesh-verify/mesh-verify/lab/labtest"
 )
 
-// threeClusterTopology: callme pods in c1, c2 and c3 (1/1/2) behind a
-// gateway in c1 that balances per pod, per request.
+// threeClusterTopology: callme pods in c1, c2 and c3 (1/1/2), each with
+// an Istio sidecar, behind a gateway in c1 that balances per pod, per
+// request. callme logs no request id (docs/real-apps.md); its sidecar's
+// access log does, as on a real mesh.
 const threeClusterTopology = `apiVersion: lab.mesh-verify.io/v1alpha1
 kind: Topology
 metadata:
@@ -33,6 +36,7 @@ apps:
     service: callme-service
     version: v1
     replicas: {c1: 1, c2: 1, c3: 2}
+    sidecar: istio
 services:
   - name: callme-service
     port: 8080
@@ -62,16 +66,18 @@ attack:
 observe:
   - name: callme
     selector: app=callme-service
+    container: istio-proxy
     logs:
-      match: "I'm callme-service \\S+ request-id=(?P<request_id>\\S+)"
+      match: '"GET /callme/ping HTTP/1\.1" 200 .* "(?P<request_id>[^"]+)" "[^"]+" "[^"]+" inbound\|'
+
 expect:
   - name: equal per pod, from the pods' logs
     split: {by: cluster, model: equal-per-pod}
   - reached: {by: cluster, buckets: [c1, c2, c3]}
 `
 
-// Pod logs from three clusters, joined to the attack by request id through
-// the lab's real kube-apiservers, while c2's log streams are cut mid-run
+// Sidecar logs from three clusters, joined to the attack by request id
+// through the lab's real kube-apiservers, while c2's log streams are cut mid-run
 // (its kwok controller, which serves the kubelet API, is killed and
 // restarted): the counts in the report must equal, per cluster, the
 // requests of the run the apps wrote to their log files.
@@ -153,14 +159,19 @@ func TestLogAttributionAcrossThreeClustersSurvivesACut(t *testing.T) {
 	t.Logf("served per cluster %v, report %v, c2 reconnects %d", served, logs, reconnects)
 }
 
-// waitLogged waits until an app in cluster has logged a request of some
-// run (this lab serves one run at a time).
+// runRequestLine is a sidecar's line of a request of a mesh-verify run.
+var runRequestLine = regexp.MustCompile(`"GET /callme/ping HTTP/1\.1" 200 .*"\d{8}T\d{6}Z-[0-9a-f]+-\d+"`)
+
+// waitLogged waits until a sidecar in cluster has logged a request of
+// some run (this lab serves one run at a time).
 func waitLogged(t *testing.T, labDir, cluster string, limit time.Duration) {
 	t.Helper()
 	for deadline := time.Now().Add(limit); ; time.Sleep(100 * time.Millisecond) {
-		files, _ := filepath.Glob(filepath.Join(labDir, "logs", cluster, "*.log"))
+		files, _ := filepath.Glob(filepath.Join(labDir, "logs", cluster, "*_istio-proxy.log"))
 		for _, f := range files {
-			if b, err := os.ReadFile(f); err == nil && strings.Contains(string(b), "I'm callme-service") && strings.Contains(string(b), "request-id=") {
+			// A line with a run's request id ("<run id>-<seq>"), not one of
+			// the lab's own requests before the run.
+			if b, err := os.ReadFile(f); err == nil && runRequestLine.Match(b) {
 				return
 			}
 		}
@@ -170,11 +181,11 @@ func waitLogged(t *testing.T, labDir, cluster string, limit time.Duration) {
 	}
 }
 
-// runLinesPerCluster counts, in the apps' own log files, the lines of run
+// runLinesPerCluster counts, in the sidecars' log files, the lines of run
 // runID: the ground truth of who served what.
 func runLinesPerCluster(t *testing.T, labDir, runID string) map[string]int64 {
 	t.Helper()
-	files, _ := filepath.Glob(filepath.Join(labDir, "logs", "*", "*.log"))
+	files, _ := filepath.Glob(filepath.Join(labDir, "logs", "*", "*_istio-proxy.log"))
 	out := map[string]int64{}
 	for _, f := range files {
 		cluster := filepath.Base(filepath.Dir(f))
@@ -184,7 +195,7 @@ func runLinesPerCluster(t *testing.T, labDir, runID string) map[string]int64 {
 		}
 		sc := bufio.NewScanner(fh)
 		for sc.Scan() {
-			if strings.Contains(sc.Text(), "I'm callme-service") && strings.Contains(sc.Text(), "request-id="+runID+"-") {
+			if strings.Contains(sc.Text(), `"GET /callme/ping HTTP/1.1" 200 `) && strings.Contains(sc.Text(), `"`+runID+"-") {
 				out[cluster]++
 			}
 		}

@@ -3,6 +3,7 @@ package kube
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -78,6 +79,84 @@ func podProxyPath(namespace, pod, port, path string) string {
 // IPs (10.0.0.x) and no network.
 const KwokNodeAnnotation = "kwok.x-k8s.io/node"
 
+// Ways to reach a pod's metrics port (scenario metrics.via).
+const (
+	// ViaProxy GETs the metrics through the API server's pod proxy
+	// (RBAC: get pods/proxy). The API server connects to the pod IP
+	// itself, so it needs a route to the pod network, and it refuses a pod
+	// IP that is not global unicast (loopback, link-local).
+	ViaProxy = "proxy"
+	// ViaPortForward GETs them through a port-forward to the pod, as
+	// `kubectl port-forward` does (RBAC: create pods/portforward): the
+	// kubelet connects inside the pod, so no route from the API server to
+	// the pod network is needed. The lab's pods are reachable this way only.
+	ViaPortForward = "portForward"
+)
+
+// Vias lists the ways to reach a pod's metrics.
+func Vias() []string { return []string{ViaProxy, ViaPortForward} }
+
+// maxScrapeBody bounds one scrape through a port-forward: Envoy's full
+// stats are a few MB.
+const maxScrapeBody = 64 << 20
+
+// ScrapeVia reads a pod's Prometheus endpoint through the API server's pod
+// proxy (ViaProxy, or "") or a port-forward (ViaPortForward). port is a
+// container port number or name; path defaults to /metrics.
+func ScrapeVia(ctx context.Context, c *Cluster, via, namespace, pod, port, path string) (*Metrics, error) {
+	switch via {
+	case "", ViaProxy:
+		return Scrape(ctx, c, namespace, pod, port, path)
+	case ViaPortForward:
+		return scrapeForward(ctx, c, namespace, pod, port, path)
+	}
+	return nil, fmt.Errorf("scrape pod %s/%s: unknown way %q (known: %s)", namespace, pod, via, strings.Join(Vias(), ", "))
+}
+
+// scrapeForward GETs the metrics through a port-forward to the pod's port:
+// one streaming connection for this scrape, closed after it.
+func scrapeForward(ctx context.Context, c *Cluster, namespace, pod, port, path string) (*Metrics, error) {
+	if path == "" {
+		path = "/metrics"
+	}
+	if !strings.HasPrefix(path, "/") {
+		path = "/" + path
+	}
+	what := fmt.Sprintf("scrape pod %s/%s port %s through a port-forward (GET %s)", namespace, pod, port, path)
+	tun, err := OpenTunnel(ctx, c, TunnelSpec{Namespace: namespace, Resource: "pod/" + pod, Port: port})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	defer tun.Close()
+	tr := &http.Transport{Proxy: nil, DialContext: tun.DialContext, DisableKeepAlives: true, DisableCompression: true}
+	defer tr.CloseIdleConnections()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+pod+path, nil)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	req.Header.Set("Accept", scrapeAccept)
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s: status %d", what, resp.StatusCode)
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxScrapeBody+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: read: %w", what, err)
+	}
+	if len(body) > maxScrapeBody {
+		return nil, fmt.Errorf("%s: more than %d bytes of metrics", what, maxScrapeBody)
+	}
+	samples, err := ParseMetrics(bytes.NewReader(body), expfmt.ResponseFormat(resp.Header))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return &Metrics{Cluster: c.Name, Namespace: namespace, Pod: pod, Time: time.Now().UTC(), Samples: samples}, nil
+}
+
 // Scrape reads a pod's Prometheus endpoint through the API server's pod
 // proxy (GET /api/v1/namespaces/NS/pods/NAME:PORT/proxy/PATH), so no
 // network path to the pod is needed beyond the API server's own. port is
@@ -113,8 +192,8 @@ func checkScrapable(ctx context.Context, c *Cluster, namespace, pod string) erro
 		return c.wrap(fmt.Sprintf("get node %s of pod %s/%s (to check it is not a kwok simulated node before scraping)", p.Spec.NodeName, namespace, pod), err)
 	}
 	if _, ok := n.Annotations[KwokNodeAnnotation]; ok {
-		return fmt.Errorf("pod %s/%s in cluster %s runs on a kwok simulated node %s (annotation %s): it has no network to scrape",
-			namespace, pod, c.Name, n.Name, KwokNodeAnnotation)
+		return fmt.Errorf("pod %s/%s in cluster %s runs on a kwok simulated node %s (annotation %s): it has no network the API server's pod proxy can reach; scrape it through a port-forward (metrics.via: %s)",
+			namespace, pod, c.Name, n.Name, KwokNodeAnnotation, ViaPortForward)
 	}
 	return nil
 }
@@ -128,7 +207,7 @@ func scrapePath(ctx context.Context, c *Cluster, abs string) ([]Sample, error) {
 	body, err := c.Client.CoreV1().RESTClient().Get().AbsPath(abs).SetHeader("Accept", scrapeAccept).
 		Do(ctx).ContentType(&contentType).StatusCode(&code).Raw()
 	if err != nil {
-		return nil, err
+		return nil, proxyError(err, code, body)
 	}
 	if code != http.StatusOK {
 		return nil, fmt.Errorf("status %d", code)
@@ -136,6 +215,28 @@ func scrapePath(ctx context.Context, c *Cluster, abs string) ([]Sample, error) {
 	h := http.Header{}
 	h.Set("Content-Type", contentType)
 	return ParseMetrics(bytes.NewReader(body), expfmt.ResponseFormat(h))
+}
+
+// maxErrorBody bounds how much of an error answer goes into a message.
+const maxErrorBody = 200
+
+// proxyError says what the API server's proxy answered: client-go, asked
+// for Prometheus text, does not decode the Status the API server sends
+// with a refusal ("the server rejected our request for an unknown
+// reason"), so its message (e.g. "address not allowed" for a pod IP the
+// proxy refuses) is read here.
+func proxyError(err error, code int, body []byte) error {
+	if code < 400 || len(body) == 0 {
+		return err
+	}
+	var st metav1.Status
+	if json.Unmarshal(body, &st) == nil && st.Kind == "Status" && st.Message != "" {
+		return fmt.Errorf("%w: %s %d: %s", err, st.Reason, code, st.Message)
+	}
+	if len(body) > maxErrorBody {
+		body = body[:maxErrorBody]
+	}
+	return fmt.Errorf("%w: status %d: %q", err, code, body)
 }
 
 // ParseMetrics decodes Prometheus text, OpenMetrics or delimited protobuf

@@ -385,7 +385,7 @@ func TestScrapeThroughPodProxy(t *testing.T) {
 	}
 
 	for _, tc := range []struct{ pod, want string }{
-		{"sim-1", "pod demo/sim-1 in cluster c1 runs on a kwok simulated node kwok-node (annotation kwok.x-k8s.io/node): it has no network to scrape"},
+		{"sim-1", "pod demo/sim-1 in cluster c1 runs on a kwok simulated node kwok-node (annotation kwok.x-k8s.io/node): it has no network the API server's pod proxy can reach; scrape it through a port-forward (metrics.via: portForward)"},
 		{"pending", "pod demo/pending in cluster c1 is not scheduled on a node"},
 	} {
 		_, err := Scrape(ctx, c, "demo", tc.pod, "8080", "/metrics")

@@ -198,6 +198,9 @@ func (r *StatusReport) Print(w io.Writer) {
 			} else if p.Sidecar != "" {
 				serves += " + sidecar " + p.Sidecar + " (" + policy + ")"
 			}
+			if p.SidecarContainer != "" {
+				serves += " + " + p.SidecarContainer + " (metrics -> " + p.SidecarMetrics + ")"
+			}
 			state := "serving"
 			switch {
 			case p.Error != "":

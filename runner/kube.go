@@ -338,7 +338,7 @@ func (kp *kubePath) scrapeAll(ctx context.Context) ([]*kube.Metrics, error) {
 			continue
 		}
 		for _, p := range kp.observedPods(w) {
-			m, err := kube.Scrape(ctx, kp.clusters[p.Cluster], p.Namespace, p.Name, w.Metrics.Port, w.Metrics.Path)
+			m, err := kube.ScrapeVia(ctx, kp.clusters[p.Cluster], w.Metrics.Via, p.Namespace, p.Name, w.Metrics.Port, w.Metrics.Path)
 			if err != nil {
 				errs = append(errs, err)
 				continue

@@ -15,6 +15,13 @@ const (
 	DefaultLogSettle    = 3 * time.Second
 	DefaultLogSkew      = 2 * time.Second
 	DefaultMetricsPath  = "/metrics"
+	DefaultMetricsVia   = MetricsViaProxy
+)
+
+// Ways metrics.via reaches a pod's metrics port (kube.ViaProxy, kube.ViaPortForward).
+const (
+	MetricsViaProxy       = "proxy"
+	MetricsViaPortForward = "portForward"
 )
 
 // Attribution sources an expectation may count requests from.
@@ -111,6 +118,9 @@ func (s *Scenario) applyObserveDefaults() {
 		}
 		if m := w.Metrics; m != nil && m.Path == "" {
 			m.Path = DefaultMetricsPath
+		}
+		if m := w.Metrics; m != nil && m.Via == "" {
+			m.Via = DefaultMetricsVia
 		}
 	}
 	source := s.DefaultSource()
@@ -267,6 +277,9 @@ func checkMetricsSource(c *checker, p string, m *MetricsSource) {
 	}
 	if !strings.HasPrefix(m.Path, "/") {
 		c.add(p+".path", "want a path starting with /, like /metrics or /actuator/prometheus, got %q", m.Path)
+	}
+	if m.Via != MetricsViaProxy && m.Via != MetricsViaPortForward {
+		c.add(p+".via", "want %s (the API server's pod proxy) or %s (a port-forward to the pod), got %q", MetricsViaProxy, MetricsViaPortForward, m.Via)
 	}
 	switch {
 	case m.Counter == "":

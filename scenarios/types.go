@@ -207,8 +207,8 @@ type LogSource struct {
 }
 
 // MetricsSource attributes requests by the delta of a per-pod Prometheus
-// counter, scraped through the API server's pod proxy before and after the
-// attack.
+// counter, scraped before and after the attack through the API server's
+// pod proxy or a port-forward (Via).
 type MetricsSource struct {
 	// Port is the pod's metrics port: a number or a named container port.
 	Port string `yaml:"port"`
@@ -219,6 +219,11 @@ type MetricsSource struct {
 	Counter string `yaml:"counter"`
 	// Labels keep only the series whose labels equal these values.
 	Labels map[string]string `yaml:"labels"`
+	// Via is how the metrics port is reached: proxy (default; the API
+	// server's pod proxy, RBAC get pods/proxy, needs a route from the API
+	// server to the pod network) or portForward (RBAC create
+	// pods/portforward, as kubectl port-forward).
+	Via string `yaml:"via"`
 }
 
 // Split expects the share of requests per bucket to follow a model.

@@ -1,112 +1,191 @@
 // Package apps runs the tutorial applications of the local lab: one real
-// HTTP server on a loopback port per simulated pod, answering like the apps
-// of the multi-cluster tutorials (callme-service, caller-service, the Skupper
-// sample-spring-kotlin-microservice, Istio's echo app) and appending one
-// CRI-format line per request to the pod's log file, which kwok's
-// ClusterLogs serves to `kubectl logs`. A user's
-// `kubectl logs … | grep "I'm callme-service v2"` therefore counts exactly
-// what it would count against the real tutorial.
+// HTTP server on a loopback port per simulated pod, answering and logging
+// byte for byte as the real apps do (docs/real-apps.md): callme-service and
+// caller-service (Spring Boot 2.5), the Skupper tutorial's
+// sample-spring-kotlin-microservice (Spring Boot 3.1), Istio's echo and
+// helloworld apps, Kuma's test-server and Cilium's rebel-base (nginx
+// 1.15.8). Each writes its own log lines, and only those, as CRI records
+// to the pod's log file, which kwok's Logs objects serve to `kubectl logs`.
+// No app logs a request id unless the real one does (only Istio's echo
+// app, which logs the request headers).
 package apps
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/mesh-verify/mesh-verify/lab/crilog"
+	"github.com/mesh-verify/mesh-verify/lab/internal/gate"
 	"github.com/mesh-verify/mesh-verify/lab/loopback"
 )
 
 // App kinds.
 const (
-	// KindCallme answers "I'm callme-service v1" on /callme/ping.
+	// KindCallme is piomin/sample-istio-services' callme-service: GET
+	// /callme/ping answers "I'm callme-service v1".
 	KindCallme = "callme"
-	// KindCaller answers "I'm caller-service v1. Calling... " followed by
-	// the answer of its callee's /callme/ping, on /caller/ping.
+	// KindCaller is its caller-service: GET /caller/ping calls
+	// http://callme-service:8080/callme/ping (through its sidecar) and
+	// answers "I'm caller-service v1. Calling... " and the callee's answer.
 	KindCaller = "caller"
-	// KindPersons is the Skupper tutorial's sample-spring-kotlin-microservice:
-	// GET /persons, /persons/{id}, /persons/ages/{age} answer JSON.
+	// KindPersons is the Skupper tutorial's sample-spring-kotlin-microservice
+	// (branch delayed): GET /persons, /persons/{id}, /persons/ages/{age}.
 	KindPersons = "persons"
-	// KindEcho is Istio's echo test app: any path answers key=value lines
-	// (ServiceVersion=, ServicePort=, Host=, Cluster=, RequestHeader=, Hostname=).
+	// KindEcho is Istio's echo test app: Key=value lines.
 	KindEcho = "echo"
+	// KindHelloworld is Istio's helloworld sample: GET /hello.
+	KindHelloworld = "helloworld"
+	// KindTestServer is Kuma's test-server (`test-server echo`): JSON
+	// naming its instance.
+	KindTestServer = "test-server"
+	// KindRebelBase is Cilium's rebel-base: nginx 1.15.8 serving a JSON
+	// file naming its cluster.
+	KindRebelBase = "rebel-base"
 )
 
-// Timeouts that keep a stuck peer from pinning a goroutine forever.
+// Kinds lists the app kinds.
+func Kinds() []string {
+	return []string{KindCallme, KindCaller, KindPersons, KindEcho, KindHelloworld, KindTestServer, KindRebelBase}
+}
+
+// Echo variants (Spec.Variant for KindEcho).
+const (
+	// EchoCurrent is Istio 1.19 and later: Cluster=, IstioVersion= and
+	// Namespace= lines only when set.
+	EchoCurrent = ""
+	// Echo118 is Istio 1.18 and earlier: Cluster=, IstioVersion= and Alpn=
+	// always, empty when unset (what users see when the echo app was
+	// started without --cluster), and no Namespace= line.
+	Echo118 = "1.18"
+)
+
+// KubeletVersion is the Kubernetes minor version the lab's kubelet probes
+// announce (kube-probe/1.36): the lab runs Kubernetes v1.36 (tools/lab/NOTES.md).
+const KubeletVersion = "1.36"
+
+// Limits that keep a stuck peer or a hostile request from pinning a
+// goroutine or memory.
 const (
 	readHeaderTimeout = 10 * time.Second
 	calleeTimeout     = 30 * time.Second
 	maxCalleeBody     = 64 << 10
+	// maxRequestDelay bounds the delays a request may ask for (Istio
+	// echo's ?delay=, Kuma test-server's x-set-response-delay-ms); the
+	// real apps have no bound, but a lab app must not hold a connection
+	// for hours.
+	maxRequestDelay = time.Minute
+	maxDelay        = 10 * time.Second // Spec.Delay
 )
+
+// Probe is a kubelet HTTP probe the pod's manifest declares: GET Path
+// every Period, answered and logged by the app like any request.
+type Probe struct {
+	Name   string // liveness, readiness
+	Path   string
+	Period time.Duration
+}
 
 // Spec describes one simulated pod's application.
 type Spec struct {
-	// Kind is one of KindCallme, KindCaller, KindPersons, KindEcho.
+	// Kind is one of Kinds().
 	Kind string
-	// Service is the app's name in its answers; defaults per kind
-	// ("callme-service", "caller-service", "sample-spring-kotlin-microservice", "echo").
+	// Service is the app's name where it says it (the tutorial apps'
+	// answers); defaults per kind.
 	Service string
 	// Version, e.g. "v1"; defaults to "v1".
 	Version string
-	// Pod is the pod name (Istio echo's Hostname=); defaults to Service.
+	// Pod is the pod name: the hostname the app sees (echo's Hostname=,
+	// helloworld's and test-server's instance); defaults to Service.
 	Pod string
-	// Cluster and Namespace are reported by the echo app and the startup line.
+	// Cluster and Namespace are where the pod runs.
 	Cluster   string
 	Namespace string
+	// ClusterName is what the app says its cluster is: Istio echo's
+	// --cluster (empty: no Cluster= line, or an empty one in Echo118),
+	// rebel-base's "Cluster" value (required for that kind).
+	ClusterName string
+	// Variant selects a release of the real app where formats changed
+	// (KindEcho: EchoCurrent or Echo118).
+	Variant string
+	// Port is the container port the app listens on in its pod: it shows
+	// in Tomcat's thread names, echo's ServicePort= and startup lines.
+	// Defaults per kind (8080; helloworld 5000; test-server 80; rebel-base 80).
+	Port int32
 	// LogFile is the CRI-format log file this pod's `kubectl logs` serves.
 	// Empty means no log (for uses outside the lab).
 	LogFile string
-	// Callee is the base URL the caller calls, usually the mesh simulator
+	// Callee is the base URL the caller calls, usually the data plane
 	// playing the caller's sidecar. A URL without a path gets
 	// "/callme/ping", the tutorial's call.
 	Callee string
-	// CalleeHost, when set, is the Host header of the caller's call (e.g.
-	// "callme-service:8080"): the real app addresses its callee by Service
-	// name, and that is the authority a sidecar sees and mirrors with a
-	// "-shadow" suffix.
+	// CalleeHost is the Host header of the caller's call; default
+	// "callme-service:8080", the address the real app calls.
 	CalleeHost string
-	// Delay is an optional service time added to every answer.
+	// Delay is an extra service time added to every answer (0..10s), on
+	// top of what the real app takes (the persons app's own random delay,
+	// helloworld's CPU loop).
 	Delay time.Duration
+	// Seed seeds the app's randomness (the persons app's data and delays,
+	// echo's ?codes=): the same seed replays the same answers.
+	Seed uint64
+	// Probes are the kubelet probes the pod receives; nil means the kind's
+	// manifest's probes (rebel-base: liveness every 1s, readiness every
+	// 10s, both GET /), an empty non-nil slice none.
+	Probes []Probe
+	// Clock returns the time the app writes in its log lines; nil means
+	// time.Now. Tests fix it to compare whole lines.
+	Clock func() time.Time
+}
+
+// kind is what one app kind does.
+type kind interface {
+	// start writes the app's startup lines.
+	start(s *Server) error
+	serve(s *Server, w http.ResponseWriter, r *http.Request)
 }
 
 // Server is one running app.
 type Server struct {
-	spec      Spec
-	ln        net.Listener
-	srv       *http.Server
-	log       *CRILog // nil when Spec.LogFile is empty
-	callee    *url.URL
-	transport *http.Transport // caller only
-	people    []person        // persons only; never mutated
+	spec   Spec
+	kind   kind
+	ln     net.Listener
+	srv    *http.Server
+	log    *crilog.Log // nil when Spec.LogFile is empty
+	start  time.Time
+	client *http.Client // caller's calls and kubelet probes
+
+	rngMu sync.Mutex
+	rng   *rand.Rand
 
 	hits     atomic.Int64
 	logErrs  atomic.Int64
-	notReady atomic.Bool  // zero value means ready, as a fresh pod that passed its probe
-	findSeq  atomic.Int64 // the persons app numbers its calls in its log lines
+	notReady atomic.Bool // zero value means ready, as a fresh pod that passed its probe
 
 	// gate keeps handlers from starting once Close began, so Close can wait
 	// for every handler (and its log write) before closing the log file.
-	gateMu   sync.Mutex
-	closing  bool
-	inflight sync.WaitGroup
-	active   atomic.Int64 // handlers running; WaitGroup has no counter to read
+	gate gate.Gate
 
-	cancelBase context.CancelFunc // cancels every request context, aborting Delay and callee calls
+	cancelBase context.CancelFunc // cancels every request context and the probes
 	stopWatch  func() bool        // stops the context.AfterFunc watching Start's ctx
 	served     chan struct{}      // closed when http.Server.Serve returned
+	probes     sync.WaitGroup
 	stopOnce   sync.Once
 	stopErr    error
 }
 
 // Start validates s, listens on addr (a loopback address such as
 // "127.0.0.1:0") and serves until ctx is cancelled or Shutdown/Close is
-// called. The log file gets a startup line before Start returns.
+// called. The app's startup lines are in the log before Start returns.
 func Start(ctx context.Context, s Spec, addr string) (*Server, error) {
 	s, err := s.withDefaults()
 	if err != nil {
@@ -116,18 +195,18 @@ func Start(ctx context.Context, s Spec, addr string) (*Server, error) {
 	if err := checkLoopbackAddr(addr); err != nil {
 		return nil, fmt.Errorf("start %s: %w", what, err)
 	}
-	srv := &Server{spec: s, served: make(chan struct{})}
-	if s.Kind == KindCaller {
-		if srv.callee, err = calleeURL(s.Callee); err != nil {
-			return nil, fmt.Errorf("start %s: %w", what, err)
-		}
-		srv.transport = loopback.Transport(64, 64)
-	}
-	if s.Kind == KindPersons {
-		srv.people = samplePeople()
+	srv := &Server{spec: s, served: make(chan struct{}), rng: rand.New(rand.NewPCG(s.Seed, s.Seed^0x9e3779b97f4a7c15))}
+	srv.start = srv.now()
+	tr := loopback.Transport(64, 64)
+	// Neither Java's HttpURLConnection nor the kubelet's prober asks for
+	// gzip; Go's client would add Accept-Encoding on its own.
+	tr.DisableCompression = true
+	srv.client = &http.Client{Transport: tr, Timeout: calleeTimeout}
+	if srv.kind, err = newKind(srv); err != nil {
+		return nil, fmt.Errorf("start %s: %w", what, err)
 	}
 	if s.LogFile != "" {
-		if srv.log, err = OpenCRILog(s.LogFile); err != nil {
+		if srv.log, err = crilog.Open(s.LogFile); err != nil {
 			return nil, fmt.Errorf("start %s: %w", what, err)
 		}
 	}
@@ -153,12 +232,11 @@ func Start(ctx context.Context, s Spec, addr string) (*Server, error) {
 		ReadHeaderTimeout: readHeaderTimeout,
 		BaseContext:       func(net.Listener) context.Context { return base },
 	}
-	if err := srv.logLine(fmt.Sprintf("Started %s %s pod=%s cluster=%s namespace=%s addr=%s",
-		s.Service, s.Version, s.Pod, s.Cluster, s.Namespace, ln.Addr())); err != nil {
+	if err := srv.kind.start(srv); err != nil {
 		cancel()
 		_ = ln.Close()
 		_ = srv.closeLog()
-		return nil, fmt.Errorf("start %s: %w", what, err)
+		return nil, fmt.Errorf("start %s: write startup lines: %w", what, err)
 	}
 	go func() {
 		defer close(srv.served)
@@ -166,8 +244,32 @@ func Start(ctx context.Context, s Spec, addr string) (*Server, error) {
 		// listener error that Close then reports nothing more about.
 		_ = srv.srv.Serve(ln)
 	}()
+	for _, p := range s.Probes {
+		srv.probes.Add(1)
+		go srv.probe(base, p)
+	}
 	srv.stopWatch = context.AfterFunc(ctx, func() { _ = srv.Close() })
 	return srv, nil
+}
+
+func newKind(s *Server) (kind, error) {
+	switch s.spec.Kind {
+	case KindCallme:
+		return newCallme(s), nil
+	case KindCaller:
+		return newCaller(s)
+	case KindPersons:
+		return newPersons(s), nil
+	case KindEcho:
+		return &echo{}, nil
+	case KindHelloworld:
+		return &helloworld{}, nil
+	case KindTestServer:
+		return testServer{}, nil
+	case KindRebelBase:
+		return newRebelBase(s), nil
+	}
+	return nil, fmt.Errorf("unknown kind %q", s.spec.Kind)
 }
 
 // Addr is the listening address, e.g. "127.0.0.1:40123".
@@ -179,9 +281,9 @@ func (s *Server) URL() string { return "http://" + s.Addr() }
 // Spec is the app's spec with defaults filled in.
 func (s *Server) Spec() Spec { return s.spec }
 
-// Hits counts the requests the app answered in its own words; each one
-// appended exactly one log line. Not-ready 503s, 404s and health checks
-// are not hits.
+// Hits counts the requests the app's own code handled (the controller
+// method ran, the file was served): what the real app would count. Not-ready
+// 503s, 404s and health checks are not hits.
 func (s *Server) Hits() int64 { return s.hits.Load() }
 
 // LogErrors counts log lines that could not be written (disk full, file
@@ -189,9 +291,9 @@ func (s *Server) Hits() int64 { return s.hits.Load() }
 // so this does too, and tests check this counter instead.
 func (s *Server) LogErrors() int64 { return s.logErrs.Load() }
 
-// SetReady(false) makes the app answer 503 to everything but its health
-// check's own 503, like a pod failing its readiness probe that still gets
-// traffic — the failover tests' broken pod. SetReady(true) restores it.
+// SetReady(false) makes the app answer 503 to everything, like a pod
+// failing its readiness probe that still gets traffic — the failover tests'
+// broken pod. SetReady(true) restores it.
 func (s *Server) SetReady(ready bool) { s.notReady.Store(!ready) }
 
 // Ready reports the state SetReady last set (true initially).
@@ -224,20 +326,16 @@ func (s *Server) Close() error {
 	return s.stopErr
 }
 
-// finish force-closes the http.Server, cancels request contexts, waits for
-// every handler and the serve goroutine, then releases connections and the
-// log file.
+// finish force-closes the http.Server, cancels request contexts and
+// probes, waits for every handler, probe and the serve goroutine, then
+// releases connections and the log file.
 func (s *Server) finish() error {
 	_ = s.srv.Close()
 	s.cancelBase()
-	s.gateMu.Lock()
-	s.closing = true
-	s.gateMu.Unlock()
-	s.inflight.Wait()
+	s.gate.Close()
+	s.probes.Wait()
 	<-s.served
-	if s.transport != nil {
-		s.transport.CloseIdleConnections()
-	}
+	s.client.CloseIdleConnections()
 	return s.closeLog()
 }
 
@@ -248,48 +346,106 @@ func (s *Server) closeLog() error {
 	return s.log.Close()
 }
 
-// enter admits a handler unless Close began.
-func (s *Server) enter() bool {
-	s.gateMu.Lock()
-	defer s.gateMu.Unlock()
-	if s.closing {
-		return false
+func (s *Server) now() time.Time {
+	if s.spec.Clock != nil {
+		return s.spec.Clock()
 	}
-	s.inflight.Add(1)
-	s.active.Add(1)
-	return true
+	return time.Now()
 }
 
-// leave ends a handler admitted by enter.
-func (s *Server) leave() {
-	s.active.Add(-1)
-	s.inflight.Done()
-}
-
-// logLine appends one line to the pod log, if the pod has one.
-func (s *Server) logLine(msg string) error {
+// write appends one line to the pod log, if the pod has one; a failed
+// write is counted, and the app goes on as a real one does.
+func (s *Server) write(stream, msg string) {
 	if s.log == nil {
-		return nil
+		return
 	}
-	return s.log.Line(msg)
-}
-
-// hit records an answered request: the line is written before the answer
-// so that a client holding its response can already find the line in the
-// log (the log-follow tests compare counts right after the attack).
-func (s *Server) hit(msg string) {
-	s.hits.Add(1)
-	if err := s.logLine(msg); err != nil {
+	if err := s.log.Write(stream, msg); err != nil {
 		s.logErrs.Add(1)
 	}
 }
 
+// startupLine writes a startup line; unlike request lines, a failed one
+// fails Start.
+func (s *Server) startupLine(stream, msg string) error {
+	if s.log == nil {
+		return nil
+	}
+	return s.log.Write(stream, msg)
+}
+
+// randN is a seeded uniform draw in [0, n).
+func (s *Server) randN(n int64) int64 {
+	s.rngMu.Lock()
+	defer s.rngMu.Unlock()
+	return s.rng.Int64N(n)
+}
+
+// sleep waits d or until the request is abandoned; false means abandoned.
+func sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// ServeHTTP admits the request and hands it to the app's kind.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !s.gate.Enter() {
+		http.Error(w, "shutting down", http.StatusServiceUnavailable)
+		return
+	}
+	defer s.gate.Leave()
+	if !s.Ready() {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		return
+	}
+	if !sleep(r.Context(), s.spec.Delay) {
+		return
+	}
+	s.kind.serve(s, w, r)
+}
+
+// probe plays one kubelet probe until ctx ends: GET with the kubelet's
+// headers and no keep-alive, from outside the app, so the app answers and
+// logs it like any request.
+func (s *Server) probe(ctx context.Context, p Probe) {
+	defer s.probes.Done()
+	t := time.NewTicker(p.Period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.URL()+p.Path, nil)
+		if err != nil {
+			return
+		}
+		req.Header.Set("User-Agent", "kube-probe/"+KubeletVersion)
+		req.Header.Set("Accept", "*/*")
+		req.Close = true
+		if resp, err := s.client.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}
+}
+
 func (s Spec) withDefaults() (Spec, error) {
+	port := int32(8080)
 	switch s.Kind {
 	case KindCallme:
 		s.Service = orDefault(s.Service, "callme-service")
 	case KindCaller:
 		s.Service = orDefault(s.Service, "caller-service")
+		s.CalleeHost = orDefault(s.CalleeHost, "callme-service:8080")
 		if s.Callee == "" {
 			return s, fmt.Errorf("start caller app for pod %q: Callee is required", s.Pod)
 		}
@@ -297,14 +453,47 @@ func (s Spec) withDefaults() (Spec, error) {
 		s.Service = orDefault(s.Service, "sample-spring-kotlin-microservice")
 	case KindEcho:
 		s.Service = orDefault(s.Service, "echo")
+		if s.Variant != EchoCurrent && s.Variant != Echo118 {
+			return s, fmt.Errorf("start echo app for pod %q: unknown variant %q (known: %q, %q)", s.Pod, s.Variant, EchoCurrent, Echo118)
+		}
+	case KindHelloworld:
+		s.Service = orDefault(s.Service, "helloworld")
+		port = 5000
+	case KindTestServer:
+		s.Service = orDefault(s.Service, "test-server")
+		port = 80
+	case KindRebelBase:
+		s.Service = orDefault(s.Service, "rebel-base")
+		port = 80
+		if s.ClusterName == "" {
+			return s, fmt.Errorf("start rebel-base app for pod %q: ClusterName is required (the \"Cluster\" value of its ConfigMap, like Cluster-1)", s.Pod)
+		}
+		if s.Probes == nil {
+			s.Probes = []Probe{{"liveness", "/", time.Second}, {"readiness", "/", 10 * time.Second}}
+		}
 	default:
-		return s, fmt.Errorf("start app for pod %q: unknown kind %q (known: %s, %s, %s, %s)",
-			s.Pod, s.Kind, KindCallme, KindCaller, KindPersons, KindEcho)
+		return s, fmt.Errorf("start app for pod %q: unknown kind %q (known: %v)", s.Pod, s.Kind, Kinds())
+	}
+	if s.Variant != "" && s.Kind != KindEcho {
+		return s, fmt.Errorf("start %s app for pod %q: variants exist for kind %s only", s.Kind, s.Pod, KindEcho)
 	}
 	s.Version = orDefault(s.Version, "v1")
 	s.Pod = orDefault(s.Pod, s.Service)
-	if s.Delay < 0 {
-		return s, fmt.Errorf("start %s app for pod %s: negative Delay %v", s.Kind, s.Pod, s.Delay)
+	if s.Port == 0 {
+		s.Port = port
+	}
+	if s.Port < 1 {
+		return s, fmt.Errorf("start %s app for pod %s: container port %d out of range", s.Kind, s.Pod, s.Port)
+	}
+	if s.Delay < 0 || s.Delay > maxDelay {
+		return s, fmt.Errorf("start %s app for pod %s: Delay %v out of range 0..%v", s.Kind, s.Pod, s.Delay, maxDelay)
+	}
+	s.Probes = slices.Clone(s.Probes)
+	for i, p := range s.Probes {
+		if p.Period < 100*time.Millisecond || p.Path == "" || p.Path[0] != '/' {
+			return s, fmt.Errorf("start %s app for pod %s: probe %d (%s): want a path starting with / and a period of at least 100ms, got %q every %v",
+				s.Kind, s.Pod, i, p.Name, p.Path, p.Period)
+		}
 	}
 	return s, nil
 }

@@ -4,283 +4,272 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"sort"
+	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
+
+	"github.com/mesh-verify/mesh-verify/lab/crilog"
 )
 
-// healthPath is Spring Boot's actuator health endpoint, which the lab may
-// probe to tell readiness; it is neither logged nor counted as a hit.
-const healthPath = "/actuator/health"
+// callme is callme-service at 4a0d1b1 (Spring Boot 2.5.2, Java 11):
+// CallmeController logs "Ping: name=callme-service, version=v1" and
+// answers "I'm callme-service v1" (docs/real-apps.md, "callme-service").
+type callme struct{ log *springLog }
 
-// ServeHTTP dispatches to the app's kind.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !s.enter() {
-		http.Error(w, "shutting down", http.StatusServiceUnavailable)
-		return
+func newCallme(s *Server) *callme { return &callme{log: newSpringLog(s, boot25Date)} }
+
+const callmeController = "pl.piomin.services.callme.controller.CallmeController"
+
+func (c *callme) start(s *Server) error {
+	return c.log.startup(bootStartup{mainClass: "pl.piomin.services.callme.CallmeApplication",
+		javaVersion: "11.0.11", tomcat: "9.0.48", path: "/app/classes"})
+}
+
+func (c *callme) serve(s *Server, w http.ResponseWriter, r *http.Request) {
+	c.log.handler(w, r, func(thread string) {
+		switch r.URL.Path {
+		case actuatorHealth:
+			actuatorUp(w)
+		case "/callme/ping":
+			if !c.log.getOnly(w, r, thread) {
+				return
+			}
+			s.hits.Add(1)
+			c.log.line("INFO", thread, callmeController, "Ping: name="+s.spec.Service+", version="+s.spec.Version)
+			writeText(w, "I'm "+s.spec.Service+" "+s.spec.Version)
+		case "/callme/ping-with-random-delay":
+			if !c.log.getOnly(w, r, thread) {
+				return
+			}
+			s.hits.Add(1)
+			d := s.randN(3000)
+			c.log.line("INFO", thread, callmeController, fmt.Sprintf("Ping with random delay: name=%s, version=%s, delay=%d", s.spec.Service, s.spec.Version, d))
+			if sleep(r.Context(), time.Duration(d)*time.Millisecond) {
+				writeText(w, "I'm "+s.spec.Service+" "+s.spec.Version)
+			}
+		default:
+			s.springError(w, r, http.StatusNotFound)
+		}
+	})
+}
+
+// caller is caller-service at 4a0d1b1: it logs "Ping: …", calls
+// http://callme-service:8080/callme/ping with a plain RestTemplate — no
+// inbound header is forwarded — logs "Calling: response=…" and answers
+// "I'm caller-service v1. Calling... " followed by the callee's answer.
+type caller struct {
+	log    *springLog
+	callee *url.URL
+}
+
+const callerController = "pl.piomin.services.caller.controller.CallerController"
+
+func newCaller(s *Server) (*caller, error) {
+	u, err := calleeURL(s.spec.Callee)
+	if err != nil {
+		return nil, err
 	}
-	defer s.leave()
-	if r.URL.Path == healthPath {
-		s.health(w)
-		return
-	}
-	if !s.Ready() {
-		http.Error(w, "not ready", http.StatusServiceUnavailable)
-		return
-	}
-	if s.spec.Delay > 0 {
-		t := time.NewTimer(s.spec.Delay)
-		select {
-		case <-t.C:
-		case <-r.Context().Done():
-			t.Stop()
+	return &caller{log: newSpringLog(s, boot25Date), callee: u}, nil
+}
+
+func (c *caller) start(s *Server) error {
+	return c.log.startup(bootStartup{mainClass: "pl.piomin.services.caller.CallerApplication",
+		javaVersion: "11.0.11", tomcat: "9.0.48", path: "/app/classes"})
+}
+
+func (c *caller) serve(s *Server, w http.ResponseWriter, r *http.Request) {
+	c.log.handler(w, r, func(thread string) {
+		switch r.URL.Path {
+		case actuatorHealth:
+			actuatorUp(w)
+			return
+		case "/caller/ping":
+		default:
+			s.springError(w, r, http.StatusNotFound)
 			return
 		}
-	}
-	switch s.spec.Kind {
-	case KindCallme:
-		s.callme(w, r)
-	case KindCaller:
-		s.caller(w, r)
-	case KindPersons:
-		s.persons(w, r)
-	case KindEcho:
-		s.echo(w, r)
-	}
-}
-
-func (s *Server) health(w http.ResponseWriter) {
-	w.Header().Set("Content-Type", "application/json")
-	if !s.Ready() {
-		w.WriteHeader(http.StatusServiceUnavailable)
-		_, _ = io.WriteString(w, `{"status":"OUT_OF_SERVICE"}`)
-		return
-	}
-	_, _ = io.WriteString(w, `{"status":"UP"}`)
-}
-
-// greeting is the tutorial apps' answer, "I'm callme-service v1".
-func (s *Server) greeting() string {
-	return "I'm " + s.spec.Service + " " + s.spec.Version
-}
-
-// requestTail is appended to every request's log message so log lines can
-// be joined to requests (request id) and to the mesh's routing (the Host a
-// mirror rewrote to "…-shadow").
-func requestTail(r *http.Request) string {
-	rid := r.Header.Get("X-Request-Id")
-	if rid == "" {
-		rid = "-"
-	}
-	return " request-id=" + rid + " host=" + r.Host + " path=" + r.URL.Path
-}
-
-func (s *Server) callme(w http.ResponseWriter, r *http.Request) {
-	switch r.URL.Path {
-	case "/callme/ping", "/callme/ping-with-random-delay":
-	default:
-		springError(w, r, http.StatusNotFound)
-		return
-	}
-	if !getOrHead(w, r) {
-		return
-	}
-	msg := s.greeting()
-	s.hit(msg + requestTail(r))
-	writeText(w, msg)
-}
-
-func (s *Server) caller(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path != "/caller/ping" {
-		springError(w, r, http.StatusNotFound)
-		return
-	}
-	if !getOrHead(w, r) {
-		return
-	}
-	body, status, err := s.call(r)
-	// The caller logs its own greeting and the callee's status, never the
-	// callee's answer: a grep for "I'm callme-service v2" over a cluster's
-	// logs must count the callee's lines only.
-	msg := s.greeting()
-	switch {
-	case err != nil:
-		s.hit(msg + requestTail(r) + " callee-error=" + strconv.Quote(err.Error()))
-		springError(w, r, http.StatusInternalServerError)
-	case status < 200 || status > 299:
-		s.hit(msg + requestTail(r) + " callee-status=" + strconv.Itoa(status))
-		// RestTemplate throws on a non-2xx answer and Spring answers 500.
-		springError(w, r, http.StatusInternalServerError)
-	default:
-		s.hit(msg + requestTail(r) + " callee-status=" + strconv.Itoa(status))
-		writeText(w, msg+". Calling... "+body)
-	}
-}
-
-// call performs the caller's GET of its callee, propagating the request id
-// and trace headers the way Istio asks applications to.
-func (s *Server) call(in *http.Request) (string, int, error) {
-	ctx := in.Context()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.callee.String(), nil)
-	if err != nil {
-		return "", 0, fmt.Errorf("build request to callee %s: %w", s.callee, err)
-	}
-	for name, vals := range in.Header {
-		if propagated(name) {
-			req.Header[name] = append([]string(nil), vals...)
+		if !c.log.getOnly(w, r, thread) {
+			return
 		}
-	}
-	if s.spec.CalleeHost != "" {
-		req.Host = s.spec.CalleeHost
-	}
-	client := &http.Client{Transport: s.transport, Timeout: calleeTimeout}
-	resp, err := client.Do(req)
+		s.hits.Add(1)
+		c.log.line("INFO", thread, callerController, "Ping: name="+s.spec.Service+", version="+s.spec.Version)
+		body, err := c.call(s, r)
+		if err != nil {
+			// RestTemplate threw: Spring answers 500 and Tomcat logs the
+			// exception with its stack trace.
+			c.log.line("ERROR", thread, "org.apache.catalina.core.ContainerBase.[Tomcat].[localhost].[/].[dispatcherServlet]",
+				"Servlet.service() for servlet [dispatcherServlet] in context with path [] threw exception [Request processing failed; nested exception is "+err.Error()+"] with root cause")
+			for _, l := range strings.Split(err.Error()+"\n"+callerStack, "\n") {
+				s.write(crilog.Stdout, l)
+			}
+			s.springError(w, r, http.StatusInternalServerError)
+			return
+		}
+		c.log.line("INFO", thread, callerController, "Calling: response="+body)
+		writeText(w, "I'm "+s.spec.Service+" "+s.spec.Version+". Calling... "+body)
+	})
+}
+
+// callerStack is the tail of the stack trace Tomcat prints when
+// RestTemplate throws in CallerController.ping (Spring Framework 5.3.8).
+const callerStack = "\tat org.springframework.web.client.DefaultResponseErrorHandler.handleError(DefaultResponseErrorHandler.java:184) ~[spring-web-5.3.8.jar:5.3.8]\n" +
+	"\tat org.springframework.web.client.DefaultResponseErrorHandler.handleError(DefaultResponseErrorHandler.java:125) ~[spring-web-5.3.8.jar:5.3.8]\n" +
+	"\tat org.springframework.web.client.RestTemplate.getForObject(RestTemplate.java:335) ~[spring-web-5.3.8.jar:5.3.8]\n" +
+	"\tat pl.piomin.services.caller.controller.CallerController.ping(CallerController.java:31) ~[classes/:na]"
+
+// restError is what RestTemplate throws, as its message reads.
+type restError struct{ msg string }
+
+func (e restError) Error() string { return e.msg }
+
+// call is RestTemplate.getForObject(url, String.class) through
+// HttpURLConnection: its own headers only, nothing of the inbound request.
+func (c *caller) call(s *Server, in *http.Request) (string, error) {
+	const target = "http://callme-service:8080/callme/ping"
+	req, err := http.NewRequestWithContext(in.Context(), http.MethodGet, c.callee.String(), nil)
 	if err != nil {
-		return "", 0, fmt.Errorf("call callee %s: %w", s.callee, err)
+		return "", restError{"org.springframework.web.client.ResourceAccessException: I/O error on GET request for \"" + target + "\": " + err.Error()}
+	}
+	req.Host = s.spec.CalleeHost
+	req.Header.Set("Accept", "text/plain, application/json, application/*+json, */*")
+	req.Header.Set("User-Agent", "Java/11.0.11")
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return "", restError{"org.springframework.web.client.ResourceAccessException: I/O error on GET request for \"" + target +
+			"\": Connection refused (Connection refused); nested exception is java.net.ConnectException: Connection refused (Connection refused)"}
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, maxCalleeBody))
 	if err != nil {
-		return "", resp.StatusCode, fmt.Errorf("read answer of callee %s: %w", s.callee, err)
+		return "", restError{"org.springframework.web.client.ResourceAccessException: I/O error on GET request for \"" + target + "\": " + err.Error()}
 	}
 	// Drain what is left (bounded) so the keep-alive connection is reused.
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxCalleeBody))
-	return string(b), resp.StatusCode, nil
+	if resp.StatusCode >= 400 {
+		return "", restError{httpStatusException(resp.StatusCode, string(b))}
+	}
+	return string(b), nil
 }
 
-// propagated lists the headers Istio's distributed-tracing docs tell apps
-// to copy from the inbound to the outbound request (canonical names).
-func propagated(name string) bool {
-	switch name {
-	case "X-Request-Id", "X-B3-Traceid", "X-B3-Spanid", "X-B3-Parentspanid",
-		"X-B3-Sampled", "X-B3-Flags", "B3", "X-Ot-Span-Context",
-		"Traceparent", "Tracestate":
-		return true
+// httpStatusException is the message of the HttpStatusCodeException
+// Spring 5.3's DefaultResponseErrorHandler throws for a 4xx or 5xx answer.
+func httpStatusException(code int, body string) string {
+	class := "HttpServerErrorException"
+	if code < 500 {
+		class = "HttpClientErrorException"
 	}
-	return false
+	if sub := strings.ReplaceAll(http.StatusText(code), " ", ""); sub != "" && (code == 400 || code == 401 || code == 403 ||
+		code == 404 || code == 405 || code == 409 || code == 429 || code == 500 || code == 502 || code == 503 || code == 504) {
+		class += "$" + sub
+	}
+	if body == "" {
+		body = "no body"
+	}
+	return "org.springframework.web.client." + class + ": " + strconv.Itoa(code) + " " + http.StatusText(code) + ": [" + body + "]"
 }
 
-// person mirrors the sample app's Person data class.
-type person struct {
-	ID     int    `json:"id"`
-	Name   string `json:"name"`
-	Age    int    `json:"age"`
-	Gender string `json:"gender"`
+// persons is sample-spring-kotlin-microservice on branch delayed
+// (Spring Boot 3.1.2): PersonController numbers its calls with one
+// AtomicInteger, logs "(n) findById(id)" before the lookup, then sleeps a
+// uniform [20, 100) ms; its repository holds 1000 persons made up at
+// startup (docs/real-apps.md, "sample-spring-kotlin-microservice").
+type persons struct {
+	log    *springLog
+	people []person
+	seq    atomic.Int64
 }
 
-// samplePeople is the app's repository content, built per server so no
-// package-level slice can be shared and mutated.
-func samplePeople() []person {
-	return []person{
-		{1, "John Smith", 33, "MALE"},
-		{2, "Darren Smith", 18, "MALE"},
-		{3, "Tom Hamilton", 45, "MALE"},
-		{4, "Anna Wiśniewska", 33, "FEMALE"},
-		{5, "Lisa Shaw", 27, "FEMALE"},
-	}
+const personController = "pl.piomin.services.controller.PersonController"
+
+func newPersons(s *Server) *persons {
+	return &persons{log: newSpringLog(s, boot31Date), people: makePeople(s.spec.Seed, 1000)}
 }
 
-func (s *Server) persons(w http.ResponseWriter, r *http.Request) {
-	rest, ok := strings.CutPrefix(r.URL.Path, "/persons")
-	if !ok || (rest != "" && rest[0] != '/') {
-		springError(w, r, http.StatusNotFound)
-		return
-	}
-	if !getOrHead(w, r) {
-		return
-	}
-	rest = strings.TrimPrefix(rest, "/")
-	// The counter advances only when the controller method runs: Spring
-	// rejects an unparsable path variable before calling it.
-	switch {
-	case rest == "":
-		s.hit(fmt.Sprintf("(%d) findAll()", s.findSeq.Add(1)) + requestTail(r))
-		writeJSON(w, s.people)
-	case strings.HasPrefix(rest, "ages/"):
-		age, err := strconv.Atoi(strings.TrimPrefix(rest, "ages/"))
-		if err != nil {
-			springError(w, r, http.StatusBadRequest)
+func (p *persons) start(s *Server) error {
+	return p.log.startup(bootStartup{mainClass: "pl.piomin.services.SampleSpringKotlinMicroserviceApplicationKt",
+		boot3: true, javaVersion: "17.0.8", tomcat: "10.1.11", path: "/app.jar", actuator: 14})
+}
+
+func (p *persons) serve(s *Server, w http.ResponseWriter, r *http.Request) {
+	p.log.handler(w, r, func(thread string) {
+		if r.URL.Path == actuatorHealth {
+			actuatorUp(w)
 			return
 		}
-		s.hit(fmt.Sprintf("(%d) findByAge(%d)", s.findSeq.Add(1), age) + requestTail(r))
-		found := []person{}
-		for _, p := range s.people {
-			if p.Age == age {
-				found = append(found, p)
+		rest, ok := strings.CutPrefix(r.URL.Path, "/persons")
+		if !ok || (rest != "" && rest[0] != '/') {
+			s.springError(w, r, http.StatusNotFound)
+			return
+		}
+		if !p.log.getOnly(w, r, thread) {
+			return
+		}
+		rest = strings.TrimPrefix(rest, "/")
+		// The counter advances only when the controller method runs: Spring
+		// rejects an unparsable path variable before calling it.
+		switch {
+		case rest == "":
+			if p.called(s, r, thread, "findAll()") {
+				writeJSON(w, p.people)
 			}
-		}
-		writeJSON(w, found)
-	default:
-		id, err := strconv.Atoi(rest)
-		if err != nil {
-			springError(w, r, http.StatusBadRequest)
-			return
-		}
-		s.hit(fmt.Sprintf("(%d) findById(%d)", s.findSeq.Add(1), id) + requestTail(r))
-		for _, p := range s.people {
-			if p.ID == id {
-				writeJSON(w, p)
+		case strings.HasPrefix(rest, "ages/"):
+			age, ok := p.intVar(w, r, thread, strings.TrimPrefix(rest, "ages/"))
+			if !ok {
 				return
 			}
+			if !p.called(s, r, thread, fmt.Sprintf("findByAge(%d)", age)) {
+				return
+			}
+			found := []person{}
+			for _, x := range p.people {
+				if x.Age == age {
+					found = append(found, x)
+				}
+			}
+			writeJSON(w, found)
+		default:
+			id, ok := p.intVar(w, r, thread, rest)
+			if !ok {
+				return
+			}
+			if !p.called(s, r, thread, fmt.Sprintf("findById(%d)", id)) {
+				return
+			}
+			if id >= 1 && id <= len(p.people) {
+				writeJSON(w, p.people[id-1])
+				return
+			}
+			// Spring answers a null return value with 200 and an empty body.
+			w.WriteHeader(http.StatusOK)
 		}
-		// Spring answers a null return value with 200 and an empty body.
-		w.WriteHeader(http.StatusOK)
-	}
+	})
 }
 
-// echo answers like Istio's echo app: one Key=value field per line, request
-// headers sorted, Hostname last.
-func (s *Server) echo(w http.ResponseWriter, r *http.Request) {
-	var b strings.Builder
-	field := func(k, v string) { b.WriteString(k + "=" + v + "\n") }
-	_, port, _ := net.SplitHostPort(s.Addr())
-	ip, _, _ := net.SplitHostPort(r.RemoteAddr)
-	field("StatusCode", "200")
-	field("ServiceVersion", s.spec.Version)
-	field("ServicePort", port)
-	field("Host", r.Host)
-	field("URL", r.RequestURI)
-	field("Cluster", s.spec.Cluster)
-	field("Namespace", s.spec.Namespace)
-	field("Method", r.Method)
-	field("Proto", r.Proto)
-	field("IP", ip)
-	names := make([]string, 0, len(r.Header))
-	for name := range r.Header {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		for _, v := range r.Header[name] {
-			field("RequestHeader", name+":"+v)
-		}
-	}
-	field("Hostname", s.spec.Pod)
-	s.hit("ServiceVersion=" + s.spec.Version + " Hostname=" + s.spec.Pod + " Cluster=" + s.spec.Cluster +
-		" Method=" + r.Method + requestTail(r))
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	_, _ = io.WriteString(w, b.String())
+// called logs the controller's line, then sleeps its random delay; false
+// means the client went away meanwhile.
+func (p *persons) called(s *Server, r *http.Request, thread, what string) bool {
+	s.hits.Add(1)
+	p.log.line("INFO", thread, personController, fmt.Sprintf("(%d) %s", p.seq.Add(1), what))
+	return sleep(r.Context(), time.Duration(20+s.randN(80))*time.Millisecond)
 }
 
-// getOrHead enforces a Spring @GetMapping (which also serves HEAD).
-func getOrHead(w http.ResponseWriter, r *http.Request) bool {
-	if r.Method == http.MethodGet || r.Method == http.MethodHead {
-		return true
+// intVar converts a path variable as Spring does for an Int parameter,
+// answering 400 (and logging the resolver's warning) when it is not one.
+func (p *persons) intVar(w http.ResponseWriter, r *http.Request, thread, v string) (int, bool) {
+	n, err := strconv.ParseInt(v, 10, 32)
+	if err != nil {
+		p.log.line("WARN", thread, "org.springframework.web.servlet.mvc.support.DefaultHandlerExceptionResolver",
+			"Resolved [org.springframework.web.method.annotation.MethodArgumentTypeMismatchException: Failed to convert value of type 'java.lang.String' to required type 'int'; For input string: \""+v+"\"]")
+		p.log.s.springError(w, r, http.StatusBadRequest)
+		return 0, false
 	}
-	w.Header().Set("Allow", "GET, HEAD")
-	springError(w, r, http.StatusMethodNotAllowed)
-	return false
+	return int(n), true
 }
 
-func writeText(w http.ResponseWriter, s string) {
-	w.Header().Set("Content-Type", "text/plain;charset=UTF-8")
-	w.Header().Set("Content-Length", strconv.Itoa(len(s)))
-	_, _ = io.WriteString(w, s)
-}
-
+// writeJSON answers like Jackson behind Spring MVC: compact, no newline.
 func writeJSON(w http.ResponseWriter, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -288,19 +277,5 @@ func writeJSON(w http.ResponseWriter, v any) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
-	_, _ = w.Write(b)
-}
-
-// springError answers like Spring Boot's default error controller.
-func springError(w http.ResponseWriter, r *http.Request, code int) {
-	b, _ := json.Marshal(struct {
-		Timestamp string `json:"timestamp"`
-		Status    int    `json:"status"`
-		Error     string `json:"error"`
-		Path      string `json:"path"`
-	}{time.Now().UTC().Format("2006-01-02T15:04:05.000Z07:00"), code, http.StatusText(code), r.URL.Path})
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
 	_, _ = w.Write(b)
 }

@@ -76,14 +76,11 @@ func NewCluster(name, kubeconfig, kubeContext string) (*Cluster, error) {
 // Clientset is the typed client.
 func (c *Cluster) Clientset() kubernetes.Interface { return c.cs }
 
-// applyKwok creates or updates the Logs and PortForward objects of a pod.
-// They are owned by the pod, so the garbage collector removes them with it
-// even when the daemon is not running.
-func (c *Cluster) applyKwok(ctx context.Context, pod *corev1.Pod, container, logFile string, port int32, addr string) error {
-	host, p, err := splitAddr(addr)
-	if err != nil {
-		return err
-	}
+// applyKwok creates or updates the Logs and PortForward objects of a pod:
+// each container's log file, and where each pod port really listens.
+// They are owned by the pod, so the garbage collector removes them with
+// it even when the daemon is not running.
+func (c *Cluster) applyKwok(ctx context.Context, pod *corev1.Pod, logs []containerLog, fwds []forward) error {
 	owner := []any{map[string]any{
 		"apiVersion": "v1", "kind": "Pod", "name": pod.Name, "uid": string(pod.UID),
 	}}
@@ -99,17 +96,29 @@ func (c *Cluster) applyKwok(ctx context.Context, pod *corev1.Pod, container, log
 	}
 	// PortForward first: `lab up` proves the logs answer and then the
 	// forward, so by the time the logs do, kwok has most likely seen both.
+	var forwards []any
+	for _, f := range fwds {
+		host, p, err := splitAddr(f.addr)
+		if err != nil {
+			return err
+		}
+		forwards = append(forwards, map[string]any{
+			"ports":  []any{int64(f.port)},
+			"target": map[string]any{"port": int64(p), "address": host},
+		})
+	}
 	pf := meta("PortForward")
-	pf["spec"] = map[string]any{"forwards": []any{map[string]any{
-		"ports":  []any{int64(port)},
-		"target": map[string]any{"port": int64(p), "address": host},
-	}}}
+	pf["spec"] = map[string]any{"forwards": forwards}
+	var entries []any
+	for _, l := range logs {
+		entries = append(entries, map[string]any{
+			"containers": []any{l.container},
+			"logsFile":   l.file,
+			"follow":     true,
+		})
+	}
 	lg := meta("Logs")
-	lg["spec"] = map[string]any{"logs": []any{map[string]any{
-		"containers": []any{container},
-		"logsFile":   logFile,
-		"follow":     true,
-	}}}
+	lg["spec"] = map[string]any{"logs": entries}
 	for _, o := range []struct {
 		gvr schema.GroupVersionResource
 		obj map[string]any
@@ -136,10 +145,12 @@ func (c *Cluster) probeLogs(ctx context.Context, ns, pod, container string) erro
 }
 
 // probePortForward opens a port-forward stream to the pod's port through
-// the API server, as `kubectl port-forward` does, and sends one GET of
-// the Spring health path, which the lab apps answer without logging it
-// (a mesh entry passes it to an app). Any HTTP answer proves the forward;
-// an error on the error stream ("no forward found for port") disproves it.
+// the API server, as `kubectl port-forward` does, and sends one
+// `OPTIONS * HTTP/1.1`, which Go's HTTP server (every lab app and data
+// plane) answers itself, so no app logs it as a request: the lab's check
+// must not add lines to the real apps' logs. Any HTTP answer proves the
+// forward; an error on the error stream ("no forward found for port")
+// disproves it.
 func (c *Cluster) probePortForward(ctx context.Context, ns, pod string, port int32) error {
 	what := fmt.Sprintf("port-forward to pod %s/%s port %d in cluster %s", ns, pod, port, c.Name)
 	transport, upgrader, err := spdy.RoundTripperFor(c.rest)
@@ -175,8 +186,8 @@ func (c *Cluster) probePortForward(ctx context.Context, ns, pod string, port int
 	if err != nil {
 		return fmt.Errorf("%s: data stream: %w", what, err)
 	}
-	req, _ := http.NewRequest(http.MethodGet, "http://localhost/actuator/health", nil)
-	req.Close = true
+	req, _ := http.NewRequest(http.MethodOptions, "http://localhost", nil)
+	req.URL.Opaque, req.Close = "*", true
 	if err := req.Write(data); err != nil {
 		return fmt.Errorf("%s: send probe: %w", what, err)
 	}

@@ -4,17 +4,17 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/mesh-verify/mesh-verify/lab/apps"
+	"github.com/mesh-verify/mesh-verify/lab/crilog"
 )
 
 // entryLog is the log of a mesh entry pod (a router or gateway, which
 // lab/apps does not run): what `kubectl logs` of the router shows —
 // its policy and every change of its backends — written in the CRI format
 // kwok's kubelet reads by lab/apps' writer.
-type entryLog struct{ log *apps.CRILog }
+type entryLog struct{ log *crilog.Log }
 
 func openEntryLog(path string) (*entryLog, error) {
-	l, err := apps.OpenCRILog(path)
+	l, err := crilog.Open(path)
 	if err != nil {
 		return nil, err
 	}
@@ -28,5 +28,8 @@ var newlinesToSpaces = strings.NewReplacer("\n", " ", "\r", " ")
 func (l *entryLog) Line(format string, args ...any) {
 	_ = l.log.Line(newlinesToSpaces.Replace(fmt.Sprintf(format, args...)))
 }
+
+// Raw appends one line as given: an Envoy access line of a gateway pod.
+func (l *entryLog) Raw(msg string) { _ = l.log.Line(msg) }
 
 func (l *entryLog) Close() error { return l.log.Close() }

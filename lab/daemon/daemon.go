@@ -66,7 +66,9 @@ type Config struct {
 	Log     *slog.Logger
 	// Seed is the lab's seed: every simulator's random source is derived
 	// from it (entrySeed), so a lab brought up with the same seed replays
-	// its routing choices.
+	// its routing choices; every app pod's randomness (the persons app's
+	// data and delays) derives from it and the pod's name, recorded as the
+	// pod's seed in the status.
 	Seed uint64
 }
 
@@ -79,6 +81,7 @@ type podRT struct {
 	uid    types.UID
 	status Pod // guarded by Daemon.mu
 	server *apps.Server
+	proxy  *podSidecar // the pod's mesh sidecar, if it has one
 	plane  *entryPlane
 	relay  *relay.Relay // what kwok's PortForward targets
 	elog   *entryLog
@@ -105,7 +108,7 @@ type Daemon struct {
 	mu        sync.Mutex
 	pods      map[podRef]*podRT
 	synced    bool
-	instances map[string]int // simulators started per entry@cluster, for entrySeed
+	instances map[string]int // simulators and app pods started per entry@cluster (app:name@cluster), for their seeds
 }
 
 // Run serves until ctx ends, then stops every backend it started.
@@ -329,7 +332,7 @@ func (d *Daemon) startPod(ctx context.Context, ref podRef, pod *corev1.Pod) (rt 
 		return nil, fmt.Errorf("pod %s has no container", ref)
 	}
 	container := pod.Spec.Containers[0].Name
-	logFile := filepath.Join(d.cfg.Dir, "logs", ref.cluster, fmt.Sprintf("%s_%s_%s.log", ref.namespace, ref.name, container))
+	logFile := d.logFile(ref, container)
 	rt = &podRT{uid: pod.UID, status: Pod{
 		Cluster: ref.cluster, Namespace: ref.namespace, Name: ref.name, Container: container, LogFile: logFile,
 	}}
@@ -349,7 +352,7 @@ func (d *Daemon) startPod(ctx context.Context, ref podRef, pod *corev1.Pod) (rt 
 		if rt.elog, err = openEntryLog(logFile); err != nil {
 			return nil, err
 		}
-		if rt.plane, err = d.startPlane(ctx, e, ref); err != nil {
+		if rt.plane, err = d.startPlane(ctx, e, ref, d.proxying(e, nil, rt.elog)); err != nil {
 			return nil, fmt.Errorf("pod %s: %w", ref, err)
 		}
 		rt.status.Role, rt.status.App, rt.status.Kind = RoleEntry, e.Name, "mesh-entry"
@@ -366,9 +369,14 @@ func (d *Daemon) startPod(ctx context.Context, ref podRef, pod *corev1.Pod) (rt 
 		spec := apps.Spec{
 			Kind: a.Kind, Service: a.Service, Version: a.Version, Pod: ref.name,
 			Cluster: ref.cluster, Namespace: ref.namespace, LogFile: logFile, Delay: a.Delay,
+			Port: a.Port.Number, ClusterName: a.ClusterNames[ref.cluster], Variant: a.Variant, Seed: d.podSeed(ref, a.Name),
+		}
+		rt.status.AppSeed = spec.Seed
+		if rt.proxy, err = d.newSidecar(ref, a); err != nil {
+			return nil, fmt.Errorf("pod %s: %w", ref, err)
 		}
 		if e := topo.SidecarFor(a.Name, ref.cluster); e != nil {
-			if rt.plane, err = d.startPlane(ctx, e, ref); err != nil {
+			if rt.plane, err = d.startPlane(ctx, e, ref, d.proxying(e, rt.proxy, nil)); err != nil {
 				return nil, fmt.Errorf("sidecar of pod %s: %w", ref, err)
 			}
 			spec.Callee, spec.CalleeHost = "http://"+rt.plane.dp.Addr(), a.Calls
@@ -379,19 +387,23 @@ func (d *Daemon) startPod(ctx context.Context, ref podRef, pod *corev1.Pod) (rt 
 		if rt.server, err = apps.Start(context.WithoutCancel(ctx), spec, "127.0.0.1:0"); err != nil {
 			return nil, fmt.Errorf("pod %s: %w", ref, err)
 		}
+		if err = d.startProxy(context.WithoutCancel(ctx), ref, rt, a.Sidecar); err != nil {
+			return nil, fmt.Errorf("pod %s: %w", ref, err)
+		}
 		rt.status.Role, rt.status.App, rt.status.Kind, rt.status.Version = RoleApp, a.Name, a.Kind, a.Version
 		rt.status.Port, rt.status.Addr = a.Port.Number, rt.server.Addr()
 	default:
 		return nil, fmt.Errorf("pod %s has neither %s nor %s: not a lab pod", ref, topology.LabelLabApp, topology.LabelEntry)
 	}
-	// kwok forwards to a relay in front of the pod's server, so that the
-	// server closing an idle connection does not hang the client
-	// (lab/relay).
+	// kwok forwards the pod's port to a relay in front of the pod's
+	// server, so that the server closing an idle connection does not hang
+	// the client (lab/relay).
 	if rt.relay, err = relay.Start(rt.status.Addr, 0); err != nil {
 		return nil, fmt.Errorf("pod %s: %w", ref, err)
 	}
 	rt.status.Forward = rt.relay.Addr()
-	if err := d.clusters[ref.cluster].applyKwok(ctx, pod, container, logFile, rt.status.Port, rt.status.Forward); err != nil {
+	logs, fwds := rt.kwokTargets()
+	if err := d.clusters[ref.cluster].applyKwok(ctx, pod, logs, fwds); err != nil {
 		return nil, err
 	}
 	vctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -489,6 +501,10 @@ func (d *Daemon) stopBackends(rt *podRT) {
 	if rt.plane != nil {
 		rt.plane.dp.Stop()
 	}
+	if rt.proxy != nil {
+		// After the app and the outbound data plane: both write to its log.
+		rt.proxy.close()
+	}
 	if rt.elog != nil {
 		_ = rt.elog.Close()
 	}
@@ -524,7 +540,7 @@ func (d *Daemon) backendsLocked(e *topology.Entry) (bs []meshsim.Backend, names 
 		}
 		bs = append(bs, meshsim.Backend{
 			Cluster: other.status.Cluster, Pod: other.status.Name, Version: a.Version,
-			Addr: other.server.Addr(), Ready: other.status.Ready,
+			Addr: other.inboundAddr(), Ready: other.status.Ready,
 		})
 	}
 	meshsim.SortBackends(bs)

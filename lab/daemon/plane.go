@@ -69,8 +69,9 @@ func (p nginxPlane) Stats() *meshsim.Stats { return nil }
 func (p nginxPlane) Log() string           { return p.p.AccessLog() }
 func (p nginxPlane) Stop()                 { p.p.Stop(stopTimeout) }
 
-// startPlane starts the data plane of entry e for the pod ref.
-func (d *Daemon) startPlane(ctx context.Context, e *topology.Entry, ref podRef) (*entryPlane, error) {
+// startPlane starts the data plane of entry e for the pod ref; px says
+// how the simulator proxies (nginx logs and proxies as nginx does).
+func (d *Daemon) startPlane(ctx context.Context, e *topology.Entry, ref podRef, px meshsim.Proxying) (*entryPlane, error) {
 	if e.UsesNginx() {
 		bin, err := d.nginx.binary(d.cfg.Dir)
 		if err != nil {
@@ -102,7 +103,7 @@ func (d *Daemon) startPlane(ctx context.Context, e *topology.Entry, ref podRef) 
 	out := &simPlane{s: s, addr: ln.Addr().String(), stop: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(out.done)
-		if err := s.Serve(sctx, ln); err != nil {
+		if err := s.ServeWith(sctx, ln, px); err != nil {
 			d.log.Error("mesh simulator stopped", "entry", e.Name, "err", err)
 		}
 	}()

@@ -81,6 +81,19 @@ type Pod struct {
 	// its access log instead).
 	Routed  *Routed `json:"routed,omitempty"`
 	LogFile string  `json:"logFile"`
+	// SidecarFlavor (istio, kuma) and SidecarContainer name the pod's mesh
+	// sidecar, if it has one; SidecarLogFile holds its Envoy access lines,
+	// SidecarInbound is where mesh traffic to the pod enters it and
+	// SidecarMetrics serves its Prometheus metrics (kwok forwards the
+	// flavor's metrics ports there).
+	SidecarFlavor    string `json:"sidecarFlavor,omitempty"`
+	SidecarContainer string `json:"sidecarContainer,omitempty"`
+	SidecarLogFile   string `json:"sidecarLogFile,omitempty"`
+	SidecarInbound   string `json:"sidecarInbound,omitempty"`
+	SidecarMetrics   string `json:"sidecarMetrics,omitempty"`
+	// AppSeed is the app's seed (its data and delays), derived from the
+	// lab's seed and the pod's name.
+	AppSeed uint64 `json:"appSeed,omitempty"`
 	// Ready is the pod's Ready condition; Verified that its logs and its
 	// port-forward answered through the API server. Terminating is set
 	// once the pod was deleted: it has left the endpoints and its app

@@ -3,7 +3,6 @@ package meshsim
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"fmt"
 	"io"
 	"net"
@@ -13,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mesh-verify/mesh-verify/lab/envoylog"
 	"github.com/mesh-verify/mesh-verify/lab/loopback"
 )
 
@@ -27,18 +27,40 @@ const (
 
 // NoHealthyUpstream is Envoy's answer (503) when a route has no ready
 // endpoint; every lab data plane gives it.
-const NoHealthyUpstream = "no healthy upstream"
+const NoHealthyUpstream = envoylog.NoHealthyUpstream
 
-// Envoy's answers, so clients and tests see what a real proxy says.
-const (
-	upstreamConnError = "upstream connect error or disconnect/reset before headers. reset reason: connection failure"
-)
+// upstreamConnError is Envoy's answer when the endpoint refused.
+const upstreamConnError = envoylog.UpstreamConnectError
 
 type (
-	connKey   struct{}
-	scopeKey  struct{}
-	targetKey struct{}
+	connKey     struct{}
+	scopeKey    struct{}
+	targetKey   struct{}
+	proxyingKey struct{}
 )
+
+// Proxying says what the simulator does to the requests it forwards
+// beyond routing them, as the proxy it plays would.
+type Proxying struct {
+	// Envoy makes it behave as Envoy does (an Istio or Kuma sidecar or
+	// gateway): it sets x-request-id, a random UUIDv4, on a request that
+	// has none, and x-envoy-upstream-service-time on the response. Skupper's
+	// router and Cilium's socket load balancer touch no header.
+	Envoy bool
+	// AccessLog, when set, gets one record per request the simulator
+	// answered, as Envoy's connection manager logs it: the primary only —
+	// Envoy sends a mirror copy through its async client, which the access
+	// log does not record (the mirror target's inbound sidecar logs it).
+	AccessLog func(Access)
+}
+
+// Access is one request as the data plane's access log records it.
+type Access struct {
+	Entry envoylog.Entry
+	// Backend is the pod the request went to; zero when there was none
+	// (no healthy upstream).
+	Backend Backend
+}
 
 // scope is one Serve call: its base context (cancelled when Serve ends)
 // and a gate that lets Serve wait for every handler and mirror copy it
@@ -67,10 +89,17 @@ func (sc *scope) closeAndWait() {
 	sc.wg.Wait()
 }
 
-// Serve answers on ln until ctx is cancelled, then shuts down gracefully
-// (bounded), aborts what is left, and returns once every handler and
-// mirror copy it started has finished. A nil error means ctx ended it.
+// Serve is ServeWith as Envoy proxies, without an access log: the
+// simulator's behaviour before Proxying existed.
 func (s *Sim) Serve(ctx context.Context, ln net.Listener) error {
+	return s.ServeWith(ctx, ln, Proxying{Envoy: true})
+}
+
+// ServeWith answers on ln until ctx is cancelled, then shuts down
+// gracefully (bounded), aborts what is left, and returns once every
+// handler and mirror copy it started has finished. A nil error means ctx
+// ended it.
+func (s *Sim) ServeWith(ctx context.Context, ln net.Listener, p Proxying) error {
 	if err := loopback.CheckListener(ln.Addr()); err != nil {
 		return fmt.Errorf("mesh simulator serve on %s: %w", ln.Addr(), err)
 	}
@@ -78,6 +107,7 @@ func (s *Sim) Serve(ctx context.Context, ln net.Listener) error {
 	defer cancel()
 	sc := &scope{base: base}
 	base = context.WithValue(base, scopeKey{}, sc)
+	base = context.WithValue(base, proxyingKey{}, p)
 	srv := &http.Server{
 		Handler:           s,
 		ReadHeaderTimeout: readHeaderTimeout,
@@ -138,7 +168,8 @@ func (s *Sim) connState(nc net.Conn, st http.ConnState) {
 }
 
 // ServeHTTP routes one request. Outside Serve it works too, but then every
-// request is its own "connection" (no stickiness, no open counts).
+// request is its own "connection" (no stickiness, no open counts) and it
+// proxies as Envoy without an access log.
 func (s *Sim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	sc, _ := r.Context().Value(scopeKey{}).(*scope)
 	if sc != nil {
@@ -148,19 +179,29 @@ func (s *Sim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		defer sc.wg.Done()
 	}
+	px, ok := r.Context().Value(proxyingKey{}).(Proxying)
+	if !ok {
+		px = Proxying{Envoy: true}
+	}
+	start := time.Now()
+	in := envoylog.CountBody(r)
+	rec := &envoylog.Recorder{ResponseWriter: w}
+	ex := envoylog.NewExchange()
 	c, _ := r.Context().Value(connKey{}).(*conn)
 	b, streamID, ok := s.route(c)
 	if !ok {
-		w.Header().Set("Content-Type", "text/plain")
-		w.WriteHeader(http.StatusServiceUnavailable)
-		_, _ = io.WriteString(w, NoHealthyUpstream)
+		rec.Header().Set("Content-Type", "text/plain")
+		rec.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = io.WriteString(rec, NoHealthyUpstream)
+		ex.NoUpstream()
+		px.record(r, r.Header.Get("X-Request-Id"), start, in, rec, ex, Backend{})
 		return
 	}
-	out := r.Clone(context.WithValue(r.Context(), targetKey{}, b))
+	out := r.Clone(ex.Context(context.WithValue(r.Context(), targetKey{}, b)))
 	// Envoy makes up an x-request-id when the client sent none, so every
 	// hop's log line can be joined; the mirror copy carries the same id.
-	if out.Header.Get("X-Request-Id") == "" {
-		out.Header.Set("X-Request-Id", newRequestID())
+	if px.Envoy && out.Header.Get("X-Request-Id") == "" {
+		out.Header.Set("X-Request-Id", envoylog.NewRequestID())
 	}
 	s.mu.Lock()
 	mb, mirror := s.mirrorLocked(streamID)
@@ -168,7 +209,27 @@ func (s *Sim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if mirror {
 		s.mirror(sc, out, mb)
 	}
-	s.proxy.ServeHTTP(w, out)
+	s.proxy.ServeHTTP(rec, out)
+	ex.Done(r, rec)
+	px.record(out, out.Header.Get("X-Request-Id"), start, in, rec, ex, b)
+}
+
+// record hands one request to the access log, if there is one.
+func (px Proxying) record(r *http.Request, requestID string, start time.Time, in *envoylog.BodyCounter, rec *envoylog.Recorder, ex *envoylog.Exchange, b Backend) {
+	if px.AccessLog == nil {
+		return
+	}
+	e := envoylog.Entry{
+		Start: start, Method: r.Method, Path: r.URL.RequestURI(), Protocol: r.Proto, Code: rec.Code,
+		Flags: ex.Flags, Details: ex.Details, BytesIn: in.N, BytesOut: rec.Bytes, Duration: time.Since(start),
+		Upstream: ex.Upstream, XFF: r.Header.Get("X-Forwarded-For"), UserAgent: r.UserAgent(),
+		RequestID: requestID, Authority: r.Host, UpstreamHost: b.Addr, UpstreamLocal: ex.UpstreamLocal,
+		DownstreamRemote: r.RemoteAddr, TraceID: r.Header.Get("X-B3-Traceid"),
+	}
+	if local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
+		e.DownstreamLocal = local.String()
+	}
+	px.AccessLog(Access{Entry: e, Backend: b})
 }
 
 // mirror sends a copy of r to b in the background. Nothing here can touch
@@ -322,8 +383,20 @@ func (s *Sim) newProxy() *httputil.ReverseProxy {
 			pr.Out.Host = pr.In.Host
 		},
 		Transport: s.transport,
+		ModifyResponse: func(resp *http.Response) error {
+			ctx := resp.Request.Context()
+			if ex := envoylog.ExchangeOf(ctx); ex != nil {
+				px, ok := ctx.Value(proxyingKey{}).(Proxying)
+				ex.Answered(resp, !ok || px.Envoy)
+			}
+			return nil
+		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			if r.Context().Err() != nil {
+			gone := r.Context().Err() != nil
+			if ex := envoylog.ExchangeOf(r.Context()); ex != nil {
+				ex.Failed(gone)
+			}
+			if gone {
 				return // the client went away; nobody reads an answer
 			}
 			s.mu.Lock()
@@ -334,13 +407,4 @@ func (s *Sim) newProxy() *httputil.ReverseProxy {
 			_, _ = io.WriteString(w, upstreamConnError)
 		},
 	}
-}
-
-// newRequestID makes a random UUID (version 4), the form Envoy uses.
-func newRequestID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // since Go 1.24 crypto/rand.Read never returns an error
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
 }

@@ -9,7 +9,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/mesh-verify/mesh-verify/lab/apps"
 	"github.com/mesh-verify/mesh-verify/lab/kwok"
+	"github.com/mesh-verify/mesh-verify/lab/sidecar"
 )
 
 // Labels the lab puts on what it creates. The app and version labels are
@@ -67,7 +69,9 @@ func (t *Topology) Deployments(cluster string) []*appsv1.Deployment {
 			continue
 		}
 		labels := map[string]string{LabelApp: a.Service, LabelVersion: a.Version, LabelLabApp: a.Name, LabelManaged: "true"}
-		out = append(out, deployment(a.Namespace, a.Name, n, labels, a.Kind, a.Port, []corev1.EnvVar{{Name: "VERSION", Value: a.Version}}))
+		d := deployment(a.Namespace, a.Name, n, labels, a.Kind, a.Port, []corev1.EnvVar{{Name: "VERSION", Value: a.Version}})
+		a.decorate(&d.Spec.Template)
+		out = append(out, d)
 	}
 	for _, e := range t.Entries {
 		if e.Cluster != cluster || !e.Gateway() {
@@ -112,6 +116,44 @@ func deployment(ns, name string, replicas int, labels map[string]string, kind st
 				},
 			},
 		},
+	}
+}
+
+// decorate adds what the real app's pods have beyond one container: the
+// mesh's injected sidecar container with its annotations, and the
+// kubelet probes of rebel-base's manifest (which lab/apps plays).
+func (a *App) decorate(pt *corev1.PodTemplateSpec) {
+	if a.Kind == apps.KindRebelBase {
+		probe := func(period int32) *corev1.Probe {
+			return &corev1.Probe{PeriodSeconds: period, ProbeHandler: corev1.ProbeHandler{
+				HTTPGet: &corev1.HTTPGetAction{Path: "/", Port: intstr.FromInt32(a.Port.Number)}}}
+		}
+		c := &pt.Spec.Containers[0]
+		c.LivenessProbe, c.ReadinessProbe = probe(1), probe(10)
+	}
+	switch a.Sidecar {
+	case sidecar.Istio:
+		// What Istio's injector sets: kubectl logs and exec default to the
+		// app, and Prometheus scrapes the agent's merged metrics.
+		pt.Annotations["kubectl.kubernetes.io/default-logs-container"] = a.Name
+		pt.Annotations["prometheus.io/scrape"] = "true"
+		pt.Annotations["prometheus.io/port"] = "15020"
+		pt.Annotations["prometheus.io/path"] = sidecar.MetricsPath(sidecar.Istio)
+		pt.Annotations["sidecar.istio.io/status"] = `{"containers":["istio-proxy"]}`
+		pt.Labels["security.istio.io/tlsMode"] = "istio"
+		pt.Labels["service.istio.io/canonical-name"] = a.Service
+		pt.Labels["service.istio.io/canonical-revision"] = a.Version
+		pt.Spec.Containers = append(pt.Spec.Containers, corev1.Container{
+			Name: sidecar.Container(sidecar.Istio), Image: "docker.io/istio/proxyv2:1.24.0",
+			Ports: []corev1.ContainerPort{{Name: "http-envoy-prom", ContainerPort: 15090, Protocol: corev1.ProtocolTCP}},
+		})
+	case sidecar.Kuma:
+		pt.Annotations["kuma.io/sidecar-injected"] = "true"
+		pt.Annotations["prometheus.metrics.kuma.io/port"] = "5670"
+		pt.Annotations["prometheus.metrics.kuma.io/path"] = sidecar.MetricsPath(sidecar.Kuma)
+		pt.Spec.Containers = append(pt.Spec.Containers, corev1.Container{
+			Name: sidecar.Container(sidecar.Kuma), Image: "docker.io/kumahq/kuma-dp:2.4.0",
+		})
 	}
 }
 

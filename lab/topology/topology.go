@@ -86,10 +86,20 @@ type App struct {
 	// Calls is the authority a caller addresses its callee by, like
 	// "callme-service:8080"; its sidecar entry carries the call.
 	Calls string `yaml:"calls"`
-	// Delay is a service time every answer takes, like "50ms": real apps
-	// are not instant, and a connection-balancing router's choices depend
-	// on how many connections are open at once.
+	// Delay is a service time every answer takes, like "50ms", on top of
+	// the real app's own (the persons app sleeps 20-100 ms by itself).
 	Delay time.Duration `yaml:"delay"`
+	// Sidecar gives the pods a mesh sidecar container (istio-proxy or
+	// kuma-sidecar) in front of the app: lab/sidecar, whose log holds
+	// Envoy's access lines and whose port serves its metrics.
+	Sidecar string `yaml:"sidecar"`
+	// ClusterNames is what the app says its cluster is, per lab cluster:
+	// Istio echo's --cluster (unset: no Cluster= line), rebel-base's
+	// "Cluster" value (required for every cluster it runs in).
+	ClusterNames map[string]string `yaml:"clusterNames"`
+	// Variant picks a release of the real app where its format changed:
+	// echo "1.18" prints Istio 1.18's body (an empty Cluster= line).
+	Variant string `yaml:"variant"`
 }
 
 // Service is a ClusterIP Service over the pods of the apps that name it.
@@ -128,6 +138,11 @@ type Entry struct {
 	// ready pods are the backends.
 	To     string `yaml:"to"`
 	Policy Policy `yaml:"policy"`
+	// AccessLog makes a gateway entry an Envoy (Istio's ingress gateway,
+	// Kuma's gateway) that writes this format's access line per request
+	// to its pod's log and sets x-request-id; sidecar entries take their
+	// app's sidecar. Empty: a proxy that adds nothing (Skupper's router).
+	AccessLog string `yaml:"accessLog"`
 	// DataPlane plays the policy: DataPlaneSimulator (the default) or
 	// DataPlaneNginx, Debian's nginx with a rendered configuration — a
 	// third party's routing, for the policies nginx can play.
@@ -171,6 +186,19 @@ func (e *Entry) checkDataPlane() error {
 		}
 	}
 	return nil
+}
+
+// Envoy is the access-log format of the Envoy playing the entry ("" when
+// the entry is no Envoy): a gateway's AccessLog, a sidecar entry's app's
+// sidecar.
+func (t *Topology) Envoy(e *Entry) string {
+	if e.Gateway() {
+		return e.AccessLog
+	}
+	if a := t.App(e.SidecarOf); a != nil {
+		return a.Sidecar
+	}
+	return ""
 }
 
 // Gateway reports whether the entry runs its own pods.

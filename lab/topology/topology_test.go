@@ -76,7 +76,7 @@ func TestParseGood(t *testing.T) {
 }
 
 func TestParseErrors(t *testing.T) {
-	cases := []struct{ name, edit, want string }{
+	cases := []edit{
 		{"unknown field", "    calls: callme-service:8080\n", "    calls: callme-service:8080\n    cals: x\n"},
 		{"unknown cluster", "{c1: 1, c2: 2}", "{c1: 1, c4: 2}"},
 		{"bad kind", "kind: callme\n", "kind: callmee\n"},
@@ -98,25 +98,7 @@ func TestParseErrors(t *testing.T) {
 		"nginx cannot balance":    {"t.yaml:25:16", "entries[0].dataPlane", "the nginx data plane cannot play this policy: mode balanced needs open connections + link cost"},
 		"unknown data plane":      {"t.yaml:30:16", "entries[1].dataPlane", `unknown data plane "envoy" (known: simulator, nginx)`},
 	}
-	for _, c := range cases {
-		src := good
-		if c.edit != "" {
-			if !strings.Contains(src, c.edit) {
-				t.Fatalf("%s: edit %q not in the sample", c.name, c.edit)
-			}
-			src = strings.Replace(src, c.edit, c.want, 1)
-		}
-		_, err := Parse("t.yaml", []byte(src))
-		if err == nil {
-			t.Errorf("%s: no error", c.name)
-			continue
-		}
-		for _, w := range wants[c.name] {
-			if !strings.Contains(err.Error(), w) {
-				t.Errorf("%s: error %q does not contain %q", c.name, err, w)
-			}
-		}
-	}
+	wantParseErrors(t, "t.yaml", good, cases, wants)
 }
 
 // `lab up --data-plane nginx` plays every entry with nginx, or says which

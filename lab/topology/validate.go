@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/mesh-verify/mesh-verify/lab/apps"
+	"github.com/mesh-verify/mesh-verify/lab/envoylog"
 	"github.com/mesh-verify/mesh-verify/lab/meshsim"
+	"github.com/mesh-verify/mesh-verify/lab/sidecar"
 )
 
 // Kubernetes name rules: clusters, namespaces, Services and Deployments
@@ -25,9 +27,7 @@ var (
 )
 
 // AppKinds are the lab/apps kinds an app may be.
-func AppKinds() []string {
-	return []string{apps.KindCallme, apps.KindCaller, apps.KindPersons, apps.KindEcho}
-}
+func AppKinds() []string { return apps.Kinds() }
 
 // Modes are the mesh simulator's routing modes.
 func Modes() []string {
@@ -220,6 +220,7 @@ func (t *Topology) checkApps(c *checker) {
 		case a.Kind != apps.KindCaller && a.Calls != "":
 			c.add(at(p, "calls"), "calls applies to kind caller only")
 		}
+		t.checkAppIdentity(c, p, a)
 		if a.Kind == apps.KindCaller {
 			for _, cl := range slices.Sorted(maps.Keys(a.Replicas)) {
 				if t.declared(cl) && t.SidecarFor(a.Name, cl) == nil {
@@ -227,6 +228,42 @@ func (t *Topology) checkApps(c *checker) {
 				}
 			}
 		}
+	}
+}
+
+// checkAppIdentity checks the sidecar, the cluster names and the variant.
+func (t *Topology) checkAppIdentity(c *checker, p []any, a *App) {
+	if a.Sidecar != "" && !slices.Contains(sidecar.Flavors(), a.Sidecar) {
+		c.add(at(p, "sidecar"), "unknown sidecar %q (known: %s)", a.Sidecar, strings.Join(sidecar.Flavors(), ", "))
+	}
+	switch a.Kind {
+	case apps.KindEcho, apps.KindRebelBase:
+	default:
+		if len(a.ClusterNames) > 0 {
+			c.add(at(p, "clusterNames"), "applies to kinds %s and %s only", apps.KindEcho, apps.KindRebelBase)
+		}
+	}
+	for _, cl := range slices.Sorted(maps.Keys(a.ClusterNames)) {
+		switch v := a.ClusterNames[cl]; {
+		case !t.declared(cl):
+			c.add(at(p, "clusterNames", cl), "%s", t.unknownCluster(cl))
+		case v == "" || len(v) > 63 || strings.ContainsAny(v, "\"\n\r\t "):
+			c.add(at(p, "clusterNames", cl), "want a name of 1..63 characters without quotes or spaces, like Cluster-1, got %q", v)
+		}
+	}
+	if a.Kind == apps.KindRebelBase {
+		for _, cl := range slices.Sorted(maps.Keys(a.Replicas)) {
+			if _, ok := a.ClusterNames[cl]; !ok && t.declared(cl) {
+				c.add(at(p, "clusterNames"), "rebel-base needs the \"Cluster\" value of its ConfigMap in every cluster it runs in: cluster %s has none, like {%s: Cluster-1}", cl, cl)
+			}
+		}
+	}
+	switch {
+	case a.Variant == "":
+	case a.Kind != apps.KindEcho:
+		c.add(at(p, "variant"), "variants exist for kind %s only", apps.KindEcho)
+	case a.Variant != apps.Echo118:
+		c.add(at(p, "variant"), "unknown echo variant %q (known: %q for Istio 1.18 and earlier; leave it out for current releases)", a.Variant, apps.Echo118)
 	}
 }
 
@@ -276,6 +313,9 @@ func (t *Topology) checkEntries(c *checker) {
 
 func (t *Topology) checkGateway(c *checker, p []any, e *Entry) {
 	checkName(c, at(p, "service"), "Service", e.Service)
+	if e.AccessLog != "" && !slices.Contains(envoylog.Formats(), e.AccessLog) {
+		c.add(at(p, "accessLog"), "unknown access-log format %q (known: %s)", e.AccessLog, strings.Join(envoylog.Formats(), ", "))
+	}
 	checkPort(c, at(p, "port"), e.Port)
 	if e.Replicas != nil && (*e.Replicas < 0 || *e.Replicas > 20) {
 		c.add(at(p, "replicas"), "want 0..20 replicas, got %d", *e.Replicas)
@@ -288,6 +328,9 @@ func (t *Topology) checkGateway(c *checker, p []any, e *Entry) {
 func (t *Topology) checkSidecar(c *checker, p []any, e *Entry) {
 	if e.Service != "" || e.Replicas != nil || e.Port != (Port{}) {
 		c.add(at(p, "sidecarOf"), "a sidecar entry rides in its app's pods: service, port and replicas apply to gateway entries only")
+	}
+	if e.AccessLog != "" {
+		c.add(at(p, "accessLog"), "a sidecar entry logs as its app's sidecar does: set the app's sidecar instead")
 	}
 	a := t.App(e.SidecarOf)
 	switch {

@@ -1,4 +1,7 @@
-package apps
+// Package crilog writes a simulated container's log file in the format
+// container runtimes write for the kubelet ("<RFC3339Nano> <stream> F
+// <message>"), which kwok's Logs objects serve to `kubectl logs`.
+package crilog
 
 import (
 	"fmt"
@@ -19,10 +22,10 @@ const criTimeLayout = "2006-01-02T15:04:05.000000000Z07:00"
 // into partial ("P") records, which this writer never emits.
 const maxMessage = 8 << 10
 
-// CRILog appends CRI-format lines ("<ts> stdout F <message>") to a pod's log
-// file, which kwok's ClusterLogs serves to `kubectl logs`. The lab daemon
-// also writes the logs of mesh entry pods with it.
-type CRILog struct {
+// Log appends CRI-format lines ("<ts> stdout F <message>") to one
+// container's log file. The lab's apps, sidecars and mesh entry pods all
+// write with it.
+type Log struct {
 	// mu makes "take the timestamp, then write" atomic, so the file's line
 	// order equals timestamp order; log followers resume by timestamp
 	// (sinceTime) and would skip or repeat lines if they were out of order.
@@ -30,10 +33,10 @@ type CRILog struct {
 	f  *os.File
 }
 
-// OpenCRILog opens path for appending, creating it and its directory.
+// Open opens path for appending, creating it and its directory.
 // O_APPEND makes every write land at the end of the file even if another
 // process (a log rotator, a second writer) also appends.
-func OpenCRILog(path string) (*CRILog, error) {
+func Open(path string) (*Log, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("create log directory for %s: %w", path, err)
 	}
@@ -41,20 +44,35 @@ func OpenCRILog(path string) (*CRILog, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open pod log %s: %w", path, err)
 	}
-	return &CRILog{f: f}, nil
+	return &Log{f: f}, nil
 }
 
-// Line writes one complete line with a single write(2) and no user-space
-// buffer: a concurrent reader (the kubelet's CRI reader following the file)
-// then sees whole lines only, and sees each line as soon as Line returns.
-func (l *CRILog) Line(msg string) error {
+// Streams a line is written to.
+const (
+	Stdout = "stdout"
+	Stderr = "stderr"
+)
+
+// Line writes one complete stdout line; see Write.
+func (l *Log) Line(msg string) error { return l.Write(Stdout, msg) }
+
+// Write writes one complete line on stream (Stdout or Stderr) with a
+// single write(2) and no user-space buffer: a concurrent reader (the
+// kubelet's CRI reader following the file) then sees whole lines only,
+// and sees each line as soon as Write returns.
+func (l *Log) Write(stream, msg string) error {
+	if stream != Stdout && stream != Stderr {
+		return fmt.Errorf("append to pod log %s: unknown stream %q", l.f.Name(), stream)
+	}
 	msg = sanitize(msg)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	ts := time.Now().UTC().Format(criTimeLayout)
-	b := make([]byte, 0, len(ts)+len(" stdout F ")+len(msg)+1)
+	b := make([]byte, 0, len(ts)+len(stream)+len("  F ")+len(msg)+1)
 	b = append(b, ts...)
-	b = append(b, " stdout F "...)
+	b = append(b, ' ')
+	b = append(b, stream...)
+	b = append(b, " F "...)
 	b = append(b, msg...)
 	b = append(b, '\n')
 	if _, err := l.f.Write(b); err != nil {
@@ -64,7 +82,7 @@ func (l *CRILog) Line(msg string) error {
 }
 
 // Close closes the file; later Line calls fail with os.ErrClosed.
-func (l *CRILog) Close() error {
+func (l *Log) Close() error {
 	if err := l.f.Close(); err != nil {
 		return fmt.Errorf("close pod log %s: %w", l.f.Name(), err)
 	}
@@ -72,7 +90,8 @@ func (l *CRILog) Close() error {
 }
 
 // sanitize keeps a message on one line: a decoded URL path may contain a
-// newline, which would otherwise forge a second log record.
+// newline, which would otherwise forge a second log record. Tabs stay:
+// Istio's echo app separates its log fields with them.
 func sanitize(s string) string {
 	if len(s) > maxMessage {
 		// Cut on a rune boundary so the line stays valid UTF-8.
@@ -93,4 +112,4 @@ func sanitize(s string) string {
 	}, s)
 }
 
-func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
+func isControl(r rune) bool { return (r < 0x20 && r != '\t') || r == 0x7f }

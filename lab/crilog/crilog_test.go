@@ -1,0 +1,56 @@
+package crilog
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+func TestWriteStreamsAndSanitizes(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "logs", "c1", "ns_pod_app.log")
+	l, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []struct{ stream, msg string }{
+		{Stdout, "plain"},
+		{Stderr, "[INFO] Starting gunicorn"},
+		{Stdout, "a\ttab stays\nnewline and \x1b escape do not"},
+		{Stdout, ""},
+	} {
+		if err := l.Write(w.stream, w.msg); err != nil {
+			t.Fatalf("Write(%s, %q): %v", w.stream, w.msg, err)
+		}
+	}
+	if err := l.Write("stdin", "x"); err == nil || !strings.Contains(err.Error(), `unknown stream "stdin"`) {
+		t.Errorf("Write to stdin: %v", err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Line("after close"); err == nil {
+		t.Error("Line after Close succeeded")
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := `\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}Z`
+	want := []*regexp.Regexp{
+		regexp.MustCompile(`^` + ts + ` stdout F plain$`),
+		regexp.MustCompile(`^` + ts + ` stderr F \[INFO\] Starting gunicorn$`),
+		regexp.MustCompile(`^` + ts + " stdout F a\ttab stays\\?newline and \\? escape do not$"),
+		regexp.MustCompile(`^` + ts + ` stdout F $`),
+	}
+	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	if len(lines) != len(want) {
+		t.Fatalf("%d lines, want %d:\n%s", len(lines), len(want), b)
+	}
+	for i, re := range want {
+		if !re.MatchString(lines[i]) {
+			t.Errorf("line %d %q does not match %s", i, lines[i], re)
+		}
+	}
+}
