@@ -232,10 +232,12 @@ func TestPodTerminatesGracefully(t *testing.T) {
 
 // requestLines are the lines of a CRI log file other than the app's
 // start-up line.
+// requestLines keeps the callme app's request lines (docs/real-apps.md:
+// "Ping: name=…, version=…"), not its startup and first-request lines.
 func requestLines(log string) []string {
 	var out []string
 	for _, l := range strings.Split(strings.TrimSpace(log), "\n") {
-		if l != "" && !strings.Contains(l, " Started ") {
+		if strings.Contains(l, "CallmeController") && strings.Contains(l, ": Ping: name=") {
 			out = append(out, l)
 		}
 	}
