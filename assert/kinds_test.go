@@ -68,6 +68,10 @@ func TestSuccessRate(t *testing.T) {
 			Inconclusive, 0, 299, "1000 requests on 4 connections, worth 4 independent draws"},
 		{"defect 1, one failure, per connection", SuccessRate(999, outcomes(999, 1000, equalSizes(4, 250)...), 0.99, ShareSpec{Sampling: perConn(4)}),
 			Inconclusive, 0, 0, "worth 4 independent draws"},
+		// Defect 1: a perfect open-loop run of 1000 requests on 10
+		// connections, per request.
+		{"defect 1, open loop on 10 connections", SuccessRate(1000, outcomes(1000, 1000, equalSizes(10, 100)...), 0.99, ShareSpec{Sampling: Sampling{Balancing: PerRequest, FixedConnections: 10}}),
+			Pass, 0, 0, "1000 requests"},
 		// Defect 9: 55,000 requests on the same 5 connections settle nothing.
 		{"defect 9, 55000 on 5 connections", SuccessRate(55000, outcomes(55000, 55000, equalSizes(5, 11000)...), 0.99, ShareSpec{Sampling: perConn(5)}),
 			Inconclusive, 0, 299, "or keepAlive: false with about 299 requests"},

@@ -171,13 +171,18 @@ func TestPlanE2E(t *testing.T) {
 func TestPlanScenarioE2E(t *testing.T) {
 	dir := t.TempDir()
 	bad := writeFile(t, dir, "bad.yaml", "apiVersion: mesh-verify.io/v1alpha1\nkind: Scenario\nmetadata: {name: x}\nattack: {rate: fast}\n")
+	// The scenario's confidence 0.99 with 5 looks: the last look's level.
+	lastOf5 := strconv.FormatFloat(100*assert.SpendingLevels(5, 0.99)[4], 'g', 6, 64) + "%"
 	for _, c := range []e2e{
 		// siege -c 5 -r 200 with keep-alive through Skupper's router: 5
 		// connections, each one draw; the split needs hundreds.
 		{"siege-sized run is too small", []string{"plan", "../../scenarios/testdata/good/closed-loop-siege.yaml"}, exitPass,
 			[]string{" connections (expected c2 50%", "the attack holds 5 keep-alive connections: NOT enough", "or keepAlive: false"}, nil},
+		// Issue 9 defect 6: the scenario's interval, confidence, looks and
+		// every kind of expectation are planned, not only splits.
 		{"early stopping plans for the last look", []string{"plan", "../../scenarios/testdata/good/open-loop-rate.yaml"}, exitPass,
-			[]string{"the attack sends 20000 requests: enough", "LOOK"}, nil},
+			[]string{"the attack sends 20000 requests: enough", "LOOK", "FAIL is judged with clopper-pearson intervals",
+				"only cluster c1: ", "success rate ≥ 99.5%: ", lastOf5 + " confidence"}, nil},
 		{"invalid scenario", []string{"plan", bad}, exitInvalidInput, nil, []string{bad + ":4:"}},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.run(t) })
