@@ -689,8 +689,9 @@ func calibrationMarkdown(rows []simRow) string {
 			g.minPass, g.minAt = r.pass, fmt.Sprintf("%.4f (%s, n=%d)", r.pass, r.cell, r.n)
 		}
 	}
+	b.WriteString("# Calibration of the split rule\n\nWritten by `make calibrate-stats` (assert/calibration_test.go); the method is docs/statistics.md §7.\n\n")
 	fmt.Fprintf(&b, "Seeded simulation, %d draws a cell (seed PCG 20260101/9).\n\n", rows[0].draws)
-	b.WriteString("| k | sampling | cells | worst false FAIL / α | worst false PASS / α | lowest PASS at the planned n |\n|---|---|---|---|---|---|\n")
+	b.WriteString("| k | sampling | rows (cells × n) | worst false FAIL / α | worst false PASS / α | lowest PASS at the planned n |\n|---|---|---|---|---|---|\n")
 	for _, key := range order {
 		g := groups[key]
 		minAt := g.minAt

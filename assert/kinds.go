@@ -308,7 +308,7 @@ func Reached(c Counts, buckets []string, ms MinShare, s ShareSpec) Result {
 	// The unseen bucket's share is shown below ms.Share with 0 of n draws
 	// once 1-(α/k)^{1/n} < ms.Share.
 	missingShown := func(n float64) bool { return cpUpper(0, n, alpha/k) < ms.Share }
-	need := float64(steadyN(1, maxDraws, planChecks, func(n int64) bool { return missingShown(float64(n)) }))
+	need := float64(ReachedFailDraws(len(buckets), ms.Share, s.Confidence))
 	r := Result{Evidence: &d.Evidence, Level: 1 - alpha/k, MinShare: ms.Share, MinShareFrom: ms.From}
 	var missing, seen []string
 	minSeen := 1.0
