@@ -303,7 +303,7 @@ func evenPods(shares map[string]float64, readyPods map[string]int) map[string]fl
 // MirrorModel is an N% mirror: each primary request is copied to the
 // mirror target with probability percent/100. The buckets are the primary
 // requests that were (or were not) also seen at the mirror, so the share
-// tested is q̂ = mirrored / primary requests (DESIGN.md §4).
+// tested is q̂ = mirrored / primary requests (docs/statistics.md §4, mirror).
 func MirrorModel(percent float64) (Shares, error) {
 	if math.IsNaN(percent) || percent < 0 || percent > 100 {
 		return Shares{}, fmt.Errorf("mirror: %g%%, want a percentage in [0,100]", percent)

@@ -6,70 +6,99 @@ import (
 	"slices"
 )
 
-// RequiredN is the number of requests at which Split, with the true split
-// equal to the expected one, passes with the given power. DESIGN.md §4:
-//
-//	n ≥ (z_{1-α/k} + z_{1-β/2})² · p(1-p) / δ²,  max over buckets, × design effect
-//
-// z_{1-α/k} because each bucket's interval is at level 1-2α/k; z_{1-β/2}
-// because with the truth in the middle of the band both one-sided tests
-// must succeed. That formula gives the power for the hardest bucket alone,
-// which is the whole story for two buckets (their shares mirror each other)
-// but not for three or more: every bucket must pass at once and the
-// simulation in sim_test.go measured 75% instead of 80% for 50/30/20. So
-// for k ≥ 3 n grows until the buckets' miss probabilities,
-// 2Φ̄(δ_i√n/σ_i - z_{1-α/k}) each, add up to at most β (Bonferroni on the
-// misses).
-//
-// A bucket expected at 0 or 1 has no sampling variance under the truth,
-// but its interval still needs n large enough for the end at an observed 0
-// (or n) to clear δ: z²(1-δ)/δ for Wilson, ln(α/k)/ln(1-δ) for
-// Clopper–Pearson; the larger is used so the plan holds for both methods.
-// Zero margin, confidence or power mean the defaults; a design effect
-// below 1 counts as 1. Invalid input returns 0.
-func RequiredN(expected map[string]float64, margin float64, relative bool, confidence, power, designEffect float64) int64 {
-	s := SplitSpec{Expected: expected, Margin: margin, Relative: relative, Confidence: confidence, Power: power}.withDefaults()
-	if s.Validate() != nil || math.IsNaN(designEffect) {
+// RequiredDraws is the planner (docs/statistics.md §5): the smallest number
+// of effective draws at which Split, with the true split equal to the
+// expected one, passes with probability at least s.Power, and keeps doing
+// so over the next tenth (power is saw-toothed in n). The probability is
+// exact for two buckets and a lower bound (Bonferroni over the buckets'
+// misses) for three or more, computed from the same BucketRule that Split
+// applies. Under per-request balancing the draws are requests; under
+// per-connection balancing they are connections. Invalid input returns 0.
+func RequiredDraws(s SplitSpec) int64 {
+	s = s.withDefaults()
+	if s.Validate() != nil {
 		return 0
 	}
-	names := slices.Sorted(maps.Keys(expected))
-	k := float64(len(names))
-	alpha, beta := 1-s.Confidence, 1-s.Power
-	za := zQuantile(1 - alpha/k)
-	zb := zQuantile(1 - beta/2)
-	type bucket struct{ sd, d float64 }
-	var varying []bucket
-	n := 0.0
-	for i, d := range margins(s, names) {
-		n = math.Max(n, math.Max(za*za*(1-d)/d, math.Log(alpha/k)/math.Log1p(-d)))
-		if p := expected[names[i]]; p > 0 && p < 1 {
-			b := bucket{math.Sqrt(p * (1 - p)), d}
-			varying = append(varying, b)
-			n = math.Max(n, (za+zb)*(za+zb)*b.sd*b.sd/(d*d))
+	names := slices.Sorted(maps.Keys(s.Expected))
+	rules := bucketRules(s, names)
+	truth := make([]float64, len(names))
+	for i, b := range names {
+		truth[i] = s.Expected[b]
+	}
+	return steadyN(1, maxDraws, planChecks, func(n int64) bool { return splitPassProbability(rules, truth, n) >= s.Power })
+}
+
+// SplitPassProbability is the probability that Split passes with n
+// effective draws when the true shares are truth (a bucket left out has
+// share 0): exact for up to two buckets, a lower bound for more.
+func SplitPassProbability(s SplitSpec, truth map[string]float64, n int64) float64 {
+	s = s.withDefaults()
+	if s.Validate() != nil || n < 1 {
+		return 0
+	}
+	names := slices.Sorted(maps.Keys(s.Expected))
+	for _, b := range slices.Sorted(maps.Keys(truth)) {
+		if !slices.Contains(names, b) {
+			names = append(names, b)
 		}
 	}
-	if len(varying) > 2 {
-		miss := func(n float64) float64 {
-			m := 0.0
-			for _, b := range varying {
-				m += 2 * normalSurvival(b.d*math.Sqrt(n)/b.sd-za)
-			}
-			return m
-		}
-		lo, hi := n, n
-		for miss(hi) > beta && hi < 1e15 {
-			lo, hi = hi, 2*hi
-		}
-		for hi-lo > 0.01 {
-			if mid := (lo + hi) / 2; miss(mid) > beta {
-				lo = mid
-			} else {
-				hi = mid
-			}
-		}
-		n = hi
+	t := make([]float64, len(names))
+	for i, b := range names {
+		t[i] = truth[b]
 	}
-	return ceilN(n * math.Max(designEffect, 1))
+	return splitPassProbability(bucketRules(s, names), t, n)
+}
+
+// CleanDraws is the number of effective draws at which a clean run (no
+// request outside, to, or failed) passes a bound on a share: successRate
+// (bound 1-atLeast), only and never (their margin). Bound 0 is zero
+// tolerance, which needs the clean run to show the share below evidence
+// (statistics.margin; 0 means DefaultMargin). 1-α^{1/n} <= bound gives
+// n >= ln α / ln(1-bound).
+func CleanDraws(bound, confidence, evidence float64) int64 {
+	s := ShareSpec{Confidence: confidence, Evidence: evidence}.withDefaults()
+	if s.validate() != nil || !(bound >= 0 && bound <= 1) {
+		return 0
+	}
+	return shareRule{bound: bound, alpha: 1 - s.Confidence, evidence: s.Evidence}.cleanDraws()
+}
+
+// ReachedDraws is the number of effective draws at which every bucket, with
+// the given shares, is seen at least once with probability at least power:
+// 1 - Σ_i (1-s_i)^n >= power (Bonferroni, so never optimistic).
+func ReachedDraws(shares []float64, power float64) int64 {
+	if power == 0 {
+		power = DefaultPower
+	}
+	if len(shares) == 0 || !(power > 0 && power < 1) {
+		return 0
+	}
+	for _, s := range shares {
+		if !(s > 0 && s <= 1) {
+			return 0
+		}
+	}
+	return steadyN(1, maxDraws, planChecks, func(n int64) bool {
+		miss := 0.0
+		for _, s := range shares {
+			miss += math.Pow(1-s, float64(n))
+		}
+		return 1-miss >= power
+	})
+}
+
+// ReachedFailDraws is the number of effective draws after which reached
+// calls an unseen bucket missing: the one-sided upper bound at 1-α/k of
+// its share, from 0 of n, falls below minShare.
+func ReachedFailDraws(k int, minShare, confidence float64) int64 {
+	if confidence == 0 {
+		confidence = DefaultConfidence
+	}
+	if k < 1 || !(minShare > 0 && minShare <= 1) || !(confidence > 0 && confidence < 1) {
+		return 0
+	}
+	a := (1 - confidence) / float64(k)
+	return steadyN(1, maxDraws, planChecks, func(n int64) bool { return cpUpper(0, float64(n), a) < minShare })
 }
 
 // SequentialPlan says when to look at the data during a run and at which
@@ -83,45 +112,53 @@ type SequentialPlan struct {
 // SequentialRule names the error-spending rule of PlanSequential.
 const SequentialRule = "Lan-DeMets O'Brien-Fleming spending, Bonferroni over looks"
 
-// PlanSequential spreads α over equally spaced looks with the Lan–DeMets
-// O'Brien–Fleming-type spending function α(t) = 2 - 2Φ(z_{1-α/2}/√t)
-// (Lan and DeMets 1983): look j may spend α(t_j) - α(t_{j-1}), and those
-// increments sum to α(1) = α. Each look judges with Split at confidence
-// 1 - (its increment); since Split's false-FAIL and false-PASS rates are
-// each at most the α it is given, the union bound over looks keeps the
-// overall false-FAIL and false-PASS rates at most α, whatever the
-// correlation between looks, without the recursive integration of exact
-// group-sequential boundaries. Early looks get a tiny α, so the run stops
-// early only on overwhelming evidence and the last look keeps almost the
-// whole α (RequiredN at the last look's confidence gives its total).
+// PlanSequential spreads α over equally spaced looks (docs/statistics.md
+// §6) with the Lan–DeMets O'Brien–Fleming-type spending function
+// α(t) = 2 - 2Φ(z_{1-α/2}/√t) (Lan and DeMets 1983): look j may spend
+// α(t_j) - α(t_{j-1}), and those increments sum to α(1) = α. Each look
+// judges every expectation at confidence 1 - (its increment), the last
+// look included; since each verdict's false-FAIL and false-PASS rates are
+// at most the α it is given, the union bound over looks keeps the overall
+// rates at most α, whatever the correlation between looks. Early looks
+// get a tiny α, so a run stops early only on overwhelming evidence.
 //
 // looks < 1 counts as 1 and looks above totalN as totalN; confidence 0
 // means DefaultConfidence.
 func PlanSequential(totalN int64, looks int, confidence float64) SequentialPlan {
-	if confidence == 0 {
-		confidence = DefaultConfidence
-	}
-	confidence = math.Min(math.Max(confidence, 0), 1)
 	totalN = max(totalN, 0)
 	looks = max(looks, 1)
 	if int64(looks) > totalN {
 		looks = int(max(totalN, 1))
 	}
-	alpha := 1 - confidence
-	zc := zQuantile(1 - alpha/2)
-	p := SequentialPlan{Looks: make([]int64, looks), Confidence: make([]float64, looks), Rule: SequentialRule}
-	spent := 0.0
+	p := SequentialPlan{Looks: make([]int64, looks), Confidence: SpendingLevels(looks, confidence), Rule: SequentialRule}
 	for j := 1; j <= looks; j++ {
-		t := float64(j) / float64(looks)
-		at := alpha
-		if j < looks {
-			at = 2 * normalSurvival(zc/math.Sqrt(t))
-		}
-		p.Looks[j-1] = ceilN(float64(totalN) * t)
-		p.Confidence[j-1] = 1 - (at - spent)
-		spent = at
+		p.Looks[j-1] = ceilN(float64(totalN) * float64(j) / float64(looks))
 	}
 	return p
+}
+
+// SpendingLevels is the confidence of each of looks equally spaced looks
+// under PlanSequential's spending: it depends only on the number of looks
+// and α, so each expectation gets the levels of its own confidence.
+func SpendingLevels(looks int, confidence float64) []float64 {
+	if confidence == 0 {
+		confidence = DefaultConfidence
+	}
+	confidence = math.Min(math.Max(confidence, 0), 1)
+	looks = max(looks, 1)
+	alpha := 1 - confidence
+	zc := zQuantile(1 - alpha/2)
+	levels := make([]float64, looks)
+	spent := 0.0
+	for j := 1; j <= looks; j++ {
+		at := alpha
+		if j < looks {
+			at = 2 * normalSurvival(zc/math.Sqrt(float64(j)/float64(looks)))
+		}
+		levels[j-1] = 1 - (at - spent)
+		spent = at
+	}
+	return levels
 }
 
 // normalSurvival is the upper tail of the standard normal; Erfc keeps

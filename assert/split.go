@@ -5,6 +5,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 
 	"gonum.org/v1/gonum/stat/distuv"
@@ -22,9 +23,13 @@ type SplitSpec struct {
 	// make the split impossible to pass.
 	Margin     float64
 	Relative   bool
-	Confidence float64        // 1-α; 0 means DefaultConfidence
-	Method     IntervalMethod // "" means Wilson
-	Power      float64        // for the RequiredN advice; 0 means DefaultPower
+	Confidence float64 // 1-α; 0 means DefaultConfidence
+	// Method is the FAIL interval; "" means Wilson. PASS is always judged
+	// with exact Clopper–Pearson bounds (docs/statistics.md §2.1).
+	Method IntervalMethod
+	Power  float64 // for the advice on INCONCLUSIVE; 0 means DefaultPower
+	// Sampling says what an independent draw is (docs/statistics.md §3).
+	Sampling Sampling
 }
 
 // BucketResult is one bucket's share and its verdict.
@@ -33,37 +38,51 @@ type BucketResult struct {
 	Count    int64   `json:"count"`
 	Observed float64 `json:"observed"`
 	Expected float64 `json:"expected"`
-	// Interval is simultaneous: level 1-2α/k, widened by the design effect
-	// when Units are given.
-	Interval Interval `json:"interval"`
-	Allowed  Interval `json:"allowed"` // [p-δ, p+δ] clipped to [0,1]
-	Verdict  Verdict  `json:"verdict"`
+	// EffectiveCount is Count·EffectiveN/N, the draws the bucket's count is
+	// worth; it, not Count, goes into the intervals.
+	EffectiveCount float64 `json:"effectiveCount"`
+	// PassInterval is Clopper–Pearson at SplitResult.PassLevel (each end
+	// a one-sided test at α); the bucket passes when it lies inside Allowed.
+	PassInterval Interval `json:"passInterval"`
+	// FailInterval is at SplitResult.FailLevel with the chosen method; the
+	// bucket fails when it lies entirely outside Allowed.
+	FailInterval Interval `json:"failInterval"`
+	Allowed      Interval `json:"allowed"` // [p-δ, p+δ] clipped to [0,1]
+	Verdict      Verdict  `json:"verdict"`
 }
 
 // SplitResult is the verdict on a whole split. Every float is finite so the
 // result always marshals to JSON.
 type SplitResult struct {
-	Verdict      Verdict        `json:"verdict"`
-	Buckets      []BucketResult `json:"buckets"`
-	N            int64          `json:"n"`
-	EffectiveN   float64        `json:"effectiveN"`   // n / DesignEffect: what the requests are worth as independent draws
-	DesignEffect float64        `json:"designEffect"` // used for the decision, >= 1; 1 without Units
-	// DesignEffectRaw is the estimate before flooring at 1 (a value below 1
-	// means connections were more balanced than independent draws).
-	DesignEffectRaw float64 `json:"designEffectRaw,omitempty"`
-	Connections     int64   `json:"connections,omitempty"`
+	Verdict Verdict        `json:"verdict"`
+	Buckets []BucketResult `json:"buckets"`
+	Evidence
+	// PassLevel (1-2α) and FailLevel (1-α/k) are the levels of the two
+	// intervals; FailMethod is the FAIL interval's method.
+	PassLevel  float64        `json:"passLevel"`
+	FailLevel  float64        `json:"failLevel"`
+	FailMethod IntervalMethod `json:"failMethod"`
 	// ChiSquare is Pearson's statistic over the buckets expected to get
-	// traffic; DF is their number minus one. With Units the p-value uses
-	// ChiSquare/DesignEffect (first-order Rao–Scott correction).
+	// traffic, from the raw counts as if every request were an independent
+	// draw; DF is their number minus one and PValue its upper tail.
 	ChiSquare float64 `json:"chiSquare"`
 	DF        int     `json:"df"`
 	PValue    float64 `json:"pValue"`
+	// DesignCorrected is the same statistic scaled by EffectiveN/N
+	// (first-order Rao–Scott correction), when the two differ.
+	DesignCorrected *ChiSquareTest `json:"designCorrected,omitempty"`
 	// ChiSquareInfinite is set when a bucket expected to get nothing got
 	// traffic: the statistic is then infinite (PValue 0) and ChiSquare only
 	// sums the other buckets.
-	ChiSquareInfinite bool   `json:"chiSquareInfinite,omitempty"`
-	RequiredN         int64  `json:"requiredN,omitempty"` // total requests that would settle an INCONCLUSIVE verdict
-	Reason            string `json:"reason"`
+	ChiSquareInfinite bool `json:"chiSquareInfinite,omitempty"`
+	Advice
+	Reason string `json:"reason"`
+}
+
+// ChiSquareTest is a chi-square statistic with its p-value.
+type ChiSquareTest struct {
+	ChiSquare float64 `json:"chiSquare"`
+	PValue    float64 `json:"pValue"`
 }
 
 // withDefaults fills the zero values.
@@ -90,6 +109,9 @@ func (s SplitSpec) Validate() error {
 		return err
 	}
 	if err := validateLevels(s.Margin, s.Confidence, s.Power); err != nil {
+		return err
+	}
+	if err := s.Sampling.Validate(); err != nil {
 		return err
 	}
 	return validateMethod(s.Method)
@@ -151,7 +173,9 @@ func (c Counts) Validate() error {
 		}
 	}
 	if u := c.Units; u != nil {
-		if len(u.SumXX) != len(c.Buckets) || len(u.SumXM) != len(c.Buckets) {
+		// Both per-bucket sums may be left out when only the connection
+		// sizes are known: that is all the effective n needs.
+		if (u.SumXX != nil || u.SumXM != nil) && (len(u.SumXX) != len(c.Buckets) || len(u.SumXM) != len(c.Buckets)) {
 			return fmt.Errorf("counts: per-connection sums for %d/%d buckets, want %d", len(u.SumXX), len(u.SumXM), len(c.Buckets))
 		}
 		if u.Units < 0 || u.SumMM < 0 {
@@ -178,16 +202,16 @@ func (c Counts) Count(bucket string) int64 {
 	return 0
 }
 
-// Split judges observed counts against an expected split (DESIGN.md §4).
-// PASS when every interval lies inside [p_i-δ, p_i+δ]; FAIL when some
-// interval lies entirely outside it; otherwise INCONCLUSIVE with the total
-// number of requests that would settle it. Each interval, at level
-// 1-2α/k, is a pair of one-sided tests at α/k: a split off by more than δ
-// passes with probability at most α/k (PASS needs every bucket), and a
-// correct one fails with probability at most α by Bonferroni over the k
-// buckets (strictly, up to 2α for k ≥ 3 when δ is far below one standard
-// error, where a bucket can miss on both sides; for k = 2 the buckets
-// mirror each other and α holds always).
+// Split judges observed counts against an expected split
+// (docs/statistics.md §2). Each bucket is judged by BucketRule: PASS when
+// exact one-sided tests at α show its share inside [p_i-δ_i, p_i+δ_i],
+// FAIL when its interval at 1-α/k lies entirely outside. The split
+// passes when every bucket passes (an intersection–union test: a split
+// off by more than δ in some bucket passes with probability at most α),
+// fails when any bucket fails (Bonferroni: a correct split fails with
+// probability at most α), and is INCONCLUSIVE otherwise, with what would
+// settle it. Counts are turned into effective draws by the sampling unit
+// first (docs/statistics.md §3).
 //
 // No requests (n = 0) is INCONCLUSIVE, whatever the margin. Invalid input is
 // INCONCLUSIVE too, with the problem as the reason: callers that want an
@@ -195,75 +219,63 @@ func (c Counts) Count(bucket string) int64 {
 func Split(c Counts, s SplitSpec) SplitResult {
 	s = s.withDefaults()
 	if err := s.Validate(); err != nil {
-		return SplitResult{Verdict: Inconclusive, DesignEffect: 1, Reason: err.Error()}
+		return SplitResult{Verdict: Inconclusive, Evidence: Evidence{DesignEffect: 1}, Reason: err.Error()}
 	}
 	if err := c.Validate(); err != nil {
-		return SplitResult{Verdict: Inconclusive, DesignEffect: 1, Reason: err.Error()}
+		return SplitResult{Verdict: Inconclusive, Evidence: Evidence{DesignEffect: 1}, Reason: err.Error()}
 	}
 
-	// Counts' order first (the tally's order), then expected-only buckets sorted.
+	names := splitNames(c, s)
+	rules := bucketRules(s, names)
+	d := drawsFor(c, s.Sampling)
+	r := SplitResult{
+		Evidence:   d.Evidence,
+		Buckets:    make([]BucketResult, len(names)),
+		PassLevel:  rules[0].PassLevel(),
+		FailLevel:  rules[0].FailLevel(),
+		FailMethod: s.Method,
+		Verdict:    Pass,
+	}
+	for i, b := range names {
+		x := c.Count(b)
+		br := BucketResult{Bucket: b, Count: x, Expected: s.Expected[b], Allowed: rules[i].Allowed()}
+		if r.N > 0 {
+			br.Observed = float64(x) / float64(r.N)
+		}
+		br.EffectiveCount = d.scaled(x)
+		j := rules[i].Judge(br.EffectiveCount, d.EffectiveN)
+		br.PassInterval, br.FailInterval, br.Verdict = j.Pass, j.Fail, j.Verdict
+		r.Buckets[i] = br
+		r.Verdict = Worst(r.Verdict, br.Verdict)
+	}
+	r.chiSquare()
+	if r.Verdict == Inconclusive {
+		r.Advice = d.advise(r.settle(s, rules, d))
+	}
+	r.Reason = r.reason(d)
+	return r
+}
+
+// splitNames lists the buckets judged: Counts' order first (the tally's
+// order), then the expected-only ones sorted.
+func splitNames(c Counts, s SplitSpec) []string {
 	names := slices.Clone(c.Buckets)
 	for _, b := range slices.Sorted(maps.Keys(s.Expected)) {
 		if !slices.Contains(names, b) {
 			names = append(names, b)
 		}
 	}
-	k := len(names)
-	n := c.Total()
-	nf := float64(n)
-	alpha := 1 - s.Confidence
-	a := 2 * alpha / float64(k)
+	return names
+}
 
-	shares := make([]float64, len(c.Buckets))
-	resid := make([]float64, len(c.Buckets))
-	for i, x := range c.N {
-		if n > 0 {
-			shares[i] = float64(x) / nf
-			if c.Units != nil {
-				resid[i] = residual(c.Units, i, shares[i])
-			}
-		}
-	}
-	eff := effectiveFor(c.Units, n, a, shares, resid)
-	nStar := nf * eff.ratio
-
-	r := SplitResult{
-		N:            n,
-		EffectiveN:   nf / eff.deff,
-		DesignEffect: eff.deff,
-		Connections:  eff.units,
-		Buckets:      make([]BucketResult, k),
-	}
-	if c.Units != nil {
-		r.DesignEffectRaw = eff.deffRaw
-	}
+// bucketRules is the rule of each bucket, in the order of names.
+func bucketRules(s SplitSpec, names []string) []BucketRule {
 	deltas := margins(s, names)
+	rules := make([]BucketRule, len(names))
 	for i, b := range names {
-		x := c.Count(b)
-		p := s.Expected[b]
-		br := BucketResult{Bucket: b, Count: x, Expected: p}
-		if n > 0 {
-			br.Observed = float64(x) / nf
-		}
-		br.Interval = BinomialInterval(s.Method, br.Observed*nStar, nStar, a)
-		br.Allowed = Interval{clamp01(p - deltas[i]), clamp01(p + deltas[i])}
-		br.Verdict = bucketVerdict(br.Interval, br.Allowed)
-		if n == 0 {
-			br.Verdict = Inconclusive
-		}
-		r.Buckets[i] = br
+		rules[i] = BucketRule{Expected: s.Expected[b], Margin: deltas[i], Alpha: 1 - s.Confidence, K: len(names), Method: s.Method}
 	}
-	r.Verdict = Pass
-	for _, br := range r.Buckets {
-		r.Verdict = Worst(r.Verdict, br.Verdict)
-	}
-	r.chiSquare(eff.deff)
-
-	if r.Verdict == Inconclusive {
-		r.RequiredN = r.settle(s, eff, a, names)
-	}
-	r.Reason = r.reason(a, eff)
-	return r
+	return rules
 }
 
 // margins returns δ_i for each bucket.
@@ -290,21 +302,11 @@ func margins(s SplitSpec, names []string) []float64 {
 	return d
 }
 
-func bucketVerdict(iv, allowed Interval) Verdict {
-	switch {
-	case iv.Lo >= allowed.Lo && iv.Hi <= allowed.Hi:
-		return Pass
-	case iv.Hi < allowed.Lo || iv.Lo > allowed.Hi:
-		return Fail
-	}
-	return Inconclusive
-}
-
 // chiSquare fills Pearson's statistic. Buckets expected to get nothing are
 // left out of the sum and the degrees of freedom (their cells are 0/0 when
 // empty); if one of them got traffic the statistic is infinite, reported as
 // a flag and a p-value of 0 so that JSON stays finite.
-func (r *SplitResult) chiSquare(deff float64) {
+func (r *SplitResult) chiSquare() {
 	positive := 0
 	for _, b := range r.Buckets {
 		if b.Expected > 0 {
@@ -328,146 +330,100 @@ func (r *SplitResult) chiSquare(deff float64) {
 		d := float64(b.Count) - e
 		r.ChiSquare += d * d / e
 	}
-	switch {
-	case r.ChiSquareInfinite:
-		r.PValue = 0
-	case r.DF > 0:
-		r.PValue = distuv.ChiSquared{K: float64(r.DF)}.Survival(r.ChiSquare / deff)
-	}
-}
-
-// settle estimates the total requests that would settle an INCONCLUSIVE
-// split if the observed shares held. A bucket whose share lies outside its
-// band would settle as FAIL, and one FAIL settles the split, so the
-// smallest such n wins; otherwise every unsettled bucket must come inside,
-// so the largest n wins, and never less than the planner's n.
-func (r *SplitResult) settle(s SplitSpec, eff effective, a float64, names []string) int64 {
-	expected := make(map[string]float64, len(names))
-	for _, b := range names {
-		expected[b] = s.Expected[b]
-	}
-	if eff.ratio == 0 {
-		return 0 // more requests on one connection settle nothing
-	}
-	plan := RequiredN(expected, s.Margin, s.Relative, s.Confidence, s.Power, eff.deff)
-	if r.N == 0 {
-		return plan
-	}
-	zb := zQuantile(1 - (1-s.Power)/2)
-	var toFail, toPass int64 = -1, plan
-	for _, b := range r.Buckets {
-		if b.Verdict != Inconclusive {
-			continue
-		}
-		outside := b.Observed < b.Allowed.Lo || b.Observed > b.Allowed.Hi
-		want := func(iv Interval) bool { return bucketVerdict(iv, b.Allowed) == Pass }
-		if outside {
-			want = func(iv Interval) bool { return bucketVerdict(iv, b.Allowed) == Fail }
-		}
-		m, ok := settleN(want, b.Observed, r.N, eff.scaled(), a, s.Method, zb)
+	survival := func(x float64) float64 {
 		switch {
-		case outside && ok && (toFail < 0 || m < toFail):
-			toFail = m
-		case !outside && !ok:
-			toPass = 0 // sits on the edge of its band: no n settles it
-		case !outside && toPass > 0:
-			toPass = max(toPass, m)
+		case r.ChiSquareInfinite:
+			return 0
+		case r.DF > 0:
+			return distuv.ChiSquared{K: float64(r.DF)}.Survival(x)
 		}
+		return 1
 	}
-	if toFail >= 0 {
-		return toFail
+	r.PValue = survival(r.ChiSquare)
+	if math.Abs(r.EffectiveN-nf) > 1e-9*nf {
+		x := r.ChiSquare * r.EffectiveN / nf
+		r.DesignCorrected = &ChiSquareTest{ChiSquare: x, PValue: survival(x)}
 	}
-	return toPass
 }
 
-// settleN finds the smallest total N > n at which an interval around the
-// same share p, with ratio effective draws per request, satisfies want;
-// then, for 0 < p < 1, inflates it by ((z_a+z_b)/z_a)² so the verdict
-// settles with the planner's power rather than a coin flip. ok is false when even
-// maxSettleN requests would not do (the share sits on the band's edge).
-func settleN(want func(Interval) bool, p float64, n int64, ratio, a float64, m IntervalMethod, zb float64) (int64, bool) {
-	at := func(N int64) bool {
-		ns := float64(N) * ratio
-		return want(BinomialInterval(m, p*ns, ns, a))
-	}
-	lo, hi := n, 2*n+1
-	for !at(hi) {
-		if hi >= maxSettleN {
-			return 0, false
+// settle is the effective draws that would settle an INCONCLUSIVE split
+// if the observed shares held, with the planner's power: as a FAIL when
+// some unsettled bucket's share lies outside its band (one FAIL settles
+// the split), else as a PASS. With nothing observed yet, the planner's n
+// for the expected split. 0 when no number of draws would (a share on the
+// edge of its band).
+func (r *SplitResult) settle(s SplitSpec, rules []BucketRule, d draws) float64 {
+	truth := make([]float64, len(r.Buckets))
+	outside := false
+	for i, b := range r.Buckets {
+		truth[i] = b.Observed
+		if r.N == 0 {
+			truth[i] = b.Expected
 		}
-		lo, hi = hi, min(2*hi, maxSettleN)
-	}
-	for hi-lo > 1 {
-		mid := lo + (hi-lo)/2
-		if at(mid) {
-			hi = mid
-		} else {
-			lo = mid
+		if b.Verdict == Inconclusive && r.N > 0 && (b.Observed < b.Allowed.Lo || b.Observed > b.Allowed.Hi) {
+			outside = true
 		}
 	}
-	if p == 0 || p == 1 {
-		// No sampling variance to guard against at the ends: the interval
-		// end only has to clear the bound.
-		return hi, true
+	passes := func(n int64) bool { return splitPassProbability(rules, truth, n) >= s.Power }
+	if r.N == 0 {
+		return float64(steadyN(1, maxDraws, planChecks, passes)) // the planner's n
 	}
-	za := zQuantile(1 - a/2)
-	f := (za + zb) / za
-	return ceilN(float64(hi) * f * f), true
+	from := int64(math.Floor(d.EffectiveN)) + 1
+	if outside {
+		return float64(steadyN(from, adviceLimit(float64(from)), adviceChecks, func(n int64) bool { return splitFailProbability(rules, truth, n) >= s.Power }))
+	}
+	return float64(steadyN(from, adviceLimit(float64(from)), adviceChecks, passes))
 }
 
-// maxSettleN bounds the search: beyond ~10^12 requests the advice is
-// meaningless anyway.
-const maxSettleN = int64(1) << 40
-
-func ceilN(v float64) int64 {
-	if v >= float64(math.MaxInt64/2) || math.IsNaN(v) {
-		return math.MaxInt64 / 2
-	}
-	return int64(math.Ceil(v - 1e-9))
-}
-
-func (r *SplitResult) reason(a float64, eff effective) string {
-	level := pct(1 - a)
+func (r *SplitResult) reason(d draws) string {
+	levels := fmt.Sprintf("PASS by exact one-sided tests at %s (%s Clopper–Pearson intervals), FAIL by %s %s intervals",
+		level(1-(1-r.PassLevel)/2), level(r.PassLevel), level(r.FailLevel), r.FailMethod)
 	var why string
 	switch r.Verdict {
 	case Pass:
-		why = fmt.Sprintf("every bucket's %s interval lies inside its allowed band after %d requests", level, r.N)
+		why = fmt.Sprintf("every bucket's share is shown inside its allowed band (%s)", levels)
 	case Fail:
 		worst, dist := BucketResult{}, -1.0
 		for _, b := range r.Buckets {
 			if b.Verdict != Fail {
 				continue
 			}
-			d := math.Max(b.Interval.Lo-b.Allowed.Hi, b.Allowed.Lo-b.Interval.Hi)
+			d := math.Max(b.FailInterval.Lo-b.Allowed.Hi, b.Allowed.Lo-b.FailInterval.Hi)
 			if d > dist+1e-12 { // the first of equals, for a stable message
 				worst, dist = b, d
 			}
 		}
-		why = fmt.Sprintf("bucket %s got %s of %d requests (%s interval %s), outside the allowed %s around the expected %s",
-			worst.Bucket, pct(worst.Observed), r.N, level, fmtInterval(worst.Interval), fmtInterval(worst.Allowed), pct(worst.Expected))
+		why = fmt.Sprintf("bucket %s got %s of the requests (%d; %s %s interval %s), outside the allowed %s around the expected %s",
+			worst.Bucket, pct(worst.Observed), worst.Count, level(r.FailLevel), r.FailMethod, fmtInterval(worst.FailInterval), fmtInterval(worst.Allowed), pct(worst.Expected))
 		if r.ChiSquareInfinite && worst.Expected == 0 {
 			why += "; a bucket expected to get nothing got traffic"
 		}
 	default:
-		switch {
-		case r.N == 0:
+		if r.N == 0 {
 			why = "no requests counted"
-		default:
-			var open []string
-			for _, b := range r.Buckets {
-				if b.Verdict == Inconclusive {
-					open = append(open, fmt.Sprintf("%s got %s (interval %s, allowed %s)", b.Bucket, pct(b.Observed), fmtInterval(b.Interval), fmtInterval(b.Allowed)))
-				}
-			}
-			why = fmt.Sprintf("after %d requests a %s interval still overlaps the edge of its allowed band: %s", r.N, level, strings.Join(open, "; "))
+			break
 		}
-		if r.RequiredN > 0 {
-			why += fmt.Sprintf(": about %d requests in total would settle it", r.RequiredN)
-		} else if r.N > 0 && eff.ratio > 0 {
-			why += ": an observed share sits on the edge of its band, so more requests alone will not settle it; check the expectation or the margin"
+		var open []string
+		for _, b := range r.Buckets {
+			if b.Verdict == Inconclusive {
+				open = append(open, fmt.Sprintf("%s got %s (PASS interval %s, FAIL interval %s, allowed %s)",
+					b.Bucket, pct(b.Observed), fmtInterval(b.PassInterval), fmtInterval(b.FailInterval), fmtInterval(b.Allowed)))
+			}
+		}
+		why = fmt.Sprintf("not every bucket is settled (%s): %s", levels, strings.Join(open, "; "))
+	}
+	if r.N > 0 {
+		why += "; " + d.describe()
+	}
+	if r.Verdict == Inconclusive {
+		switch t := r.Advice.text(); {
+		case t != "":
+			why += t
+		case r.N > 0:
+			why += ": an observed share sits on the edge of its band, so more evidence alone will not settle it; check the expectation or the margin"
 		}
 	}
-	return why + eff.note(r.N)
+	return why + d.diagnostic()
 }
 
 // pct formats a share as a percentage with three significant digits.
@@ -480,5 +436,8 @@ func pct(v float64) string {
 	}
 	return fmt.Sprintf("%.3g%%", v*100)
 }
+
+// level formats a confidence level: spent levels like 0.97843 keep their digits.
+func level(v float64) string { return strconv.FormatFloat(100*v, 'g', 5, 64) + "%" }
 
 func fmtInterval(iv Interval) string { return pct(iv.Lo) + "–" + pct(iv.Hi) }

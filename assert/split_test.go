@@ -1,59 +1,12 @@
 package assert
 
 import (
-	"encoding/json"
+	"maps"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 )
-
-func counts(kv ...any) Counts {
-	var c Counts
-	for i := 0; i < len(kv); i += 2 {
-		c.Buckets = append(c.Buckets, kv[i].(string))
-		c.N = append(c.N, int64(kv[i+1].(int)))
-	}
-	return c
-}
-
-// withUnits attaches the sufficient statistics of per-connection counts:
-// conns[j][i] is the requests of connection j in bucket i.
-func withUnits(c Counts, conns [][]int64) Counts {
-	u := &UnitStats{Units: int64(len(conns)), SumXX: make([]float64, len(c.Buckets)), SumXM: make([]float64, len(c.Buckets))}
-	for _, row := range conns {
-		var m float64
-		for _, x := range row {
-			m += float64(x)
-		}
-		u.SumMM += m * m
-		for i, x := range row {
-			u.SumXX[i] += float64(x) * float64(x)
-			u.SumXM[i] += float64(x) * m
-		}
-	}
-	c.Units = u
-	return c
-}
-
-// stuck builds connections of m requests each, every one entirely in the
-// bucket named by its index.
-func stuck(c Counts, m int64, buckets ...int) Counts {
-	conns := make([][]int64, len(buckets))
-	for j, b := range buckets {
-		conns[j] = make([]int64, len(c.Buckets))
-		conns[j][b] = m
-	}
-	return withUnits(c, conns)
-}
-
-func mustJSON(t *testing.T, v any) {
-	t.Helper()
-	if _, err := json.Marshal(v); err != nil {
-		t.Errorf("result does not marshal: %v", err)
-	}
-}
-
-var half = map[string]float64{"c2": 0.5, "c3": 0.5}
 
 func TestSplitVerdicts(t *testing.T) {
 	cases := []struct {
@@ -66,10 +19,13 @@ func TestSplitVerdicts(t *testing.T) {
 	}{
 		{"n=0", counts("c2", 0, "c3", 0), SplitSpec{Expected: half}, Inconclusive, "no requests", false},
 		{"no buckets counted at all", Counts{}, SplitSpec{Expected: half}, Inconclusive, "no requests", false},
-		{"exact split", counts("c2", 5000, "c3", 5000), SplitSpec{Expected: half}, Pass, "inside", false},
-		{"exact split clopper-pearson", counts("c2", 5000, "c3", 5000), SplitSpec{Expected: half, Method: ClopperPearson}, Pass, "inside", false},
+		{"exact split", counts("c2", 5000, "c3", 5000), SplitSpec{Expected: half}, Pass, "shown inside", false},
+		{"exact split clopper-pearson", counts("c2", 5000, "c3", 5000), SplitSpec{Expected: half, Method: ClopperPearson}, Pass, "FAIL by 97.5% clopper-pearson", false},
 		{"70/30", counts("c2", 700, "c3", 300), SplitSpec{Expected: half}, Fail, "bucket c2 got 70%", false},
 		{"too few", counts("c2", 52, "c3", 48), SplitSpec{Expected: half}, Inconclusive, "would settle", false},
+		// Issue 9 defect 4: 5 of 5 on one side happens to a correct 50/50
+		// mesh 2·(1/2)^5 = 6.25% of the time, more than α.
+		{"c2=5,c3=0 is not enough to fail", counts("c2", 5, "c3", 0), SplitSpec{Expected: half}, Inconclusive, "would settle", false},
 		{"k=1 enough", counts("c2", 1000), SplitSpec{Expected: map[string]float64{"c2": 1}}, Pass, "", false},
 		{"k=1 too few", counts("c2", 10), SplitSpec{Expected: map[string]float64{"c2": 1}}, Inconclusive, "", false},
 		{"expected 0 got traffic", counts("c2", 450, "c3", 450, "c4", 100), SplitSpec{Expected: half}, Fail, "bucket c4 got 10%", true},
@@ -83,6 +39,7 @@ func TestSplitVerdicts(t *testing.T) {
 		{"shares do not sum to 1", counts("c2", 10), SplitSpec{Expected: map[string]float64{"c2": 0.5, "c3": 0.4}}, Inconclusive, "sum", false},
 		{"negative count", counts("c2", -1), SplitSpec{Expected: half}, Inconclusive, "negative", false},
 		{"bad method", counts("c2", 1), SplitSpec{Expected: half, Method: "wald"}, Inconclusive, "wald", false},
+		{"bad balancing", counts("c2", 1), SplitSpec{Expected: half, Sampling: Sampling{Balancing: "stream"}}, Inconclusive, "stream", false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -96,7 +53,7 @@ func TestSplitVerdicts(t *testing.T) {
 			if r.ChiSquareInfinite != c.infChi2 || (c.infChi2 && r.PValue != 0) {
 				t.Errorf("chi2 infinite %v p %g, want infinite %v", r.ChiSquareInfinite, r.PValue, c.infChi2)
 			}
-			if r.Verdict == Inconclusive && r.N > 0 && r.RequiredN <= r.N {
+			if r.Verdict == Inconclusive && r.N > 0 && r.RequiredN <= r.N && r.RequiredConnections == 0 {
 				t.Errorf("INCONCLUSIVE with RequiredN %d <= n %d", r.RequiredN, r.N)
 			}
 			mustJSON(t, r)
@@ -104,65 +61,81 @@ func TestSplitVerdicts(t *testing.T) {
 	}
 }
 
-func TestSplitEdges(t *testing.T) {
-	r := Split(counts("c2", 0, "c3", 0), SplitSpec{Expected: half})
-	if r.RequiredN != 1051 { // the planner's n, see TestRequiredN
-		t.Errorf("n=0 RequiredN %d, want 1051", r.RequiredN)
-	}
-	for _, b := range r.Buckets {
-		if b.Interval != (Interval{0, 1}) || b.Observed != 0 || b.Verdict != Inconclusive {
-			t.Errorf("n=0 bucket %+v", b)
+// Both levels are reported, in the result and the reason, and the PASS
+// level does not depend on the number of buckets (issue 9 defect 5: an
+// intersection–union test needs no Bonferroni for PASS).
+func TestSplitLevels(t *testing.T) {
+	five := map[string]float64{"a": .2, "b": .2, "c": .2, "d": .2, "e": .2}
+	for _, c := range []struct {
+		expected   map[string]float64
+		confidence float64
+		pass, fail float64
+		text       []string
+	}{
+		{half, 0.95, 0.90, 0.975, []string{"one-sided tests at 95%", "90% Clopper–Pearson", "97.5% wilson"}},
+		{five, 0.95, 0.90, 0.99, []string{"one-sided tests at 95%", "90% Clopper–Pearson", "99% wilson"}},
+		{five, 0.99, 0.98, 0.998, []string{"one-sided tests at 99%", "98% Clopper–Pearson", "99.8% wilson"}},
+	} {
+		var cs Counts
+		for _, b := range slices.Sorted(maps.Keys(c.expected)) {
+			cs.Buckets, cs.N = append(cs.Buckets, b), append(cs.N, 10)
 		}
-	}
-	if r.PValue != 1 || r.ChiSquare != 0 || r.DesignEffect != 1 {
-		t.Errorf("n=0 chi2 %g p %g deff %g", r.ChiSquare, r.PValue, r.DesignEffect)
-	}
-
-	// Buckets: counts' order, then the expected-only ones sorted; allowed
-	// bands clipped to [0,1].
-	r = Split(counts("z", 10), SplitSpec{Expected: map[string]float64{"z": 0, "b": 0.98, "a": 0.02}})
-	var names []string
-	for _, b := range r.Buckets {
-		names = append(names, b.Bucket)
-	}
-	if got := strings.Join(names, ","); got != "z,a,b" {
-		t.Errorf("bucket order %s, want z,a,b", got)
-	}
-	if r.Buckets[1].Allowed != (Interval{0, 0.07}) || r.Buckets[2].Allowed.Hi != 1 {
-		t.Errorf("allowed %v %v", r.Buckets[1].Allowed, r.Buckets[2].Allowed)
-	}
-	if r.DF != 1 { // z, expected 0, is left out of χ²
-		t.Errorf("df %d, want 1", r.DF)
-	}
-
-	// k = 1: the interval is at level 1-2α, so its lower end is the
-	// one-sided 95% bound: Wilson n/(n+z²) with z = z_{0.95}.
-	r = Split(counts("c2", 10), SplitSpec{Expected: map[string]float64{"c2": 1}})
-	z := 1.644853626951472
-	near(t, "k=1 lo", r.Buckets[0].Interval.Lo, 10/(10+z*z), 1e-9)
-	// At the ends the advice is the smallest n whose end clears the band,
-	// n/(n+z²) >= 0.95, i.e. n >= 19z² = 51.4, but never below the
-	// planner's ln(0.05)/ln(0.95) = 58.4.
-	if r.RequiredN != 59 {
-		t.Errorf("k=1 RequiredN %d, want 59", r.RequiredN)
+		r := Split(cs, SplitSpec{Expected: c.expected, Confidence: c.confidence})
+		near(t, "pass level", r.PassLevel, c.pass, 1e-12)
+		near(t, "fail level", r.FailLevel, c.fail, 1e-12)
+		for _, s := range c.text {
+			if !strings.Contains(r.Reason, s) {
+				t.Errorf("reason %q does not mention %q", r.Reason, s)
+			}
+		}
+		// The PASS interval is the exact one at 1-2α: for x of n its
+		// lower end is the Beta(x, n-x+1) quantile at α.
+		b := r.Buckets[0]
+		near(t, "pass interval", b.PassInterval.Lo, betaQuantile(10, float64(cs.Total())-10+1, 1-c.confidence), 1e-9)
 	}
 }
 
-// An INCONCLUSIVE verdict's RequiredN must settle it when the shares hold.
-func TestSplitRequiredNSettles(t *testing.T) {
+// A bucket can never both PASS and FAIL: the FAIL interval, at a level at
+// least as high, contains the PASS interval for every count, level and
+// method, fractional effective counts included.
+func TestBucketIntervalsNest(t *testing.T) {
+	for _, m := range []IntervalMethod{Wilson, ClopperPearson} {
+		for _, alpha := range []float64{0.1, 0.01, 0.001} {
+			for _, k := range []int{1, 3, 6} {
+				r := BucketRule{Expected: 0.3, Margin: 0.05, Alpha: alpha, K: k, Method: m}
+				for n := 1.0; n <= 100; n += 2.25 {
+					for x := 0.0; x <= n; x += 0.75 {
+						j := r.Judge(x, n)
+						if j.Fail.Lo > j.Pass.Lo+1e-12 || j.Fail.Hi < j.Pass.Hi-1e-12 {
+							t.Fatalf("%s α=%g k=%d x=%g n=%g: FAIL interval %v does not contain PASS interval %v", m, alpha, k, x, n, j.Fail, j.Pass)
+						}
+						if r.Passes(x, n) && r.fails(j.Fail) {
+							t.Fatalf("%s α=%g k=%d x=%g n=%g: both PASS and FAIL", m, alpha, k, x, n)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// An INCONCLUSIVE verdict's advice must settle it when the shares hold:
+// at the advised n a split with the observed shares passes (or fails)
+// with at least the planner's power, by exact binomial sums.
+func TestSplitAdviceSettles(t *testing.T) {
 	for _, c := range []struct {
 		x2, x3 int
 		want   Verdict
 	}{{52, 48, Pass}, {60, 40, Fail}, {47, 53, Pass}} {
 		s := SplitSpec{Expected: half}
 		r := Split(counts("c2", c.x2, "c3", c.x3), s)
-		if r.Verdict != Inconclusive {
-			t.Fatalf("%d/%d: %v", c.x2, c.x3, r.Verdict)
+		if r.Verdict != Inconclusive || r.RequiredN == 0 {
+			t.Fatalf("%d/%d: %v advice %d", c.x2, c.x3, r.Verdict, r.RequiredN)
 		}
-		n := r.RequiredN
-		x2 := int(math.Round(float64(n) * float64(c.x2) / float64(c.x2+c.x3)))
-		if got := Split(counts("c2", x2, "c3", int(n)-x2), s).Verdict; got != c.want {
-			t.Errorf("%d/%d scaled to RequiredN %d: %v, want %v", c.x2, c.x3, n, got, c.want)
+		p := float64(c.x2) / float64(c.x2+c.x3)
+		got := handVerdictProbability(bucketRules(s.withDefaults(), []string{"c2", "c3"}), r.RequiredN, p, c.want)
+		if got < DefaultPower {
+			t.Errorf("%d/%d: at the advised %d requests P(%v) = %.3f < %g", c.x2, c.x3, r.RequiredN, c.want, got, DefaultPower)
 		}
 	}
 	// On the very edge of the band no n settles it, and the reason says so.
@@ -172,49 +145,95 @@ func TestSplitRequiredNSettles(t *testing.T) {
 	}
 }
 
-func TestSplitUnits(t *testing.T) {
+// handVerdictProbability is P(verdict) for a two-bucket split with n
+// independent draws and share p in the first bucket: the sum of the
+// binomial probabilities, from log-factorials, of every x whose verdict
+// the rules give as want.
+func handVerdictProbability(rules []BucketRule, n int64, p float64, want Verdict) float64 {
+	lf := logFactorials(int(n))
+	total := 0.0
+	for x := int64(0); x <= n; x++ {
+		v := Worst(rules[0].Judge(float64(x), float64(n)).Verdict, rules[1].Judge(float64(n-x), float64(n)).Verdict)
+		if v == want {
+			total += math.Exp(lf[n] - lf[x] - lf[n-x] + float64(x)*math.Log(p) + float64(n-x)*math.Log1p(-p))
+		}
+	}
+	return total
+}
+
+func TestSplitSamplingUnits(t *testing.T) {
 	base := counts("c2", 600, "c3", 400)
 	// Five keep-alive connections of 200 requests, each stuck to one
-	// cluster (3 on c2, 2 on c3). By hand: Σ(x_j - 0.6·200)² = 3·80² +
-	// 2·120² = 48000, Var = 5/4·48000/1000² = 0.06, n_eff = 0.24/0.06 = 4,
-	// design effect 250.
+	// cluster (3 on c2, 2 on c3). Kish: n_eff = 1000²/(5·200²) = 5.
+	// Cluster-robust estimate by hand: Σ(x_j - 0.6·200)² = 3·80² +
+	// 2·120² = 48000, variance 5/4·48000/1000² = 0.06 against the binomial
+	// 0.24/1000, so an observed design effect of 250.
 	c := stuck(base, 200, 0, 0, 0, 1, 1)
-	r := Split(c, SplitSpec{Expected: half})
-	near(t, "deff", r.DesignEffect, 250, 1e-9)
-	near(t, "n_eff", r.EffectiveN, 4, 1e-9)
-	if r.Verdict != Inconclusive || r.Connections != 5 || !strings.Contains(r.Reason, "add connections") {
-		t.Errorf("5 connections: %v, %q", r.Verdict, r.Reason)
+	r := Split(c, SplitSpec{Expected: half, Sampling: perConn(5)})
+	near(t, "n_eff", r.EffectiveN, 5, 1e-12)
+	near(t, "design effect", r.DesignEffect, 200, 1e-9)
+	near(t, "observed design effect", r.ObservedDesignEffect, 250, 1e-9)
+	if r.Verdict != Inconclusive || r.Connections != 5 || r.RequiredN != 0 || r.RequiredConnections <= 5 ||
+		!strings.Contains(r.Reason, "1000 requests on 5 connections, worth 5 independent draws under per-connection balancing") ||
+		!strings.Contains(r.Reason, "connections would") {
+		t.Errorf("5 sticky connections: %v, %d requests / %d connections, %q", r.Verdict, r.RequiredN, r.RequiredConnections, r.Reason)
 	}
-	// The same counts taken as independent requests would FAIL confidently.
-	if v := Split(base, SplitSpec{Expected: half}).Verdict; v != Fail {
-		t.Errorf("naive: %v, want FAIL", v)
+	// Effective counts are the connections each bucket got.
+	near(t, "effective count", r.Buckets[0].EffectiveCount, 3, 1e-12)
+	// χ², raw and corrected, labelled apart (issue 9 defect 10): raw
+	// 2·100²/500 = 40; corrected 40·5/1000 = 0.2 with p = erfc(√0.1).
+	near(t, "raw chi2", r.ChiSquare, 40, 1e-9)
+	if r.DesignCorrected == nil {
+		t.Fatal("no design-corrected chi-square")
 	}
-	// All five on c2: the variance cannot be estimated, so the worst case
-	// (deff = SumMM/n = 200, five draws) applies, with t on 4 df.
-	all := stuck(counts("c2", 1000, "c3", 0), 200, 0, 0, 0, 0, 0)
-	r = Split(all, SplitSpec{Expected: half})
-	if r.Verdict != Inconclusive || r.DesignEffect != 200 {
-		t.Errorf("all on one: %v deff %g: %s", r.Verdict, r.DesignEffect, r.Reason)
+	near(t, "corrected chi2", r.DesignCorrected.ChiSquare, 0.2, 1e-12)
+	near(t, "corrected p", r.DesignCorrected.PValue, math.Erfc(math.Sqrt(0.1)), 1e-12)
+
+	// The same counts judged as per-request balancing: 1000 draws, a clear
+	// FAIL, and the report warns that connections stuck to one bucket.
+	r = Split(c, SplitSpec{Expected: half, Sampling: perRequest})
+	if r.Verdict != Fail || r.DesignCorrected != nil || !strings.Contains(r.Reason, "balancing: connection") {
+		t.Errorf("per request: %v %q", r.Verdict, r.Reason)
 	}
-	// One connection is one draw of the balancer: no number of requests on
-	// it settles anything, so no RequiredN, and the reason says what would.
-	one := stuck(counts("c2", 1000, "c3", 0), 1000, 0)
-	if r := Split(one, SplitSpec{Expected: half}); r.Verdict != Inconclusive || r.RequiredN != 0 || !strings.Contains(r.Reason, "one connection") {
-		t.Errorf("one connection: %v %d %q", r.Verdict, r.RequiredN, r.Reason)
+	// Per-request balancing ignores the connections: Units change nothing
+	// (issue 9 defect 2: no Student-t or estimated design effect).
+	conns := make([][]int64, 5)
+	for j := range conns {
+		conns[j] = []int64{103, 97}
 	}
-	if r := SuccessRate(1000, 1000, 0.9, 0.95, Wilson, one.Units); r.Verdict != Inconclusive || !strings.Contains(r.Reason, "one connection") {
-		t.Errorf("one connection success rate: %v %q", r.Verdict, r.Reason)
+	withU := Split(withUnits(counts("c2", 515, "c3", 485), conns), SplitSpec{Expected: half})
+	without := Split(counts("c2", 515, "c3", 485), SplitSpec{Expected: half})
+	if withU.Verdict != without.Verdict || withU.EffectiveN != 1000 || withU.Buckets[0].PassInterval != without.Buckets[0].PassInterval {
+		t.Errorf("per request with units %+v, without %+v", withU, without)
 	}
-	// No reuse (one request per connection): the design effect is just the
-	// small-sample factor C/(C-1), and a big balanced sample passes.
-	conns := make([][]int64, 0, 10000)
+
+	// keepAlive false: every request its own connection, n_eff = n.
+	single := make([][]int64, 0, 10000)
 	for j := range 10000 {
-		conns = append(conns, []int64{int64(1 - j%2), int64(j % 2)})
+		single = append(single, []int64{int64(1 - j%2), int64(j % 2)})
 	}
-	r = Split(withUnits(counts("c2", 5000, "c3", 5000), conns), SplitSpec{Expected: half})
-	if r.Verdict != Pass {
-		t.Errorf("no reuse: %v: %s", r.Verdict, r.Reason)
+	r = Split(withUnits(counts("c2", 5000, "c3", 5000), single), SplitSpec{Expected: half, Sampling: perConnNoFix})
+	if r.Verdict != Pass || r.EffectiveN != 10000 || !strings.Contains(r.Reason, "10000 requests on as many connections") {
+		t.Errorf("no reuse: %v %g %q", r.Verdict, r.EffectiveN, r.Reason)
 	}
-	near(t, "deff", r.DesignEffect, 10000.0/9999, 1e-9)
+	// One connection is one draw: the advice is connections.
+	one := stuck(counts("c2", 1000, "c3", 0), 1000, 0)
+	if r := Split(one, SplitSpec{Expected: half, Sampling: perConn(1)}); r.Verdict != Inconclusive || r.RequiredN != 0 || r.RequiredConnections < 2 {
+		t.Errorf("one connection: %v %d %d %q", r.Verdict, r.RequiredN, r.RequiredConnections, r.Reason)
+	}
+	// Without per-connection counts each request is taken as its own
+	// connection, and the reason says so.
+	if r := Split(base, SplitSpec{Expected: half, Sampling: perConn(5)}); r.EffectiveN != 1000 || !strings.Contains(r.Reason, "without per-connection counts") {
+		t.Errorf("no units: %g %q", r.EffectiveN, r.Reason)
+	}
 	mustJSON(t, r)
+}
+
+// Unequal connections count by Kish's n²/Σm²: 3 connections of 100, 200
+// and 700 requests are worth 10⁶/(10⁴+4·10⁴+49·10⁴) = 1.852 draws.
+func TestKishEffectiveN(t *testing.T) {
+	c := withUnits(counts("c2", 800, "c3", 200), [][]int64{{100, 0}, {0, 200}, {700, 0}})
+	r := Split(c, SplitSpec{Expected: half, Sampling: perConn(3)})
+	near(t, "n_eff", r.EffectiveN, 1e6/(1e4+4e4+49e4), 1e-9)
+	near(t, "effective count", r.Buckets[0].EffectiveCount, 0.8*1e6/(1e4+4e4+49e4), 1e-9)
 }

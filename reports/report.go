@@ -134,6 +134,10 @@ type StatisticsInfo struct {
 	Interval     string  `json:"interval"`
 	Inconclusive string  `json:"inconclusive"`
 	Stop         string  `json:"stop"`
+	// Balancing is the sampling unit assumed (request or connection) and
+	// BalancingReason why (docs/statistics.md §3).
+	Balancing       string `json:"balancing"`
+	BalancingReason string `json:"balancingReason,omitempty"`
 }
 
 // Expectation is one judged statement with its evidence.
@@ -147,9 +151,14 @@ type Expectation struct {
 	Model   *assert.Shares      `json:"model,omitempty"`
 	Split   *assert.SplitResult `json:"split,omitempty"`
 	Result  *assert.Result      `json:"result,omitempty"`
-	// RequiredN is the total number of requests that would settle an
-	// INCONCLUSIVE verdict.
-	RequiredN int64 `json:"requiredN,omitempty"`
+	// Confidence is the level the verdict was judged at: the
+	// expectation's own, or with early stopping its spending level at
+	// the look that decided (docs/statistics.md §6).
+	Confidence float64 `json:"confidence,omitempty"`
+	// Advice is what would settle an INCONCLUSIVE verdict: requiredN
+	// requests in total, or requiredConnections when the attack's
+	// keep-alive connections limit the evidence.
+	assert.Advice
 }
 
 // Sequential records early stopping.

@@ -24,7 +24,7 @@ func sample() *Report {
 		Expectation: []Expectation{
 			{Name: "even <split>", Kind: "split", By: "cluster", Verdict: assert.Fail, Reason: "c1 got 60% & more"},
 			{Name: "reached", Kind: "reached", Verdict: assert.Pass, Reason: "ok"},
-			{Name: "success", Kind: "successRate", Verdict: assert.Inconclusive, Reason: "need more", RequiredN: 500},
+			{Name: "success", Kind: "successRate", Verdict: assert.Inconclusive, Reason: "need more", Advice: assert.Advice{RequiredN: 500}},
 		},
 		Verdict: assert.Fail, Gate: assert.Fail, ExitCode: 1,
 	}
@@ -94,5 +94,36 @@ func TestTerminalAndMarkdown(t *testing.T) {
 	}
 	if !strings.Contains(md.String(), "| c1 ") || !strings.HasPrefix(md.String(), "## mesh-verify: demo") {
 		t.Errorf("markdown:\n%s", md.String())
+	}
+}
+
+// Issue 9 defect 10: a split's table says what each interval is, the
+// evidence quotes real requests and connections, the raw χ² and the
+// design-corrected one are labelled apart, and advice limited by
+// connections is given in connections.
+func TestTerminalLabelsTheStatistics(t *testing.T) {
+	c := assert.Counts{Buckets: []string{"c2", "c3"}, N: []int64{900, 600},
+		Units: &assert.UnitStats{Units: 5, SumMM: 5 * 300 * 300, SumXX: []float64{3 * 300 * 300, 2 * 300 * 300}, SumXM: []float64{3 * 300 * 300, 2 * 300 * 300}}}
+	sampling := assert.Sampling{Balancing: assert.PerConnection, Reason: "clusters declare link costs", FixedConnections: 5}
+	res := assert.Split(c, assert.SplitSpec{Expected: map[string]float64{"c2": 0.5, "c3": 0.5}, Sampling: sampling})
+	r := sample()
+	r.Expectation = []Expectation{{Name: "even", Kind: "split", By: "cluster", Verdict: res.Verdict, Reason: res.Reason, Split: &res, Advice: res.Advice}}
+	var term bytes.Buffer
+	if err := Terminal(&term, r); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"pass interval: 90% Clopper–Pearson, each end an exact one-sided test at 95%; fail interval: 97.5% wilson, Bonferroni over 2 buckets",
+		"n = 1500 requests on 5 connections, worth 5 independent draws (per-connection balancing: clusters declare link costs)",
+		"χ² = 60.00 (df 1, p = ", "from the raw counts, every request taken as an independent draw",
+		"design-corrected χ² = 0.20 (p = 0.6547), scaled by effective n / n",
+		"to settle it: about", "connections (or keepAlive: false)",
+	} {
+		if !strings.Contains(term.String(), want) {
+			t.Errorf("terminal output lacks %q:\n%s", want, term.String())
+		}
+	}
+	if strings.Contains(term.String(), "requests in all") {
+		t.Errorf("advice in requests where only connections help:\n%s", term.String())
 	}
 }

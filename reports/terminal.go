@@ -3,8 +3,11 @@ package reports
 import (
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/mesh-verify/mesh-verify/assert"
 
 	"github.com/olekukonko/tablewriter"
 	"github.com/olekukonko/tablewriter/renderer"
@@ -106,17 +109,21 @@ func render(w io.Writer, r *Report, table func(io.Writer) *tablewriter.Table, he
 		}
 		if s := e.Split; s != nil {
 			t := table(w)
-			t.Header(e.By, "requests", "observed", "expected", "interval", "allowed", "verdict")
+			t.Header(e.By, "requests", "observed", "expected", "pass interval", "fail interval", "allowed", "verdict")
 			for _, b := range s.Buckets {
 				p.err(t.Append(b.Bucket, fmt.Sprint(b.Count), pct(b.Observed), pct(b.Expected),
-					fmt.Sprintf("%s–%s", pct(b.Interval.Lo), pct(b.Interval.Hi)),
+					fmt.Sprintf("%s–%s", pct(b.PassInterval.Lo), pct(b.PassInterval.Hi)),
+					fmt.Sprintf("%s–%s", pct(b.FailInterval.Lo), pct(b.FailInterval.Hi)),
 					fmt.Sprintf("%s–%s", pct(b.Allowed.Lo), pct(b.Allowed.Hi)), b.Verdict.String()))
 			}
 			p.err(t.Render())
-			p.f("n=%d effective n=%.0f design effect=%.2f χ²=%.2f df=%d p=%.4g\n",
-				s.N, s.EffectiveN, s.DesignEffect, s.ChiSquare, s.DF, s.PValue)
+			p.f("%s\n%s\n", LevelsLine(s), EvidenceLine(s.Evidence))
+			p.f("%s\n", ChiSquareLine(s))
 		}
-		if e.RequiredN > 0 {
+		switch {
+		case e.RequiredConnections > 0:
+			p.f("to settle it: about %d connections (or keepAlive: false); more requests on the same connections would not\n", e.RequiredConnections)
+		case e.RequiredN > 0:
 			p.f("to settle it: about %d requests in all\n", e.RequiredN)
 		}
 	}
@@ -156,6 +163,51 @@ func sub(heading string) string {
 }
 
 func pct(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) }
+
+// Level prints a confidence level with the digits a spent level needs.
+func Level(f float64) string { return strconv.FormatFloat(100*f, 'g', 5, 64) + "%" }
+
+// LevelsLine says what the two intervals of a split are.
+func LevelsLine(s *assert.SplitResult) string {
+	return fmt.Sprintf("pass interval: %s Clopper–Pearson, each end an exact one-sided test at %s; fail interval: %s %s, Bonferroni over %d buckets",
+		Level(s.PassLevel), Level(1-(1-s.PassLevel)/2), Level(s.FailLevel), s.FailMethod, len(s.Buckets))
+}
+
+// EvidenceLine says what the requests were worth and which sampling unit
+// was assumed, in requests and connections, never effective counts as if
+// they were requests.
+func EvidenceLine(e assert.Evidence) string {
+	var what string
+	switch {
+	case e.Balancing != assert.PerConnection:
+		what = fmt.Sprintf("n = %d requests, each an independent draw (per-request balancing", e.N)
+	case e.Connections > 0:
+		what = fmt.Sprintf("n = %d requests on %d connections, worth %.4g independent draws (per-connection balancing", e.N, e.Connections, e.EffectiveN)
+	default:
+		what = fmt.Sprintf("n = %d requests, worth %.4g independent draws (per-connection balancing", e.N, e.EffectiveN)
+	}
+	if e.BalancingReason != "" {
+		what += ": " + e.BalancingReason
+	}
+	what += ")"
+	if e.ObservedDesignEffect > 0 {
+		what += fmt.Sprintf("; observed design effect %.3g over %d connections", e.ObservedDesignEffect, e.Connections)
+	}
+	return what
+}
+
+// ChiSquareLine labels the raw statistic and, when the effective n differs
+// from n, the design-corrected one, each with its own p-value.
+func ChiSquareLine(s *assert.SplitResult) string {
+	if s.ChiSquareInfinite {
+		return fmt.Sprintf("χ² infinite (df %d, p = 0): a bucket expected to get nothing got traffic", s.DF)
+	}
+	out := fmt.Sprintf("χ² = %.2f (df %d, p = %.4g) from the raw counts, every request taken as an independent draw", s.ChiSquare, s.DF, s.PValue)
+	if c := s.DesignCorrected; c != nil {
+		out += fmt.Sprintf("; design-corrected χ² = %.2f (p = %.4g), scaled by effective n / n", c.ChiSquare, c.PValue)
+	}
+	return out
+}
 
 func round(d time.Duration) string {
 	switch {

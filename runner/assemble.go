@@ -23,7 +23,8 @@ func assemble(sc *scenarios.Scenario, runID, target string, o attack.Options, su
 		Attack: reports.AttackInfo{Summary: sum, Mode: mode(o), Concurrency: o.Concurrency,
 			KeepAlive: o.KeepAlive, MaxConnections: o.MaxConnections, HTTP2: o.HTTP2, Method: o.Method},
 		Statistics: reports.StatisticsInfo{Confidence: st.Confidence, Power: st.Power, Margin: st.Margin.Fraction(),
-			Relative: st.Relative, Interval: st.Interval, Inconclusive: st.Inconclusive, Stop: st.Stop},
+			Relative: st.Relative, Interval: st.Interval, Inconclusive: st.Inconclusive, Stop: st.Stop,
+			Balancing: st.Balancing, BalancingReason: st.BalancingReason},
 		Samples:  s.Samples,
 		Timeline: reports.Timeline{SliceWidth: s.SliceWidth},
 	}

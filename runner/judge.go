@@ -2,6 +2,7 @@ package runner
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/mesh-verify/mesh-verify/assert"
@@ -14,8 +15,12 @@ import (
 
 // judge maps each scenario expectation onto the assert call that decides it.
 type judge struct {
-	sc          *scenarios.Scenario
+	sc *scenarios.Scenario
+	// connections is the concurrency a link-cost-balanced model assumes.
 	connections int
+	// looks is the number of sequential looks of an early-stopping run,
+	// 0 without early stopping.
+	looks int
 }
 
 func newJudge(sc *scenarios.Scenario, o attack.Options) *judge {
@@ -26,6 +31,72 @@ func newJudge(sc *scenarios.Scenario, o attack.Options) *judge {
 		c = attack.DefaultLanes
 	}
 	return &judge{sc: sc, connections: c}
+}
+
+// fixedConnections is how many connections an attack keeps open and reuses
+// (docs/statistics.md §3.4), as attack's transport sets them up: with
+// keep-alive, its lanes (attack.connections; 10 in an open loop without
+// concurrency), else one per worker, at most maxConnections; 0 without
+// keep-alive, where every request opens its own.
+func fixedConnections(o attack.Options) int64 {
+	if !o.KeepAlive {
+		return 0
+	}
+	lanes := o.Connections
+	if lanes == 0 && o.Concurrency == 0 {
+		lanes = attack.DefaultLanes
+	}
+	c := lanes
+	if lanes <= 1 && o.Concurrency > 0 {
+		c = o.Concurrency
+	}
+	if o.MaxConnections > 0 {
+		c = min(c, o.MaxConnections)
+	}
+	return int64(max(c, 1))
+}
+
+// AttackConnections is how many connections the scenario's attack keeps
+// open and reuses, 0 when every request opens its own (keepAlive false):
+// what per-connection balancing can draw on, for `mesh-verify plan`.
+func AttackConnections(sc *scenarios.Scenario) int64 {
+	return fixedConnections(attackOptions(sc, "", ""))
+}
+
+// Sampling is the sampling unit an expectation's verdict assumes
+// (docs/statistics.md §3): the split's own balancing, else the scenario's;
+// a mirror is always per request, as Envoy decides per request.
+func Sampling(sc *scenarios.Scenario, e scenarios.Expectation) assert.Sampling {
+	st := sc.Statistics
+	s := assert.Sampling{Balancing: assert.Balancing(st.Balancing), Reason: st.BalancingReason}
+	switch {
+	case e.Mirror != nil:
+		s = assert.MirrorSampling()
+	case e.Split != nil && e.Split.Balancing != "":
+		s = assert.Sampling{Balancing: assert.Balancing(e.Split.Balancing), Reason: "set by split.balancing"}
+	}
+	s.FixedConnections = AttackConnections(sc)
+	return s
+}
+
+// Confidence is an expectation's own confidence: split.confidence, else
+// statistics.confidence.
+func Confidence(sc *scenarios.Scenario, e scenarios.Expectation) float64 {
+	if e.Split != nil && e.Split.Confidence > 0 {
+		return e.Split.Confidence
+	}
+	return sc.Statistics.Confidence
+}
+
+// level is the confidence an expectation is judged at: its own, or with
+// early stopping the spending level of its own confidence at this look
+// (docs/statistics.md §6); look < 0 means no sequential looks.
+func (j *judge) level(e scenarios.Expectation, look int) float64 {
+	conf := Confidence(j.sc, e)
+	if look < 0 || j.looks == 0 {
+		return conf
+	}
+	return assert.SpendingLevels(j.looks, conf)[look]
 }
 
 // evidence is everything a verdict may draw on: the counts of each
@@ -58,11 +129,11 @@ func (ev evidence) source(name string) (tally.Snapshot, bool) {
 }
 
 // settled reports whether every expectation already has a PASS or FAIL at
-// the given (interim) confidence, which is when early stopping may stop.
+// its level for this interim look, which is when early stopping may stop.
 // Expectations on logs or metrics are never settled early: those sources
 // lag the responses and are read in full only after the attack.
-func (j *judge) settled(ev evidence, confidence float64) bool {
-	for _, e := range j.evaluate(ev, confidence) {
+func (j *judge) settled(ev evidence, look int) bool {
+	for _, e := range j.evaluate(ev, look) {
 		if e.Verdict == assert.Inconclusive || e.Source != "" && e.Source != scenarios.SourceBody {
 			return false
 		}
@@ -70,10 +141,12 @@ func (j *judge) settled(ev evidence, confidence float64) bool {
 	return true
 }
 
-func (j *judge) evaluate(ev evidence, confidence float64) []reports.Expectation {
+// evaluate judges every expectation; look is the sequential look (its
+// spending level per expectation), or -1 without early stopping.
+func (j *judge) evaluate(ev evidence, look int) []reports.Expectation {
 	out := make([]reports.Expectation, 0, len(j.sc.Expect))
 	for _, e := range j.sc.Expect {
-		out = append(out, j.one(e, ev, confidence))
+		out = append(out, j.one(e, ev, look))
 	}
 	return out
 }
@@ -95,10 +168,12 @@ func sourceOf(e scenarios.Expectation) string {
 	return scenarios.SourceBody
 }
 
-func (j *judge) one(e scenarios.Expectation, ev evidence, confidence float64) reports.Expectation {
+func (j *judge) one(e scenarios.Expectation, ev evidence, look int) reports.Expectation {
 	st := j.sc.Statistics
-	method := assert.IntervalMethod(st.Interval)
-	r := reports.Expectation{Name: e.Name, Source: sourceOf(e)}
+	conf := j.level(e, look)
+	sampling := Sampling(j.sc, e)
+	share := assert.ShareSpec{Confidence: conf, Power: st.Power, Evidence: st.Margin.Fraction(), Sampling: sampling}
+	r := reports.Expectation{Name: e.Name, Source: sourceOf(e), Confidence: conf}
 	if r.Source == "" {
 		r.Source = scenarios.SourceBody
 	}
@@ -111,7 +186,7 @@ func (j *judge) one(e scenarios.Expectation, ev evidence, confidence float64) re
 	switch {
 	case e.Mirror != nil:
 		r.Kind = "mirror"
-		j.mirror(&r, e.Mirror, ev, confidence)
+		j.mirror(&r, e.Mirror, ev, conf)
 	case e.Split != nil:
 		sp := e.Split
 		r.Kind, r.By = "split", sp.By
@@ -120,72 +195,95 @@ func (j *judge) one(e scenarios.Expectation, ev evidence, confidence float64) re
 			r.Verdict, r.Reason = assert.Fail, "expected split: "+err.Error()
 			return r
 		}
-		spec := assert.SplitSpec{
-			Expected:   model.Shares,
-			Margin:     st.Margin.Fraction(),
-			Relative:   st.Relative,
-			Confidence: confidence,
-			Method:     method,
-			Power:      st.Power,
-		}
-		if sp.Margin != nil {
-			spec.Margin = sp.Margin.Fraction()
-		}
-		if sp.Relative != nil {
-			spec.Relative = *sp.Relative
-		}
-		if sp.Confidence > 0 && confidence == st.Confidence {
-			spec.Confidence = sp.Confidence
-		}
+		spec := splitSpec(j.sc, sp, model.Shares, conf)
+		spec.Sampling = sampling
 		res := assert.Split(s.Dimensions[sp.By], spec)
 		r.Model, r.Split = &model, &res
-		r.Verdict, r.Reason, r.RequiredN = res.Verdict, res.Reason, res.RequiredN
+		r.Verdict, r.Reason, r.Advice = res.Verdict, res.Reason, res.Advice
 	case e.Reached != nil:
 		r.Kind, r.By = "reached", e.Reached.By
-		res := assert.Reached(s.Dimensions[e.Reached.By], e.Reached.Buckets)
+		res := assert.Reached(s.Dimensions[e.Reached.By], e.Reached.Buckets, j.minShare(e, ev), share)
 		setResult(&r, res)
 	case e.Only != nil:
 		r.Kind, r.By = "only", e.Only.By
-		res := assert.Only(s.Dimensions[e.Only.By], e.Only.Buckets, margin(e.Only.Margin), confidence, method)
-		setResult(&r, res)
+		setResult(&r, assert.Only(s.Dimensions[e.Only.By], e.Only.Buckets, margin(e.Only.Margin), share))
 	case e.Never != nil:
 		r.Kind, r.By = "never", e.Never.By
-		res := assert.Never(s.Dimensions[e.Never.By], e.Never.Buckets, margin(e.Never.Margin), confidence, method)
-		setResult(&r, res)
+		setResult(&r, assert.Never(s.Dimensions[e.Never.By], e.Never.Buckets, margin(e.Never.Margin), share))
 	case e.SuccessRate != nil:
 		r.Kind = "successRate"
 		oc := s.Dimensions[tally.Outcome]
-		var ok int64
-		for i, b := range oc.Buckets {
-			if b == tally.Success {
-				ok = oc.N[i]
-			}
-		}
-		units := outcomeUnits(oc)
-		n := s.Total
-		if ok == n && n > 0 {
-			// With no failure at all the per-connection variance of the
-			// success rate cannot be estimated and assert would assume every
-			// connection is one draw. How sticky connections are to backends
-			// is measured by the cluster split, so its design effect stands in.
-			if deff, known := clusterDesignEffect(s); known {
-				units = nil
-				n = int64(float64(n) / deff)
-				ok = n
-			}
-		}
-		res := assert.SuccessRate(ok, n, e.SuccessRate.AtLeast.Fraction(), confidence, method, units)
-		setResult(&r, res)
+		setResult(&r, assert.SuccessRate(oc.Count(tally.Success), oc, e.SuccessRate.AtLeast.Fraction(), share))
 	case e.Latency != nil:
 		r.Kind = "latency"
+		r.Confidence = 0 // a percentile estimate claims no confidence
 		setResult(&r, latency(e.Latency, s))
 	}
 	return r
 }
 
+// splitSpec is a split expectation's spec: the scenario's margin and
+// relative unless the split sets its own, at the given confidence.
+func splitSpec(sc *scenarios.Scenario, sp *scenarios.Split, expected map[string]float64, conf float64) assert.SplitSpec {
+	st := sc.Statistics
+	spec := assert.SplitSpec{
+		Expected:   expected,
+		Margin:     st.Margin.Fraction(),
+		Relative:   st.Relative,
+		Confidence: conf,
+		Method:     assert.IntervalMethod(st.Interval),
+		Power:      st.Power,
+	}
+	if sp.Margin != nil {
+		spec.Margin = sp.Margin.Fraction()
+	}
+	if sp.Relative != nil {
+		spec.Relative = *sp.Relative
+	}
+	return spec
+}
+
+// SplitSpec is the spec a split expectation is judged with at its own
+// confidence, sampling unit included, for `mesh-verify plan`.
+func SplitSpec(sc *scenarios.Scenario, e scenarios.Expectation, expected map[string]float64, conf float64) assert.SplitSpec {
+	spec := splitSpec(sc, e.Split, expected, conf)
+	spec.Sampling = Sampling(sc, e)
+	return spec
+}
+
+// minShare is the share below which reached calls an unseen bucket missing
+// (docs/statistics.md §4): reached.minShare when set; else the smallest
+// expected share of the named buckets in a split of the same by and
+// source that gives every one of them a share; else assert's default,
+// half an equal share.
+func (j *judge) minShare(e scenarios.Expectation, ev evidence) assert.MinShare {
+	rc := e.Reached
+	if rc.MinShare != nil {
+		return assert.MinShare{Share: rc.MinShare.Fraction(), From: "reached.minShare"}
+	}
+	for _, other := range j.sc.Expect {
+		sp := other.Split
+		if sp == nil || sp.By != rc.By || sourceOf(other) != sourceOf(e) {
+			continue
+		}
+		model, err := j.model(sp, ev.readyPods)
+		if err != nil {
+			continue
+		}
+		least := 1.0
+		for _, b := range rc.Buckets {
+			least = math.Min(least, model.Shares[b])
+		}
+		if least > 0 {
+			return assert.MinShare{Share: least, From: fmt.Sprintf("the smallest expected share of these buckets in %q", other.Name)}
+		}
+	}
+	return assert.MinShare{}
+}
+
 func setResult(r *reports.Expectation, res assert.Result) {
 	r.Result = &res
-	r.Verdict, r.Reason, r.RequiredN = res.Verdict, res.Reason, res.RequiredN
+	r.Verdict, r.Reason, r.Advice = res.Verdict, res.Reason, res.Advice
 }
 
 func margin(p *scenarios.Percent) float64 {
@@ -193,23 +291,6 @@ func margin(p *scenarios.Percent) float64 {
 		return 0
 	}
 	return p.Fraction()
-}
-
-// outcomeUnits reorders the outcome dimension's per-connection sums into
-// the [success, failure] order assert.SuccessRate expects.
-func outcomeUnits(c assert.Counts) *assert.UnitStats {
-	if c.Units == nil {
-		return nil
-	}
-	u := &assert.UnitStats{Units: c.Units.Units, SumMM: c.Units.SumMM, SumXX: make([]float64, 2), SumXM: make([]float64, 2)}
-	for i, b := range c.Buckets {
-		k := 1
-		if b == tally.Success {
-			k = 0
-		}
-		u.SumXX[k], u.SumXM[k] = c.Units.SumXX[i], c.Units.SumXM[i]
-	}
-	return u
 }
 
 // latency compares the estimated percentile with the bound. Percentiles come
@@ -339,29 +420,10 @@ func (j *judge) clusterModel(sp *scenarios.Split, ready map[string][]string) (as
 	return assert.Shares{}, fmt.Errorf("unknown model %q", sp.Model)
 }
 
-// clusterDesignEffect is the design effect of the observed cluster split:
-// near 1 when a connection's requests spread over clusters like independent
-// draws, near the requests per connection when connections stick to one.
-func clusterDesignEffect(s tally.Snapshot) (float64, bool) {
-	c := s.Dimensions["cluster"]
-	if len(c.Buckets) < 2 || c.Units == nil {
-		return 0, false
-	}
-	exp := map[string]float64{}
-	for _, b := range c.Buckets {
-		exp[b] = 1 / float64(len(c.Buckets))
-	}
-	res := assert.Split(c, assert.SplitSpec{Expected: exp})
-	if res.DesignEffect < 1 {
-		return 1, true
-	}
-	return res.DesignEffect, true
-}
-
 // mirror judges the share of primary requests whose copy reached the mirror
 // target: q̂ = requests seen both served and mirrored / requests seen served
-// (DESIGN.md §4). When the primaries' logs are not observed, the requests
-// that got a response stand in for them.
+// (docs/statistics.md §4, mirror). When the primaries' logs are not
+// observed, the requests that got a response stand in for them.
 func (j *judge) mirror(r *reports.Expectation, m *scenarios.MirrorExpect, ev evidence, confidence float64) {
 	st := j.sc.Statistics
 	if ev.mirror == nil {
@@ -371,11 +433,8 @@ func (j *judge) mirror(r *reports.Expectation, m *scenarios.MirrorExpect, ev evi
 	n, k := int64(ev.mirror.Requests), int64(ev.mirror.MirroredServed)
 	basis := "requests seen served in the logs"
 	if n == 0 {
-		for i, b := range ev.body.Dimensions[tally.Outcome].Buckets {
-			if b == tally.Success {
-				n = ev.body.Dimensions[tally.Outcome].N[i]
-			}
-		}
+		oc := ev.body.Dimensions[tally.Outcome]
+		n = oc.Count(tally.Success)
 		k = min(int64(ev.mirror.Mirrored), n)
 		basis = "requests answered"
 	}
@@ -384,16 +443,13 @@ func (j *judge) mirror(r *reports.Expectation, m *scenarios.MirrorExpect, ev evi
 		r.Verdict, r.Reason = assert.Fail, err.Error()
 		return
 	}
-	spec := assert.SplitSpec{Expected: model.Shares, Margin: st.Margin.Fraction(), Confidence: confidence,
+	spec := assert.SplitSpec{Expected: model.Shares, Margin: st.Margin.Fraction(), Relative: st.Relative, Confidence: confidence,
 		Method: assert.IntervalMethod(st.Interval), Power: st.Power}
 	if m.Margin != nil {
 		spec.Margin = m.Margin.Fraction()
 	}
-	// Envoy decides per request whether to mirror, so the requests are
-	// independent draws here whatever connection carried them.
-	c := assert.Counts{Buckets: []string{assert.BucketMirrored, assert.BucketNotMirrored}, N: []int64{k, n - k}}
-	res := assert.Split(c, spec)
+	res := assert.Mirror(k, n, spec)
 	r.By, r.Model, r.Split = "mirror", &model, &res
-	r.Verdict, r.RequiredN = res.Verdict, res.RequiredN
+	r.Verdict, r.Advice = res.Verdict, res.Advice
 	r.Reason = fmt.Sprintf("%d of %d %s were also seen at %s: ", k, n, basis, m.To) + res.Reason
 }

@@ -2,8 +2,12 @@ package runner
 
 import (
 	"math"
+	"strings"
 	"testing"
 
+	"github.com/mesh-verify/mesh-verify/assert"
+	"github.com/mesh-verify/mesh-verify/podlogs"
+	"github.com/mesh-verify/mesh-verify/reports"
 	"github.com/mesh-verify/mesh-verify/scenarios"
 )
 
@@ -55,5 +59,108 @@ expect:
 	}
 	if _, err := j.model(sc.Expect[0].Split, nil); err == nil {
 		t.Error("a split by pod without an inventory was accepted")
+	}
+}
+
+func parse(t *testing.T, doc string) *scenarios.Scenario {
+	t.Helper()
+	sc, err := scenarios.Parse("t.yaml", []byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sc
+}
+
+const head = `apiVersion: mesh-verify.io/v1alpha1
+kind: Scenario
+metadata: {name: t}
+target: {url: "http://127.0.0.1:1/"}
+attribution: {preset: tutorial}
+`
+
+// The sampling unit of every expectation: the scenario's balancing, a
+// split's own, and per request for a mirror; the connections an attack
+// holds decide whether advice is in connections.
+func TestSamplingOfExpectations(t *testing.T) {
+	sc := parse(t, head+`clusters: [{name: c1, cost: 1}, {name: c2, cost: 1}]
+attack: {concurrency: 4, repetitions: 10}
+expect:
+  - split: {model: equal}
+  - split: {model: equal, balancing: request}
+  - successRate: {atLeast: 99%}
+`)
+	for i, want := range []assert.Balancing{assert.PerConnection, assert.PerRequest, assert.PerConnection} {
+		s := Sampling(sc, sc.Expect[i])
+		if s.Balancing != want || s.FixedConnections != 4 || s.Reason == "" {
+			t.Errorf("expect[%d]: %+v, want %s over 4 connections with a reason", i, s, want)
+		}
+	}
+	if s := Sampling(sc, scenarios.Expectation{Mirror: &scenarios.MirrorExpect{}}); s.Balancing != assert.PerRequest {
+		t.Errorf("mirror: %+v", s)
+	}
+	for _, c := range []struct {
+		attack string
+		want   int64
+	}{
+		{"{concurrency: 4, repetitions: 10}", 4},
+		{"{concurrency: 4, repetitions: 10, keepAlive: false}", 0},
+		{"{rate: 10/s, duration: 1s}", 10},
+		{"{rate: 10/s, duration: 1s, connections: 3}", 3},
+		{"{rate: 10/s, duration: 1s, maxConnections: 2}", 2},
+		{"{concurrency: 8, repetitions: 10, maxConnections: 5}", 5},
+		{"{rate: 10/s, duration: 1s, concurrency: 20}", 20},
+		{"{concurrency: 8, repetitions: 10, connections: 3}", 3},
+	} {
+		sc := parse(t, head+"clusters: [{name: c1}, {name: c2}]\nattack: "+c.attack+"\nexpect: [{successRate: {atLeast: 99%}}]\n")
+		if got := AttackConnections(sc); got != c.want {
+			t.Errorf("%s: %d connections, want %d", c.attack, got, c.want)
+		}
+	}
+}
+
+// Issue 9 defect 7: reached takes its minimum share from a split of the
+// same dimension and source (a 99/1 canary: 1%), or from minShare.
+func TestReachedMinShare(t *testing.T) {
+	sc := parse(t, head+`clusters: [{name: c1}, {name: c2}]
+attack: {rate: 10/s, duration: 1s}
+expect:
+  - name: canary
+    split: {weights: {c1: 99, c2: 1}}
+  - reached: {buckets: [c1, c2]}
+  - reached: {buckets: [c1, c2], minShare: 5%}
+  - reached: {by: version, buckets: [v1, v2]}
+`)
+	j := newJudge(sc, attackOptions(sc, "", ""))
+	for i, want := range []struct {
+		share float64
+		from  string
+	}{{0.01, `"canary"`}, {0.05, "reached.minShare"}, {0, ""}} {
+		got := j.minShare(sc.Expect[i+1], evidence{})
+		if math.Abs(got.Share-want.share) > 1e-12 || !strings.Contains(got.From, want.from) {
+			t.Errorf("expect[%d]: %+v, want %g from %s", i+1, got, want.share, want.from)
+		}
+	}
+}
+
+// Issue 9 defect 11: a mirror honours statistics.relative: 26% mirrored
+// of 1000 against 20% passes within ±10 points, and fails within ±10% of
+// 20% (±2 points).
+func TestMirrorHonoursRelative(t *testing.T) {
+	for _, c := range []struct {
+		relative string
+		want     assert.Verdict
+	}{{"false", assert.Pass}, {"true", assert.Fail}} {
+		sc := parse(t, head+`clusters: [{name: c1, context: k1}]
+attack: {rate: 10/s, duration: 1s}
+observe: [{name: m, selector: app=m, logs: {match: 'id=(?P<request_id>\S+)'}}]
+statistics: {margin: 10%, relative: `+c.relative+`}
+expect: [{mirror: {to: m, percent: 20%}}]
+`)
+		j := newJudge(sc, attackOptions(sc, "", ""))
+		var r reports.Expectation
+		j.mirror(&r, sc.Expect[0].Mirror, evidence{mirror: &podlogs.Totals{Requests: 1000, MirroredServed: 260}}, 0.95)
+		if r.Verdict != c.want || r.Split == nil || r.Split.Balancing != assert.PerRequest {
+			t.Errorf("relative %s: %v %s", c.relative, r.Verdict, r.Reason)
+		}
 	}
 }

@@ -130,12 +130,12 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (*reports.Repor
 			plan := assert.PlanSequential(n, sc.Statistics.Looks, sc.Statistics.Confidence)
 			seq = &reports.Sequential{Plan: plan, Rule: plan.Rule}
 			sink.looks = plan.Looks
+			j.looks = len(plan.Looks)
 			sink.onLook = func(look int) {
-				conf := plan.Confidence[look]
 				if look == len(plan.Looks)-1 {
 					return // the final look is the ordinary end of the run
 				}
-				if j.settled(evidence{body: tl.Snapshot(), readyPods: kp.readyPods()}, conf) {
+				if j.settled(evidence{body: tl.Snapshot(), readyPods: kp.readyPods()}, look) {
 					seq.StoppedAt = look + 1
 					stop()
 				}
@@ -187,9 +187,15 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (*reports.Repor
 	}
 	stopKube()
 
-	conf := sc.Statistics.Confidence
-	if seq != nil && seq.StoppedAt > 0 {
-		conf = seq.Plan.Confidence[seq.StoppedAt-1]
+	// Every expectation is judged at its own spending level for the look
+	// that ends the run: the look it stopped at, or the last one, which
+	// spends what the earlier looks left (docs/statistics.md §6).
+	look := -1
+	if seq != nil {
+		look = len(seq.Plan.Looks) - 1
+		if seq.StoppedAt > 0 {
+			look = seq.StoppedAt - 1
+		}
 	}
 	rep := assemble(sc, runID, redactURL(target), ao, sum, ev)
 	rep.Sequential = seq
@@ -197,7 +203,7 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (*reports.Repor
 	if kp != nil {
 		rep.Kubernetes = kp.reportInfo()
 	}
-	rep.Expectation = j.evaluate(ev, conf)
+	rep.Expectation = j.evaluate(ev, look)
 	finish(rep, sc)
 	if err := setupFailure(ev.body); err != nil {
 		rep.SetupError = err.Error()

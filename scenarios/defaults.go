@@ -24,6 +24,8 @@ const (
 	DefaultInconclusive         = "fail"
 	DefaultStop                 = "end"
 	DefaultLooks                = 5
+	BalancingRequest            = "request"
+	BalancingConnection         = "connection"
 	DefaultNamespace            = "default"
 	DefaultScheme               = "http"
 	DefaultMatch                = "first"
@@ -127,6 +129,7 @@ func (s *Scenario) ApplyDefaults() {
 	}
 
 	s.applyObserveDefaults()
+	s.applyBalancingDefault()
 
 	// Derived names must not collide with names written out, nor with each
 	// other, or "names unique" would fail on a file that named nothing.
@@ -149,6 +152,38 @@ func (s *Scenario) ApplyDefaults() {
 		used[name] = true
 		e.Name = name
 	}
+}
+
+// applyBalancingDefault resolves statistics.balancing and records why
+// (docs/statistics.md §3.2): Skupper's router balances each new connection,
+// which a declared link cost or a link-cost model says is in play;
+// otherwise an HTTP-level balancer such as Envoy's, which picks a backend
+// per request, is assumed.
+func (s *Scenario) applyBalancingDefault() {
+	st := &s.Statistics
+	switch {
+	case st.Balancing != "" && st.BalancingReason == "":
+		st.BalancingReason = "set by statistics.balancing"
+		return
+	case st.Balancing != "":
+		return
+	}
+	for _, c := range s.Clusters {
+		if c.Cost != nil {
+			st.Balancing = BalancingConnection
+			st.BalancingReason = fmt.Sprintf("cluster %s declares a link cost (Skupper): its router balances connections, and every request on a connection goes where the connection went", c.Name)
+			return
+		}
+	}
+	for _, e := range s.Expect {
+		if sp := e.Split; sp != nil && strings.HasPrefix(sp.Model, "link-cost-") {
+			st.Balancing = BalancingConnection
+			st.BalancingReason = fmt.Sprintf("expectation %q uses model %s (Skupper): its router balances connections", e.Name, sp.Model)
+			return
+		}
+	}
+	st.Balancing = BalancingRequest
+	st.BalancingReason = "no link costs declared: an HTTP balancer (Envoy sidecar or gateway) that picks a backend for every request is assumed; set statistics.balancing: connection for an L4 balancer"
 }
 
 // ClusterNames lists the declared clusters in file order.

@@ -147,7 +147,8 @@ func TestFullScenario(t *testing.T) {
 		{"rule0", s.Attribution.Rules[0], Rule{Body: `I'm callme-service (?P<version>v\d+)`, Match: "last"}},
 		{"rule1", s.Attribution.Rules[1], Rule{JSON: "data.0.instance", Regex: "^(?P<pod>[a-z0-9-]+)$", Match: "first"}},
 		{"map", s.Attribution.Map, []ValueMap{{From: "version", To: "cluster", Values: map[string]string{"v1": "c1", "v2": "c2"}}}},
-		{"statistics", s.Statistics, Statistics{Confidence: 0.99, Power: 0.9, Margin: 0.02, Interval: "clopper-pearson", Inconclusive: "pass", Stop: "early", Looks: 5}},
+		{"statistics", s.Statistics, Statistics{Confidence: 0.99, Power: 0.9, Margin: 0.02, Interval: "clopper-pearson", Inconclusive: "pass", Stop: "early", Looks: 5,
+			Balancing: "request", BalancingReason: "no link costs declared: an HTTP balancer (Envoy sidecar or gateway) that picks a backend for every request is assumed; set statistics.balancing: connection for an L4 balancer"}},
 		{"only", *s.Expect[0].Only, BucketSet{By: "cluster", Buckets: []string{"c1"}, Margin: ptr(Percent(0.01)), Source: "body"}},
 		{"only name", s.Expect[0].Name, "only cluster c1"},
 		{"split", *s.Expect[1].Split, Split{By: "version", Model: "weights", Weights: map[string]float64{"v1": 1, "v2": 0}, Margin: ptr(Percent(0.01)), Source: "body"}},
@@ -187,7 +188,8 @@ func TestDefaults(t *testing.T) {
 		{"path", s.Target.Path, "/persons"},
 		{"cost", *s.Clusters[2].Cost, 1.0},
 		{"match", s.Attribution.Rules[0].Match, "first"},
-		{"statistics", s.Statistics, Statistics{Confidence: 0.95, Power: 0.8, Margin: 0.05, Interval: "wilson", Inconclusive: "fail", Stop: "end"}},
+		{"statistics", s.Statistics, Statistics{Confidence: 0.95, Power: 0.8, Margin: 0.05, Interval: "wilson", Inconclusive: "fail", Stop: "end",
+			Balancing: "connection", BalancingReason: "cluster c1 declares a link cost (Skupper): its router balances connections, and every request on a connection goes where the connection went"}},
 		{"split", *s.Expect[0].Split, Split{By: "cluster", Model: "equal", Buckets: []string{"c2", "c3"}, Source: "body"}},
 		{"reached by", s.Expect[1].Reached.By, "cluster"},
 		{"reached name", s.Expect[1].Name, "every cluster reached"},
@@ -384,6 +386,27 @@ func TestSyntaxErrorLines(t *testing.T) {
 		}
 		if errs[0].Line != line {
 			t.Errorf("%q: line %d, want %d (%v)", src, errs[0].Line, line, err)
+		}
+	}
+}
+
+// statistics.balancing defaults to connection where Skupper is in play (a
+// declared link cost), else to request, and says why.
+func TestBalancingDefault(t *testing.T) {
+	for _, c := range []struct {
+		name, doc, want, reason string
+	}{
+		{"no costs", minimal + "expect: [{split: {model: equal}}]\n", "request", "no link costs declared"},
+		{"set", minimal + "statistics: {balancing: connection}\nexpect: [{split: {model: equal}}]\n", "connection", "set by statistics.balancing"},
+		{"a cost", strings.Replace(minimal, "{name: c1}", "{name: c1, cost: 0}", 1) + "expect: [{split: {model: equal}}]\n", "connection", "cluster c1 declares a link cost"},
+		{"minShare", minimal + "expect: [{reached: {minShare: 1%}}]\n", "request", ""},
+	} {
+		s, err := Parse("b.yaml", []byte(c.doc))
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if s.Statistics.Balancing != c.want || !strings.Contains(s.Statistics.BalancingReason, c.reason) {
+			t.Errorf("%s: balancing %q (%s), want %q mentioning %q", c.name, s.Statistics.Balancing, s.Statistics.BalancingReason, c.want, c.reason)
 		}
 	}
 }

@@ -151,6 +151,15 @@ type Statistics struct {
 	// Stop is "end" (default) or "early" for sequential looks.
 	Stop  string `yaml:"stop"`
 	Looks int    `yaml:"looks"`
+	// Balancing says how the mesh's entry picks a backend, which decides
+	// what one independent draw is (docs/statistics.md §3): "request"
+	// (per request: Envoy, weighted clusters) or "connection" (every
+	// request on a keep-alive connection goes where the connection went:
+	// Skupper, L4). ApplyDefaults resolves it: connection when a cluster
+	// declares a cost or a split uses a link-cost model, else request.
+	Balancing string `yaml:"balancing"`
+	// BalancingReason says why Balancing has its value, for the report.
+	BalancingReason string `yaml:"-"`
 }
 
 // Expectation is one judged statement. Exactly one of the kinds is set.
@@ -249,6 +258,8 @@ type Split struct {
 	// ApplyDefaults resolves it: body when attribution has rules or a
 	// preset, else logs when some workload has logs, else metrics.
 	Source string `yaml:"source"`
+	// Balancing overrides statistics.balancing for this split.
+	Balancing string `yaml:"balancing"`
 }
 
 // BucketSet names buckets of one dimension.
@@ -257,6 +268,11 @@ type BucketSet struct {
 	Buckets []string `yaml:"buckets"`
 	// Margin tolerates a share outside the set (only/never); 0 = none.
 	Margin *Percent `yaml:"margin"`
+	// MinShare (reached only) is the share below which a bucket that got
+	// nothing is called missing. Left out: the smallest expected share of
+	// these buckets in a split of the same by and source, else half an
+	// equal share, 1/(2k) (docs/statistics.md §4).
+	MinShare *Percent `yaml:"minShare"`
 	// Source is as for Split.
 	Source string `yaml:"source"`
 }
@@ -275,7 +291,9 @@ type Latency struct {
 // MirrorExpect expects a share of the primary requests to be mirrored to
 // a workload. A mirrored copy's response is discarded by the proxy, so the
 // copies are counted in the mirror target's logs and joined to the
-// primaries by request id (DESIGN.md section 3, Istio mirroring).
+// primaries by request id (docs/architecture.md, mirroring). Envoy decides
+// per request whether to mirror, so the statistics always take requests
+// as independent draws here (docs/statistics.md §3).
 type MirrorExpect struct {
 	// To is the observe workload (with logs) that receives the copies.
 	To string `yaml:"to"`

@@ -36,7 +36,7 @@ func IdentityFields() []string { return []string{"cluster", "pod", "version", "s
 // Dimensions are what an expectation may group requests by.
 func Dimensions() []string { return []string{"cluster", "pod", "version"} }
 
-// SplitModels are the expected-share models (DESIGN.md section 4).
+// SplitModels are the expected-share models (docs/statistics.md §1).
 func SplitModels() []string {
 	return []string{"weights", "equal", "equal-per-pod", "link-cost-inverse", "link-cost-balanced"}
 }
@@ -472,6 +472,7 @@ func (s *Scenario) checkStatistics(c *checker) {
 	if st.Inconclusive != "fail" && st.Inconclusive != "pass" {
 		c.add("statistics.inconclusive", "want fail or pass (how a gate treats INCONCLUSIVE), got %q", st.Inconclusive)
 	}
+	checkBalancing(c, "statistics.balancing", st.Balancing)
 	switch st.Stop {
 	case "early":
 		if st.Looks < 2 || st.Looks > 20 {
@@ -483,6 +484,15 @@ func (s *Scenario) checkStatistics(c *checker) {
 		}
 	default:
 		c.add("statistics.stop", "want end or early, got %q", st.Stop)
+	}
+}
+
+// Balancings are the sampling units statistics.balancing may name.
+func Balancings() []string { return []string{BalancingRequest, BalancingConnection} }
+
+func checkBalancing(c *checker, path, b string) {
+	if b != "" && !slices.Contains(Balancings(), b) {
+		c.add(path, "want request (the mesh picks a backend per request) or connection (per keep-alive connection), got %q", b)
 	}
 }
 
@@ -698,6 +708,7 @@ func (s *Scenario) checkSplit(c *checker, p string, sp *Split) {
 		c.add(p+".connections", "connections applies to model link-cost-balanced")
 	}
 	checkMargin(c, p+".margin", sp.Margin, false)
+	checkBalancing(c, p+".balancing", sp.Balancing)
 	if sp.Confidence != 0 && !(sp.Confidence > 0.5 && sp.Confidence < 1) {
 		c.add(p+".confidence", "want a level in (0.5, 1), like 0.95, got %v", sp.Confidence)
 	}
@@ -715,6 +726,12 @@ func (s *Scenario) checkBucketSet(c *checker, p, kind string, b *BucketSet) {
 	s.checkBuckets(c, p+".buckets", b.By, b.Buckets)
 	if kind == "reached" && b.Margin != nil {
 		c.add(p+".margin", "margin applies to only and never")
+	}
+	switch {
+	case b.MinShare != nil && kind != "reached":
+		c.add(p+".minShare", "minShare applies to reached")
+	case b.MinShare != nil && !(*b.MinShare > 0 && *b.MinShare <= 1):
+		c.add(p+".minShare", "want a share in (0, 100%%], like 1%%: below it a bucket that got nothing is called missing, got %s", *b.MinShare)
 	}
 	checkMargin(c, p+".margin", b.Margin, true)
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mesh-verify/mesh-verify/assert"
+	"github.com/mesh-verify/mesh-verify/reports"
 	"github.com/mesh-verify/mesh-verify/scenarios"
 )
 
@@ -57,7 +58,7 @@ func (f *splitFlags) register(cmd *cobra.Command) {
 	fs.StringVar(&f.margin, "margin", "5%", `allowed deviation per bucket: "5%" or 0.05 (percentage points unless --relative)`)
 	fs.BoolVar(&f.relative, "relative", false, "margin is relative to each expected share (10% of 30% = 3 points)")
 	fs.Float64Var(&f.confidence, "confidence", assert.DefaultConfidence, "confidence level 1-α")
-	fs.Float64Var(&f.power, "power", assert.DefaultPower, "power the request advice aims for")
+	fs.Float64Var(&f.power, "power", assert.DefaultPower, "probability of a PASS on a correct mesh that plans and advice aim for")
 }
 
 // expected resolves --expect/--weights into a model; counted are the
@@ -116,20 +117,53 @@ func (f *splitFlags) levels() (margin float64, err error) {
 	return m.Fraction(), nil
 }
 
+// samplingFlags say what an independent draw is, for check and plan.
+type samplingFlags struct {
+	interval    string
+	balancing   string
+	connections int64
+}
+
+func (f *samplingFlags) register(cmd *cobra.Command, connections string) {
+	fs := cmd.Flags()
+	fs.StringVar(&f.interval, "interval", string(assert.Wilson), "interval a FAIL is judged with: wilson or clopper-pearson (PASS always uses exact Clopper–Pearson bounds)")
+	fs.StringVar(&f.balancing, "balancing", string(assert.PerRequest), "how the mesh picks a backend: request (each request a draw) or connection (each keep-alive connection a draw)")
+	fs.Int64Var(&f.connections, "connections", 0, connections)
+}
+
+// sampling checks the flags and returns the sampling unit they describe.
+func (f *samplingFlags) sampling() (assert.Sampling, error) {
+	if f.interval != string(assert.Wilson) && f.interval != string(assert.ClopperPearson) {
+		return assert.Sampling{}, invalidInput("--interval %q: want %s or %s", f.interval, assert.Wilson, assert.ClopperPearson)
+	}
+	s := assert.Sampling{Balancing: assert.Balancing(f.balancing), Reason: "set by --balancing", FixedConnections: f.connections}
+	if err := s.Validate(); err != nil {
+		return s, invalidInput("--%v", err)
+	}
+	if f.connections < 0 {
+		return s, invalidInput("--connections %d: want a number of connections >= 1", f.connections)
+	}
+	return s, nil
+}
+
 func newCheckCmd() *cobra.Command {
 	var (
-		sf       splitFlags
-		countsF  string
-		file     string
-		interval string
-		asJSON   bool
+		sf      splitFlags
+		smp     samplingFlags
+		countsF string
+		file    string
+		asJSON  bool
 	)
 	cmd := &cobra.Command{
 		Use:   "check (--counts c2=480,c3=520 | --file counts.json|counts.csv) (--expect equal | --weights c2=1,c3=1)",
 		Short: "Judge counts from any tally against an expected split",
 		Long: `check evaluates counts from anywhere (siege logs, Prometheus, a spreadsheet)
-with the same statistics as a run: simultaneous per-bucket intervals and an
-equivalence verdict within the margin.
+with the same statistics as a run (docs/statistics.md): PASS when exact
+one-sided tests show every bucket inside its margin, FAIL when a bucket's
+interval at 1-α/k lies outside it. With --balancing connection and
+--connections N the counts came over N keep-alive connections of about equal
+size, each of which a per-connection balancer sent to one bucket: they are
+worth N draws, not as many as the requests.
 
 Exit codes: 0 PASS, 1 FAIL, 2 INCONCLUSIVE (more requests needed), 4 invalid input.`,
 		Args:          cobra.NoArgs,
@@ -159,9 +193,18 @@ Exit codes: 0 PASS, 1 FAIL, 2 INCONCLUSIVE (more requests needed), 4 invalid inp
 			if err != nil {
 				return err
 			}
+			sampling, err := smp.sampling()
+			if err != nil {
+				return err
+			}
+			if smp.connections > 0 {
+				// Connections of about equal size: n²/Σm² = C.
+				n := float64(c.Total())
+				c.Units = &assert.UnitStats{Units: smp.connections, SumMM: n * n / float64(smp.connections)}
+			}
 			spec := assert.SplitSpec{
 				Expected: model.Shares, Margin: margin, Relative: sf.relative,
-				Confidence: sf.confidence, Method: assert.IntervalMethod(interval), Power: sf.power,
+				Confidence: sf.confidence, Method: assert.IntervalMethod(smp.interval), Power: sf.power, Sampling: sampling,
 			}
 			if err := spec.Validate(); err != nil {
 				return invalidInput("%v", err)
@@ -185,8 +228,8 @@ Exit codes: 0 PASS, 1 FAIL, 2 INCONCLUSIVE (more requests needed), 4 invalid inp
 	fs := cmd.Flags()
 	fs.StringVar(&countsF, "counts", "", "counts per bucket, e.g. c2=480,c3=520")
 	fs.StringVar(&file, "file", "", `counts file: JSON object {"c2":480,...} or CSV lines bucket,count (header optional)`)
-	fs.StringVar(&interval, "interval", string(assert.Wilson), "interval method: wilson or clopper-pearson")
 	fs.BoolVar(&asJSON, "json", false, "print the result as JSON")
+	smp.register(cmd, "keep-alive connections the counts came over, of about equal size (0: not known)")
 	return cmd
 }
 
@@ -199,11 +242,12 @@ type checkOutput struct {
 
 func printSplit(w io.Writer, r assert.SplitResult, model assert.Shares) error {
 	t := newTable(w)
-	t.Header("bucket", "count", "observed", "expected", "interval", "allowed", "verdict")
+	t.Header("bucket", "count", "observed", "expected", "pass interval", "fail interval", "allowed", "verdict")
 	for _, b := range r.Buckets {
 		if err := t.Append([]string{
 			b.Bucket, strconv.FormatInt(b.Count, 10), share(b.Observed), share(b.Expected),
-			share(b.Interval.Lo) + " - " + share(b.Interval.Hi), share(b.Allowed.Lo) + " - " + share(b.Allowed.Hi), b.Verdict.String(),
+			share(b.PassInterval.Lo) + " - " + share(b.PassInterval.Hi), share(b.FailInterval.Lo) + " - " + share(b.FailInterval.Hi),
+			share(b.Allowed.Lo) + " - " + share(b.Allowed.Hi), b.Verdict.String(),
 		}); err != nil {
 			return err
 		}
@@ -211,15 +255,8 @@ func printSplit(w io.Writer, r assert.SplitResult, model assert.Shares) error {
 	if err := t.Render(); err != nil {
 		return err
 	}
-	stats := fmt.Sprintf("n = %d", r.N)
-	if r.Connections > 0 {
-		stats += fmt.Sprintf(", connections = %d, design effect = %.3g, effective n = %.4g", r.Connections, r.DesignEffect, r.EffectiveN)
-	}
-	chi := fmt.Sprintf("chi-square = %.4g (df %d, p = %.4g)", r.ChiSquare, r.DF, r.PValue)
-	if r.ChiSquareInfinite {
-		chi = fmt.Sprintf("chi-square infinite: a bucket expected to get nothing got traffic (p = 0, df %d)", r.DF)
-	}
-	_, err := fmt.Fprintf(w, "%s; %s\nmodel: %s\nverdict: %s: %s\n", stats, chi, strings.Join(model.Explanation, "; "), r.Verdict, r.Reason)
+	_, err := fmt.Fprintf(w, "%s\n%s\n%s\nmodel: %s\nverdict: %s: %s\n", reports.LevelsLine(&r), reports.EvidenceLine(r.Evidence), reports.ChiSquareLine(&r),
+		strings.Join(model.Explanation, "; "), r.Verdict, r.Reason)
 	return err
 }
 

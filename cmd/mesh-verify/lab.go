@@ -19,7 +19,7 @@ import (
 )
 
 // newLabCmd is `mesh-verify lab`: the local lab of kwok clusters, tutorial
-// apps and a simulated mesh data plane (DESIGN.md section 5).
+// apps and a simulated mesh data plane (docs/architecture.md, the lab).
 func newLabCmd() *cobra.Command {
 	var dir string
 	cmd := &cobra.Command{

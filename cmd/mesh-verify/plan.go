@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,24 +18,29 @@ import (
 func newPlanCmd() *cobra.Command {
 	var (
 		sf    splitFlags
-		deff  float64
+		smp   samplingFlags
 		looks int
 	)
 	cmd := &cobra.Command{
 		Use:   "plan [SCENARIO] | plan (--expect equal --buckets c2,c3 | --weights c2=1,c3=3)",
-		Short: "Print how many requests a split expectation needs",
-		Long: `plan prints the number of requests at which a correct mesh passes the split
-expectation with the given power, for the margin and confidence a run would
-use. Requests that share keep-alive connections are worth less: pass the
-design effect (about the requests per connection when a mesh balances per
-connection). With --looks > 1 it also prints the interim looks of an
-early-stopping run.`,
+		Short: "Print how many requests (or connections) an expectation needs",
+		Long: `plan prints the number of independent draws at which a correct mesh passes
+with the given power, from the exact power of the decision rule a run applies
+(docs/statistics.md §5). Under per-request balancing a draw is a request;
+under per-connection balancing (--balancing connection) it is a connection,
+and --connections N says whether the N keep-alive connections an attack
+holds are enough. With --looks > 1 the total is planned for the last look's
+level and the interim looks are printed.
+
+plan SCENARIO plans every expectation of the scenario with everything it
+says (margins, confidence, interval, balancing, looks) and compares the
+result with what its attack sends and the connections it opens.`,
 		Args:          cobra.MaximumNArgs(1),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 1 {
-				return planScenario(cmd.OutOrStdout(), args[0], deff)
+				return planScenario(cmd.OutOrStdout(), args[0])
 			}
 			model, err := sf.expected(nil)
 			if err != nil {
@@ -46,21 +50,25 @@ early-stopping run.`,
 			if err != nil {
 				return err
 			}
-			if !(deff >= 1) || math.IsInf(deff, 0) {
-				return invalidInput("--design-effect %g: want 1 (independent requests) or more", deff)
+			sampling, err := smp.sampling()
+			if err != nil {
+				return err
 			}
 			if looks < 1 {
 				return invalidInput("--looks %d: want 1 or more", looks)
 			}
 			out := cmd.OutOrStdout()
-			conf := sf.confidence
+			conf := lastLevel(looks, sf.confidence)
 			if looks > 1 {
-				// The spending depends only on the looks and α, so any plan gives the last look's confidence.
-				conf = assert.PlanSequential(int64(looks), looks, sf.confidence).Confidence[looks-1]
 				fmt.Fprintf(out, "early stopping with %d looks: the last look judges at %s confidence, so the total is planned for it\n", looks, pctText(conf))
 			}
-			n := planSplit(out, "split", model.Shares, margin, sf.relative, conf, sf.power, deff)
-			if looks > 1 {
+			spec := assert.SplitSpec{Expected: model.Shares, Margin: margin, Relative: sf.relative, Confidence: conf,
+				Method: assert.IntervalMethod(smp.interval), Power: sf.power, Sampling: sampling}
+			n := planSplit(out, "split", spec)
+			if n > 0 && sampling.Balancing == assert.PerConnection && sampling.FixedConnections > 0 {
+				fmt.Fprintln(out, connectionsVerdict(smp.connections, n))
+			}
+			if looks > 1 && n > 0 {
 				return planLooks(out, n, looks, sf.confidence)
 			}
 			return nil
@@ -68,30 +76,85 @@ early-stopping run.`,
 	}
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return invalidInput("%v", err) })
 	sf.register(cmd)
-	cmd.Flags().Float64Var(&deff, "design-effect", 1, "design effect of connection reuse (1 = independent requests)")
+	smp.register(cmd, "with --balancing connection: the keep-alive connections the attack will hold, to compare with the plan")
 	cmd.Flags().IntVar(&looks, "looks", 1, "interim looks for early stopping (1 = judge once at the end)")
 	return cmd
 }
 
-// planSplit prints the requests one split expectation needs and returns
-// them (0 when the inputs are invalid).
-func planSplit(w io.Writer, name string, expected map[string]float64, margin float64, relative bool, confidence, power, deff float64) int64 {
-	n := assert.RequiredN(expected, margin, relative, confidence, power, deff)
-	shares := make([]string, 0, len(expected))
-	for _, b := range sortedNames(expected) {
-		shares = append(shares, b+" "+pctText(expected[b]))
+// lastLevel is the confidence the last of looks judges at: the confidence
+// itself for one look, else what the spending leaves for the last look.
+func lastLevel(looks int, confidence float64) float64 {
+	if looks <= 1 {
+		return confidence
+	}
+	l := assert.SpendingLevels(looks, confidence)
+	return l[len(l)-1]
+}
+
+// unit names what one draw is under a sampling unit: a connection under
+// per-connection balancing, which without keep-alive is every request.
+func unit(s assert.Sampling) string {
+	switch {
+	case s.Balancing != assert.PerConnection:
+		return "requests"
+	case s.FixedConnections == 0:
+		return "requests (each on a connection of its own)"
+	}
+	return "connections"
+}
+
+// planSplit prints the draws one split expectation needs and returns
+// them (0 when the inputs are invalid or no n would do).
+func planSplit(w io.Writer, name string, s assert.SplitSpec) int64 {
+	n := assert.RequiredDraws(s)
+	shares := make([]string, 0, len(s.Expected))
+	for _, b := range slices.Sorted(maps.Keys(s.Expected)) {
+		shares = append(shares, b+" "+pctText(s.Expected[b]))
+	}
+	margin := s.Margin
+	if margin == 0 {
+		margin = assert.DefaultMargin
 	}
 	tol := "±" + strconv.FormatFloat(margin*100, 'g', 4, 64) + " points"
-	if relative {
+	if s.Relative {
 		tol = "±" + pctText(margin) + " of each share"
 	}
 	if n == 0 {
-		fmt.Fprintf(w, "%s: cannot plan (expected %s; margin %s; confidence %g; power %g)\n", name, strings.Join(shares, ", "), tol, confidence, power)
+		fmt.Fprintf(w, "%s: cannot plan (expected %s; margin %s; confidence %g; power %g)\n", name, strings.Join(shares, ", "), tol, s.Confidence, s.Power)
 		return 0
 	}
-	fmt.Fprintf(w, "%s: %d requests (expected %s; margin %s; %s confidence; %s power; design effect %g)\n",
-		name, n, strings.Join(shares, ", "), tol, pctText(confidence), pctText(power), deff)
+	exact := "exact"
+	if len(s.Expected) > 2 {
+		exact = "at least"
+	}
+	fmt.Fprintf(w, "%s: %d %s (expected %s; margin %s; %s confidence; PASS with probability %s %.3f; %s)\n",
+		name, n, unit(s.Sampling), strings.Join(shares, ", "), tol, pctText(orDefault(s.Confidence, assert.DefaultConfidence)),
+		exact, assert.SplitPassProbability(s, s.Expected, n), drawText(s.Sampling))
 	return n
+}
+
+func orDefault(v, def float64) float64 {
+	if v == 0 {
+		return def
+	}
+	return v
+}
+
+// drawText says what a draw is, for the plan's lines.
+func drawText(s assert.Sampling) string {
+	if s.Balancing == assert.PerConnection {
+		return "per-connection balancing: every request on a connection goes where the connection went, so the draws are connections"
+	}
+	return "per-request balancing: every request an independent draw"
+}
+
+// connectionsVerdict compares the connections an attack holds with the
+// connections a plan needs.
+func connectionsVerdict(have, need int64) string {
+	if have >= need {
+		return fmt.Sprintf("the attack holds %d keep-alive connections: enough", have)
+	}
+	return fmt.Sprintf("the attack holds %d keep-alive connections: NOT enough: needs %d connections (or keepAlive: false with %d requests); more requests on the same connections would not help", have, need, need)
 }
 
 // planLooks prints the interim looks of an early-stopping run of total requests.
@@ -110,62 +173,144 @@ func planLooks(w io.Writer, total int64, looks int, confidence float64) error {
 
 func pctText(v float64) string { return strconv.FormatFloat(v*100, 'g', 6, 64) + "%" }
 
-func sortedNames(m map[string]float64) []string { return slices.Sorted(maps.Keys(m)) }
-
-// planScenario prints the requests every split expectation of a scenario
-// needs, with the scenario's own margin, confidence and power, and compares
-// them with what its attack will send.
-func planScenario(w io.Writer, file string, deff float64) error {
+// planScenario plans every expectation of a scenario with what it says and
+// compares the needs with what its attack sends and the connections it
+// holds.
+func planScenario(w io.Writer, file string) error {
 	sc, err := scenarios.Load(file)
 	if err != nil {
 		return &codedError{code: exitInvalidInput, err: err}
 	}
-	if !(deff >= 1) || math.IsInf(deff, 0) {
-		return invalidInput("--design-effect %g: want 1 (independent requests) or more", deff)
-	}
 	st := sc.Statistics
-	conf := st.Confidence
+	looks := 1
 	if st.Stop == "early" {
-		conf = assert.PlanSequential(int64(st.Looks), st.Looks, conf).Confidence[st.Looks-1]
+		looks = st.Looks
+		fmt.Fprintf(w, "early stopping with %d looks: each expectation is planned for its last look's level\n", looks)
 	}
-	var need int64
+	fmt.Fprintf(w, "FAIL is judged with %s intervals (statistics.interval); PASS always with exact Clopper–Pearson bounds, so the plan does not depend on it\n", st.Interval)
+	var needRequests, needConnections int64
 	for _, e := range sc.Expect {
-		if e.Split == nil {
-			continue
-		}
-		model, err := runner.SplitModel(sc, e.Split)
-		if err != nil && len(sc.Observe) > 0 && len(e.Split.Pods) == 0 && e.Split.Model != "weights" && e.Split.Model != "equal" ||
-			err != nil && e.Split.By == "pod" && len(sc.Observe) > 0 {
-			// Ready pods (their number, or their names by pod) come from
-			// the inventory of the clusters at run time.
-			fmt.Fprintf(w, "%s: not planned here: its expected shares need the cluster inventory (ready pods) of a run\n", e.Name)
-			continue
-		}
+		sampling := runner.Sampling(sc, e)
+		conf := lastLevel(looks, runner.Confidence(sc, e))
+		n, err := planExpectation(w, sc, e, sampling, conf)
 		if err != nil {
 			return &codedError{code: exitInvalidInput, err: fmt.Errorf("%s: expectation %q: %w", file, e.Name, err)}
 		}
-		margin, relative := st.Margin.Fraction(), st.Relative
-		if e.Split.Margin != nil {
-			margin = e.Split.Margin.Fraction()
+		if sampling.Balancing == assert.PerConnection && sampling.FixedConnections > 0 {
+			needConnections = max(needConnections, n)
+		} else {
+			needRequests = max(needRequests, n)
 		}
-		if e.Split.Relative != nil {
-			relative = *e.Split.Relative
-		}
-		need = max(need, planSplit(w, e.Name, model.Shares, margin, relative, conf, st.Power, deff))
 	}
-	if need == 0 {
-		fmt.Fprintln(w, "no split expectation to plan")
+	if needRequests == 0 && needConnections == 0 {
+		fmt.Fprintln(w, "no expectation to plan")
 		return nil
 	}
-	if planned := runner.PlannedRequests(sc); planned > 0 {
+	planned := runner.PlannedRequests(sc)
+	if needRequests > 0 && planned > 0 {
 		verdict := "enough"
-		if planned < need {
-			verdict = "NOT enough: expect INCONCLUSIVE"
+		if planned < needRequests {
+			verdict = fmt.Sprintf("NOT enough: needs %d; expect INCONCLUSIVE", needRequests)
 		}
 		fmt.Fprintf(w, "the attack sends %d requests: %s\n", planned, verdict)
 	}
-	if st.Stop == "early" {
-		return planLooks(w, need, st.Looks, st.Confidence)
+	if needConnections > 0 {
+		fmt.Fprintln(w, connectionsVerdict(runner.AttackConnections(sc), needConnections))
+	}
+	if st.Stop == "early" && planned > 0 {
+		return planLooks(w, planned, looks, st.Confidence)
 	}
 	return nil
+}
+
+// planExpectation prints the draws one expectation needs (0 when it is
+// not planned: latency, or shares that need a run's inventory).
+func planExpectation(w io.Writer, sc *scenarios.Scenario, e scenarios.Expectation, sampling assert.Sampling, conf float64) (int64, error) {
+	st := sc.Statistics
+	what := unit(sampling)
+	switch {
+	case e.Split != nil:
+		model, err := runner.SplitModel(sc, e.Split)
+		if err != nil && needsInventory(sc, e.Split) {
+			fmt.Fprintf(w, "%s: not planned here: its expected shares need the cluster inventory (ready pods) of a run\n", e.Name)
+			return 0, nil
+		}
+		if err != nil {
+			return 0, err
+		}
+		return planSplit(w, e.Name, runner.SplitSpec(sc, e, model.Shares, conf)), nil
+	case e.Mirror != nil:
+		model, err := assert.MirrorModel(100 * e.Mirror.Percent.Fraction())
+		if err != nil {
+			return 0, err
+		}
+		spec := assert.SplitSpec{Expected: model.Shares, Margin: st.Margin.Fraction(), Relative: st.Relative, Confidence: conf,
+			Method: assert.IntervalMethod(st.Interval), Power: st.Power, Sampling: sampling}
+		if e.Mirror.Margin != nil {
+			spec.Margin = e.Mirror.Margin.Fraction()
+		}
+		return planSplit(w, e.Name, spec), nil
+	case e.SuccessRate != nil:
+		n := assert.CleanDraws(1-e.SuccessRate.AtLeast.Fraction(), conf, st.Margin.Fraction())
+		fmt.Fprintf(w, "%s: %d %s: a run without a failure passes from there (%s confidence; %s)\n", e.Name, n, what, pctText(conf), drawText(sampling))
+		return n, nil
+	case e.Only != nil || e.Never != nil:
+		b := e.Only
+		if b == nil {
+			b = e.Never
+		}
+		n := assert.CleanDraws(margin(b.Margin), conf, st.Margin.Fraction())
+		fmt.Fprintf(w, "%s: %d %s: a clean run passes from there (%s confidence; %s)\n", e.Name, n, what, pctText(conf), drawText(sampling))
+		return n, nil
+	case e.Reached != nil:
+		shares, from := reachedShares(sc, e)
+		n := assert.ReachedDraws(shares, st.Power)
+		fmt.Fprintf(w, "%s: %d %s: every bucket is seen with probability %s or more (%s; %s)\n", e.Name, n, what, pctText(st.Power), from, drawText(sampling))
+		return n, nil
+	}
+	return 0, nil
+}
+
+// needsInventory reports whether a split's expected shares come from the
+// pods a run inventories, which plan cannot see.
+func needsInventory(sc *scenarios.Scenario, sp *scenarios.Split) bool {
+	return len(sc.Observe) > 0 && (sp.By == "pod" || len(sp.Pods) == 0 && sp.Model != "weights" && sp.Model != "equal")
+}
+
+// reachedShares are the shares reached's plan assumes for its buckets: the
+// minimum share it is set to, else a split's expected shares for them,
+// else half an equal share each (docs/statistics.md §4).
+func reachedShares(sc *scenarios.Scenario, e scenarios.Expectation) ([]float64, string) {
+	rc := e.Reached
+	k := len(rc.Buckets)
+	if rc.MinShare != nil {
+		return slices.Repeat([]float64{rc.MinShare.Fraction()}, k), "each at reached.minShare " + rc.MinShare.String()
+	}
+	for _, other := range sc.Expect {
+		sp := other.Split
+		if sp == nil || sp.By != rc.By || sp.Source != rc.Source {
+			continue
+		}
+		model, err := runner.SplitModel(sc, sp)
+		if err != nil {
+			continue
+		}
+		shares := make([]float64, k)
+		ok := true
+		for i, b := range rc.Buckets {
+			shares[i] = model.Shares[b]
+			ok = ok && shares[i] > 0
+		}
+		if ok {
+			return shares, fmt.Sprintf("with the expected shares of %q", other.Name)
+		}
+	}
+	return slices.Repeat([]float64{1 / (2 * float64(k))}, k), fmt.Sprintf("each at half an equal share, %s", pctText(1/(2*float64(k))))
+}
+
+func margin(p *scenarios.Percent) float64 {
+	if p == nil {
+		return 0
+	}
+	return p.Fraction()
 }

@@ -8,8 +8,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/mesh-verify/mesh-verify/assert"
 )
 
 // binary is the mesh-verify built once for the end-to-end tests.
@@ -89,15 +92,25 @@ func TestCheckE2E(t *testing.T) {
 
 	for _, c := range []e2e{
 		{"pass", []string{"check", "--counts", "c2=5000,c3=5000", "--expect", "equal"}, exitPass,
-			[]string{"BUCKET", "49.02% - 50.98%", "verdict: PASS"}, nil},
+			[]string{"BUCKET", "PASS INTERVAL", "pass interval: 90% Clopper–Pearson", "fail interval: 97.5% wilson", "verdict: PASS"}, nil},
+		// Issue 9 defect 4: 5 of 5 on one side is what a correct 50/50
+		// mesh does 6.25% of the time, more than α: not a FAIL.
+		{"c2=5,c3=0 is inconclusive", []string{"check", "--counts", "c2=5,c3=0", "--expect", "equal"}, exitInconclusive,
+			[]string{"verdict: INCONCLUSIVE"}, nil},
+		// Counts over 5 keep-alive connections of a per-connection balancer
+		// are 5 draws: the advice is connections, not requests.
+		{"per connection", []string{"check", "--counts", "c2=600,c3=400", "--expect", "equal", "--balancing", "connection", "--connections", "5"}, exitInconclusive,
+			[]string{"1000 requests on 5 connections, worth 5 independent draws", "connections would", "design-corrected χ² = 0.20"}, nil},
+		{"bad balancing", []string{"check", "--counts", "c2=1", "--expect", "equal", "--balancing", "pod"}, exitInvalidInput, nil, []string{`balancing "pod"`}},
+		{"bad connections", []string{"check", "--counts", "c2=1", "--expect", "equal", "--connections", "-2"}, exitInvalidInput, nil, []string{"--connections -2"}},
 		{"fail", []string{"check", "--counts", "c2=700,c3=300", "--weights", "c2=1,c3=1", "--margin", "5%"}, exitFail,
 			[]string{"verdict: FAIL", "c2 got 70%"}, nil},
-		{"inconclusive", []string{"check", "--counts", "c2=480,c3=520", "--expect", "equal", "--margin", "0.05"}, exitInconclusive,
+		{"inconclusive", []string{"check", "--counts", "c2=48,c3=52", "--expect", "equal", "--margin", "0.05"}, exitInconclusive,
 			[]string{"verdict: INCONCLUSIVE", "requests in total would settle it"}, nil},
 		{"clopper-pearson from csv with header", []string{"check", "--file", okCSV, "--expect", "equal", "--interval", "clopper-pearson"}, exitPass,
 			[]string{"verdict: PASS"}, nil},
 		{"unexpected bucket fails", []string{"check", "--counts", "c2=450,c3=450,c4=100", "--weights", "c2=1,c3=1"}, exitFail,
-			[]string{"bucket c4 got 10%", "chi-square infinite"}, nil},
+			[]string{"bucket c4 got 10%", "χ² infinite"}, nil},
 		{"bad --counts item", []string{"check", "--counts", "c2=70,c3=x", "--expect", "equal"}, exitInvalidInput,
 			nil, []string{`"c3=x"`}},
 		{"bad csv line", []string{"check", "--file", badCSV, "--expect", "equal"}, exitInvalidInput,
@@ -133,15 +146,23 @@ func TestCheckE2E(t *testing.T) {
 }
 
 func TestPlanE2E(t *testing.T) {
+	// plan prints what the planner computes; the planner's numbers are
+	// checked against exact binomial sums in assert/plan_test.go.
+	half := assert.SplitSpec{Expected: map[string]float64{"c2": 0.5, "c3": 0.5}}
+	n := strconv.FormatInt(assert.RequiredDraws(half), 10)
 	for _, c := range []e2e{
-		// DESIGN.md §4 formula by hand: (1.959964+1.281552)²·0.25/0.05² = 1050.7.
-		{"equal", []string{"plan", "--expect", "equal", "--buckets", "c2,c3"}, exitPass, []string{"1051 requests"}, nil},
-		{"design effect", []string{"plan", "--weights", "c2=1,c3=1", "--design-effect", "2.5"}, exitPass, []string{"2627 requests"}, nil},
+		{"equal", []string{"plan", "--expect", "equal", "--buckets", "c2,c3"}, exitPass, []string{n + " requests", "PASS with probability exact 0.8"}, nil},
+		{"interval", []string{"plan", "--weights", "c2=1,c3=1", "--interval", "clopper-pearson"}, exitPass, []string{n + " requests"}, nil},
+		// Issue 9 defects 2 and 9: under per-connection balancing the draws
+		// are connections, and 5 keep-alive connections are not enough.
+		{"connections", []string{"plan", "--weights", "c2=1,c3=1", "--balancing", "connection", "--connections", "5"}, exitPass,
+			[]string{n + " connections", "the attack holds 5 keep-alive connections: NOT enough: needs " + n + " connections (or keepAlive: false"}, nil},
 		{"looks", []string{"plan", "--expect", "equal", "--buckets", "c2,c3", "--looks", "4"}, exitPass,
 			[]string{"O'Brien-Fleming", "LOOK", "| 4    |"}, nil},
 		{"equal without buckets", []string{"plan", "--expect", "equal"}, exitInvalidInput, nil, []string{"--buckets"}},
 		{"bad weights", []string{"plan", "--weights", "c2=-1,c3=1"}, exitInvalidInput, nil, []string{"negative weight -1"}},
 		{"bad looks", []string{"plan", "--expect", "equal", "--buckets", "a,b", "--looks", "0"}, exitInvalidInput, nil, []string{"--looks"}},
+		{"bad interval", []string{"plan", "--expect", "equal", "--buckets", "a,b", "--interval", "wald"}, exitInvalidInput, nil, []string{"wald"}},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.run(t) })
 	}
@@ -150,12 +171,18 @@ func TestPlanE2E(t *testing.T) {
 func TestPlanScenarioE2E(t *testing.T) {
 	dir := t.TempDir()
 	bad := writeFile(t, dir, "bad.yaml", "apiVersion: mesh-verify.io/v1alpha1\nkind: Scenario\nmetadata: {name: x}\nattack: {rate: fast}\n")
+	// The scenario's confidence 0.99 with 5 looks: the last look's level.
+	lastOf5 := strconv.FormatFloat(100*assert.SpendingLevels(5, 0.99)[4], 'g', 6, 64) + "%"
 	for _, c := range []e2e{
-		// siege -c 5 -r 200 sends 1000 requests; ±5 points at 95%/80% on a 50/50 split needs 1051.
+		// siege -c 5 -r 200 with keep-alive through Skupper's router: 5
+		// connections, each one draw; the split needs hundreds.
 		{"siege-sized run is too small", []string{"plan", "../../scenarios/testdata/good/closed-loop-siege.yaml"}, exitPass,
-			[]string{"1051 requests", "the attack sends 1000 requests: NOT enough"}, nil},
+			[]string{" connections (expected c2 50%", "the attack holds 5 keep-alive connections: NOT enough", "or keepAlive: false"}, nil},
+		// Issue 9 defect 6: the scenario's interval, confidence, looks and
+		// every kind of expectation are planned, not only splits.
 		{"early stopping plans for the last look", []string{"plan", "../../scenarios/testdata/good/open-loop-rate.yaml"}, exitPass,
-			[]string{"the attack sends 20000 requests: enough", "LOOK"}, nil},
+			[]string{"the attack sends 20000 requests: enough", "LOOK", "FAIL is judged with clopper-pearson intervals",
+				"only cluster c1: ", "success rate ≥ 99.5%: ", lastOf5 + " confidence"}, nil},
 		{"invalid scenario", []string{"plan", bad}, exitInvalidInput, nil, []string{bad + ":4:"}},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.run(t) })
