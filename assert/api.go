@@ -57,6 +57,17 @@ const (
 	ClopperPearson IntervalMethod = "clopper-pearson"
 )
 
+// String names the method as reports print it.
+func (m IntervalMethod) String() string {
+	switch m {
+	case Wilson:
+		return "Wilson (small-count corrected)"
+	case ClopperPearson, "":
+		return "Clopper–Pearson"
+	}
+	return string(m)
+}
+
 // Interval is a closed interval of shares in [0,1].
 type Interval struct {
 	Lo float64 `json:"lo"`

@@ -24,7 +24,7 @@ type SplitSpec struct {
 	Margin     float64
 	Relative   bool
 	Confidence float64 // 1-α; 0 means DefaultConfidence
-	// Method is the FAIL interval; "" means Wilson. PASS is always judged
+	// Method is the FAIL interval; "" means Clopper–Pearson. PASS is always judged
 	// with exact Clopper–Pearson bounds (docs/statistics.md §2.1).
 	Method IntervalMethod
 	Power  float64 // for the advice on INCONCLUSIVE; 0 means DefaultPower
@@ -94,7 +94,7 @@ func (s SplitSpec) withDefaults() SplitSpec {
 		s.Confidence = DefaultConfidence
 	}
 	if s.Method == "" {
-		s.Method = Wilson
+		s.Method = ClopperPearson
 	}
 	if s.Power == 0 {
 		s.Power = DefaultPower

@@ -20,7 +20,7 @@ func TestSplitVerdicts(t *testing.T) {
 		{"n=0", counts("c2", 0, "c3", 0), SplitSpec{Expected: half}, Inconclusive, "no requests", false},
 		{"no buckets counted at all", Counts{}, SplitSpec{Expected: half}, Inconclusive, "no requests", false},
 		{"exact split", counts("c2", 5000, "c3", 5000), SplitSpec{Expected: half}, Pass, "shown inside", false},
-		{"exact split clopper-pearson", counts("c2", 5000, "c3", 5000), SplitSpec{Expected: half, Method: ClopperPearson}, Pass, "FAIL by 97.5% clopper-pearson", false},
+		{"exact split wilson", counts("c2", 5000, "c3", 5000), SplitSpec{Expected: half, Method: Wilson}, Pass, "FAIL by 97.5% Wilson (small-count corrected)", false},
 		{"70/30", counts("c2", 700, "c3", 300), SplitSpec{Expected: half}, Fail, "bucket c2 got 70%", false},
 		{"too few", counts("c2", 52, "c3", 48), SplitSpec{Expected: half}, Inconclusive, "would settle", false},
 		// Issue 9 defect 4: 5 of 5 on one side happens to a correct 50/50
@@ -72,9 +72,9 @@ func TestSplitLevels(t *testing.T) {
 		pass, fail float64
 		text       []string
 	}{
-		{half, 0.95, 0.90, 0.975, []string{"one-sided tests at 95%", "90% Clopper–Pearson", "97.5% wilson"}},
-		{five, 0.95, 0.90, 0.99, []string{"one-sided tests at 95%", "90% Clopper–Pearson", "99% wilson"}},
-		{five, 0.99, 0.98, 0.998, []string{"one-sided tests at 99%", "98% Clopper–Pearson", "99.8% wilson"}},
+		{half, 0.95, 0.90, 0.975, []string{"one-sided tests at 95%", "90% Clopper–Pearson", "97.5% Clopper–Pearson"}},
+		{five, 0.95, 0.90, 0.99, []string{"one-sided tests at 95%", "90% Clopper–Pearson", "99% Clopper–Pearson"}},
+		{five, 0.99, 0.98, 0.998, []string{"one-sided tests at 99%", "98% Clopper–Pearson", "99.8% Clopper–Pearson"}},
 	} {
 		var cs Counts
 		for _, b := range slices.Sorted(maps.Keys(c.expected)) {

@@ -113,7 +113,7 @@ func TestTerminalLabelsTheStatistics(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		"pass interval: 90% Clopper–Pearson, each end an exact one-sided test at 95%; fail interval: 97.5% wilson, Bonferroni over 2 buckets",
+		"pass interval: 90% Clopper–Pearson, each end an exact one-sided test at 95%; fail interval: 97.5% Clopper–Pearson, Bonferroni over 2 buckets",
 		"n = 1500 requests on 5 connections, worth 5 independent draws (per-connection balancing: clusters declare link costs)",
 		"χ² = 60.00 (df 1, p = ", "from the raw counts, every request taken as an independent draw",
 		"design-corrected χ² = 0.20 (p = 0.6547), scaled by effective n / n",

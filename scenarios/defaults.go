@@ -20,7 +20,7 @@ const (
 	DefaultConfidence           = 0.95
 	DefaultPower                = 0.8
 	DefaultMargin       Percent = 0.05
-	DefaultInterval             = "wilson"
+	DefaultInterval             = "clopper-pearson"
 	DefaultInconclusive         = "fail"
 	DefaultStop                 = "end"
 	DefaultLooks                = 5

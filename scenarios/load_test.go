@@ -188,7 +188,7 @@ func TestDefaults(t *testing.T) {
 		{"path", s.Target.Path, "/persons"},
 		{"cost", *s.Clusters[2].Cost, 1.0},
 		{"match", s.Attribution.Rules[0].Match, "first"},
-		{"statistics", s.Statistics, Statistics{Confidence: 0.95, Power: 0.8, Margin: 0.05, Interval: "wilson", Inconclusive: "fail", Stop: "end",
+		{"statistics", s.Statistics, Statistics{Confidence: 0.95, Power: 0.8, Margin: 0.05, Interval: "clopper-pearson", Inconclusive: "fail", Stop: "end",
 			Balancing: "connection", BalancingReason: "cluster c1 declares a link cost (Skupper): its router balances connections, and every request on a connection goes where the connection went"}},
 		{"split", *s.Expect[0].Split, Split{By: "cluster", Model: "equal", Buckets: []string{"c2", "c3"}, Source: "body"}},
 		{"reached by", s.Expect[1].Reached.By, "cluster"},

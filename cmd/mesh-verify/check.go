@@ -126,7 +126,7 @@ type samplingFlags struct {
 
 func (f *samplingFlags) register(cmd *cobra.Command, connections string) {
 	fs := cmd.Flags()
-	fs.StringVar(&f.interval, "interval", string(assert.Wilson), "interval a FAIL is judged with: wilson or clopper-pearson (PASS always uses exact Clopper–Pearson bounds)")
+	fs.StringVar(&f.interval, "interval", string(assert.ClopperPearson), "interval a FAIL is judged with: clopper-pearson or wilson (PASS always uses exact Clopper–Pearson bounds)")
 	fs.StringVar(&f.balancing, "balancing", string(assert.PerRequest), "how the mesh picks a backend: request (each request a draw) or connection (each keep-alive connection a draw)")
 	fs.Int64Var(&f.connections, "connections", 0, connections)
 }

@@ -92,7 +92,7 @@ func TestCheckE2E(t *testing.T) {
 
 	for _, c := range []e2e{
 		{"pass", []string{"check", "--counts", "c2=5000,c3=5000", "--expect", "equal"}, exitPass,
-			[]string{"BUCKET", "PASS INTERVAL", "pass interval: 90% Clopper–Pearson", "fail interval: 97.5% wilson", "verdict: PASS"}, nil},
+			[]string{"BUCKET", "PASS INTERVAL", "pass interval: 90% Clopper–Pearson", "fail interval: 97.5% Clopper–Pearson", "verdict: PASS"}, nil},
 		// Issue 9 defect 4: 5 of 5 on one side is what a correct 50/50
 		// mesh does 6.25% of the time, more than α: not a FAIL.
 		{"c2=5,c3=0 is inconclusive", []string{"check", "--counts", "c2=5,c3=0", "--expect", "equal"}, exitInconclusive,
