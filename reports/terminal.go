@@ -113,7 +113,7 @@ func render(w io.Writer, r *Report, table func(io.Writer) *tablewriter.Table, he
 	}
 	for _, d := range r.Dimensions {
 		// The table of a field nothing attributed is not dropped silently.
-		if d.Attributed == 0 && d.Source == "body" && d.Name == "cluster" && d.Unattributed > 0 && len(r.Rules) > 0 {
+		if d.Attributed == 0 && d.Source == "body" && d.Name == "cluster" && d.Unattributed > 0 && hasBodyRules(r) {
 			p.f("\nobserved by cluster, from body: none of %d answered responses was attributed a cluster\n", d.Unattributed)
 		}
 	}
@@ -161,6 +161,15 @@ func render(w io.Writer, r *Report, table func(io.Writer) *tablewriter.Table, he
 	}
 	p.f(" · exit code %d\n", r.ExitCode)
 	return p.error
+}
+
+func hasBodyRules(r *Report) bool {
+	for _, rr := range r.Rules {
+		if rr.Source == "body" {
+			return true
+		}
+	}
+	return false
 }
 
 type printer struct {
