@@ -10,7 +10,7 @@ import (
 
 // echoLine anchors a key of Istio's echo app: one "Key=value" per line,
 // prefixed "[0] " or "[0 body] " when a forwarding echo client printed
-// its callee's answer (README.md, attribution presets).
+// its callee's answer (README.md, attribution on unmodified apps: presets).
 func echoLine(key, group string) *regexp.Regexp {
 	return regexp.MustCompile(`(?m)^(?:\[[0-9]+(?: body)?\] )?` + key + `=(?P<` + group + `>[^\r\n]*)$`)
 }

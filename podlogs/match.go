@@ -28,7 +28,7 @@ type Match struct {
 	// Fields holds the non-empty named groups.
 	Fields map[string]string
 	// Shadow is set when the logged host carries Envoy's "-shadow" suffix:
-	// a mirrored copy (README.md, mirroring without request ids).
+	// a mirrored copy (README.md, mirroring).
 	Shadow bool
 	// Status is the logged HTTP status, 0 when the rule captures none.
 	Status int

@@ -9,7 +9,7 @@ import (
 )
 
 // answered decides whether a result counts as a success by
-// attack.successCodes (README.md, scenario reference) and makes its error
+// attack.successCodes (README.md, a scenario) and makes its error
 // say so for the tally: vegeta calls every status below 400 a success, a
 // redirect included, and anything else an error. A result without a
 // status (no response) is always a failure.
