@@ -143,7 +143,7 @@ func bodyConfigErrors(sc *scenarios.Scenario, st attribution.Stats, body tally.S
 				Samples: samples})
 		case f == attribution.Cluster && st.Fields[attribution.Pod] > 0:
 			errs = append(errs, reports.ConfigError{Subject: "attribution: no cluster",
-				Message: fmt.Sprintf("the responses name pods (%d of %d) that the inventory of the observed workloads does not know, so no cluster: observe the workload that answers", st.Fields[attribution.Pod], st.Responses),
+				Message: fmt.Sprintf("the responses name pods (%d of %d responses, %d with a name the inventory does not know) but no cluster: observe the workload that answers, so that the inventory maps its pods", st.Fields[attribution.Pod], st.Responses, st.Unresolved),
 				Samples: samples})
 		default:
 			errs = append(errs, reports.ConfigError{Subject: "attribution: no " + string(f),
