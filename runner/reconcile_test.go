@@ -1,11 +1,13 @@
 package runner
 
 import (
+	"fmt"
 	"math"
 	"strings"
 	"testing"
 
 	"github.com/mesh-verify/mesh-verify/assert"
+	"github.com/mesh-verify/mesh-verify/kube"
 	"github.com/mesh-verify/mesh-verify/podlogs"
 	"github.com/mesh-verify/mesh-verify/reports"
 	"github.com/mesh-verify/mesh-verify/scenarios"
@@ -134,4 +136,31 @@ expect:
 		t.Fatalf("shadow %v defaulted %v", *m.Shadow, m.ShadowDefaulted())
 	}
 	return m
+}
+
+// The metrics: per-pod counter deltas summed against the requests answered,
+// with the slack only (no background is measured for a counter).
+func TestReconcileMetrics(t *testing.T) {
+	deltas := func(ds ...float64) []metricsDelta {
+		var out []metricsDelta
+		for i, d := range ds {
+			out = append(out, metricsDelta{workload: "callme", delta: kube.PodDelta{Cluster: fmt.Sprintf("c%d", 2-i%2), Pod: fmt.Sprintf("callme-%d", i), Delta: d}})
+		}
+		return out
+	}
+	for _, c := range []struct {
+		name   string
+		ds     []metricsDelta
+		status string
+	}{
+		{"equal", deltas(300, 200, 100), reports.ReconcileOK},
+		{"probes on top, within the slack", deltas(301, 200, 101), reports.ReconcileOK},
+		{"mirror copies counted at the target", deltas(300, 200, 100, 300), reports.ReconcileOver},
+		{"a pod not scraped after", deltas(300, 200), reports.ReconcileUnder},
+	} {
+		r := reconcileMetrics(c.ds, 600, 0)
+		if r.Status != c.status || len(r.Pods) != len(c.ds) || r.Pods[0].Cluster != "c1" {
+			t.Errorf("%s: %s, pods %+v", c.name, r.Status, r.Pods)
+		}
+	}
 }
