@@ -11,7 +11,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -83,30 +82,16 @@ expect:
 // requests of the run the apps wrote to their log files.
 func TestLogAttributionAcrossThreeClustersSurvivesACut(t *testing.T) {
 	bin := labtest.Binaries(t)
-	topo := filepath.Join(t.TempDir(), "three.yaml")
-	if err := os.WriteFile(topo, []byte(threeClusterTopology), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	l := upLab(t, bin, topo)
+	l := upThreeClusters(t, bin)
 	dir := l.Dir
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	scenario := writeScenario(t, threeClusterScenario)
 
-	out := t.TempDir()
-	cmd := exec.CommandContext(ctx, binary, "run", scenario, "--kubeconfig", l.Kubeconfig, "--out", out, "--progress", "plain")
-	var so, se strings.Builder
-	cmd.Stdout, cmd.Stderr = &so, &se
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
 	// Reaped on every exit, a t.Fatal in cutKwokController or restart
-	// included (before the lab is taken down); Wait runs once.
-	wait := sync.OnceValue(cmd.Wait)
-	t.Cleanup(func() {
-		cancel()
-		_ = wait()
-	})
+	// included (before the lab is taken down).
+	bg := startRun(t, ctx, cancel, scenario, l.Kubeconfig)
+	so := bg.stdout
 	// Cut once c2's logs are being read for this run: the first line of
 	// the run is in c2's log files (the streams follow from the attack's
 	// start), plus a moment for the stream to deliver it.
@@ -115,10 +100,10 @@ func TestLogAttributionAcrossThreeClustersSurvivesACut(t *testing.T) {
 	restart := cutKwokController(t, dir, "c2")
 	time.Sleep(2 * time.Second)
 	restart()
-	err := wait()
-	rep, _ := readReport(t, out)
+	err := bg.wait()
+	rep, _ := readReport(t, bg.out)
 	if rep == nil {
-		t.Fatalf("no report: %v\n%s\n%s", err, so.String(), se.String())
+		t.Fatalf("no report: %v\n%s\n%s", err, so.String(), bg.stderr.String())
 	}
 
 	served := runLinesPerCluster(t, dir, rep.RunID)

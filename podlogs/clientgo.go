@@ -6,6 +6,7 @@ import (
 	"io"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 )
@@ -37,5 +38,9 @@ func (c clientGoOpener) Open(ctx context.Context, t Target, r OpenRequest) (io.R
 		st := metav1.NewTime(r.Since)
 		opts.SinceTime = &st
 	}
-	return cs.CoreV1().Pods(t.Namespace).GetLogs(t.Pod, opts).Stream(ctx)
+	rc, err := cs.CoreV1().Pods(t.Namespace).GetLogs(t.Pod, opts).Stream(ctx)
+	if apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("%w: %w", ErrGone, err)
+	}
+	return rc, err
 }

@@ -2,10 +2,10 @@ package podlogs
 
 import (
 	"math/bits"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 )
 
 // seqSet is a set of request sequence numbers as a paged bitset: one bit per
@@ -81,57 +81,42 @@ func ParseRequestID(runID, id string) (uint64, bool) {
 	return seq, err == nil
 }
 
+// runRequestID is the shape of a request id another mesh-verify run stamped
+// (runner.NewRunID plus "-<seq>"): such lines belong to that run, not to
+// this one, and not to the data plane either.
+var runRequestID = regexp.MustCompile(`^[0-9]{8}T[0-9]{6}Z-[0-9a-f]{6}-[0-9]+$`)
+
+// DefaultMaxDataPlaneIDs bounds the data plane's own request ids a Counter
+// keeps for the mirror join: about 100 bytes each, so 25 MB at the limit.
+const DefaultMaxDataPlaneIDs = 250_000
+
 // CounterOptions configure a Counter.
 type CounterOptions struct {
-	// RunID selects this run's request ids; lines with others are ignored.
+	// RunID selects this run's request ids; lines with other runs' ids are
+	// ignored.
 	RunID string
-	// From and To bound the attack window, [start − skew, end + settle]:
-	// lines without a request id count only inside it (zero: unbounded).
-	From, To time.Time
 	// Mirror tells which matches are mirrored copies (nil: Match.Shadow).
 	// Use the mirror target's pods when the proxy does not mark copies.
 	Mirror func(Match) bool
+	// Primary tells which served lines are primaries for the data-plane
+	// id join (nil: all): not the mirror target's own traffic.
+	Primary func(Match) bool
+	// Success tells whether a logged status is a success (nil: all are).
+	// Lines with a failing status count as errors, not as served requests.
+	Success func(status int) bool
+	// MaxDataPlaneIDs bounds the data plane's request ids kept for the
+	// mirror join (DefaultMaxDataPlaneIDs); past it the join is refused.
+	MaxDataPlaneIDs int
 }
 
-// PodCount is what one target's log says about the run.
-type PodCount struct {
-	// Lines counts the matched lines counted for the run: with one of its
-	// request ids, or without an id inside the window.
-	Lines int
-	// Requests counts the distinct requests of the run served here.
-	Requests int
-	// Mirrored counts the distinct mirrored copies of the run's requests.
-	Mirrored int
-	// Duplicates counts lines that repeat a request id already counted
-	// here (a retry to the same pod, or a line logged twice).
-	Duplicates int
-	// NoID counts lines without a request id inside the window: the only
-	// measure when the app does not log the id.
-	NoID int
-	// OutsideWindow counts lines without a request id outside the window.
-	OutsideWindow int
-	// Foreign counts lines whose request id is not of this run.
-	Foreign int
-}
-
-// Totals join every target's log.
-type Totals struct {
-	// Requests counts distinct requests seen served by any pod.
-	Requests int
-	// Mirrored counts distinct requests seen as mirrored copies.
-	Mirrored int
-	// MirroredServed counts the requests seen both served and mirrored:
-	// the mirror share is q̂ = MirroredServed / Requests (DESIGN.md §4).
-	MirroredServed int
-	// MultiPod counts requests seen served by more than one target.
-	MultiPod int
-	// NoID sums the targets' NoID lines.
-	NoID int
-}
-
-// Counter joins matches to one run. Its memory grows with the highest
-// request number and the number of targets (a bitset each), never per line.
-// It is safe for concurrent use.
+// Counter joins matches to one run. Lines with one of the run's request
+// ids are joined by id: its memory grows with the highest request number
+// and the number of targets (a bitset each). Lines without one (the app
+// logs none, or the proxy's own id) are counted per second, so that any
+// window can be applied once the attack is over and the background before
+// it measured (Window); the data plane's ids are kept, up to
+// MaxDataPlaneIDs, to join mirrored copies to their primaries. It is safe
+// for concurrent use.
 type Counter struct {
 	opts CounterOptions
 
@@ -140,12 +125,23 @@ type Counter struct {
 	served   seqSet // union over targets
 	mirrored seqSet
 	multi    seqSet
-	noID     int
+	// The data plane's request ids, with the second they were first seen.
+	dpPrimary, dpCopy map[string]int64
+	dpOverflow        bool
 }
 
+// Line classes of lines without this run's request id.
+const (
+	classServed = iota
+	classCopy
+	classError
+	classes
+)
+
 type podCounter struct {
-	PodCount
-	served, mirrored seqSet
+	lines, duplicates, foreign, failed int
+	served, mirrored                   seqSet
+	perSecond                          map[int64]*[classes]int32
 }
 
 // NewCounter returns an empty Counter.
@@ -153,7 +149,16 @@ func NewCounter(o CounterOptions) *Counter {
 	if o.Mirror == nil {
 		o.Mirror = func(m Match) bool { return m.Shadow }
 	}
-	return &Counter{opts: o, pods: map[Target]*podCounter{}}
+	if o.Success == nil {
+		o.Success = func(int) bool { return true }
+	}
+	if o.Primary == nil {
+		o.Primary = func(Match) bool { return true }
+	}
+	if o.MaxDataPlaneIDs <= 0 {
+		o.MaxDataPlaneIDs = DefaultMaxDataPlaneIDs
+	}
+	return &Counter{opts: o, pods: map[Target]*podCounter{}, dpPrimary: map[string]int64{}, dpCopy: map[string]int64{}}
 }
 
 // Add counts one match.
@@ -162,66 +167,184 @@ func (c *Counter) Add(m Match) {
 	defer c.mu.Unlock()
 	p := c.pods[m.Line.Target]
 	if p == nil {
-		p = &podCounter{}
+		p = &podCounter{perSecond: map[int64]*[classes]int32{}}
 		c.pods[m.Line.Target] = p
 	}
-	if m.RequestID == "" {
-		if (!c.opts.From.IsZero() && m.Line.Time.Before(c.opts.From)) || (!c.opts.To.IsZero() && m.Line.Time.After(c.opts.To)) {
-			p.OutsideWindow++
+	failed := m.Status != 0 && !c.opts.Success(m.Status)
+	copied := !failed && c.opts.Mirror(m)
+	seq, ours := uint64(0), false
+	if m.RequestID != "" {
+		if seq, ours = ParseRequestID(c.opts.RunID, m.RequestID); !ours && runRequestID.MatchString(m.RequestID) {
+			p.foreign++
 			return
 		}
-		p.Lines++
-		p.NoID++
-		c.noID++
+	}
+	p.lines++
+	if !ours {
+		class := classServed
+		switch {
+		case failed:
+			class = classError
+		case copied:
+			class = classCopy
+		}
+		sec := m.Line.Time.Unix()
+		h := p.perSecond[sec]
+		if h == nil {
+			h = new([classes]int32)
+			p.perSecond[sec] = h
+		}
+		h[class]++
+		if m.RequestID != "" && !failed && (copied || c.opts.Primary(m)) {
+			c.dataPlaneID(m.RequestID, sec, copied)
+		}
 		return
 	}
-	seq, ok := ParseRequestID(c.opts.RunID, m.RequestID)
-	if !ok {
-		p.Foreign++
-		return
-	}
-	p.Lines++
-	if c.opts.Mirror(m) {
+	switch {
+	case failed:
+		p.failed++
+	case copied:
 		if !p.mirrored.add(seq) {
-			p.Duplicates++
+			p.duplicates++
 			return
 		}
-		p.Mirrored++
 		c.mirrored.add(seq)
-		return
-	}
-	if !p.served.add(seq) {
-		p.Duplicates++
-		return
-	}
-	p.Requests++
-	if !c.served.add(seq) {
-		c.multi.add(seq)
+	default:
+		if !p.served.add(seq) {
+			p.duplicates++
+			return
+		}
+		if !c.served.add(seq) {
+			c.multi.add(seq)
+		}
 	}
 }
 
-// Pods returns every target's counts.
-func (c *Counter) Pods() map[Target]PodCount {
+// dataPlaneID keeps a proxy's own request id (Envoy's x-request-id, which
+// a mirrored copy shares with its primary) for the mirror join.
+func (c *Counter) dataPlaneID(id string, sec int64, copied bool) {
+	set := c.dpPrimary
+	if copied {
+		set = c.dpCopy
+	}
+	if _, ok := set[id]; ok {
+		return
+	}
+	if len(c.dpPrimary)+len(c.dpCopy) >= c.opts.MaxDataPlaneIDs {
+		c.dpOverflow = true
+		return
+	}
+	set[id] = sec
+}
+
+// PodCount is what one target's log says about the run.
+type PodCount struct {
+	// Lines counts the matched lines of the run (any but other runs' ids).
+	Lines int `json:"lines"`
+	// Requests counts the distinct requests of the run served here, by
+	// request id.
+	Requests int `json:"requests"`
+	// Mirrored counts the distinct mirrored copies of the run's requests.
+	Mirrored int `json:"mirrored"`
+	// Failed counts lines with one of the run's ids and a failing status.
+	Failed int `json:"failed"`
+	// Duplicates counts lines that repeat a request id already counted
+	// here (a retry to the same pod, or a line logged twice).
+	Duplicates int `json:"duplicates"`
+	// Foreign counts lines with another run's request id.
+	Foreign int `json:"foreign"`
+	// Served, Copies and Errors count the lines without one of the run's
+	// ids (the app logs none, or the proxy's own) in the window, with the
+	// background measured before it.
+	Served ClassCount `json:"served"`
+	Copies ClassCount `json:"copies"`
+	Errors ClassCount `json:"errors"`
+	// OutsideWindow counts such lines neither in the window nor in the
+	// background period.
+	OutsideWindow int `json:"outsideWindow"`
+	// BackgroundSeconds is how long the background was measured.
+	BackgroundSeconds float64 `json:"backgroundSeconds"`
+}
+
+// Pods returns every target's counts over the window.
+func (c *Counter) Pods(w Window) map[Target]PodCount {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := make(map[Target]PodCount, len(c.pods))
 	for t, p := range c.pods {
-		out[t] = p.PodCount
+		pc := PodCount{Lines: p.lines, Requests: p.served.n, Mirrored: p.mirrored.n, Failed: p.failed,
+			Duplicates: p.duplicates, Foreign: p.foreign}
+		span := w.span(t)
+		pc.BackgroundSeconds = span.background.Seconds()
+		for cl, dst := range []*ClassCount{&pc.Served, &pc.Copies, &pc.Errors} {
+			*dst = span.count(func(sec int64) int {
+				if h := p.perSecond[sec]; h != nil {
+					return int(h[cl])
+				}
+				return 0
+			}, keys(p.perSecond))
+		}
+		for sec, h := range p.perSecond {
+			if !span.inWindow(sec) && !span.inBackground(sec) {
+				pc.OutsideWindow += int(h[classServed] + h[classCopy] + h[classError])
+			}
+		}
+		out[t] = pc
 	}
 	return out
 }
 
-// Totals returns the join over all targets.
-func (c *Counter) Totals() Totals {
+// Totals join every target's log.
+type Totals struct {
+	// Requests counts distinct requests of the run seen served by any pod.
+	Requests int `json:"requests"`
+	// Mirrored counts distinct requests of the run seen as mirrored copies.
+	Mirrored int `json:"mirrored"`
+	// MirroredServed counts the requests seen both served and mirrored:
+	// the mirror share is q̂ = MirroredServed / Requests (README.md,
+	// mirroring).
+	MirroredServed int `json:"mirroredServed"`
+	// MultiPod counts requests seen served by more than one target.
+	MultiPod int `json:"multiPod"`
+	// DataPlanePrimaries and DataPlaneCopies count the distinct data-plane
+	// request ids seen in the window on primaries and on copies;
+	// DataPlaneBoth those seen on both: q̂ = DataPlaneBoth /
+	// DataPlanePrimaries when the proxies of both log them.
+	DataPlanePrimaries int `json:"dataPlanePrimaries"`
+	DataPlaneCopies    int `json:"dataPlaneCopies"`
+	DataPlaneBoth      int `json:"dataPlaneBoth"`
+	// DataPlaneOverflow is set when more ids than MaxDataPlaneIDs came.
+	DataPlaneOverflow bool `json:"dataPlaneOverflow,omitempty"`
+}
+
+// Totals returns the join over all targets; data-plane ids count in the
+// window only.
+func (c *Counter) Totals(w Window) Totals {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return Totals{
-		Requests:       c.served.n,
-		Mirrored:       c.mirrored.n,
-		MirroredServed: intersect(&c.served, &c.mirrored),
-		MultiPod:       c.multi.n,
-		NoID:           c.noID,
+	t := Totals{
+		Requests:          c.served.n,
+		Mirrored:          c.mirrored.n,
+		MirroredServed:    intersect(&c.served, &c.mirrored),
+		MultiPod:          c.multi.n,
+		DataPlaneOverflow: c.dpOverflow,
 	}
+	span := w.span(Target{})
+	for id, sec := range c.dpPrimary {
+		if !span.inWindow(sec) {
+			continue
+		}
+		t.DataPlanePrimaries++
+		if cs, ok := c.dpCopy[id]; ok && span.inWindow(cs) {
+			t.DataPlaneBoth++
+		}
+	}
+	for _, sec := range c.dpCopy {
+		if span.inWindow(sec) {
+			t.DataPlaneCopies++
+		}
+	}
+	return t
 }
 
 // Served reports the targets whose logs show request seq served, so the

@@ -65,7 +65,8 @@ type StreamStats struct {
 	Truncated  int64     // lines cut to MaxLineBytes
 	Malformed  int64     // lines without a timestamp, dropped
 	Open       bool      // a stream is open now
-	Forgotten  bool      // Forget was called (pod deleted)
+	Forgotten  bool      // Forget was called
+	Deleted    bool      // Deleted was called: read to the end of its log, then stop
 	Restarts   int       // Restarted calls
 	Last       time.Time // timestamp of the newest delivered line
 	LastError  error     // most recent failure, if any
@@ -80,6 +81,7 @@ type Follower struct {
 	lines chan Line
 
 	lastLine atomic.Int64 // unix nanos of the newest delivery, for Settle
+	until    atomic.Int64 // unix nanos; lines after it do not hold Settle (0: all do)
 
 	mu       sync.Mutex
 	streams  map[Target]*stream
@@ -127,7 +129,7 @@ type targetStats struct {
 	lines, skipped, truncated, malformed, last atomic.Int64
 
 	opens, reconnects, restarts int
-	open, forgotten             bool
+	open, forgotten, deleted    bool
 	lastErr                     error
 }
 
@@ -153,6 +155,7 @@ type stream struct {
 	mu            sync.Mutex
 	previous      bool               // read the previous container's tail next
 	draining      bool               // read to the end once, then stop
+	deleted       bool               // the pod was deleted: stop when its log ends
 	cancelAttempt context.CancelFunc // ends the open stream for a mode change
 	drainErr      error
 }
@@ -172,7 +175,13 @@ func (f *Follower) Follow(ctx context.Context, t Target) {
 		select {
 		case <-s.done:
 		default:
-			return // still following
+			// Still following: a pod of the same name replaced a deleted
+			// one (a StatefulSet's), so its log goes on.
+			s.mu.Lock()
+			s.deleted = false
+			s.mu.Unlock()
+			s.st.deleted = false
+			return
 		}
 	} else {
 		if f.stats[t] == nil {
@@ -181,7 +190,7 @@ func (f *Follower) Follow(ctx context.Context, t Target) {
 		s = &stream{t: t, f: f, st: f.stats[t], wake: make(chan struct{}, 1)}
 		f.streams[t] = s
 	}
-	s.st.forgotten = false
+	s.st.forgotten, s.st.deleted = false, false
 	s.ctx, s.stop = context.WithCancel(ctx)
 	s.done = make(chan struct{})
 	s.mu.Lock()
@@ -201,6 +210,35 @@ func (f *Follower) Forget(t Target) {
 		s.st.forgotten = true
 		s.stop()
 	}
+}
+
+// Deleted tells that t's pod was deleted. Its container may still run (a
+// pod serves through its grace period), so the stream reads on until the
+// log ends, when the container stopped: a reopen brings nothing new, or
+// finds the pod gone (ErrGone) right after a clean end. A stream cut with
+// an error is followed again, a few times at most without a line: lines
+// may be lost then, and Settle says so. Unlike Forget, it keeps what the
+// pod logged while terminating.
+func (f *Follower) Deleted(t Target) {
+	f.mu.Lock()
+	s := f.streams[t]
+	if s != nil {
+		s.st.deleted = true
+	}
+	f.mu.Unlock()
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	s.deleted = true
+	s.mu.Unlock()
+}
+
+// SetUntil says when the lines that matter end (the attack's end plus the
+// settle time): newer lines, such as an access log's probe lines, no
+// longer count as activity that Settle waits out. They are still delivered.
+func (f *Follower) SetUntil(t time.Time) {
+	f.until.Store(t.UnixNano())
 }
 
 // Restarted tells that t's container restarted: the stream reads what is
@@ -242,6 +280,7 @@ func (f *Follower) Stats() map[Target]StreamStats {
 			Malformed:  st.malformed.Load(),
 			Open:       st.open,
 			Forgotten:  st.forgotten,
+			Deleted:    st.deleted,
 			Restarts:   st.restarts,
 			LastError:  st.lastErr,
 		}
@@ -372,15 +411,45 @@ func (s *stream) run() {
 	// a few: a previous container that is gone, or a pod deleted before
 	// Settle, must not hold the run until its deadline.
 	failures := 0
+	// cleanEnd: the last attempt's stream ended without an error.
+	cleanEnd := false
 	for s.ctx.Err() == nil {
 		m, n, err := s.attempt()
 		if s.ctx.Err() != nil {
 			return
 		}
+		prevClean := cleanEnd
+		cleanEnd = err == nil
+		s.mu.Lock()
+		deleted, draining := s.deleted, s.draining
+		s.mu.Unlock()
 		switch {
+		case errors.Is(err, errModeChange) && m == modeFollow && deleted && draining:
+			// Settle cut a deleted pod's open stream after the logs were
+			// quiet: it was read to the end, and reopening it would fail.
+			return
 		case errors.Is(err, errModeChange):
 			failures = 0
 			continue
+		case m != modePrevious && deleted && (err == nil && n == 0 || errors.Is(err, ErrGone) && prevClean):
+			// The deleted pod's log ended (its container stopped: a reopen
+			// brought nothing new, or the pod is gone after a clean end).
+			return
+		case m == modeFollow && deleted:
+			// Reopen: the end may have been a cut while the container still
+			// logs. Opens that fail in a row are bounded, since the log is
+			// gone once the pod is and lines may have been lost.
+			if n > 0 || err == nil {
+				failures = 0
+			}
+			if err != nil {
+				if failures++; failures >= maxTries {
+					s.mu.Lock()
+					s.drainErr = err
+					s.mu.Unlock()
+					return
+				}
+			}
 		case m == modePrevious && (err == nil || failures >= maxTries-1):
 			// The previous log was read to its end, or cannot be (the
 			// container restarted again, or was never there): go on with
@@ -425,6 +494,9 @@ func (s *stream) run() {
 // maxTries bounds the attempts at reading a previous container's log or
 // at Settle's final read.
 const maxTries = 5
+
+// ErrGone marks an Opener's error for a pod the API no longer has.
+var ErrGone = errors.New("pod not found")
 
 // errModeChange ends an attempt that Restarted or Settle interrupted.
 var errModeChange = errors.New("stream interrupted to change mode")
@@ -510,7 +582,10 @@ func (s *stream) fail(ctx context.Context, err error) error {
 	if ctx.Err() != nil && s.ctx.Err() == nil {
 		return errModeChange
 	}
-	if err != nil && s.ctx.Err() == nil {
+	s.mu.Lock()
+	gone := s.deleted && errors.Is(err, ErrGone) // expected: Settle reports a loss
+	s.mu.Unlock()
+	if err != nil && s.ctx.Err() == nil && !gone {
 		s.f.mu.Lock()
 		s.st.lastErr = err
 		s.f.mu.Unlock()
@@ -574,6 +649,8 @@ func (s *stream) read(ctx context.Context, rc io.Reader, pos *position, from, un
 		}
 		s.st.lines.Add(1)
 		s.st.last.Store(max(s.st.last.Load(), ts.UnixNano()))
-		s.f.lastLine.Store(time.Now().UnixNano())
+		if u := s.f.until.Load(); u == 0 || ts.UnixNano() <= u {
+			s.f.lastLine.Store(time.Now().UnixNano())
+		}
 	}
 }

@@ -55,13 +55,19 @@ var backends = []struct {
 	make func(t *testing.T) backend
 }{
 	{"cri-file", func(t *testing.T) backend {
-		fo := newFileOpener()
-		return backend{opener: fo, format: FormatCRI, add: fo.add}
+		b, _ := fileBackend()
+		return b
 	}},
 	{"http", func(t *testing.T) backend {
 		api := newAPIServer(t, 1)
 		return backend{opener: ClientGoOpener(map[string]kubernetes.Interface{"c1": api.client(t)}), format: FormatTimestamps, add: api.add}
 	}},
+}
+
+// fileBackend serves the CRI files directly, through the returned opener.
+func fileBackend() (backend, *fileOpener) {
+	fo := newFileOpener()
+	return backend{opener: fo, format: FormatCRI, add: fo.add}, fo
 }
 
 // onePod is one container log behind b, and the clock that stamps the
@@ -420,6 +426,26 @@ func TestSettleWaitsForQuiet(t *testing.T) {
 	}
 }
 
+// keepWriting writes a line every 20 ms until the returned func is called.
+func keepWriting(p *podLog, c *clock, prefix string) (stop func()) {
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-quit:
+				return
+			case <-time.After(20 * time.Millisecond):
+				write(p, c, prefix, 1)
+			}
+		}
+	}()
+	return func() {
+		close(quit)
+		<-done
+	}
+}
+
 func TestSettleBoundedByContext(t *testing.T) {
 	checkGoroutines(t)
 	o := newFileOpener()
@@ -430,25 +456,12 @@ func TestSettleBoundedByContext(t *testing.T) {
 	f := NewFollower(o, Options{Since: t0, Settle: 200 * time.Millisecond, RetryBackoff: 5 * time.Millisecond, Format: FormatCRI})
 	got := collect(f)
 	f.Follow(context.Background(), tg)
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(20 * time.Millisecond):
-				write(p, c, "busy", 1)
-			}
-		}
-	}()
+	stop := keepWriting(p, c, "busy")
 	ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
 	defer cancel()
 	start := time.Now()
 	err := f.Settle(ctx)
-	close(stop)
-	<-done
+	stop()
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Settle: %v, want the deadline", err)
 	}
@@ -541,5 +554,102 @@ func TestCloseWithoutReader(t *testing.T) {
 	}
 	if n != cap(f.Lines()) {
 		t.Errorf("%d lines buffered", n)
+	}
+}
+
+// A deleted pod keeps serving and logging through its grace period: its
+// stream is read until the container stops, then not reopened, so what it
+// logged while terminating is kept; a pod whose stream never ends (kwok's
+// kubelet) is read until Settle, which does not try to reopen it.
+func TestDeletedPodIsReadToTheEndOfItsLog(t *testing.T) {
+	checkGoroutines(t)
+	for _, stops := range []bool{true, false} {
+		t.Run(fmt.Sprintf("container stops %v", stops), func(t *testing.T) {
+			b, o := fileBackend()
+			c, p, tg := onePod(t, b, "terminating-0")
+			f, got, ctx := b.follow(t, Options{Since: t0, Settle: 100 * time.Millisecond, RetryBackoff: 5 * time.Millisecond})
+			f.Follow(ctx, tg)
+			want := write(p, c, "before", 10)
+			waitFor(t, 5*time.Second, "lines before the deletion", func() bool { return len(got.get(tg)) == 10 })
+			f.Deleted(tg)
+			want = append(want, write(p, c, "terminating", 10)...)
+			if stops {
+				p.exit()
+				waitFor(t, 5*time.Second, "the stream's end", func() bool {
+					st := f.Stats()[tg]
+					return len(got.get(tg)) == 20 && !st.Open
+				})
+				o.remove(tg) // the API removes the pod after the container stopped
+				time.Sleep(50 * time.Millisecond)
+			}
+			if err := f.Settle(ctx); err != nil {
+				t.Fatalf("settle: %v", err)
+			}
+			<-got.done
+			if g := got.texts(tg); !slices.Equal(g, want) {
+				t.Errorf("got %q, want %q", g, want)
+			}
+			st := f.Stats()[tg]
+			// Stopped: one reopen brings nothing new or finds the pod gone,
+			// which is no error. Never stopping: Settle reads it to the
+			// quiet end and does not reopen it.
+			maxOpens := 1
+			if stops {
+				maxOpens = 2
+			}
+			if _, _, opens := o.stats(); opens > maxOpens || !st.Deleted || st.LastError != nil {
+				t.Errorf("opens %d, stats %+v: want at most %d, no error", opens, st, maxOpens)
+			}
+		})
+	}
+}
+
+// A deleted pod's stream cut with an error is followed again; when its log
+// is gone by then, lines may be lost and Settle names the pod.
+func TestDeletedPodWhoseLogIsGone(t *testing.T) {
+	checkGoroutines(t)
+	api := newAPIServer(t, 3)
+	api.cutMin, api.cutSpan, api.modes, api.maxCuts = 8, 1, []int{1}, 1
+	b := backend{opener: ClientGoOpener(map[string]kubernetes.Interface{"c1": api.client(t)}), format: FormatTimestamps, add: api.add}
+	c, p, tg := onePod(t, b, "gone-0")
+	f, got, ctx := b.follow(t, Options{Since: t0, Settle: 50 * time.Millisecond, RetryBackoff: 5 * time.Millisecond})
+	f.Follow(ctx, tg)
+	want := write(p, c, "line", 5)
+	waitFor(t, 5*time.Second, "lines", func() bool { return len(got.get(tg)) == 5 })
+	f.Deleted(tg)
+	api.remove(tg)
+	want = append(want, write(p, c, "terminating", 5)...)[:8] // cut after the 8th
+	err := f.Settle(ctx)
+	<-got.done
+	if err == nil || !strings.Contains(err.Error(), "gone-0") || !errors.Is(err, ErrGone) {
+		t.Errorf("settle error %v, want one naming the pod", err)
+	}
+	if g := got.texts(tg); !slices.Equal(g, want) {
+		t.Errorf("got %q, want %q", g, want)
+	}
+}
+
+// Lines past SetUntil (an access log's probe lines after the window) are
+// delivered but do not keep Settle waiting for quiet (without it, Settle
+// waits for its deadline: TestSettleBoundedByContext).
+func TestSettleIgnoresLinesPastUntil(t *testing.T) {
+	checkGoroutines(t)
+	b, _ := fileBackend()
+	c, p, tg := onePod(t, b, "rebel-base-0")
+	f, got, ctx := b.follow(t, Options{Since: t0, Settle: 100 * time.Millisecond, RetryBackoff: 5 * time.Millisecond})
+	f.Follow(ctx, tg)
+	write(p, c, "request", 5)
+	f.SetUntil(t0.Add(time.Second))
+	stop := keepWriting(p, &clock{now: t0.Add(2 * time.Second)}, "probe")
+	sctx, scancel := context.WithTimeout(ctx, time.Second)
+	defer scancel()
+	err := f.Settle(sctx)
+	stop()
+	<-got.done
+	if err != nil {
+		t.Errorf("settle: %v", err)
+	}
+	if len(got.get(tg)) < 5 {
+		t.Errorf("%d lines read", len(got.get(tg)))
 	}
 }

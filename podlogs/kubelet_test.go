@@ -102,6 +102,14 @@ func (p *podLog) restart(t testing.TB) {
 	p.notifyLocked()
 }
 
+// exit stops the container: a follow stream ends once it read the rest.
+func (p *podLog) exit() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.exited = true
+	p.notifyLocked()
+}
+
 func (p *podLog) hasPrevious() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -249,7 +257,7 @@ func (o *fileOpener) Open(ctx context.Context, t Target, r OpenRequest) (io.Read
 	p := o.logs[t]
 	if p == nil {
 		o.mu.Unlock()
-		return nil, fmt.Errorf("pods %q not found", t.Pod)
+		return nil, fmt.Errorf("%w: pods %q not found", ErrGone, t.Pod)
 	}
 	o.now++
 	o.opens++
@@ -274,6 +282,13 @@ func (o *fileOpener) Open(ctx context.Context, t Target, r OpenRequest) (io.Read
 		o.open[t]--
 		o.mu.Unlock()
 	}}, nil
+}
+
+// remove is the API removing the pod: its log can no longer be opened.
+func (o *fileOpener) remove(t Target) {
+	o.mu.Lock()
+	delete(o.logs, t)
+	o.mu.Unlock()
 }
 
 func (o *fileOpener) stats() (now, maxOpen, opens int) {
@@ -323,6 +338,13 @@ func newAPIServer(t testing.TB, seed uint64) *apiServer {
 func (a *apiServer) add(t Target, p *podLog) {
 	a.mu.Lock()
 	a.logs[t.Namespace+"/"+t.Pod+"/"+t.Container] = p
+	a.mu.Unlock()
+}
+
+// remove is the API removing the pod: its log answers 404.
+func (a *apiServer) remove(t Target) {
+	a.mu.Lock()
+	delete(a.logs, t.Namespace+"/"+t.Pod+"/"+t.Container)
 	a.mu.Unlock()
 }
 

@@ -3,14 +3,19 @@ package podlogs
 import (
 	"net"
 	"regexp"
+	"strconv"
 	"strings"
 )
 
 // Rule picks the log lines that record a request and reads fields from them
-// through the regex's named groups: request_id (or rid), and any of cluster,
-// pod, version, service, host (or authority).
+// through the regex's named groups: request_id (or rid), status, upstream,
+// host (or authority), and any of cluster, pod, version, service, method,
+// path.
 type Rule struct {
 	Regex *regexp.Regexp
+	// Exclude drops lines the regex matched, e.g. a kubelet probe's line in
+	// an access log (nil: none).
+	Exclude *regexp.Regexp
 	// Targets limits the rule to some containers (nil: all), e.g. the
 	// istio-proxy access log of the mirror target.
 	Targets func(Target) bool
@@ -23,11 +28,20 @@ type Match struct {
 	// Fields holds the non-empty named groups.
 	Fields map[string]string
 	// Shadow is set when the logged host carries Envoy's "-shadow" suffix:
-	// a mirrored copy (DESIGN.md §3, Istio mirroring).
+	// a mirrored copy (README.md, mirroring).
 	Shadow bool
+	// Status is the logged HTTP status, 0 when the rule captures none.
+	Status int
+	// Upstream is the address the proxy sent the request to, when the rule
+	// captures it: the pod that served it, for a proxy's outbound log.
+	Upstream string
+	// Excluded is set (and the match refused) when the regex matched but
+	// Exclude did too.
+	Excluded bool
 }
 
-// Match applies the rule to one line.
+// Match applies the rule to one line. A group that captured "-" is empty:
+// that is how Envoy's and nginx's access logs write a missing value.
 func (r Rule) Match(l Line) (Match, bool) {
 	if r.Regex == nil || (r.Targets != nil && !r.Targets(l.Target)) {
 		return Match{}, false
@@ -36,9 +50,12 @@ func (r Rule) Match(l Line) (Match, bool) {
 	if sub == nil {
 		return Match{}, false
 	}
+	if r.Exclude != nil && r.Exclude.MatchString(l.Text) {
+		return Match{Line: l, Excluded: true}, false
+	}
 	m := Match{Line: l}
 	for i, name := range r.Regex.SubexpNames() {
-		if name == "" || sub[i] == "" {
+		if name == "" || sub[i] == "" || sub[i] == "-" {
 			continue
 		}
 		if m.Fields == nil {
@@ -55,6 +72,10 @@ func (r Rule) Match(l Line) (Match, bool) {
 		host = m.Fields["authority"]
 	}
 	m.Shadow = IsShadowHost(host)
+	if st, err := strconv.Atoi(m.Fields["status"]); err == nil && st > 0 {
+		m.Status = st
+	}
+	m.Upstream = m.Fields["upstream"]
 	return m, true
 }
 

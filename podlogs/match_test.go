@@ -155,7 +155,7 @@ func TestMirrorShareFromLogs(t *testing.T) {
 		}
 	}
 	rec(pa, ts(11), fmt.Sprintf("GET /productpage rid=%s-4 host=productpage:9080 pod=%s", run, pa.Pod)) // logged twice
-	rec(pa, ts(11.5), "GET /productpage rid=run-6-4 host=productpage:9080 pod=x")                       // another run
+	rec(pa, ts(11.5), "GET /productpage rid=20260102T030405Z-abcdef-4 host=productpage:9080 pod=x")     // another run
 	rec(pa, ts(12), "GET /healthz")                                                                     // no rule
 	for i, at := range []float64{-3, 0.5, 1, 2, 3, 4, 25, 26} {
 		rec(noid, ts(at), fmt.Sprintf("served request %d", i))
@@ -172,7 +172,8 @@ func TestMirrorShareFromLogs(t *testing.T) {
 		{Regex: regexp.MustCompile(`"(?P<authority>[^"]*)" "(?P<request_id>[^"]*)"$`), Targets: func(t Target) bool { return t.Container == "istio-proxy" }},
 		{Regex: regexp.MustCompile(`^served request`)},
 	}
-	c := NewCounter(CounterOptions{RunID: run, From: start.Add(-time.Second), To: end.Add(2 * time.Second)})
+	c := NewCounter(CounterOptions{RunID: run})
+	w := Window{From: start.Add(-time.Second), To: end.Add(2 * time.Second)}
 	counted := make(chan struct{})
 	go func() {
 		defer close(counted)
@@ -190,8 +191,8 @@ func TestMirrorShareFromLogs(t *testing.T) {
 	}
 	<-counted
 
-	tot := c.Totals()
-	if tot.Requests != 20 || tot.Mirrored != 10 || tot.MirroredServed != 10 || tot.MultiPod != 0 || tot.NoID != 5 {
+	tot := c.Totals(w)
+	if tot.Requests != 20 || tot.Mirrored != 10 || tot.MirroredServed != 10 || tot.MultiPod != 0 || tot.DataPlanePrimaries != 0 {
 		t.Errorf("totals %+v", tot)
 	}
 	servedBy := map[uint64]Target{}
@@ -207,12 +208,12 @@ func TestMirrorShareFromLogs(t *testing.T) {
 	if q := float64(tot.MirroredServed) / float64(tot.Requests); q != 0.5 {
 		t.Errorf("mirror share %v, want 0.5", q)
 	}
-	pods := c.Pods()
+	pods := c.Pods(w)
 	want := map[Target]PodCount{
 		pa:     {Lines: 11, Requests: 10, Duplicates: 1, Foreign: 1},
 		pb:     {Lines: 10, Requests: 10},
 		mirror: {Lines: 10, Mirrored: 10},
-		noid:   {Lines: 5, NoID: 5, OutsideWindow: 3},
+		noid:   {Lines: 8, Served: ClassCount{Window: 5}, OutsideWindow: 3},
 	}
 	for tg, w := range want {
 		if pods[tg] != w {
@@ -238,7 +239,7 @@ func TestCounterRetriesAndMirrorByTarget(t *testing.T) {
 	add(target("a"), "r-2")
 	add(mirrorPod, "r-2")
 	add(mirrorPod, "r-3") // a copy whose primary is not in the logs
-	if tot := c.Totals(); tot != (Totals{Requests: 2, Mirrored: 2, MirroredServed: 1, MultiPod: 1}) {
+	if tot := c.Totals(Window{}); tot != (Totals{Requests: 2, Mirrored: 2, MirroredServed: 1, MultiPod: 1}) {
 		t.Errorf("%+v", tot)
 	}
 	if s := c.Served(1); len(s) != 2 {

@@ -50,6 +50,15 @@ func JUnit(w io.Writer, r *Report) error {
 		s.Cases = append(s.Cases, junitCase{Name: "setup", Classname: s.Name,
 			Error: &junitMessage{Message: r.SetupError, Type: "setup"}})
 	}
+	for _, ce := range r.ConfigErrors {
+		text := ""
+		for _, smp := range ce.Samples {
+			text += clean(smp, false) + "\n"
+		}
+		s.Errors++
+		s.Cases = append(s.Cases, junitCase{Name: "configuration: " + ce.Subject, Classname: s.Name,
+			Error: &junitMessage{Message: clean(ce.Message, false), Type: "configuration", Text: text}})
+	}
 	for _, e := range r.Expectation {
 		c := junitCase{Name: e.Name, Classname: s.Name}
 		switch e.Verdict {

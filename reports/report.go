@@ -38,6 +38,15 @@ type Report struct {
 	Gate     assert.Verdict `json:"gate"`
 	ExitCode int            `json:"exitCode"`
 	Warnings []string       `json:"warnings,omitempty"`
+	// ConfigErrors are mistakes of the scenario that the run revealed: a
+	// rule that matched nothing, a field captured empty. The exit code is
+	// then 4, whatever the verdicts.
+	ConfigErrors []ConfigError `json:"configErrors,omitempty"`
+	// Rules says what each attribution rule and log rule matched.
+	Rules []RuleReport `json:"rules,omitempty"`
+	// Reconciliation compares what each counting source (logs, metrics)
+	// counted with the requests the attack got answered.
+	Reconciliation []Reconciliation `json:"reconciliation,omitempty"`
 	// Kubernetes describes the clusters, pods and tunnel of the run.
 	Kubernetes *Kubernetes `json:"kubernetes,omitempty"`
 	// SetupError is set when the run could not measure what it was asked to.
@@ -98,15 +107,20 @@ type Dimension struct {
 	Buckets      []Bucket `json:"buckets"`
 	Attributed   int64    `json:"attributed"`
 	Unattributed int64    `json:"unattributed"`
+	// ErrorsUnattributed counts failed requests no rule could place.
+	ErrorsUnattributed int64 `json:"errorsUnattributed,omitempty"`
 	// Units is the number of sampling units (connections) behind the counts.
 	Units int64 `json:"units"`
 }
 
 // Bucket is one cluster, pod or version.
 type Bucket struct {
-	Name  string  `json:"name"`
-	Count int64   `json:"count"`
-	Share float64 `json:"share"`
+	Name string `json:"name"`
+	// Count is the answered requests attributed to it; Share its share of
+	// them; Errors the failed requests attributed to it.
+	Count  int64   `json:"count"`
+	Share  float64 `json:"share"`
+	Errors int64   `json:"errors,omitempty"`
 	// Sources says which attribution sources saw this bucket (body, logs, metrics).
 	Sources []string `json:"sources,omitempty"`
 }
@@ -241,4 +255,81 @@ type LogStream struct {
 	Lines      int64  `json:"lines"`
 	Reconnects int64  `json:"reconnects"`
 	LastError  string `json:"lastError,omitempty"`
+	// Deleted is set for a pod deleted during the run: it was read until
+	// its container stopped.
+	Deleted bool `json:"deleted,omitempty"`
+}
+
+// ConfigError is a mistake of the scenario that only running it showed.
+type ConfigError struct {
+	// Subject names what is wrong, like "observe[0] (callme) logs.match".
+	Subject string `json:"subject"`
+	Message string `json:"message"`
+	// Samples are what it did not match or captured empty (as read).
+	Samples []string `json:"samples,omitempty"`
+}
+
+// RuleReport is what one rule matched: an attribution rule over the
+// answered responses, or a workload's log rule over the lines read.
+type RuleReport struct {
+	Source string `json:"source"` // body or logs
+	Rule   string `json:"rule"`
+	// Read counts the answered responses or the log lines it was tried on.
+	Read     int64 `json:"read"`
+	Matched  int64 `json:"matched"`
+	Excluded int64 `json:"excluded,omitempty"`
+	// Samples are responses or lines it did not match.
+	Samples []string `json:"samples,omitempty"`
+}
+
+// Reconciliation statuses.
+const (
+	ReconcileOK    = "ok"
+	ReconcileOver  = "over"
+	ReconcileUnder = "under"
+)
+
+// Reconciliation compares one counting source with the requests answered.
+type Reconciliation struct {
+	Source string `json:"source"`
+	// Answered and Failed are the attack's requests by attack.successCodes.
+	Answered int64 `json:"answered"`
+	Failed   int64 `json:"failed"`
+	// Counted is the requests the source counts served, less background.
+	Counted float64 `json:"counted"`
+	// Background is the background taken out of the window's lines.
+	Background float64 `json:"background"`
+	// Tolerance is 3σ of the background's Poisson noise plus slack.
+	Tolerance float64 `json:"tolerance"`
+	// Copies counts mirrored copies, which are not served requests.
+	Copies float64 `json:"copies,omitempty"`
+	// Status is ok, over (more than was sent and failed) or under (fewer
+	// than answered); Reason says what that means.
+	Status string              `json:"status"`
+	Reason string              `json:"reason,omitempty"`
+	Pods   []PodReconciliation `json:"pods,omitempty"`
+}
+
+// PodReconciliation is one pod's part of a source's count.
+type PodReconciliation struct {
+	Cluster  string `json:"cluster"`
+	Pod      string `json:"pod"`
+	Workload string `json:"workload,omitempty"`
+	// Mode is "request id" (joined to the run's requests) or "window"
+	// (lines counted in the attack window), or "counter" for metrics.
+	Mode string `json:"mode"`
+	// Lines counts the requests (by id) or lines (in the window).
+	Lines int64 `json:"lines"`
+	// BackgroundLines were logged in the BackgroundSeconds before the
+	// window; Rate and Expected are the background per second and in the
+	// window.
+	BackgroundLines   int64   `json:"backgroundLines,omitempty"`
+	BackgroundSeconds float64 `json:"backgroundSeconds,omitempty"`
+	Rate              float64 `json:"rate,omitempty"`
+	Expected          float64 `json:"expected,omitempty"`
+	// Net is what the pod counts served; Copies and Errors its mirrored
+	// copies and failed requests.
+	Net    float64 `json:"net"`
+	Copies float64 `json:"copies,omitempty"`
+	Errors float64 `json:"errors,omitempty"`
 }

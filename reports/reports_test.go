@@ -97,6 +97,60 @@ func TestTerminalAndMarkdown(t *testing.T) {
 	}
 }
 
+// What the reports add from responses and logs is escaped: a terminal
+// escape sequence in a sample body is shown, not run; in Markdown a pipe
+// cannot split a table cell and HTML is not HTML.
+func TestNewSectionsAreEscaped(t *testing.T) {
+	r := sample()
+	r.ExitCode = 4
+	r.ConfigErrors = []ConfigError{{Subject: "observe callme: logs.match", Message: "the rule matched none of the 12 lines read",
+		Samples: []string{"\x1b[31mred\x1b[0m | <b>bold</b>", "bad \xff byte"}}}
+	r.Dimensions[0].Buckets = append(r.Dimensions[0].Buckets, Bucket{Name: "c3|x", Errors: 7})
+	r.Dimensions[0].ErrorsUnattributed = 2
+	r.Reconciliation = []Reconciliation{{Source: "logs", Answered: 600, Counted: 900, Background: 10, Tolerance: 3.2, Status: ReconcileOver,
+		Reason: "logs count 900 requests served, more than the 600 the attack sent",
+		Pods: []PodReconciliation{{Cluster: "c2", Pod: "callme-v2-0", Workload: "callme", Mode: "window", Lines: 310, BackgroundLines: 30,
+			BackgroundSeconds: 30, Rate: 1, Expected: 10, Net: 300}}}}
+	r.Rules = []RuleReport{{Source: "logs", Rule: `observe callme logs.match request-id=(?P<request_id>\S+)`, Read: 12, Samples: []string{"Ping: name=callme-service, version=v1"}}}
+	var term, md, ju bytes.Buffer
+	if err := Terminal(&term, r); err != nil {
+		t.Fatal(err)
+	}
+	if err := Markdown(&md, r); err != nil {
+		t.Fatal(err)
+	}
+	if err := JUnit(&ju, r); err != nil {
+		t.Fatal(err)
+	}
+	for _, out := range []string{term.String(), md.String(), ju.String()} {
+		if strings.ContainsAny(out, "\x1b\xff") {
+			t.Errorf("a control character or invalid byte got through:\n%q", out)
+		}
+	}
+	for _, want := range []string{
+		`CONFIGURATION ERROR: observe callme: logs.match: the rule matched none of the 12 lines read`,
+		`- "\u001b[31mred\u001b[0m | <b>bold</b>"`, `bad \xff byte`,
+		"reconciliation of logs: 900 counted served (10.0 background taken out)",
+		"OVER", "30 in 30s (1.00/s)", "ERRORS", "(unattributed)", "did not match:",
+	} {
+		if !strings.Contains(term.String(), want) {
+			t.Errorf("terminal output lacks %q:\n%s", want, term.String())
+		}
+	}
+	for _, want := range []string{`&lt;b&gt;bold&lt;/b&gt;`, `\|`, `c3\|x`, `(?P&lt;request\_id&gt;\\S+)`} {
+		if !strings.Contains(md.String(), want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md.String())
+		}
+	}
+	if strings.Contains(md.String(), "<b>") {
+		t.Errorf("markdown passes HTML through:\n%s", md.String())
+	}
+	var s junitSuites
+	if err := xml.Unmarshal(ju.Bytes(), &s); err != nil || s.Suites[0].Errors != 1 {
+		t.Errorf("junit: %v %+v", err, s)
+	}
+}
+
 // Issue 9 defect 10: a split's table says what each interval is, the
 // evidence quotes real requests and connections, the raw χ² and the
 // design-corrected one are labelled apart, and advice limited by

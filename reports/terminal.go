@@ -31,7 +31,7 @@ func Markdown(w io.Writer, r *Report) error {
 }
 
 func render(w io.Writer, r *Report, table func(io.Writer) *tablewriter.Table, heading string) error {
-	p := &printer{w: w}
+	p := &printer{w: w, markdown: heading != ""}
 	p.f("%smesh-verify: %s — %s\n", heading, r.Scenario.Name, r.Verdict)
 	if r.Scenario.Description != "" {
 		p.f("%s\n", r.Scenario.Description)
@@ -42,6 +42,15 @@ func render(w io.Writer, r *Report, table func(io.Writer) *tablewriter.Table, he
 	}
 	if r.SetupError != "" {
 		p.f("SETUP ERROR: %s\n\n", r.SetupError)
+	}
+	for _, c := range r.ConfigErrors {
+		p.f("CONFIGURATION ERROR: %s: %s\n", p.esc(c.Subject), p.esc(c.Message))
+		for _, s := range c.Samples {
+			p.f("  - %s\n", p.quoted(s))
+		}
+	}
+	if len(r.ConfigErrors) > 0 {
+		p.f("\n")
 	}
 
 	a := r.Attack
@@ -83,17 +92,40 @@ func render(w io.Writer, r *Report, table func(io.Writer) *tablewriter.Table, he
 			src = "body"
 		}
 		p.f("\n%sobserved by %s, from %s (%d attributed, %d unattributed, %d connections)\n", sub(heading), d.Name, src, d.Attributed, d.Unattributed, d.Units)
-		t := table(w)
-		t.Header(d.Name, "requests", "share")
+		errs := d.ErrorsUnattributed
 		for _, b := range d.Buckets {
-			p.err(t.Append(b.Name, fmt.Sprint(b.Count), pct(b.Share)))
+			errs += b.Errors
+		}
+		t := table(w)
+		if errs > 0 {
+			t.Header(d.Name, "requests", "share", "errors")
+		} else {
+			t.Header(d.Name, "requests", "share")
+		}
+		for _, b := range d.Buckets {
+			row := []any{p.esc(b.Name), fmt.Sprint(b.Count), pct(b.Share)}
+			if errs > 0 {
+				row = append(row, fmt.Sprint(b.Errors))
+			}
+			p.err(t.Append(row...))
+		}
+		if d.ErrorsUnattributed > 0 {
+			p.err(t.Append("(unattributed)", "", "", fmt.Sprint(d.ErrorsUnattributed)))
 		}
 		p.err(t.Render())
 	}
+	for _, d := range r.Dimensions {
+		// The table of a field nothing attributed is not dropped silently.
+		if d.Attributed == 0 && d.Source == "body" && d.Name == "cluster" && d.Unattributed > 0 && hasBodyRules(r) {
+			p.f("\nobserved by cluster, from body: none of %d answered responses was attributed a cluster\n", d.Unattributed)
+		}
+	}
+	p.reconciliation(r, table, heading)
+	p.rules(r, table, heading)
 	if len(r.Samples) > 0 {
 		p.f("\nresponses no rule attributed (first %d):\n", len(r.Samples))
 		for _, s := range r.Samples {
-			p.f("  %q\n", s)
+			p.f("  - %s\n", p.quoted(s))
 		}
 	}
 
@@ -103,7 +135,7 @@ func render(w io.Writer, r *Report, table func(io.Writer) *tablewriter.Table, he
 		} else {
 			p.f("\n%s%s: %s\n", sub(heading), e.Name, e.Verdict)
 		}
-		p.f("%s\n", e.Reason)
+		p.f("%s\n", p.esc(e.Reason))
 		if e.Model != nil && len(e.Model.Explanation) > 0 {
 			p.f("model %s: %s\n", e.Model.Model, strings.Join(e.Model.Explanation, " "))
 		}
@@ -111,7 +143,7 @@ func render(w io.Writer, r *Report, table func(io.Writer) *tablewriter.Table, he
 			t := table(w)
 			t.Header(e.By, "requests", "observed", "expected", "pass interval", "fail interval", "allowed", "verdict")
 			for _, b := range s.Buckets {
-				p.err(t.Append(b.Bucket, fmt.Sprint(b.Count), pct(b.Observed), pct(b.Expected),
+				p.err(t.Append(p.esc(b.Bucket), fmt.Sprint(b.Count), pct(b.Observed), pct(b.Expected),
 					fmt.Sprintf("%s–%s", pct(b.PassInterval.Lo), pct(b.PassInterval.Hi)),
 					fmt.Sprintf("%s–%s", pct(b.FailInterval.Lo), pct(b.FailInterval.Hi)),
 					fmt.Sprintf("%s–%s", pct(b.Allowed.Lo), pct(b.Allowed.Hi)), b.Verdict.String()))
@@ -138,9 +170,86 @@ func render(w io.Writer, r *Report, table func(io.Writer) *tablewriter.Table, he
 	return p.error
 }
 
+func hasBodyRules(r *Report) bool {
+	for _, rr := range r.Rules {
+		if rr.Source == "body" {
+			return true
+		}
+	}
+	return false
+}
+
 type printer struct {
-	w     io.Writer
-	error error
+	w        io.Writer
+	error    error
+	markdown bool
+}
+
+// esc cleans text that may come from a response, a log or a regex.
+func (p *printer) esc(s string) string { return clean(s, p.markdown) }
+
+// quoted shows a sample body or line whole, in quotes, cleaned.
+func (p *printer) quoted(s string) string {
+	if p.markdown {
+		return "“" + clean(s, true) + "”"
+	}
+	return `"` + strings.ReplaceAll(clean(s, false), `"`, `\"`) + `"`
+}
+
+// reconciliation shows, per counting source, what it counted against the
+// requests answered, and per pod where the count comes from.
+func (p *printer) reconciliation(r *Report, table func(io.Writer) *tablewriter.Table, heading string) {
+	for _, rc := range r.Reconciliation {
+		p.f("\n%sreconciliation of %s: %.0f counted served", sub(heading), rc.Source, rc.Counted)
+		if rc.Background > 0 {
+			p.f(" (%.1f background taken out)", rc.Background)
+		}
+		if rc.Copies > 0 {
+			p.f(", %.0f mirrored copies", rc.Copies)
+		}
+		p.f(" for %d answered and %d failed: %s (tolerance %.1f)\n", rc.Answered, rc.Failed, strings.ToUpper(rc.Status), rc.Tolerance)
+		if rc.Reason != "" {
+			p.f("%s\n", p.esc(rc.Reason))
+		}
+		if len(rc.Pods) == 0 {
+			continue
+		}
+		t := table(p.w)
+		t.Header("cluster", "pod", "workload", "mode", "lines", "background", "expected", "net", "copies", "errors")
+		for _, pr := range rc.Pods {
+			bg := ""
+			if pr.BackgroundSeconds > 0 {
+				bg = fmt.Sprintf("%d in %.0fs (%.2f/s)", pr.BackgroundLines, pr.BackgroundSeconds, pr.Rate)
+			}
+			p.err(t.Append(p.esc(pr.Cluster), p.esc(pr.Pod), p.esc(pr.Workload), pr.Mode, fmt.Sprint(pr.Lines), bg,
+				fmt.Sprintf("%.1f", pr.Expected), fmt.Sprintf("%.1f", pr.Net), fmt.Sprintf("%.0f", pr.Copies), fmt.Sprintf("%.0f", pr.Errors)))
+		}
+		p.err(t.Render())
+	}
+}
+
+// rules shows what each rule matched, with samples of what a rule that
+// matched nothing did not match.
+func (p *printer) rules(r *Report, table func(io.Writer) *tablewriter.Table, heading string) {
+	if len(r.Rules) == 0 {
+		return
+	}
+	p.f("\n%swhat the rules matched\n", sub(heading))
+	t := table(p.w)
+	t.Header("source", "rule", "tried", "matched", "excluded")
+	for _, rr := range r.Rules {
+		p.err(t.Append(rr.Source, p.esc(rr.Rule), fmt.Sprint(rr.Read), fmt.Sprint(rr.Matched), fmt.Sprint(rr.Excluded)))
+	}
+	p.err(t.Render())
+	for _, rr := range r.Rules {
+		if rr.Matched > 0 || len(rr.Samples) == 0 {
+			continue
+		}
+		p.f("%s did not match:\n", p.esc(rr.Rule))
+		for _, s := range rr.Samples {
+			p.f("  - %s\n", p.quoted(s))
+		}
+	}
 }
 
 func (p *printer) f(format string, args ...any) {

@@ -2,6 +2,8 @@ package runner
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 
 	"github.com/mesh-verify/mesh-verify/assert"
@@ -12,7 +14,7 @@ import (
 	"github.com/mesh-verify/mesh-verify/tally"
 )
 
-func assemble(sc *scenarios.Scenario, runID, target string, o attack.Options, sum attack.Summary, ev evidence) *reports.Report {
+func assemble(sc *scenarios.Scenario, runID, target string, o attack.Options, sum attack.Summary, ev evidence, rules attribution.Stats) *reports.Report {
 	s := ev.body
 	st := sc.Statistics
 	r := &reports.Report{
@@ -69,6 +71,19 @@ func assemble(sc *scenarios.Scenario, runID, target string, o attack.Options, su
 			r.Dimensions = append(r.Dimensions, dimensions(src.name, *src.s)...)
 			r.Warnings = append(r.Warnings, disagreements(s, *src.s, src.name)...)
 		}
+		if rc := ev.recon[src.name]; rc != nil {
+			r.Reconciliation = append(r.Reconciliation, *rc)
+			if rc.Status != reports.ReconcileOK && judgedFrom(sc, src.name) && len(ev.config[src.name]) == 0 {
+				r.Warnings = append(r.Warnings, rc.Reason)
+			}
+		}
+	}
+	for _, rs := range rules.Rules {
+		r.Rules = append(r.Rules, reports.RuleReport{Source: scenarios.SourceBody, Rule: rs.Rule, Read: rules.Responses, Matched: rs.Matched, Samples: rs.Samples})
+	}
+	r.Rules = append(r.Rules, ev.rules...)
+	for _, src := range scenarios.Sources() {
+		r.ConfigErrors = append(r.ConfigErrors, ev.config[src]...)
 	}
 	for _, sl := range s.Slices {
 		r.Timeline.Slices = append(r.Timeline.Slices, reports.Slice(sl))
@@ -82,7 +97,8 @@ func dimensions(source string, s tally.Snapshot) []reports.Dimension {
 	var out []reports.Dimension
 	for _, f := range attribution.Fields() {
 		c := s.Dimensions[string(f)]
-		d := reports.Dimension{Name: string(f), Source: source, Unattributed: s.Unattributed[string(f)]}
+		d := reports.Dimension{Name: string(f), Source: source, Unattributed: s.Unattributed[string(f)],
+			ErrorsUnattributed: s.FailuresUnattributed[string(f)]}
 		if c.Units != nil {
 			d.Units = c.Units.Units
 		}
@@ -94,9 +110,16 @@ func dimensions(source string, s tally.Snapshot) []reports.Dimension {
 			if d.Attributed > 0 {
 				share = float64(c.N[i]) / float64(d.Attributed)
 			}
-			d.Buckets = append(d.Buckets, reports.Bucket{Name: b, Count: c.N[i], Share: share, Sources: []string{source}})
+			d.Buckets = append(d.Buckets, reports.Bucket{Name: b, Count: c.N[i], Share: share, Sources: []string{source},
+				Errors: s.Failures[string(f)][b]})
 		}
-		if d.Attributed > 0 || source == scenarios.SourceBody {
+		// Buckets that only failed: which cluster produced the 503s.
+		for _, b := range slices.Sorted(maps.Keys(s.Failures[string(f)])) {
+			if !slices.Contains(c.Buckets, b) {
+				d.Buckets = append(d.Buckets, reports.Bucket{Name: b, Sources: []string{source}, Errors: s.Failures[string(f)][b]})
+			}
+		}
+		if d.Attributed > 0 || len(s.Failures[string(f)]) > 0 || source == scenarios.SourceBody {
 			out = append(out, d)
 		}
 	}
@@ -151,6 +174,9 @@ func finish(r *reports.Report, sc *scenarios.Scenario) {
 	switch {
 	case r.Attack.Interrupted:
 		r.ExitCode = ExitInterrupted
+	case len(r.ConfigErrors) > 0:
+		// The scenario is wrong, whatever the mesh did (README.md, exit codes).
+		r.ExitCode = ExitInvalidInput
 	case r.Gate == assert.Pass:
 		r.ExitCode = ExitPass
 	case r.Gate == assert.Fail:
@@ -158,4 +184,16 @@ func finish(r *reports.Report, sc *scenarios.Scenario) {
 	default:
 		r.ExitCode = ExitInconclusive
 	}
+}
+
+// judgedFrom reports whether some split, reached, only or never
+// expectation counts from source: only then does its reconciliation
+// decide anything.
+func judgedFrom(sc *scenarios.Scenario, source string) bool {
+	for _, e := range sc.Expect {
+		if e.Mirror == nil && sourceOf(e) == source && (e.Split != nil || e.Reached != nil || e.Only != nil || e.Never != nil) {
+			return true
+		}
+	}
+	return false
 }

@@ -92,7 +92,7 @@ func mode(o attack.Options) string {
 func attributor(sc *scenarios.Scenario) (*attribution.Attributor, error) {
 	var rules []attribution.Rule
 	for i, r := range sc.Attribution.Rules {
-		ar := attribution.Rule{Field: attribution.Field(r.Field), Last: r.Match == "last"}
+		ar := attribution.Rule{Name: fmt.Sprintf("attribution.rules[%d]", i), Field: attribution.Field(r.Field), Last: r.Match == "last"}
 		switch {
 		case r.Body != "":
 			ar.Source = attribution.Body

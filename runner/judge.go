@@ -7,7 +7,6 @@ import (
 
 	"github.com/mesh-verify/mesh-verify/assert"
 	"github.com/mesh-verify/mesh-verify/attack"
-	"github.com/mesh-verify/mesh-verify/podlogs"
 	"github.com/mesh-verify/mesh-verify/reports"
 	"github.com/mesh-verify/mesh-verify/scenarios"
 	"github.com/mesh-verify/mesh-verify/tally"
@@ -105,9 +104,16 @@ type evidence struct {
 	body    tally.Snapshot
 	logs    *tally.Snapshot
 	metrics *tally.Snapshot
-	mirror  *podlogs.Totals
+	// logInfo is what the logs say beyond the counts (runner/evidence.go).
+	logInfo *logEvidence
 	// readyPods names the serving pods of the observed workloads per cluster.
 	readyPods map[string][]string
+	// recon reconciles each counting source with the requests answered;
+	// config lists the scenario's mistakes the run revealed, by source;
+	// rules says what each rule matched.
+	recon  map[string]*reports.Reconciliation
+	config map[string][]reports.ConfigError
+	rules  []reports.RuleReport
 }
 
 // source returns the counts of one source; logs and metrics exist only
@@ -181,6 +187,10 @@ func (j *judge) one(e scenarios.Expectation, ev evidence, look int) reports.Expe
 	if !ok {
 		r.Kind, r.Verdict = e.Kind(), assert.Inconclusive
 		r.Reason = fmt.Sprintf("no %s were read (yet): nothing to judge", r.Source)
+		return r
+	}
+	if why := ev.unusable(e, r.Source); why != "" {
+		r.Kind, r.Verdict, r.Reason = e.Kind(), assert.Inconclusive, why
 		return r
 	}
 	switch {
@@ -421,23 +431,16 @@ func (j *judge) clusterModel(sp *scenarios.Split, ready map[string][]string) (as
 }
 
 // mirror judges the share of primary requests whose copy reached the mirror
-// target: q̂ = requests seen both served and mirrored / requests seen served
-// (docs/statistics.md §4, mirror). When the primaries' logs are not
-// observed, the requests that got a response stand in for them.
+// target, q̂ = k / n, from the counts mirrorCounts finds (README.md,
+// mirroring), with the statistics of docs/statistics.md §4 (mirror).
 func (j *judge) mirror(r *reports.Expectation, m *scenarios.MirrorExpect, ev evidence, confidence float64) {
 	st := j.sc.Statistics
-	if ev.mirror == nil {
-		r.Verdict, r.Reason = assert.Inconclusive, "no pod logs were read: the mirrored copies are only visible there"
+	mc := ev.mirrorCounts(m)
+	if mc.unusable != "" {
+		r.Verdict, r.Reason = assert.Inconclusive, mc.unusable
 		return
 	}
-	n, k := int64(ev.mirror.Requests), int64(ev.mirror.MirroredServed)
-	basis := "requests seen served in the logs"
-	if n == 0 {
-		oc := ev.body.Dimensions[tally.Outcome]
-		n = oc.Count(tally.Success)
-		k = min(int64(ev.mirror.Mirrored), n)
-		basis = "requests answered"
-	}
+	n, k, basis := mc.n, mc.k, mc.basis
 	model, err := assert.MirrorModel(100 * m.Percent.Fraction())
 	if err != nil {
 		r.Verdict, r.Reason = assert.Fail, err.Error()

@@ -62,15 +62,6 @@ expect:
 	}
 }
 
-func parse(t *testing.T, doc string) *scenarios.Scenario {
-	t.Helper()
-	sc, err := scenarios.Parse("t.yaml", []byte(doc))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return sc
-}
-
 const head = `apiVersion: mesh-verify.io/v1alpha1
 kind: Scenario
 metadata: {name: t}
@@ -158,7 +149,7 @@ expect: [{mirror: {to: m, percent: 20%}}]
 `)
 		j := newJudge(sc, attackOptions(sc, "", ""))
 		var r reports.Expectation
-		j.mirror(&r, sc.Expect[0].Mirror, evidence{mirror: &podlogs.Totals{Requests: 1000, MirroredServed: 260}}, 0.95)
+		j.mirror(&r, sc.Expect[0].Mirror, evidence{logInfo: &logEvidence{totals: podlogs.Totals{Requests: 1000, MirroredServed: 260}, idMode: map[string]bool{"m": true}}}, 0.95)
 		if r.Verdict != c.want || r.Split == nil || r.Split.Balancing != assert.PerRequest {
 			t.Errorf("relative %s: %v %s", c.relative, r.Verdict, r.Reason)
 		}

@@ -4,18 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
+	"net"
 	"net/url"
-	"regexp"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	vegeta "github.com/tsenart/vegeta/v12/lib"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/mesh-verify/mesh-verify/attack"
 	"github.com/mesh-verify/mesh-verify/attribution"
@@ -170,162 +167,88 @@ func (kp *kubePath) close() {
 	}
 }
 
-// logSource follows the logs of every observed pod with logs, from the
-// attack start minus the skew, and joins matching lines to this run's
-// requests by request id.
-type logSource struct {
-	follower *podlogs.Follower
-	counter  *podlogs.Counter
-	rules    map[string]podlogs.Rule // by workload name
-	owner    map[string]string       // pod key -> workload name
-	version  map[string]string       // pod key -> version label value
-	mu       sync.Mutex
-	done     chan struct{}
-	settle   time.Duration
-	lines    int64
+// podByAddress finds the observed pod with the address's IP (the port is
+// left out): the pod an access log's upstream host names. ok is false when
+// none has it, or pods in several clusters do (pod IPs repeat across
+// clusters).
+func (kp *kubePath) podByAddress(addr string) (kube.Pod, bool) {
+	if kp == nil || kp.inv == nil {
+		return kube.Pod{}, false
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = addr
+	}
+	var found kube.Pod
+	n := 0
+	for _, p := range kp.inv.Pods() {
+		if p.IP == host && p.IP != "" {
+			if n > 0 && p.Cluster == found.Cluster && p.Namespace == found.Namespace && p.Name == found.Name {
+				continue
+			}
+			found = p
+			n++
+		}
+	}
+	return found, n == 1
 }
 
-func podKey(cluster, ns, pod string) string { return cluster + "/" + ns + "/" + pod }
-
-// startLogs starts following; the watch keeps up with pods that appear,
-// go or restart during the run.
-func (kp *kubePath) startLogs(ctx context.Context, runID string, start time.Time) error {
-	var withLogs []*scenarios.Workload
-	for i := range kp.sc.Observe {
-		if kp.sc.Observe[i].Logs != nil {
-			withLogs = append(withLogs, &kp.sc.Observe[i])
+// hasIP reports whether the pod behind t has the IP.
+func (kp *kubePath) hasIP(t podlogs.Target, ip string) bool {
+	for _, p := range kp.inv.Lookup(t.Pod) {
+		if p.Cluster == t.Cluster && p.Namespace == t.Namespace && p.IP == ip {
+			return true
 		}
 	}
-	if len(withLogs) == 0 {
-		return nil
-	}
-	clients := map[string]kubernetes.Interface{}
-	for n, c := range kp.clusters {
-		clients[n] = c.Client
-	}
-	skew, settle := withLogs[0].Logs.Skew.Duration, withLogs[0].Logs.Settle.Duration
-	ls := &logSource{rules: map[string]podlogs.Rule{}, owner: map[string]string{}, version: map[string]string{},
-		done: make(chan struct{}), settle: settle}
-	mirrorTo := map[string]bool{}
-	shadowOnly := map[string]bool{}
-	for _, e := range kp.sc.Expect {
-		if m := e.Mirror; m != nil {
-			mirrorTo[m.To] = true
-			shadowOnly[m.To] = m.Shadow != nil && *m.Shadow
-		}
-	}
-	for _, w := range withLogs {
-		re, err := regexp.Compile(w.Logs.Match)
-		if err != nil {
-			return fmt.Errorf("observe %s: logs.match: %w", w.Name, err)
-		}
-		ls.rules[w.Name] = podlogs.Rule{Regex: re}
-		skew, settle = max(skew, w.Logs.Skew.Duration), max(settle, w.Logs.Settle.Duration)
-	}
-	ls.settle = settle
-	ls.counter = podlogs.NewCounter(podlogs.CounterOptions{
-		RunID: runID,
-		From:  start.Add(-skew),
-		// Copies are what the mirror target logs (only the -shadow host
-		// ones when the expectation says so); elsewhere Envoy's suffix decides.
-		Mirror: func(m podlogs.Match) bool {
-			ls.mu.Lock()
-			w := ls.owner[podKey(m.Line.Target.Cluster, m.Line.Target.Namespace, m.Line.Target.Pod)]
-			ls.mu.Unlock()
-			if mirrorTo[w] {
-				return !shadowOnly[w] || m.Shadow
-			}
-			return m.Shadow
-		},
-	})
-	pods := 0
-	for _, w := range withLogs {
-		pods += len(kp.observedPods(w))
-	}
-	// One limit across all clusters: every observed pod must get a stream
-	// while the attack runs, not only in Settle's final pass.
-	ls.follower = podlogs.NewFollower(podlogs.ClientGoOpener(clients), podlogs.Options{
-		Since: start.Add(-skew), Settle: settle, Concurrency: max(64, 2*pods)})
-	follow := func(p kube.Pod, w *scenarios.Workload) {
-		ls.mu.Lock()
-		ls.owner[podKey(p.Cluster, p.Namespace, p.Name)] = w.Name
-		ls.version[podKey(p.Cluster, p.Namespace, p.Name)] = p.Version
-		ls.mu.Unlock()
-		ls.follower.Follow(ctx, podlogs.Target{Cluster: p.Cluster, Namespace: p.Namespace, Pod: p.Name, Container: w.Container})
-	}
-	byName := map[string]*scenarios.Workload{}
-	for _, w := range withLogs {
-		byName[w.Name] = w
-		for _, p := range kp.observedPods(w) {
-			follow(p, w)
-		}
-	}
-	go func() {
-		defer close(ls.done)
-		for l := range ls.follower.Lines() {
-			ls.mu.Lock()
-			w := ls.owner[podKey(l.Target.Cluster, l.Target.Namespace, l.Target.Pod)]
-			ls.lines++
-			ls.mu.Unlock()
-			if m, ok := ls.rules[w].Match(l); ok {
-				ls.counter.Add(m)
-			}
-		}
-	}()
-	go func() {
-		_ = kp.inv.Watch(ctx, func(ev kube.Event) {
-			w := byName[ev.Pod.Workload]
-			if w == nil {
-				return
-			}
-			t := podlogs.Target{Cluster: ev.Pod.Cluster, Namespace: ev.Pod.Namespace, Pod: ev.Pod.Name, Container: w.Container}
-			switch ev.Type {
-			case kube.PodAdded:
-				follow(ev.Pod, w)
-			case kube.PodRestarted:
-				ls.follower.Restarted(t)
-			case kube.PodDeleted:
-				// What it logged was read already; its log is gone now.
-				ls.follower.Forget(t)
-			}
-		})
-	}()
-	kp.logs = ls
-	return nil
+	return false
 }
 
-// finish reads on after the attack until the logs stop growing.
-func (ls *logSource) finish(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, ls.settle+time.Minute)
-	defer cancel()
-	err := ls.follower.Settle(ctx)
-	<-ls.done
-	return err
+// podStart is when a target's pod started, for the background period of a
+// pod younger than it.
+func (kp *kubePath) podStart(t podlogs.Target) time.Time {
+	for _, p := range kp.inv.Lookup(t.Pod) {
+		if p.Cluster == t.Cluster && p.Namespace == t.Namespace && p.StartTime != nil {
+			return *p.StartTime
+		}
+	}
+	return time.Time{}
 }
 
-// tally builds the per-source counts of the logs: every request of this
-// run seen served in a pod's log counts for that pod's cluster, pod and
-// version, on the connection that carried it, so the same
-// connection-aware statistics apply as for bodies.
-func (ls *logSource) tally(start time.Time, grace time.Duration, seqConn []uint32) tally.Snapshot {
-	t := tally.New(start, grace)
-	ls.mu.Lock()
-	version := maps.Clone(ls.version)
-	ls.mu.Unlock()
-	ls.counter.EachServed(func(seq uint64, tg podlogs.Target) {
-		var conn uint64
-		if seq < uint64(len(seqConn)) {
-			conn = uint64(seqConn[seq])
+// identity is who a log target is: its cluster, pod and the version label
+// the inventory read.
+func (kp *kubePath) identity(t podlogs.Target) attribution.Identity {
+	id := attribution.Identity{Cluster: t.Cluster, Pod: t.Pod}
+	for _, p := range kp.inv.Lookup(t.Pod) {
+		if p.Cluster == t.Cluster && p.Namespace == t.Namespace {
+			id.Version = p.Version
 		}
-		t.Add(&attack.Result{Result: &vegeta.Result{Code: 200, Timestamp: start}, ConnID: conn},
-			attribution.Identity{Cluster: tg.Cluster, Pod: tg.Pod, Version: version[podKey(tg.Cluster, tg.Namespace, tg.Pod)]})
-	})
-	// Apps that log no request id: their lines inside the attack window
-	// count, as independent draws.
-	for tg, pc := range ls.counter.Pods() {
-		addIndependent(t, start, pc.NoID, attribution.Identity{Cluster: tg.Cluster, Pod: tg.Pod, Version: version[podKey(tg.Cluster, tg.Namespace, tg.Pod)]})
 	}
-	return t.Snapshot()
+	return id
+}
+
+// ByPod makes the inventory an attribution.Resolver: a pod name a response
+// gives maps to its cluster and version, when exactly one cluster has it.
+func (kp *kubePath) ByPod(name string) (attribution.Identity, bool) {
+	cluster, ok := kp.inv.ClusterOfPod(name)
+	if !ok {
+		return attribution.Identity{}, false
+	}
+	id := attribution.Identity{Cluster: cluster, Pod: name}
+	for _, p := range kp.inv.Lookup(name) {
+		if p.Cluster == cluster && p.Version != "" {
+			id.Version = p.Version
+		}
+	}
+	return id, true
+}
+
+// ByAddress is the same for a pod's address.
+func (kp *kubePath) ByAddress(addr string) (attribution.Identity, bool) {
+	p, ok := kp.podByAddress(addr)
+	if !ok {
+		return attribution.Identity{}, false
+	}
+	return attribution.Identity{Cluster: p.Cluster, Pod: p.Name, Version: p.Version}, true
 }
 
 // scrapeAll scrapes every pod of the workloads with metrics.
@@ -349,25 +272,23 @@ func (kp *kubePath) scrapeAll(ctx context.Context) ([]*kube.Metrics, error) {
 	return out, errors.Join(errs...)
 }
 
-// metricsTally turns the counter deltas per pod into counts.
-func (kp *kubePath) metricsTally(after []*kube.Metrics, start time.Time) tally.Snapshot {
+// metricsTally turns the counter deltas per pod into counts, and
+// reconciles their sum with the requests answered.
+func (kp *kubePath) metricsTally(after []*kube.Metrics, start time.Time, answered, failed int64) (tally.Snapshot, *reports.Reconciliation) {
 	t := tally.New(start, time.Second)
-	version := map[string]string{}
-	if kp.inv != nil {
-		for _, p := range kp.inv.Pods() {
-			version[podKey(p.Cluster, p.Namespace, p.Name)] = p.Version
-		}
-	}
+	var deltas []metricsDelta
 	for i := range kp.sc.Observe {
 		w := &kp.sc.Observe[i]
 		if w.Metrics == nil {
 			continue
 		}
 		for _, d := range kube.Delta(kp.metricsBefore, after, w.Metrics.Counter, w.Metrics.Labels) {
-			addIndependent(t, start, int(d.Delta+0.5), attribution.Identity{Cluster: d.Cluster, Pod: d.Pod, Version: version[podKey(d.Cluster, d.Namespace, d.Pod)]})
+			id := kp.identity(podlogs.Target{Cluster: d.Cluster, Namespace: d.Namespace, Pod: d.Pod})
+			addIndependent(t, start, int(d.Delta+0.5), id)
+			deltas = append(deltas, metricsDelta{workload: w.Name, delta: d})
 		}
 	}
-	return t.Snapshot()
+	return t.Snapshot(), reconcileMetrics(deltas, answered, failed)
 }
 
 // unknownPods lists pod names the responses named that the inventory does
@@ -410,7 +331,7 @@ func (kp *kubePath) reportInfo() *reports.Kubernetes {
 	}
 	if kp.logs != nil {
 		for t, st := range kp.logs.follower.Stats() {
-			ls := reports.LogStream{Target: t.String(), Lines: st.Lines, Reconnects: int64(st.Reconnects)}
+			ls := reports.LogStream{Target: t.String(), Lines: st.Lines, Reconnects: int64(st.Reconnects), Deleted: st.Deleted}
 			if st.LastError != nil {
 				ls.LastError = st.LastError.Error()
 			}

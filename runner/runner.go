@@ -88,6 +88,9 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (*reports.Repor
 	if err != nil {
 		return nil, err
 	}
+	if kp != nil && kp.inv != nil {
+		attr.WithResolver(kp) // a pod a response names maps to its cluster
+	}
 	if dial == nil {
 		if err := preflight(ctx, target, ao.Timeout); err != nil {
 			return nil, &SetupError{err}
@@ -108,13 +111,13 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (*reports.Repor
 	kubeCtx, stopKube := context.WithCancel(ctx)
 	defer stopKube()
 
-	sink := &sink{attr: attr, tally: tl, runID: runID}
+	sink := &sink{attr: attr, tally: tl, runID: runID, codes: sc.Attack.SuccessCodes}
 	if attr.Empty() {
 		// Logs or metrics attribute; bodies are not expected to say anything.
 		tl.DisableSamples()
 	}
 	if kp != nil {
-		if err := kp.startLogs(kubeCtx, runID, start); err != nil {
+		if err := kp.start(kubeCtx, runID, start); err != nil {
 			return nil, &SetupError{err}
 		}
 		if kp.logs != nil {
@@ -154,38 +157,13 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (*reports.Repor
 	<-progressDone
 	sum.Interrupted = ctx.Err() != nil
 
-	ev := evidence{body: tl.Snapshot()}
+	ev := evidence{body: tl.Snapshot(), recon: map[string]*reports.Reconciliation{}, config: map[string][]reports.ConfigError{}}
 	var warnings []string
 	if kp != nil {
-		ev.readyPods = kp.readyPods()
-		warnings = append(warnings, kp.warnings...)
-		if kp.logs != nil {
-			// Even when interrupted, read what the pods logged so far.
-			fctx := ctx
-			if ctx.Err() != nil {
-				fctx = context.WithoutCancel(ctx)
-			}
-			if err := kp.logs.finish(fctx); err != nil {
-				warnings = append(warnings, "pod logs: "+err.Error())
-			}
-			ls := kp.logs.tally(start, grace, sink.seqConn)
-			ev.logs = &ls
-			tot := kp.logs.counter.Totals()
-			ev.mirror = &tot
-		}
-		if len(kp.metricsBefore) > 0 {
-			after, err := kp.scrapeAll(ctx)
-			if err != nil {
-				warnings = append(warnings, "metrics after the attack: "+err.Error())
-			}
-			ms := kp.metricsTally(after, start)
-			ev.metrics = &ms
-		}
-		for _, p := range kp.unknownPods(ev.body) {
-			warnings = append(warnings, fmt.Sprintf("pod %s named in responses is not in the inventory of the observed workloads: its cluster is not guessed", p))
-		}
+		warnings = kp.collect(ctx, &ev, start, sum.Ended, grace, sink.seqConn)
 	}
 	stopKube()
+	ev.config[scenarios.SourceBody] = bodyConfigErrors(sc, attr.Stats(), ev.body, kp != nil && kp.inv != nil)
 
 	// Every expectation is judged at its own spending level for the look
 	// that ends the run: the look it stopped at, or the last one, which
@@ -197,7 +175,7 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (*reports.Repor
 			look = seq.StoppedAt - 1
 		}
 	}
-	rep := assemble(sc, runID, redactURL(target), ao, sum, ev)
+	rep := assemble(sc, runID, redactURL(target), ao, sum, ev, attr.Stats())
 	rep.Sequential = seq
 	rep.Warnings = append(rep.Warnings, warnings...)
 	if kp != nil {
@@ -280,6 +258,7 @@ func setupFailure(s tally.Snapshot) error {
 type sink struct {
 	attr   *attribution.Attributor
 	tally  *tally.Tally
+	codes  scenarios.StatusCodes
 	looks  []int64
 	next   int
 	seen   int64
@@ -295,9 +274,11 @@ type sink struct {
 }
 
 func (s *sink) Add(r *attack.Result) {
+	ok := answered(r, s.codes)
 	var id attribution.Identity
-	if r.Error == "" {
-		id = s.attr.Attribute(r.Body, r.Headers)
+	if r.Code != 0 {
+		// Error responses are attributed too: errors per cluster and pod.
+		id = s.attr.Attribute(r.Body, r.Headers, ok)
 	}
 	s.tally.Add(r, id)
 	r.Body = nil // attributed and sampled; the body is not kept

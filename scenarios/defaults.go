@@ -31,6 +31,9 @@ const (
 	DefaultMatch                = "first"
 	DefaultBy                   = "cluster"
 	DefaultPercentile           = 99.0
+	// DefaultSuccessCodes: only 2xx answers count as answered; a redirect
+	// is not the page that was asked for.
+	DefaultSuccessCodes = "2xx"
 )
 
 // ApplyDefaults fills in what the scenario leaves out. Parse calls it
@@ -53,6 +56,10 @@ func (s *Scenario) ApplyDefaults() {
 	}
 	if a.MaxBody == 0 {
 		a.MaxBody = DefaultMaxBody
+	}
+	if len(a.SuccessCodes) == 0 {
+		r, _ := ParseStatusRange(DefaultSuccessCodes)
+		a.SuccessCodes = StatusCodes{r}
 	}
 
 	if f := s.Target.Forward; f != nil {

@@ -7,15 +7,23 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/mesh-verify/mesh-verify/podlogs"
 )
 
-// Defaults of the Kubernetes path.
+// Defaults and limits of the Kubernetes path.
 const (
 	DefaultVersionLabel = "version"
 	DefaultLogSettle    = 3 * time.Second
 	DefaultLogSkew      = 2 * time.Second
-	DefaultMetricsPath  = "/metrics"
-	DefaultMetricsVia   = MetricsViaProxy
+	// DefaultLogBackground is how long before the attack each pod's usual
+	// rate of matching lines is measured: thirty one-second bins, whose
+	// lower quartile a burst (the previous run's tail) does not move.
+	DefaultLogBackground = 30 * time.Second
+	// MaxLogBackground bounds it: every stream replays that much history.
+	MaxLogBackground   = 10 * time.Minute
+	DefaultMetricsPath = "/metrics"
+	DefaultMetricsVia  = MetricsViaProxy
 )
 
 // Ways metrics.via reaches a pod's metrics port (kube.ViaProxy, kube.ViaPortForward).
@@ -36,12 +44,19 @@ const (
 func Sources() []string { return []string{SourceBody, SourceLogs, SourceMetrics} }
 
 // LogGroups are the named groups a log match regex may use. request_id
-// joins a line to the request that caused it (and a mirrored copy to its
-// primary); host carries the Host/authority, where Envoy marks mirrored
-// copies with a -shadow suffix.
+// joins a line to the request that caused it (this run's id, or the data
+// plane's own, which a mirrored copy shares with its primary); host or
+// authority carries the Host, where Envoy marks mirrored copies with a
+// -shadow suffix; status splits served lines from errors (with
+// attack.successCodes); upstream is the address a proxy sent the request
+// to, mapped to the pod by the inventory; method and path are kept for the
+// report.
 func LogGroups() []string {
-	return []string{"request_id", "host", "cluster", "pod", "version", "service"}
+	return []string{"request_id", "host", "authority", "status", "upstream", "cluster", "pod", "version", "service", "method", "path"}
 }
+
+// LogPresetNames lists the ready-made log rules for real apps and proxies.
+func LogPresetNames() []string { return podlogs.PresetNames() }
 
 // Workload returns the observed workload with the given name, or nil.
 func (s *Scenario) Workload(name string) *Workload {
@@ -93,6 +108,10 @@ func (l *LogSource) HasGroup(name string) bool {
 	return err == nil && slices.Contains(re.SubexpNames(), name)
 }
 
+// HasHost reports whether the match regex captures the Host (a host or
+// authority group), where Envoy marks mirrored copies.
+func (l *LogSource) HasHost() bool { return l.HasGroup("host") || l.HasGroup("authority") }
+
 // applyObserveDefaults is ApplyDefaults for observe and the expectation
 // fields that depend on it.
 func (s *Scenario) applyObserveDefaults() {
@@ -109,6 +128,20 @@ func (s *Scenario) applyObserveDefaults() {
 			w.allClusters = true
 		}
 		if l := w.Logs; l != nil {
+			if p, err := podlogs.LookupPreset(l.Preset); err == nil {
+				if l.Match == "" {
+					l.Match = p.Match
+				}
+				if l.Exclude == "" {
+					l.Exclude = p.Exclude
+				}
+				if w.Container == "" {
+					w.Container = p.Container
+				}
+			}
+			if l.Background == nil {
+				l.Background = &Duration{DefaultLogBackground}
+			}
 			if l.Settle.Duration == 0 {
 				l.Settle.Duration = DefaultLogSettle
 			}
@@ -137,9 +170,9 @@ func (s *Scenario) applyObserveDefaults() {
 		if m := e.Mirror; m != nil && m.Shadow == nil {
 			shadow := false
 			if w := s.Workload(m.To); w != nil && w.Logs != nil {
-				shadow = w.Logs.HasGroup("host")
+				shadow = w.Logs.HasHost()
 			}
-			m.Shadow = &shadow
+			m.Shadow, m.shadowDefaulted = &shadow, true
 		}
 	}
 }
@@ -245,9 +278,18 @@ func (s *Scenario) checkObserveClusters(c *checker, p string, w *Workload) {
 }
 
 func checkLogSource(c *checker, p string, l *LogSource) {
+	presetOK := true
+	if l.Preset != "" {
+		if _, err := podlogs.LookupPreset(l.Preset); err != nil {
+			c.add(p+".preset", "unknown log preset %q (known: %s)", l.Preset, strings.Join(LogPresetNames(), ", "))
+			presetOK = false
+		}
+	}
 	switch re, err := regexp.Compile(l.Match); {
+	case l.Match == "" && !presetOK:
+		// Said at preset.
 	case l.Match == "":
-		c.add(p+".match", "required: a regex that matches the line the app logs per served request, with named groups among %s", strings.Join(LogGroups(), ", "))
+		c.add(p+".match", "required: a regex that matches the line the app logs per served request, with named groups among %s, or a preset (%s)", strings.Join(LogGroups(), ", "), strings.Join(LogPresetNames(), ", "))
 	case err != nil:
 		c.add(p+".match", "invalid regex: %v", err)
 	default:
@@ -259,6 +301,16 @@ func checkLogSource(c *checker, p string, l *LogSource) {
 		if re.MatchString("") {
 			c.add(p+".match", "the regex matches an empty line, so every log line would count as a served request: make it match only the request line")
 		}
+	}
+	if l.Exclude != "" {
+		if re, err := regexp.Compile(l.Exclude); err != nil {
+			c.add(p+".exclude", "invalid regex: %v", err)
+		} else if re.MatchString("") {
+			c.add(p+".exclude", "the regex matches an empty line, so it would exclude every line: make it match only the lines to leave out, like \"kube-probe/")
+		}
+	}
+	if b := l.Background; b != nil && b.Duration > MaxLogBackground {
+		c.add(p+".background", "want at most %s (every log stream replays that much history), got %s", MaxLogBackground, b.Duration)
 	}
 	if l.Settle.Duration <= 0 {
 		c.add(p+".settle", "want a duration > 0, like 3s (logs are read after the attack until counts stop growing for this long)")
@@ -442,11 +494,8 @@ func (s *Scenario) checkMirror(c *checker, p string, m *MirrorExpect) {
 	case !validRegex(w.Logs.Match):
 		// Its match regex is reported where it is written.
 	default:
-		if !w.Logs.HasGroup("request_id") {
-			c.add(p+".to", "workload %s's logs.match has no request_id group: copies are joined to their primary requests by request id, so capture it, like (?P<request_id>[-.0-9a-z]+)", m.To)
-		}
-		if m.Shadow != nil && *m.Shadow && !w.Logs.HasGroup("host") {
-			c.add(p+".shadow", "shadow counts lines whose host ends in -shadow, but workload %s's logs.match has no host group", m.To)
+		if m.Shadow != nil && *m.Shadow && !w.Logs.HasHost() {
+			c.add(p+".shadow", "shadow counts lines whose host ends in -shadow, but workload %s's logs.match has no host or authority group", m.To)
 		}
 	}
 	if !(m.Percent > 0 && m.Percent <= 1) {

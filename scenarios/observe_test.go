@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mesh-verify/mesh-verify/podlogs"
 )
 
 func TestObserveScenario(t *testing.T) {
@@ -27,13 +29,15 @@ func TestObserveScenario(t *testing.T) {
 			Selector:  "app=sample-spring-kotlin-microservice,version notin (v2)",
 			Clusters:  []string{"c2", "c3"},
 			Container: "sample-spring-kotlin-microservice", VersionLabel: "app.kubernetes.io/version",
-			Logs: &LogSource{Match: `GET /persons request-id=(?P<request_id>[-.0-9A-Za-z]+)`, Settle: Duration{5 * time.Second}, Skew: Duration{time.Second}},
+			Logs: &LogSource{Match: `GET /persons request-id=(?P<request_id>[-.0-9A-Za-z]+)`, Settle: Duration{5 * time.Second}, Skew: Duration{time.Second},
+				Background: &Duration{15 * time.Second}},
 			Metrics: &MetricsSource{Port: "http", Path: "/actuator/prometheus", Counter: "http_server_requests_seconds_count",
 				Labels: map[string]string{"uri": "/persons", "method": "GET"}, Via: "proxy"},
 		}},
 		{"v2 version label default", v2.VersionLabel, "version"},
 		{"v2 settle default", v2.Logs.Settle.Duration, 3 * time.Second},
 		{"v2 skew default", v2.Logs.Skew.Duration, 2 * time.Second},
+		{"v2 background default", *v2.Logs.Background, Duration{DefaultLogBackground}},
 		{"split", *s.Expect[0].Split, Split{By: "cluster", Model: "equal", Buckets: []string{"c2", "c3"}, Source: "logs"}},
 		{"reached", *s.Expect[1].Reached, BucketSet{By: "cluster", Buckets: []string{"c2", "c3"}, Source: "logs"}},
 		{"only", *s.Expect[2].Only, BucketSet{By: "version", Buckets: []string{"v1"}, Source: "metrics"}},
@@ -130,6 +134,41 @@ expect:
 	if s.Expect[0].Reached.Source != "metrics" {
 		t.Errorf("source %q, want metrics", s.Expect[0].Reached.Source)
 	}
+
+	// A log preset fills in the regex, the exclusion and the sidecar's
+	// container; an authority group makes shadow default to true.
+	s, err = Parse("d.yaml", []byte(k8sBase+`observe:
+  - {name: callme-v2, selector: 'app=callme,version=v2', logs: {preset: istio-proxy}}
+  - {name: rebel-base, selector: name=rebel-base, logs: {preset: nginx, background: 0s}}
+  - {name: mine, selector: app=x, container: app, logs: {preset: istio-proxy, match: 'served (?P<status>\d+)'}}
+expect:
+  - mirror: {to: callme-v2, percent: 50%}
+  - successRate: {atLeast: 99%}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy, _ := podlogs.LookupPreset("istio-proxy")
+	nginx, _ := podlogs.LookupPreset("nginx")
+	m := s.Expect[0].Mirror
+	checks = []struct {
+		name      string
+		got, want any
+	}{
+		{"preset match", s.Observe[0].Logs.Match, proxy.Match},
+		{"preset container", s.Observe[0].Container, "istio-proxy"},
+		{"preset exclude", s.Observe[1].Logs.Exclude, nginx.Exclude},
+		{"background off", s.Observe[1].Logs.Background.Duration, time.Duration(0)},
+		{"own match and container win", []string{s.Observe[2].Logs.Match, s.Observe[2].Container}, []string{`served (?P<status>\d+)`, "app"}},
+		{"shadow from the authority group", *m.Shadow, true},
+		{"shadow defaulted", m.ShadowDefaulted(), true},
+		{"success codes", s.Attack.SuccessCodes, StatusCodes{{200, 299}}},
+	}
+	for _, c := range checks {
+		if !reflect.DeepEqual(c.got, c.want) {
+			t.Errorf("%s = %#v, want %#v", c.name, c.got, c.want)
+		}
+	}
 }
 
 func TestObserveInlineBad(t *testing.T) {
@@ -139,7 +178,7 @@ func TestObserveInlineBad(t *testing.T) {
 		want      []string // "line:field: substring", every error
 	}{
 		{"selector required", "observe:\n  - name: callme\nexpect:\n  - reached: {}\n",
-			[]string{`8:observe[0].selector: required: a label selector`, `1:attribution: set a preset (tutorial, istio-echo, kuma-test-server, cilium-rebel-base) or at least one rule to read the response with, or observe workloads with observe[].logs`}},
+			[]string{`8:observe[0].selector: required: a label selector`, `1:attribution: set a preset (cilium-rebel-base, istio-echo, istio-helloworld, kuma-test-server, tutorial) or at least one rule to read the response with, or observe workloads with observe[].logs`}},
 		{"bad selector", "attribution: {preset: tutorial}\nobserve:\n  - {name: a, selector: 'app in v1'}\nexpect:\n  - reached: {}\n",
 			[]string{`9:observe[0].selector: invalid label selector "app in v1": found "v1" after app in, want "(" and a list of values`}},
 		{"duplicate workload", "attribution: {preset: tutorial}\nobserve:\n  - {name: a, selector: x}\n  - {name: a, selector: y}\nexpect:\n  - reached: {}\n",
@@ -179,7 +218,7 @@ func TestObserveInlineBad(t *testing.T) {
 		{"mirror without percent", obs + "expect:\n  - mirror: {to: callme}\n",
 			[]string{`10:expect[0].mirror.percent: required: the expected share of primary requests mirrored`}},
 		{"mirror shadow without host", obs + "expect:\n  - mirror: {to: callme, percent: 50%, shadow: true}\n",
-			[]string{`10:expect[0].mirror.shadow: shadow counts lines whose host ends in -shadow, but workload callme's logs.match has no host group`}},
+			[]string{`10:expect[0].mirror.shadow: shadow counts lines whose host ends in -shadow, but workload callme's logs.match has no host or authority group`}},
 		{"mirror margin", obs + "expect:\n  - mirror: {to: callme, percent: 50%, margin: 60%}\n",
 			[]string{`10:expect[0].mirror.margin: want a margin in (0, 50%], like 5%, got 60%`}},
 		{"mirror with another kind", obs + "expect:\n  - latency: {below: 1s}\n    mirror: {to: callme, percent: 50%}\n",

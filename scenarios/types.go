@@ -89,6 +89,9 @@ type Attack struct {
 	MaxBody        Size   `yaml:"maxBody"`
 	RequestID      string `yaml:"requestIdHeader"`
 	MaxWorkers     uint64 `yaml:"maxWorkers"`
+	// SuccessCodes are the HTTP statuses that count as answered: codes
+	// (200), classes ("2xx") and ranges ("200-299"). Default 2xx.
+	SuccessCodes StatusCodes `yaml:"successCodes"`
 }
 
 // Ramp increases the rate linearly from From to To over Duration.
@@ -102,12 +105,13 @@ type Ramp struct {
 // It may be left empty when an observe workload has logs or metrics: the
 // requests are then counted where they are served (expectation source).
 type Attribution struct {
-	// Preset names a ready-made rule set: tutorial, istio-echo,
-	// kuma-test-server, cilium-rebel-base.
+	// Preset names a ready-made rule set (PresetNames).
 	Preset string `yaml:"preset"`
 	Rules  []Rule `yaml:"rules"`
 	// Map derives one identity field from another, e.g.
-	// {from: version, to: cluster, values: {v1: c1, v2: c2}}.
+	// {from: version, to: cluster, values: {v1: c1, v2: c2}}, or renames
+	// a field's values when from and to are the same field, e.g.
+	// {from: cluster, to: cluster, values: {Cluster-1: c1}}.
 	Map []ValueMap `yaml:"map"`
 }
 
@@ -204,9 +208,20 @@ type Workload struct {
 
 // LogSource attributes requests by the lines the workload's pods log.
 type LogSource struct {
+	// Preset names a ready-made rule for a real app's or proxy's log
+	// (LogPresetNames): it fills in Match, Exclude and the workload's
+	// container when they are left out.
+	Preset string `yaml:"preset"`
 	// Match is a regex; a line that matches is one served request. Named
-	// groups may be request_id, host, cluster, pod, version and service.
+	// groups are among LogGroups.
 	Match string `yaml:"match"`
+	// Exclude is a regex: matching lines it also matches do not count,
+	// e.g. the kubelet's probes in an access log.
+	Exclude string `yaml:"exclude"`
+	// Background: lines without this run's request id count inside the
+	// attack window, less each pod's usual rate of them, measured over
+	// this long before it. Default 30s; 0s turns it off.
+	Background *Duration `yaml:"background"`
 	// Settle: after the attack, logs are read until the counts have not
 	// grown for this long. Default 3s.
 	Settle Duration `yaml:"settle"`
@@ -290,18 +305,26 @@ type Latency struct {
 
 // MirrorExpect expects a share of the primary requests to be mirrored to
 // a workload. A mirrored copy's response is discarded by the proxy, so the
-// copies are counted in the mirror target's logs and joined to the
-// primaries by request id (docs/architecture.md, mirroring). Envoy decides
-// per request whether to mirror, so the statistics always take requests
-// as independent draws here (docs/statistics.md §3).
+// copies are counted in the mirror target's logs: joined to the primaries
+// by request id, or counted in the attack window (README.md, mirroring).
+// Envoy decides per request whether to mirror, so the statistics always
+// take requests as independent draws here (docs/statistics.md §3).
 type MirrorExpect struct {
 	// To is the observe workload (with logs) that receives the copies.
 	To string `yaml:"to"`
 	// Percent is the expected share of primary requests mirrored.
 	Percent Percent  `yaml:"percent"`
 	Margin  *Percent `yaml:"margin"`
-	// Shadow counts only lines whose host group ends in -shadow (Envoy
-	// appends it to the copy's Host). ApplyDefaults sets it to whether the
-	// match regex has a host group.
+	// Shadow counts only lines whose host (or authority) group ends in
+	// -shadow (Envoy up to Istio 1.27 appends it to the copy's Host), else
+	// every line of the target's pods. ApplyDefaults sets it to whether the
+	// match regex has such a group.
 	Shadow *bool `yaml:"shadow"`
+
+	// shadowDefaulted records that ApplyDefaults chose Shadow.
+	shadowDefaulted bool
 }
+
+// ShadowDefaulted reports whether Shadow was left out of the file: a
+// proxy that marks no copy then calls for a hint, not a silent zero.
+func (m *MirrorExpect) ShadowDefaulted() bool { return m.shadowDefaulted }

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"text/template"
+
+	"github.com/mesh-verify/mesh-verify/attribution"
 )
 
 // Validate checks a scenario built in code or loaded from the catalog.
@@ -25,9 +27,7 @@ func (s *Scenario) Validate() error {
 }
 
 // PresetNames lists the ready-made attribution rule sets.
-func PresetNames() []string {
-	return []string{"tutorial", "istio-echo", "kuma-test-server", "cilium-rebel-base"}
-}
+func PresetNames() []string { return attribution.PresetNames() }
 
 // IdentityFields are what attribution can learn about the server of a
 // request, and so the only named groups and field values a rule may use.
@@ -355,6 +355,14 @@ func (s *Scenario) checkAttack(c *checker) {
 	if !isToken(a.RequestID) {
 		c.add("attack.requestIdHeader", "invalid header name %q: letters, digits and !#$%%&'*+-.^_`|~ only", a.RequestID)
 	}
+	for i, r := range a.SuccessCodes {
+		for j := range i {
+			if o := a.SuccessCodes[j]; r.Lo >= o.Lo && r.Hi <= o.Hi {
+				c.add(joinIndex("attack.successCodes", i), "%s is already in %s (attack.successCodes[%d])", r, o, j)
+				break
+			}
+		}
+	}
 }
 
 func (s *Scenario) checkAttribution(c *checker) {
@@ -430,8 +438,6 @@ func (s *Scenario) checkAttribution(c *checker) {
 		}
 		if !slices.Contains(IdentityFields(), m.To) {
 			c.add(p+".to", "want one of %s, got %q", fields, m.To)
-		} else if m.To == m.From {
-			c.add(p+".to", "to must differ from from (%s)", m.From)
 		}
 		if len(m.Values) == 0 {
 			c.add(p+".values", "required: at least one %s: %s pair", orName(m.From, "from"), orName(m.To, "to"))
@@ -750,6 +756,9 @@ func explicitZeros(s *Scenario, pos positions) []issue {
 	}
 	check("attack.timeout", s.Attack.Timeout.Duration == 0, DefaultTimeout.String())
 	check("attack.maxBody", s.Attack.MaxBody == 0, DefaultMaxBody.String())
+	if l, ok := pos["attack.successCodes"]; ok && l.val != nil && !isNull(l.val) && len(l.val.Content) == 0 {
+		out = append(out, issue{path: "attack.successCodes", msg: "an empty list counts no answer as a success; leave the field out for the default " + DefaultSuccessCodes})
+	}
 	check("statistics.confidence", s.Statistics.Confidence == 0, "0.95")
 	check("statistics.power", s.Statistics.Power == 0, "0.8")
 	check("statistics.margin", s.Statistics.Margin == 0, DefaultMargin.String())

@@ -310,3 +310,102 @@ func describe(n *yaml.Node) string {
 	}
 	return "string " + strconv.Quote(v)
 }
+
+// StatusRange is one entry of attack.successCodes: a code ("200" or 200),
+// a class ("2xx") or a range ("200-299"), kept as the inclusive range
+// [Lo, Hi] of codes in 100..599.
+type StatusRange struct{ Lo, Hi int }
+
+// StatusCodes is a list of status ranges; a code is in it when it is in
+// one of them.
+type StatusCodes []StatusRange
+
+// ParseStatusRange reads one entry as written in a scenario file.
+func ParseStatusRange(s string) (StatusRange, error) {
+	t := strings.TrimSpace(s)
+	const hint = `want an HTTP status like 200, a class like 2xx or a range like 200-299, within 100..599`
+	code := func(x string) (int, error) {
+		x = strings.TrimSpace(x)
+		n, err := strconv.Atoi(x)
+		if err != nil || len(x) != 3 || x[0] == '+' || x[0] == '-' {
+			return 0, fmt.Errorf("status %q: %s", s, hint)
+		}
+		if n < 100 || n > 599 {
+			return 0, fmt.Errorf("status %q is outside 100..599", s)
+		}
+		return n, nil
+	}
+	if len(t) == 3 && (t[1:] == "xx" || t[1:] == "XX") {
+		if t[0] < '1' || t[0] > '5' {
+			return StatusRange{}, fmt.Errorf("status class %q: want 1xx, 2xx, 3xx, 4xx or 5xx", s)
+		}
+		lo := int(t[0]-'0') * 100
+		return StatusRange{lo, lo + 99}, nil
+	}
+	if lo, hi, ok := strings.Cut(t, "-"); ok && lo != "" {
+		l, err := code(lo)
+		if err != nil {
+			return StatusRange{}, err
+		}
+		h, err := code(hi)
+		if err != nil {
+			return StatusRange{}, err
+		}
+		if l > h {
+			return StatusRange{}, fmt.Errorf("status range %q runs backwards: write %d-%d", s, h, l)
+		}
+		return StatusRange{l, h}, nil
+	}
+	n, err := code(t)
+	if err != nil {
+		return StatusRange{}, err
+	}
+	return StatusRange{n, n}, nil
+}
+
+// String writes the range back in the form ParseStatusRange reads.
+func (r StatusRange) String() string {
+	switch {
+	case r.Lo == r.Hi:
+		return strconv.Itoa(r.Lo)
+	case r.Lo%100 == 0 && r.Hi == r.Lo+99:
+		return strconv.Itoa(r.Lo/100) + "xx"
+	}
+	return fmt.Sprintf("%d-%d", r.Lo, r.Hi)
+}
+
+// UnmarshalYAML reads one entry; a bare number and a string both work.
+func (r *StatusRange) UnmarshalYAML(n *yaml.Node) error {
+	s, err := scalarText(n, "an HTTP status like 200, 2xx or 200-299")
+	if err != nil {
+		return err
+	}
+	v, err := ParseStatusRange(s)
+	if err != nil {
+		return nodeError(n, err.Error())
+	}
+	*r = v
+	return nil
+}
+
+// MarshalYAML writes the entry as a string.
+func (r StatusRange) MarshalYAML() (any, error) { return r.String(), nil }
+
+// Contains reports whether code is one of the statuses.
+func (c StatusCodes) Contains(code int) bool {
+	for _, r := range c {
+		if code >= r.Lo && code <= r.Hi {
+			return true
+		}
+	}
+	return false
+}
+
+// String lists the entries, comma-separated.
+func (c StatusCodes) String() string {
+	parts := make([]string, len(c))
+	for i, r := range c {
+		parts[i] = r.String()
+	}
+	return strings.Join(parts, ", ")
+}

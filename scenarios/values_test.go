@@ -191,3 +191,73 @@ func TestFieldErrorFormat(t *testing.T) {
 		}
 	}
 }
+
+func TestParseStatusRange(t *testing.T) {
+	cases := []struct {
+		in      string
+		want    StatusRange
+		wantErr string
+	}{
+		{"200", StatusRange{200, 200}, ""},
+		{" 301 ", StatusRange{301, 301}, ""},
+		{"2xx", StatusRange{200, 299}, ""},
+		{"5XX", StatusRange{500, 599}, ""},
+		{"200-299", StatusRange{200, 299}, ""},
+		{"200-204", StatusRange{200, 204}, ""},
+		{"404-404", StatusRange{404, 404}, ""},
+		{"99", StatusRange{}, "want an HTTP status"},
+		{"600", StatusRange{}, "outside 100..599"},
+		{"0xx", StatusRange{}, "want 1xx, 2xx, 3xx, 4xx or 5xx"},
+		{"2x", StatusRange{}, "want an HTTP status"},
+		{"-200", StatusRange{}, "want an HTTP status"},
+		{"+200", StatusRange{}, "want an HTTP status"},
+		{"300-200", StatusRange{}, "runs backwards: write 200-300"},
+		{"200-", StatusRange{}, "want an HTTP status"},
+		{"200-2000", StatusRange{}, "want an HTTP status"},
+		{"", StatusRange{}, "want an HTTP status"},
+	}
+	for _, c := range cases {
+		got, err := ParseStatusRange(c.in)
+		if c.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+				t.Errorf("ParseStatusRange(%q) = %v, %v; want error %q", c.in, got, err, c.wantErr)
+			}
+			continue
+		}
+		if err != nil || got != c.want {
+			t.Errorf("ParseStatusRange(%q) = %v, %v; want %v", c.in, got, err, c.want)
+		}
+		if back, err := ParseStatusRange(got.String()); err != nil || back != got {
+			t.Errorf("round trip of %q through %q = %v, %v", c.in, got.String(), back, err)
+		}
+	}
+	codes := StatusCodes{{200, 299}, {304, 304}}
+	for code, want := range map[int]bool{200: true, 299: true, 304: true, 301: false, 199: false, 503: false} {
+		if codes.Contains(code) != want {
+			t.Errorf("%v contains %d: %v", codes, code, !want)
+		}
+	}
+	if codes.String() != "2xx, 304" {
+		t.Errorf("String() = %q", codes.String())
+	}
+}
+
+// FuzzParseStatusRange: any text either parses into a range within
+// 100..599 that prints back to itself, or is refused with an error.
+func FuzzParseStatusRange(f *testing.F) {
+	for _, s := range []string{"200", "2xx", "200-299", "600", "x", "1-2", "599-100"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		r, err := ParseStatusRange(s)
+		if err != nil {
+			return
+		}
+		if r.Lo < 100 || r.Hi > 599 || r.Lo > r.Hi {
+			t.Fatalf("%q parsed to %v", s, r)
+		}
+		if back, err := ParseStatusRange(r.String()); err != nil || back != r {
+			t.Fatalf("%q: %v prints as %q, which reads %v, %v", s, r, r.String(), back, err)
+		}
+	})
+}

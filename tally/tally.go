@@ -47,8 +47,12 @@ type Tally struct {
 	errors       map[string]int64
 	errorsOther  int64
 	unattributed map[string]int64 // per dimension, among successful responses
-	samples      []string         // bodies no rule could attribute, to help fix the rules
-	noSamples    bool
+	// failures counts failed requests per dimension and bucket, where
+	// attribution could tell who failed them: errors per cluster and pod.
+	failures             map[string]map[string]int64
+	failuresUnattributed map[string]int64
+	samples              []string // bodies no rule could attribute, to help fix the rules
+	noSamples            bool
 
 	start      time.Time
 	sliceWidth time.Duration
@@ -86,13 +90,15 @@ type Slice struct {
 // is kept for results still in flight (the request timeout plus a margin).
 func New(start time.Time, grace time.Duration) *Tally {
 	t := &Tally{
-		dims:         map[string]*dim{},
-		conns:        map[uint64]*connState{},
-		grace:        grace,
-		errors:       map[string]int64{},
-		unattributed: map[string]int64{},
-		start:        start,
-		sliceWidth:   time.Second,
+		dims:                 map[string]*dim{},
+		conns:                map[uint64]*connState{},
+		grace:                grace,
+		errors:               map[string]int64{},
+		unattributed:         map[string]int64{},
+		failures:             map[string]map[string]int64{},
+		failuresUnattributed: map[string]int64{},
+		start:                start,
+		sliceWidth:           time.Second,
 	}
 	for _, f := range attribution.Fields() {
 		t.dimension(string(f))
@@ -151,6 +157,18 @@ func (t *Tally) Add(r *attack.Result, id attribution.Identity) {
 	}
 	cs := t.conn(r.ConnID)
 	t.count(Outcome, outcome, cs)
+	if !ok {
+		for _, f := range attribution.Fields() {
+			if v := id.Get(f); v != "" {
+				if t.failures[string(f)] == nil {
+					t.failures[string(f)] = map[string]int64{}
+				}
+				t.failures[string(f)][v]++
+			} else {
+				t.failuresUnattributed[string(f)]++
+			}
+		}
+	}
 	if ok {
 		for _, f := range attribution.Fields() {
 			if v := id.Get(f); v != "" {
@@ -167,7 +185,11 @@ func (t *Tally) Add(r *attack.Result, id attribution.Identity) {
 			t.samples = append(t.samples, string(b))
 		}
 	}
-	t.slice(r.Timestamp, ok, id.Cluster)
+	served := ""
+	if ok {
+		served = id.Cluster // the timeline shows who served; failures are its errors
+	}
+	t.slice(r.Timestamp, ok, served)
 	if now := time.Now(); now.Sub(t.lastSweep) > time.Second {
 		t.sweep(now)
 	}
@@ -302,11 +324,15 @@ type Snapshot struct {
 	Metrics      vegeta.Metrics
 	Dimensions   map[string]assert.Counts
 	Unattributed map[string]int64
-	Errors       map[string]int64
-	ErrorsOther  int64
-	Samples      []string
-	SliceWidth   time.Duration
-	Slices       []Slice
+	// Failures counts failed requests per dimension and bucket;
+	// FailuresUnattributed those attribution could not place.
+	Failures             map[string]map[string]int64
+	FailuresUnattributed map[string]int64
+	Errors               map[string]int64
+	ErrorsOther          int64
+	Samples              []string
+	SliceWidth           time.Duration
+	Slices               []Slice
 	// Connections is the number of sampling units seen (distinct
 	// connections, plus requests that never got one).
 	Connections int64
@@ -317,15 +343,17 @@ func (t *Tally) Snapshot() Snapshot {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	s := Snapshot{
-		Total:        t.total,
-		Metrics:      t.metrics,
-		Dimensions:   map[string]assert.Counts{},
-		Unattributed: copyMap(t.unattributed),
-		Errors:       copyMap(t.errors),
-		ErrorsOther:  t.errorsOther,
-		Samples:      append([]string(nil), t.samples...),
-		SliceWidth:   t.sliceWidth,
-		Connections:  t.dims[Outcome].units,
+		Total:                t.total,
+		Metrics:              t.metrics,
+		Dimensions:           map[string]assert.Counts{},
+		Unattributed:         copyMap(t.unattributed),
+		Failures:             map[string]map[string]int64{},
+		FailuresUnattributed: copyMap(t.failuresUnattributed),
+		Errors:               copyMap(t.errors),
+		ErrorsOther:          t.errorsOther,
+		Samples:              append([]string(nil), t.samples...),
+		SliceWidth:           t.sliceWidth,
+		Connections:          t.dims[Outcome].units,
 	}
 	s.Metrics.StatusCodes = map[string]int{}
 	for k, v := range t.metrics.StatusCodes {
@@ -338,6 +366,9 @@ func (t *Tally) Snapshot() Snapshot {
 	}
 	for _, name := range t.order {
 		s.Dimensions[name] = t.dims[name].counts()
+	}
+	for name, m := range t.failures {
+		s.Failures[name] = copyMap(m)
 	}
 	return s
 }

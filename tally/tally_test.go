@@ -78,20 +78,29 @@ func TestFailuresUnattributedAndSlices(t *testing.T) {
 	add(0, 200, "", attribution.Identity{Cluster: "c1", Version: "v1"}, "")
 	add(500*time.Millisecond, 200, "", attribution.Identity{}, "who am I")
 	add(1500*time.Millisecond, 503, "503 Service Unavailable", attribution.Identity{}, "")
+	add(1600*time.Millisecond, 504, "504 Gateway Timeout", attribution.Identity{Cluster: "c2", Pod: "callme-c2-0"}, "Surprise x v1")
+	add(1700*time.Millisecond, 504, "504 Gateway Timeout", attribution.Identity{Cluster: "c2"}, "")
 	s := tl.Snapshot()
-	if s.Total != 3 {
+	// Failures are attributed too, apart from the successes' counts.
+	if s.Failures["cluster"]["c2"] != 2 || s.Failures["pod"]["callme-c2-0"] != 1 || s.FailuresUnattributed["cluster"] != 1 || s.FailuresUnattributed["pod"] != 2 {
+		t.Errorf("failures %v, unattributed %v", s.Failures, s.FailuresUnattributed)
+	}
+	if c := s.Dimensions["cluster"]; len(c.Buckets) != 1 || c.Buckets[0] != "c1" {
+		t.Errorf("failures counted among the successes: %+v", c)
+	}
+	if s.Total != 5 {
 		t.Fatalf("total %d", s.Total)
 	}
 	if s.Unattributed["cluster"] != 1 || s.Unattributed["pod"] != 2 {
 		t.Errorf("unattributed %v: want cluster 1 (failures are not unattributed), pod 2", s.Unattributed)
 	}
-	if s.Errors["503 Service Unavailable"] != 1 {
+	if s.Errors["503 Service Unavailable"] != 1 || s.Errors["504 Gateway Timeout"] != 2 {
 		t.Errorf("errors %v", s.Errors)
 	}
 	if len(s.Samples) != 1 || s.Samples[0] != "who am I" {
 		t.Errorf("samples %q", s.Samples)
 	}
-	if len(s.Slices) != 2 || s.Slices[0].Requests != 2 || s.Slices[1].Errors != 1 || s.Slices[0].Clusters["c1"] != 1 {
+	if len(s.Slices) != 2 || s.Slices[0].Requests != 2 || s.Slices[1].Errors != 3 || s.Slices[0].Clusters["c1"] != 1 || len(s.Slices[1].Clusters) != 0 {
 		t.Errorf("slices %+v", s.Slices)
 	}
 }

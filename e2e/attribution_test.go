@@ -1,0 +1,290 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mesh-verify/mesh-verify/lab"
+	"github.com/mesh-verify/mesh-verify/lab/kwok"
+	"github.com/mesh-verify/mesh-verify/lab/labtest"
+	"github.com/mesh-verify/mesh-verify/reports"
+)
+
+// The rules below match a callme request's line in the lab's apps as they
+// are (with mesh-verify's request id) and as the real app writes it
+// ("… CallmeController : Ping: name=callme-service, version=v2"), and
+// capture no request id: the lines count in the attack window.
+const (
+	anyCallme = `(?:I'm callme-service \S+ request-id=|CallmeController +: Ping: name=callme-service)`
+	callmeV1  = `(?:I'm callme-service v1 request-id=|CallmeController +: Ping: name=callme-service, version=v1)`
+	callmeV2  = `(?:I'm callme-service v2 request-id=|CallmeController +: Ping: name=callme-service, version=v2)`
+)
+
+func mirrorScenario(name, observe, expect string) string {
+	return fmt.Sprintf(`apiVersion: mesh-verify.io/v1alpha1
+kind: Scenario
+metadata: {name: %s}
+clusters:
+  - {name: c1, context: kind-c1}
+  - {name: c2, context: kind-c2}
+target:
+  portForward: {cluster: c1, namespace: default, resource: svc/caller-service, port: "8080"}
+  path: /caller/ping
+attack: {concurrency: 4, repetitions: 150, keepAlive: false}
+observe:
+%s
+expect:
+%s
+`, name, observe, expect)
+}
+
+// Counting log lines without a request id, in the lab's Istio mirroring
+// (caller and callme v1 in c1, v2 in c2, 50% mirrored to v2): every count
+// is checked against the lines the apps wrote to their log files.
+func TestLogCountingWithoutRequestIDs(t *testing.T) {
+	bin := labtest.Binaries(t)
+	l := upLab(t, bin, "istio-mirror")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+
+	t.Run("copies counted as served: INCONCLUSIVE with the reason", func(t *testing.T) {
+		r := runBinary(t, ctx, "run", writeScenario(t, mirrorScenario("over",
+			"  - {name: callme, selector: app=callme-service, logs: {match: "+yamlQuote(anyCallme)+"}}",
+			"  - only: {by: version, buckets: [v1]}")), "--kubeconfig", l.Kubeconfig)
+		rep := mustReport(t, r)
+		rc := reconciliation(t, rep, "logs")
+		copies := labLines(t, l, "c2", "callme-service-v2", callmeV2, rep)
+		if r.code != 2 || rep.Expectation[0].Verdict.String() != "INCONCLUSIVE" || rc.Status != reports.ReconcileOver ||
+			!strings.Contains(rep.Expectation[0].Reason, fmt.Sprintf("more than the %d the attack sent", rep.Metrics.Requests)) {
+			t.Errorf("exit %d, %s: %q; reconciliation %s\n%s", r.code, rep.Expectation[0].Verdict, rep.Expectation[0].Reason, rc.Status, r.stdout)
+		}
+		if want := float64(rep.Metrics.Successes) + float64(copies); rc.Counted != want || copies == 0 {
+			t.Errorf("counted %v, want the %d answered and the %d copies the apps logged", rc.Counted, rep.Metrics.Successes, copies)
+		}
+	})
+
+	t.Run("correct rules: served and mirrored counted apart", func(t *testing.T) {
+		r := runBinary(t, ctx, "run", writeScenario(t, mirrorScenario("mirror-window",
+			"  - {name: callme-v1, selector: 'app=callme-service,version=v1', clusters: [c1], logs: {match: "+yamlQuote(callmeV1)+"}}\n"+
+				"  - {name: callme-v2, selector: 'app=callme-service,version=v2', clusters: [c2], logs: {match: "+yamlQuote(callmeV2)+"}}",
+			"  - only: {by: version, buckets: [v1]}\n  - mirror: {to: callme-v2, percent: 50%, shadow: false}")), "--kubeconfig", l.Kubeconfig)
+		rep := mustReport(t, r)
+		rc := reconciliation(t, rep, "logs")
+		served := labLines(t, l, "c1", "callme-service-v1", callmeV1, rep)
+		copies := labLines(t, l, "c2", "callme-service-v2", callmeV2, rep)
+		if r.code != 0 || rc.Status != reports.ReconcileOK || rc.Counted != float64(served) || served != rep.Metrics.Successes || rc.Copies != float64(copies) {
+			t.Errorf("exit %d, reconciliation %s: counted %v served and %v copies; the apps logged %d served and %d copies, %d answered\n%s",
+				r.code, rc.Status, rc.Counted, rc.Copies, served, copies, rep.Metrics.Successes, r.stdout)
+		}
+		mirror := rep.Expectation[1]
+		if mirror.Verdict.String() != "PASS" || mirror.Split == nil || mirror.Split.Buckets[0].Count != copies || !strings.Contains(mirror.Reason, "attack window") {
+			t.Errorf("mirror: %s %q, want PASS from the %d copies the app logged", mirror.Verdict, mirror.Reason, copies)
+		}
+	})
+
+	t.Run("a rule that matches nothing: exit 4 with the lines it missed", func(t *testing.T) {
+		r := runBinary(t, ctx, "run", writeScenario(t, mirrorScenario("no-match",
+			"  - {name: callme, selector: app=callme-service, logs: {match: 'a line no app writes (?P<version>v9)'}}",
+			"  - reached: {by: version, buckets: [v1]}")), "--kubeconfig", l.Kubeconfig)
+		rep := mustReport(t, r)
+		if r.code != 4 || len(rep.ConfigErrors) != 1 {
+			t.Fatalf("exit %d, configuration errors %+v\n%s", r.code, rep.ConfigErrors, r.stdout)
+		}
+		ce := rep.ConfigErrors[0]
+		if !strings.Contains(ce.Subject, "observe callme") || !strings.Contains(ce.Message, "matched none of the") || len(ce.Samples) == 0 {
+			t.Errorf("configuration error %+v", ce)
+		}
+		for _, s := range ce.Samples {
+			if !labLogged(t, l, s) {
+				t.Errorf("sample %q is no line the apps logged", s)
+			}
+		}
+		if e := rep.Expectation[0]; e.RequiredN != 0 || strings.Contains(e.Reason, "requests would settle") || !strings.Contains(r.stdout, "CONFIGURATION ERROR: observe callme") {
+			t.Errorf("expectation %s %q (required n %d)", e.Verdict, e.Reason, e.RequiredN)
+		}
+	})
+}
+
+// A pod scaled down mid-attack keeps serving until its app stops: its
+// stream is read until its log ends, so every answered request is counted
+// (in the window, without request ids) and the counts per pod equal the
+// lines the apps wrote.
+func TestDeletedPodLinesAreCounted(t *testing.T) {
+	bin := labtest.Binaries(t)
+	l := upThreeClusters(t, bin)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	scenario := writeScenario(t, `apiVersion: mesh-verify.io/v1alpha1
+kind: Scenario
+metadata: {name: scale-down}
+clusters:
+  - {name: c1, context: kind-c1}
+  - {name: c2, context: kind-c2}
+  - {name: c3, context: kind-c3}
+target:
+  portForward: {cluster: c1, namespace: default, resource: svc/edge-gateway, port: http}
+  path: /callme/ping
+attack: {rate: 200/s, duration: 10s}
+observe:
+  - {name: callme, selector: app=callme-service, logs: {match: `+yamlQuote(anyCallme)+`}}
+expect:
+  - reached: {buckets: [c1, c2, c3]}
+`)
+	bg := startRun(t, ctx, cancel, scenario, l.Kubeconfig)
+	waitLogged(t, l.Dir, "c3", 60*time.Second)
+	time.Sleep(2 * time.Second)
+	kubectl(t, bin, l, "c3", "scale", "deploy/callme-service", "--replicas", "1")
+	err := bg.wait()
+	rep, _ := readReport(t, bg.out)
+	if rep == nil {
+		t.Fatalf("no report: %v\n%s\n%s", err, bg.stdout.String(), bg.stderr.String())
+	}
+	var deleted []string
+	for _, s := range rep.Kubernetes.Logs {
+		if s.Deleted {
+			deleted = append(deleted, s.Target)
+		}
+	}
+	if len(deleted) != 1 {
+		t.Fatalf("deleted pods' streams %v, want one: %+v", deleted, rep.Kubernetes.Logs)
+	}
+	rc := reconciliation(t, rep, "logs")
+	if rc.Status != reports.ReconcileOK || rc.Counted != float64(rep.Metrics.Successes) || rep.ExitCode != 0 {
+		t.Errorf("reconciliation %s: counted %v of %d answered (exit %d)\n%s", rc.Status, rc.Counted, rep.Metrics.Successes, rep.ExitCode, bg.stdout.String())
+	}
+	for _, p := range rc.Pods {
+		logged := labLines(t, l, p.Cluster, p.Pod, anyCallme, rep)
+		if p.Lines != logged {
+			t.Errorf("pod %s/%s: counted %d lines, the app logged %d", p.Cluster, p.Pod, p.Lines, logged)
+		}
+		if strings.HasSuffix(deleted[0], "/"+p.Pod) && logged == 0 {
+			t.Errorf("the deleted pod %s served nothing: the test cannot tell", p.Pod)
+		}
+	}
+}
+
+// yamlQuote writes s as a single-quoted YAML scalar, where a regex's
+// backslashes stay as they are.
+func yamlQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+// upThreeClusters brings up threeClusterTopology's lab.
+func upThreeClusters(t *testing.T, bin kwok.Binaries) *lab.Lab {
+	t.Helper()
+	topo := filepath.Join(t.TempDir(), "three.yaml")
+	if err := os.WriteFile(topo, []byte(threeClusterTopology), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return upLab(t, bin, topo)
+}
+
+// background is a run of the binary going on while the test acts on the
+// lab; its report lands in out.
+type background struct {
+	out            string
+	stdout, stderr *strings.Builder
+	wait           func() error
+}
+
+// startRun starts `mesh-verify run`; it is reaped on every exit of the test,
+// a t.Fatal included (before the lab is taken down), and waited once.
+func startRun(t *testing.T, ctx context.Context, cancel context.CancelFunc, scenario, kubeconfig string) *background {
+	t.Helper()
+	b := &background{out: t.TempDir(), stdout: &strings.Builder{}, stderr: &strings.Builder{}}
+	cmd := exec.CommandContext(ctx, binary, "run", scenario, "--kubeconfig", kubeconfig, "--out", b.out, "--progress", "plain")
+	cmd.Stdout, cmd.Stderr = b.stdout, b.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	b.wait = sync.OnceValue(cmd.Wait)
+	t.Cleanup(func() {
+		cancel()
+		_ = b.wait()
+	})
+	return b
+}
+
+func mustReport(t *testing.T, r result) *reports.Report {
+	t.Helper()
+	if r.report == nil {
+		t.Fatalf("no report (exit %d)\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	return r.report
+}
+
+func reconciliation(t *testing.T, rep *reports.Report, source string) reports.Reconciliation {
+	t.Helper()
+	for _, rc := range rep.Reconciliation {
+		if rc.Source == source {
+			return rc
+		}
+	}
+	t.Fatalf("no reconciliation of %s in the report", source)
+	return reports.Reconciliation{}
+}
+
+// kubectl runs the lab's kubectl against one cluster, with its cache in
+// the lab (never ~/.kube).
+func kubectl(t *testing.T, bin kwok.Binaries, l *lab.Lab, cluster string, args ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin.Path("kubectl"), append([]string{"--kubeconfig", l.Kubeconfig, "--context", l.Context(cluster)}, args...)...)
+	cmd.Env = append(os.Environ(), "KUBECACHEDIR="+filepath.Join(l.Dir, "kubecache"))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+}
+
+// labLines counts, in the lab's log files of the pods of cluster whose
+// name starts with pod, the lines that match expr and were written in the
+// run's window (from the attack's start less the logs' skew, 2 s, to its
+// end plus the settle time, 3 s): the ground truth, read without
+// mesh-verify's code.
+func labLines(t *testing.T, l *lab.Lab, cluster, pod, expr string, rep *reports.Report) int64 {
+	t.Helper()
+	re := regexp.MustCompile(expr)
+	from := rep.Attack.Started.Add(-2 * time.Second).Truncate(time.Second)
+	to := rep.Attack.Ended.Add(3 * time.Second).Truncate(time.Second).Add(time.Second - 1)
+	files, _ := filepath.Glob(filepath.Join(l.Dir, "logs", cluster, "*_"+pod+"*.log"))
+	var n int64
+	for _, f := range files {
+		eachLabLine(t, f, func(ts time.Time, text string) {
+			if re.MatchString(text) && !ts.Before(from) && !ts.After(to) {
+				n++
+			}
+		})
+	}
+	return n
+}
+
+// labLogged reports whether some app wrote the line.
+func labLogged(t *testing.T, l *lab.Lab, line string) bool {
+	files, _ := filepath.Glob(filepath.Join(l.Dir, "logs", "*", "*.log"))
+	found := false
+	for _, f := range files {
+		eachLabLine(t, f, func(_ time.Time, text string) { found = found || text == line })
+	}
+	return found
+}
+
+// eachLabLine reads a CRI log file: "<RFC3339Nano> <stream> <tag> <text>".
+func eachLabLine(t *testing.T, file string, fn func(time.Time, string)) {
+	t.Helper()
+	forLines(t, file, func(line string) {
+		parts := strings.SplitN(line, " ", 4)
+		if len(parts) != 4 {
+			return
+		}
+		if ts, err := time.Parse(time.RFC3339Nano, parts[0]); err == nil {
+			fn(ts, parts[3])
+		}
+	})
+}

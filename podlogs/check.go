@@ -1,0 +1,94 @@
+package podlogs
+
+import (
+	"sync"
+	"time"
+)
+
+// Limits of the sample lines a RuleCheck keeps.
+const (
+	MaxSamples  = 3
+	SampleBytes = 300
+)
+
+// RuleCheck keeps what one rule made of the lines of one workload: how
+// many it read, matched and excluded, the first lines it did not match,
+// and every line per second. A rule that misses the lines of requests is
+// then told from pods that got none: their logs grew in the window beyond
+// their background, yet the rule matched nothing. Safe for concurrent use.
+type RuleCheck struct {
+	from time.Time
+
+	mu                      sync.Mutex
+	read, matched, excluded int64
+	// samples of lines not matched: from the window's start on, and before.
+	samples, early []string
+	perSecond      map[int64]int
+}
+
+// NewRuleCheck returns an empty check; lines from `from` on (the window's
+// start) are preferred as samples, being the likeliest request lines.
+func NewRuleCheck(from time.Time) *RuleCheck {
+	return &RuleCheck{from: from, perSecond: map[int64]int{}}
+}
+
+// Note records one line read and what the rule made of it.
+func (c *RuleCheck) Note(l Line, m Match, matched bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.read++
+	c.perSecond[l.Time.Unix()]++
+	switch {
+	case matched:
+		c.matched++
+	case m.Excluded:
+		c.excluded++
+	case !l.Time.Before(c.from) && len(c.samples) < MaxSamples:
+		c.samples = append(c.samples, cutSample(l.Text))
+	case l.Time.Before(c.from) && len(c.early) < MaxSamples:
+		c.early = append(c.early, cutSample(l.Text))
+	}
+}
+
+func cutSample(s string) string {
+	if len(s) > SampleBytes {
+		return s[:SampleBytes]
+	}
+	return s
+}
+
+// RuleStats is what a RuleCheck saw.
+type RuleStats struct {
+	Read     int64 `json:"read"`
+	Matched  int64 `json:"matched"`
+	Excluded int64 `json:"excluded"`
+	// Samples are up to MaxSamples lines the rule did not match, from the
+	// window's start on when there are any.
+	Samples []string `json:"samples,omitempty"`
+	// Lines counts every line read, in the window and its background.
+	Lines ClassCount `json:"lines"`
+}
+
+// Stats returns the counts, with every line counted over w (without Since:
+// a workload's pods differ in age, so its background period is w's).
+func (c *RuleCheck) Stats(w Window) RuleStats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := RuleStats{Read: c.read, Matched: c.matched, Excluded: c.excluded}
+	s.Samples = append(s.Samples, c.samples...)
+	for _, e := range c.early {
+		if len(s.Samples) < MaxSamples {
+			s.Samples = append(s.Samples, e)
+		}
+	}
+	w.Since = nil
+	s.Lines = w.span(Target{}).count(func(sec int64) int { return c.perSecond[sec] }, keys(c.perSecond))
+	return s
+}
+
+// Missed reports whether the rule matched none of the workload's lines
+// while its pods logged more in the window than their background explains
+// (by more than 3σ plus slack lines): then it misses the request lines.
+func (s RuleStats) Missed(slack float64) bool {
+	return s.Read > 0 && s.Matched == 0 && s.Lines.Net() > Tolerance(s.Lines.Variance, slack)
+}

@@ -1,0 +1,49 @@
+package reports
+
+import (
+	"fmt"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// clean makes text taken from a response, a log line or a scenario's
+// regex safe to print: control characters (terminal escape sequences among
+// them) and invalid UTF-8 are shown escaped, like Go's %q without the
+// quotes; in Markdown, characters that would format the text, open HTML or
+// split a table cell are escaped too.
+func clean(s string, markdown bool) string {
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case !unicode.IsPrint(r) && r != ' ':
+			if r < 0x10000 {
+				fmt.Fprintf(&b, `\u%04x`, r)
+			} else {
+				fmt.Fprintf(&b, `\U%08x`, r)
+			}
+		case markdown && r == '<':
+			b.WriteString("&lt;")
+		case markdown && r == '>':
+			b.WriteString("&gt;")
+		case markdown && r == '&':
+			b.WriteString("&amp;")
+		case markdown && strings.ContainsRune("\\`*_[]|#~", r):
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		default:
+			b.WriteRune(r)
+		}
+		i += size
+	}
+	return b.String()
+}

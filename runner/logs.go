@@ -1,0 +1,408 @@
+package runner
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"math"
+	"net"
+	"regexp"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	vegeta "github.com/tsenart/vegeta/v12/lib"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/mesh-verify/mesh-verify/attack"
+	"github.com/mesh-verify/mesh-verify/attribution"
+	"github.com/mesh-verify/mesh-verify/kube"
+	"github.com/mesh-verify/mesh-verify/podlogs"
+	"github.com/mesh-verify/mesh-verify/reports"
+	"github.com/mesh-verify/mesh-verify/scenarios"
+	"github.com/mesh-verify/mesh-verify/tally"
+)
+
+// logSource follows the logs of every observed workload with logs and
+// counts their lines for the run: joined to its requests by request id,
+// or counted in the attack window less each pod's background (README.md,
+// counting without request ids).
+type logSource struct {
+	kp        *kubePath
+	follower  *podlogs.Follower
+	counter   *podlogs.Counter
+	workloads map[string]*scenarios.Workload // with logs, by name
+	rules     map[string]podlogs.Rule
+	checks    map[string]*podlogs.RuleCheck
+	// window is [attack start − skew, attack end + settle]; finish sets To.
+	window podlogs.Window
+	settle time.Duration
+	done   chan struct{}
+
+	mu sync.Mutex
+	// owner maps a pod key to the workload whose rule counts its lines:
+	// the followed pods, and the upstream pods an access log named.
+	owner map[string]string
+	// unresolved counts, per workload, lines whose upstream address is no
+	// observed pod's.
+	unresolved map[string]int64
+}
+
+func podKey(cluster, ns, pod string) string { return cluster + "/" + ns + "/" + pod }
+
+func targetKey(t podlogs.Target) string { return podKey(t.Cluster, t.Namespace, t.Pod) }
+
+// start follows the observed pods' logs and watches the inventory, which
+// keeps up with pods that appear, go or restart during the run: the logs
+// follow them, and names in responses resolve against them.
+func (kp *kubePath) start(ctx context.Context, runID string, start time.Time) error {
+	if kp.inv == nil {
+		return nil
+	}
+	ls, err := kp.newLogSource(runID, start)
+	if err != nil {
+		return err
+	}
+	if ls != nil {
+		for _, w := range ls.workloads {
+			for _, p := range kp.observedPods(w) {
+				ls.follow(ctx, p, w)
+			}
+		}
+		go ls.consume()
+	}
+	kp.logs = ls
+	go func() {
+		_ = kp.inv.Watch(ctx, func(ev kube.Event) {
+			if ls != nil {
+				ls.onEvent(ctx, ev)
+			}
+		})
+	}()
+	return nil
+}
+
+func (kp *kubePath) newLogSource(runID string, start time.Time) (*logSource, error) {
+	ls := &logSource{kp: kp, workloads: map[string]*scenarios.Workload{}, rules: map[string]podlogs.Rule{},
+		checks: map[string]*podlogs.RuleCheck{}, owner: map[string]string{}, unresolved: map[string]int64{},
+		done: make(chan struct{})}
+	var skew, background time.Duration
+	pods := 0
+	for i := range kp.sc.Observe {
+		w := &kp.sc.Observe[i]
+		if w.Logs == nil {
+			continue
+		}
+		re, err := regexp.Compile(w.Logs.Match)
+		if err != nil {
+			return nil, fmt.Errorf("observe %s: logs.match: %w", w.Name, err)
+		}
+		rule := podlogs.Rule{Regex: re}
+		if w.Logs.Exclude != "" {
+			if rule.Exclude, err = regexp.Compile(w.Logs.Exclude); err != nil {
+				return nil, fmt.Errorf("observe %s: logs.exclude: %w", w.Name, err)
+			}
+		}
+		ls.workloads[w.Name], ls.rules[w.Name] = w, rule
+		skew, ls.settle = max(skew, w.Logs.Skew.Duration), max(ls.settle, w.Logs.Settle.Duration)
+		background = max(background, logBackground(w))
+		pods += len(kp.observedPods(w))
+	}
+	if len(ls.workloads) == 0 {
+		return nil, nil
+	}
+	ls.window = podlogs.Window{From: start.Add(-skew), Since: kp.podStart}
+	for name := range ls.workloads {
+		ls.checks[name] = podlogs.NewRuleCheck(ls.window.From)
+	}
+	mirrorTo, shadowOnly := map[string]bool{}, map[string]bool{}
+	for _, e := range kp.sc.Expect {
+		if m := e.Mirror; m != nil {
+			mirrorTo[m.To] = true
+			shadowOnly[m.To] = m.Shadow != nil && *m.Shadow
+		}
+	}
+	codes := kp.sc.Attack.SuccessCodes
+	ls.counter = podlogs.NewCounter(podlogs.CounterOptions{
+		RunID: runID,
+		// Copies are what the mirror target logs (only the -shadow host
+		// ones when the expectation says so); elsewhere Envoy's suffix decides.
+		Mirror: func(m podlogs.Match) bool {
+			w := ls.ownerOf(m.Line.Target)
+			if mirrorTo[w] {
+				return !shadowOnly[w] || m.Shadow
+			}
+			return m.Shadow
+		},
+		// The join through the data plane's ids pairs the target's copies
+		// with primaries served elsewhere, not with the target's own.
+		Primary: func(m podlogs.Match) bool { return !mirrorTo[ls.ownerOf(m.Line.Target)] },
+		Success: codes.Contains,
+	})
+	clients := map[string]kubernetes.Interface{}
+	for n, c := range kp.clusters {
+		clients[n] = c.Client
+	}
+	// One limit across all clusters: every observed pod must get a stream
+	// while the attack runs, not only in Settle's final pass. Streams start
+	// a background period early, so that each pod's usual rate is known.
+	ls.follower = podlogs.NewFollower(podlogs.ClientGoOpener(clients), podlogs.Options{
+		Since: ls.window.From.Add(-background), Settle: ls.settle, Concurrency: max(64, 2*pods)})
+	return ls, nil
+}
+
+// logBackground is how long before the window a workload's background is
+// measured (0: not at all).
+func logBackground(w *scenarios.Workload) time.Duration {
+	if w.Logs == nil || w.Logs.Background == nil {
+		return 0
+	}
+	return w.Logs.Background.Duration
+}
+
+func (ls *logSource) follow(ctx context.Context, p kube.Pod, w *scenarios.Workload) {
+	ls.mu.Lock()
+	ls.owner[podKey(p.Cluster, p.Namespace, p.Name)] = w.Name
+	ls.mu.Unlock()
+	ls.follower.Follow(ctx, podlogs.Target{Cluster: p.Cluster, Namespace: p.Namespace, Pod: p.Name, Container: w.Container})
+}
+
+func (ls *logSource) onEvent(ctx context.Context, ev kube.Event) {
+	w := ls.workloads[ev.Pod.Workload]
+	if w == nil {
+		return
+	}
+	t := podlogs.Target{Cluster: ev.Pod.Cluster, Namespace: ev.Pod.Namespace, Pod: ev.Pod.Name, Container: w.Container}
+	switch ev.Type {
+	case kube.PodAdded:
+		ls.follow(ctx, ev.Pod, w)
+	case kube.PodRestarted:
+		ls.follower.Restarted(t)
+	case kube.PodDeleted:
+		// A deleted pod serves and logs through its grace period: read on
+		// until its log ends, so those requests are counted too.
+		ls.follower.Deleted(t)
+	}
+}
+
+func (ls *logSource) ownerOf(t podlogs.Target) string {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	return ls.owner[targetKey(t)]
+}
+
+// consume matches every line with its workload's rule and counts it.
+func (ls *logSource) consume() {
+	defer close(ls.done)
+	for l := range ls.follower.Lines() {
+		w := ls.ownerOf(l.Target)
+		m, ok := ls.rules[w].Match(l)
+		if c := ls.checks[w]; c != nil {
+			c.Note(l, m, ok)
+		}
+		if !ok {
+			continue
+		}
+		if m.Upstream != "" {
+			ls.toUpstream(&m, w)
+		}
+		ls.counter.Add(m)
+	}
+}
+
+// toUpstream counts a line for the pod its upstream address names, when
+// the inventory knows it: a gateway's or a caller's access log of the
+// requests it sent. Otherwise (an inbound log's local address) the line
+// stays the logging pod's.
+func (ls *logSource) toUpstream(m *podlogs.Match, w string) {
+	own := m.Line.Target
+	p, ok := ls.kp.podByAddress(m.Upstream)
+	if !ok {
+		host, _, err := net.SplitHostPort(m.Upstream)
+		if err != nil {
+			host = m.Upstream
+		}
+		if ip := net.ParseIP(host); ip != nil && !ip.IsLoopback() && !ls.kp.hasIP(own, host) {
+			ls.mu.Lock()
+			ls.unresolved[w]++
+			ls.mu.Unlock()
+		}
+		return
+	}
+	if p.Cluster == own.Cluster && p.Namespace == own.Namespace && p.Name == own.Pod {
+		return
+	}
+	m.Line.Target = podlogs.Target{Cluster: p.Cluster, Namespace: p.Namespace, Pod: p.Name}
+	ls.mu.Lock()
+	if _, known := ls.owner[targetKey(m.Line.Target)]; !known {
+		ls.owner[targetKey(m.Line.Target)] = w
+	}
+	ls.mu.Unlock()
+}
+
+// finish reads on after the attack until the logs stop growing; lines
+// after the window's end no longer hold it (an access log's probes).
+func (ls *logSource) finish(ctx context.Context, end time.Time) error {
+	ls.window.To = end.Add(ls.settle)
+	ls.follower.SetUntil(ls.window.To)
+	ctx, cancel := context.WithTimeout(ctx, ls.settle+time.Minute)
+	defer cancel()
+	err := ls.follower.Settle(ctx)
+	<-ls.done
+	return err
+}
+
+// logEvidence is what the logs say beyond the counts: the joins for the
+// mirror expectations and the reconciliation with the requests answered.
+type logEvidence struct {
+	totals podlogs.Totals
+	pods   map[podlogs.Target]podlogs.PodCount
+	owner  map[podlogs.Target]string
+	// idMode is set for workloads whose lines carry the run's request ids:
+	// they are joined by id, and their lines without one are not counted.
+	idMode map[string]bool
+	recon  *reports.Reconciliation
+	// slack is the slack of the reconciliation, for the mirror's.
+	slack float64
+}
+
+// evidence turns the counts into the logs' tally: every request of this
+// run seen served counts for that pod's cluster, pod and version, on the
+// connection that carried it, so the same connection-aware statistics
+// apply as for bodies; lines without a request id count in the window,
+// less the background, as independent draws. Failed lines (a failing
+// status) count as that pod's errors.
+func (ls *logSource) evidence(start time.Time, grace time.Duration, seqConn []uint32, answered, failed int64) (tally.Snapshot, *logEvidence) {
+	le := &logEvidence{pods: map[podlogs.Target]podlogs.PodCount{}, owner: map[podlogs.Target]string{}, idMode: map[string]bool{}}
+	ls.mu.Lock()
+	owners := make(map[string]string, len(ls.owner))
+	for k, v := range ls.owner {
+		owners[k] = v
+	}
+	ls.mu.Unlock()
+	for name, w := range ls.workloads {
+		win := ls.window
+		win.Background = logBackground(w)
+		for t, pc := range ls.counter.Pods(win) {
+			if owners[targetKey(t)] != name {
+				continue
+			}
+			le.pods[t], le.owner[t] = pc, name
+			if pc.Requests+pc.Mirrored+pc.Failed > 0 {
+				le.idMode[name] = true
+			}
+		}
+	}
+	le.totals = ls.counter.Totals(ls.window)
+
+	t := tally.New(start, grace)
+	ls.counter.EachServed(func(seq uint64, tg podlogs.Target) {
+		var conn uint64
+		if seq < uint64(len(seqConn)) {
+			conn = uint64(seqConn[seq])
+		}
+		t.Add(&attack.Result{Result: &vegeta.Result{Code: 200, Timestamp: start}, ConnID: conn}, ls.kp.identity(tg))
+	})
+	for tg, pc := range le.pods {
+		id := ls.kp.identity(tg)
+		if le.idMode[le.owner[tg]] {
+			addFailed(t, start, pc.Failed, id)
+			continue
+		}
+		addIndependent(t, start, netCount(pc.Served), id)
+		addFailed(t, start, netCount(pc.Errors), id)
+	}
+	le.slack = slack(answered)
+	le.recon = reconcileLogs(le, answered, failed)
+	return t.Snapshot(), le
+}
+
+// netCount is a class's lines less the background, as whole requests.
+func netCount(c podlogs.ClassCount) int { return int(math.Round(max(c.Net(), 0))) }
+
+// ruleReports says what each workload's log rule made of its lines, and
+// names the rules that miss the request lines (README.md, configuration
+// errors): they matched nothing while the pods logged more in the window
+// than their background explains.
+func (ls *logSource) ruleReports(answered int64) ([]reports.RuleReport, []reports.ConfigError, []string) {
+	var out []reports.RuleReport
+	var errs []reports.ConfigError
+	var warnings []string
+	names := make([]string, 0, len(ls.workloads))
+	for n := range ls.workloads {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	ls.mu.Lock()
+	unresolved := ls.unresolved
+	ls.mu.Unlock()
+	for _, name := range names {
+		w := ls.workloads[name]
+		win := ls.window
+		win.Background = logBackground(w)
+		st := ls.checks[name].Stats(win)
+		rule := fmt.Sprintf("observe %s logs.match %s", name, w.Logs.Match)
+		if w.Logs.Preset != "" && w.Logs.Match == presetMatch(w.Logs.Preset) {
+			rule = fmt.Sprintf("observe %s logs.preset %s", name, w.Logs.Preset)
+		}
+		out = append(out, reports.RuleReport{Source: scenarios.SourceLogs, Rule: rule, Read: st.Read, Matched: st.Matched,
+			Excluded: st.Excluded, Samples: st.Samples})
+		if st.Missed(max(5, 0.01*float64(answered))) {
+			errs = append(errs, reports.ConfigError{
+				Subject: fmt.Sprintf("observe %s: %s", name, ruleField(w)),
+				Message: fmt.Sprintf("the rule matched none of the %d lines read, while the pods logged %d lines in the attack window, %.0f more than their background explains: it misses the lines of the requests. Fix the regex (or the container: %s) against the lines it did not match",
+					st.Read, st.Lines.Window, st.Lines.Net(), containerName(w)),
+				Samples: st.Samples,
+			})
+		}
+		if n := unresolved[name]; n > 0 {
+			warnings = append(warnings, fmt.Sprintf("observe %s: %d log lines name an upstream address that is no observed pod's: they count for the pod that logged them; observe the workload that serves them so the inventory knows its pods' addresses", name, n))
+		}
+	}
+	return out, errs, warnings
+}
+
+func presetMatch(name string) string {
+	p, err := podlogs.LookupPreset(name)
+	if err != nil {
+		return ""
+	}
+	return p.Match
+}
+
+func ruleField(w *scenarios.Workload) string {
+	if w.Logs.Preset != "" && w.Logs.Match == presetMatch(w.Logs.Preset) {
+		return "logs.preset " + w.Logs.Preset
+	}
+	return "logs.match"
+}
+
+func containerName(w *scenarios.Workload) string {
+	if w.Container == "" {
+		return "the pod's only container is read"
+	}
+	return "container " + w.Container + " is read"
+}
+
+// addFailed counts n failed requests of one identity, as independent draws.
+func addFailed(t *tally.Tally, at time.Time, n int, id attribution.Identity) {
+	r := &attack.Result{Result: &vegeta.Result{Code: 500, Timestamp: at, Error: "failing status in the log"}}
+	for range n {
+		t.Add(r, id)
+	}
+}
+
+// targetsOf lists the targets of a workload, sorted.
+func (le *logEvidence) targetsOf(workload string) []podlogs.Target {
+	var out []podlogs.Target
+	for t, w := range le.owner {
+		if w == workload {
+			out = append(out, t)
+		}
+	}
+	slices.SortFunc(out, func(a, b podlogs.Target) int {
+		return cmp.Or(cmp.Compare(a.Cluster, b.Cluster), cmp.Compare(a.Pod, b.Pod))
+	})
+	return out
+}
