@@ -59,6 +59,10 @@ type Pod struct {
 	Restarts   int32      `json:"restarts"`
 	StartTime  *time.Time `json:"startTime,omitempty"`
 	Containers []string   `json:"containers,omitempty"`
+	// DefaultContainer is the container kubectl reads when none is named:
+	// the kubectl.kubernetes.io/default-container annotation (Istio's
+	// injection sets it to the app's container), else the first one.
+	DefaultContainer string `json:"defaultContainer,omitempty"`
 	// Deleted is when a Watch saw the pod go; such pods stay known so a
 	// name seen in a body or log line still maps to its cluster.
 	Deleted *time.Time `json:"deleted,omitempty"`
@@ -98,8 +102,16 @@ func podFromAPI(cluster, workload string, in *corev1.Pod) Pod {
 	for _, c := range in.Spec.Containers {
 		p.Containers = append(p.Containers, c.Name)
 	}
+	p.DefaultContainer = in.Annotations[defaultContainerAnnotation]
+	if !slices.Contains(p.Containers, p.DefaultContainer) && len(p.Containers) > 0 {
+		p.DefaultContainer = p.Containers[0]
+	}
 	return p
 }
+
+// defaultContainerAnnotation names a pod's default container, as kubectl
+// logs and exec read it.
+const defaultContainerAnnotation = "kubectl.kubernetes.io/default-container"
 
 func podReady(p *corev1.Pod) bool {
 	for _, c := range p.Status.Conditions {

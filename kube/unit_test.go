@@ -523,3 +523,30 @@ func TestConnectTrustsARecreatedClusterAtTheSamePaths(t *testing.T) {
 		t.Fatalf("untrusted server: %v", err)
 	}
 }
+
+// A pod with a sidecar has two containers, and the API refuses a log
+// request that names none: the inventory records the one kubectl would
+// read, the default-container annotation (Istio's injection sets it), else
+// the first container.
+func TestDefaultContainerLikeKubectl(t *testing.T) {
+	two := []corev1.Container{{Name: "istio-proxy"}, {Name: "callme"}}
+	for _, c := range []struct {
+		annotation string
+		containers []corev1.Container
+		want       string
+	}{
+		{"callme", two, "callme"},
+		{"", two, "istio-proxy"},
+		{"gone", two, "istio-proxy"}, // an annotation naming no container is ignored, as kubectl does
+		{"", []corev1.Container{{Name: "app"}}, "app"},
+		{"", nil, ""},
+	} {
+		in := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns"}, Spec: corev1.PodSpec{Containers: c.containers}}
+		if c.annotation != "" {
+			in.Annotations = map[string]string{defaultContainerAnnotation: c.annotation}
+		}
+		if got := podFromAPI("c1", "w", in).DefaultContainer; got != c.want {
+			t.Errorf("annotation %q, containers %v: default container %q, want %q", c.annotation, c.containers, got, c.want)
+		}
+	}
+}

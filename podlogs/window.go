@@ -22,12 +22,18 @@ type Window struct {
 }
 
 // BackgroundBin is the width of the bins the background rate is averaged
-// over. Bins far above the lower quartile (a burst, such as the previous
-// run's requests just before this one) are left out, so a run right after
+// over. Bins far above the last seconds before the window (a burst, such
+// as the previous run's requests) are left out, so a run right after
 // another does not take the other's traffic for background, even when the
-// burst fills up to three quarters of a young pod's short history. One
-// second: such a pod still has enough bins.
+// burst fills nearly all of a young pod's short history: the seconds just
+// before the window are quiet then, since a run ends only after its logs
+// stopped growing for logs.settle. One second: such a pod still has
+// enough bins.
 const BackgroundBin = time.Second
+
+// baselineBins is how many of the bins just before the window set the
+// level above which a bin is a burst.
+const baselineBins = 3
 
 // ClassCount is one kind of line in a pod's log: how many fell in the
 // window, and how many the background explains.
@@ -104,8 +110,10 @@ func (s span) count(get func(sec int64) int, secs []int64) ClassCount {
 		return c
 	}
 	// Bins of BackgroundBin ending at the window's start; a burst is a bin
-	// above q + 3√q + 3, q the lower quartile, which a Poisson count of the
-	// background's rate reaches rarely.
+	// above q + 3√q + 3, q the smallest of the last baselineBins bins (the
+	// seconds just before the window), which a Poisson count of the
+	// background's rate reaches rarely. The smallest, not the median: the
+	// previous run's last lines may still fall in one or two of them.
 	width := int64(BackgroundBin / time.Second)
 	nbins := (s.from - s.bgFrom) / width
 	var rate, used float64
@@ -114,8 +122,7 @@ func (s span) count(get func(sec int64) int, secs []int64) ClassCount {
 		for sec := s.from - nbins*width; sec < s.from; sec++ {
 			bins[(s.from-1-sec)/width] += get(sec)
 		}
-		sorted := slices.Sorted(slices.Values(bins))
-		q := float64(sorted[(len(sorted)-1)/4])
+		q := float64(slices.Min(bins[:min(baselineBins, len(bins))])) // bins[0] is the last second
 		limit := q + 3*math.Sqrt(q) + 3
 		var sum, kept float64
 		for _, b := range bins {

@@ -211,3 +211,27 @@ func TestBackgroundOfAYoungPodAfterAnotherRun(t *testing.T) {
 		t.Errorf("2 s of quiet history: %+v", got)
 	}
 }
+
+// The demo's case: a pod 18 s old whose history is 15 s of the previous
+// run's requests (16 a second) and then the 3 s gap before this run's
+// window, with a kubelet-like probe line every second all along. Only the
+// probes are background: a lower quartile of the bins would sit inside
+// the burst (it covers more than three quarters of them) and take 16/s
+// for background.
+func TestBackgroundIgnoresABurstFillingMostOfTheHistory(t *testing.T) {
+	from := time.Unix(1_800_000_000, 0).UTC()
+	c := NewCounter(CounterOptions{RunID: "run"})
+	pod := target("persons-c3-0")
+	for s := -18; s < 0; s++ {
+		addAt(c, pod, from, float64(s)+0.5, "probe")
+	}
+	for i := range 15 * 16 {
+		addAt(c, pod, from, -18+float64(i)/16, "previous run")
+	}
+	w := Window{From: from, To: from.Add(10 * time.Second), Background: 30 * time.Second,
+		Since: func(Target) time.Time { return from.Add(-18 * time.Second) }}
+	got := c.Pods(w)[pod].Served
+	if got.Rate < 0.5 || got.Rate > 1.5 {
+		t.Errorf("background rate %.2f/s from %+v, want the probes' 1/s", got.Rate, got)
+	}
+}

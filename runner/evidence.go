@@ -220,6 +220,10 @@ func (ev evidence) mirrorCounts(m *scenarios.MirrorExpect) mirrorCount {
 	if why := ev.configured(scenarios.SourceLogs); why != "" {
 		return mirrorCount{unusable: why}
 	}
+	if why := le.unread[m.To]; why != "" {
+		// Copies that could not be read are unknown, not absent: never a 0%.
+		return mirrorCount{unusable: "not judged: " + why}
+	}
 	answered, _ := outcomes(ev.body)
 	t := le.totals
 	over := func(copies, variance float64, what string) string {

@@ -155,3 +155,21 @@ expect: [{mirror: {to: m, percent: 20%}}]
 		}
 	}
 }
+
+// A mirror target whose log could not be read at all has unknown copies,
+// not none: INCONCLUSIVE with the read error, never a 0% that FAILs (the
+// demo met it when a two-container pod's log was asked for without a
+// container).
+func TestMirrorOfAnUnreadLogIsNotZero(t *testing.T) {
+	sc := parse(t, head+`clusters: [{name: c1, context: k1}]
+attack: {rate: 10/s, duration: 1s}
+observe: [{name: m, selector: app=m, logs: {preset: spring-callme}}]
+expect: [{mirror: {to: m, percent: 50%, shadow: false}}]
+`)
+	j := newJudge(sc, attackOptions(sc, "", ""))
+	var r reports.Expectation
+	j.mirror(&r, sc.Expect[0].Mirror, evidence{logInfo: &logEvidence{unread: map[string]string{"m": "the log of pod c1/default/m-0 could not be read: a container name must be specified"}}}, 0.95)
+	if r.Verdict != assert.Inconclusive || !strings.Contains(r.Reason, "could not be read") {
+		t.Errorf("%v: %s", r.Verdict, r.Reason)
+	}
+}

@@ -165,7 +165,14 @@ func (ls *logSource) follow(ctx context.Context, p kube.Pod, w *scenarios.Worklo
 	ls.mu.Lock()
 	ls.owner[podKey(p.Cluster, p.Namespace, p.Name)] = w.Name
 	ls.mu.Unlock()
-	ls.follower.Follow(ctx, podlogs.Target{Cluster: p.Cluster, Namespace: p.Namespace, Pod: p.Name, Container: w.Container})
+	ls.follower.Follow(ctx, logTarget(p, w))
+}
+
+// logTarget is the log a workload reads of a pod: its container, else the
+// pod's default container as kubectl picks it (a pod with a sidecar has two,
+// and the API refuses to guess).
+func logTarget(p kube.Pod, w *scenarios.Workload) podlogs.Target {
+	return podlogs.Target{Cluster: p.Cluster, Namespace: p.Namespace, Pod: p.Name, Container: cmp.Or(w.Container, p.DefaultContainer)}
 }
 
 func (ls *logSource) onEvent(ctx context.Context, ev kube.Event) {
@@ -173,7 +180,7 @@ func (ls *logSource) onEvent(ctx context.Context, ev kube.Event) {
 	if w == nil {
 		return
 	}
-	t := podlogs.Target{Cluster: ev.Pod.Cluster, Namespace: ev.Pod.Namespace, Pod: ev.Pod.Name, Container: w.Container}
+	t := logTarget(ev.Pod, w)
 	switch ev.Type {
 	case kube.PodAdded:
 		ls.follow(ctx, ev.Pod, w)
@@ -265,6 +272,9 @@ type logEvidence struct {
 	recon  *reports.Reconciliation
 	// slack is the slack of the reconciliation, for the mirror's.
 	slack float64
+	// unread names, per workload, a pod whose log could not be read at
+	// all, and why: its copies or requests are unknown, not zero.
+	unread map[string]string
 }
 
 // evidence turns the counts into the logs' tally: every request of this
@@ -274,7 +284,8 @@ type logEvidence struct {
 // less the background, as independent draws. Failed lines (a failing
 // status) count as that pod's errors.
 func (ls *logSource) evidence(start time.Time, grace time.Duration, seqConn []uint32, answered, failed int64) (tally.Snapshot, *logEvidence) {
-	le := &logEvidence{pods: map[podlogs.Target]podlogs.PodCount{}, owner: map[podlogs.Target]string{}, idMode: map[string]bool{}}
+	le := &logEvidence{pods: map[podlogs.Target]podlogs.PodCount{}, owner: map[podlogs.Target]string{}, idMode: map[string]bool{},
+		unread: map[string]string{}}
 	ls.mu.Lock()
 	owners := make(map[string]string, len(ls.owner))
 	for k, v := range ls.owner {
@@ -295,6 +306,11 @@ func (ls *logSource) evidence(start time.Time, grace time.Duration, seqConn []ui
 		}
 	}
 	le.totals = ls.counter.Totals(ls.window)
+	for t, st := range ls.follower.Stats() {
+		if w := owners[targetKey(t)]; w != "" && st.Lines == 0 && st.LastError != nil && le.unread[w] == "" {
+			le.unread[w] = fmt.Sprintf("the log of pod %s could not be read: %v", t, st.LastError)
+		}
+	}
 
 	t := tally.New(start, grace)
 	ls.counter.EachServed(func(seq uint64, tg podlogs.Target) {
@@ -380,7 +396,7 @@ func ruleField(w *scenarios.Workload) string {
 
 func containerName(w *scenarios.Workload) string {
 	if w.Container == "" {
-		return "the pod's only container is read"
+		return "the pod's default container is read"
 	}
 	return "container " + w.Container + " is read"
 }

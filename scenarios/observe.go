@@ -18,7 +18,7 @@ const (
 	DefaultLogSkew      = 2 * time.Second
 	// DefaultLogBackground is how long before the attack each pod's usual
 	// rate of matching lines is measured: thirty one-second bins, whose
-	// lower quartile a burst (the previous run's tail) does not move.
+	// level a burst (the previous run's tail) does not set.
 	DefaultLogBackground = 30 * time.Second
 	// MaxLogBackground bounds it: every stream replays that much history.
 	MaxLogBackground   = 10 * time.Minute

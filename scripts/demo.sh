@@ -9,6 +9,12 @@
 #
 #   MESH_VERIFY_DEMO_ONLY="skupper-1 kuma-canary"   run only these scenarios
 #   MESH_VERIFY_DEMO_OUT=dir                        where reports go (default mesh-verify-runs/demo)
+#   MESH_VERIFY_DEMO_SEED=N|random                  the labs' routing seed (default 1)
+#
+# The lab routes at random where the real data plane does (Envoy's weights
+# and mirror fractions, per-connection picks); the demo brings every lab up
+# with the same seed, printed in the summary, so a run can be replayed.
+# `make calibrate` repeats the random experiments over many seeds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,16 +23,22 @@ say() { printf '\n\033[1m== %s\033[0m\n' "$*" >&2; }
 # scenario  lab topology  verdict the tutorial implies
 # (skupper-2-per-pod judges scenario 2 against the wrong model on purpose:
 # Skupper balances per cluster, so expecting equal per pod must FAIL.)
+# (istio-mirror-sidecar checks the same mirroring from the istio-proxy access
+# logs; istio-helloworld and cilium-rebel-base are the meshes' own
+# multicluster checks, beside the tutorials'.)
 seeds=(
-  "skupper-1          skupper-1     PASS"
-  "skupper-2          skupper-2     PASS"
-  "skupper-2-per-pod  skupper-2     FAIL"
-  "skupper-3          skupper-3     PASS"
-  "skupper-4          skupper-4     PASS"
-  "istio-mirror       istio-mirror  PASS"
-  "cilium-c2          cilium-c2     PASS"
-  "cilium-both        cilium-both   PASS"
-  "kuma-canary        kuma-canary   PASS"
+  "skupper-1             skupper-1          PASS"
+  "skupper-2             skupper-2          PASS"
+  "skupper-2-per-pod     skupper-2          FAIL"
+  "skupper-3             skupper-3          PASS"
+  "skupper-4             skupper-4          PASS"
+  "istio-mirror          istio-mirror       PASS"
+  "istio-mirror-sidecar  istio-mirror       PASS"
+  "cilium-c2             cilium-c2          PASS"
+  "cilium-both           cilium-both        PASS"
+  "kuma-canary           kuma-canary        PASS"
+  "istio-helloworld      istio-helloworld   PASS"
+  "cilium-rebel-base     cilium-rebel-base  PASS"
 )
 
 say "lab binaries (etcd, kube-apiserver, kwok, ...): several minutes on the first run, then cached"
@@ -58,6 +70,10 @@ verdict_of() {
   esac
 }
 
+seed="${MESH_VERIFY_DEMO_SEED:-1}"
+seed_flag=()
+[ "$seed" = random ] || seed_flag=(--seed "$seed")
+
 rows=()
 bad=0
 current=""
@@ -70,7 +86,7 @@ for line in "${seeds[@]}"; do
   if [ "$topology" != "$current" ]; then
     [ -n "$current" ] && { "$MV" lab down --dir "$LAB" >&2; }
     say "lab up --topology $topology"
-    if ! "$MV" lab up --dir "$LAB" --topology "$topology" >"$LOGS/lab-$topology.txt"; then
+    if ! "$MV" lab up --dir "$LAB" --topology "$topology" "${seed_flag[@]}" >"$LOGS/lab-$topology.txt"; then
       cat "$LOGS/lab-$topology.txt" >&2
       rows+=("$scenario|$want|LAB-ERROR|$LOGS/lab-$topology.txt")
       bad=1
@@ -92,7 +108,7 @@ for line in "${seeds[@]}"; do
   rows+=("$scenario|$want|$got|${report:-$LOGS/run-$scenario.txt}")
 done
 
-say "summary ($((SECONDS - start))s; reports under $OUT)"
+say "summary ($((SECONDS - start))s; routing seed $seed; reports under $OUT)"
 {
   printf 'SEED|EXPECTED (tutorial)|GOT|REPORT\n'
   for r in "${rows[@]}"; do
