@@ -22,18 +22,21 @@ type Window struct {
 }
 
 // BackgroundBin is the width of the bins the background rate is averaged
-// over. Bins far above the last seconds before the window (a burst, such
-// as the previous run's requests) are left out, so a run right after
-// another does not take the other's traffic for background, even when the
-// burst fills nearly all of a young pod's short history: the seconds just
-// before the window are quiet then, since a run ends only after its logs
-// stopped growing for logs.settle. One second: such a pod still has
-// enough bins.
+// over. Bins far above the quiet ones (a burst, such as the previous run's
+// requests) are left out, so a run right after another does not take the
+// other's traffic for background, even when the burst fills nearly all of
+// a young pod's short history. One second: such a pod still has enough
+// bins.
 const BackgroundBin = time.Second
 
 // baselineBins is how many of the bins just before the window set the
 // level above which a bin is a burst.
 const baselineBins = 3
+
+// burstGuard is how many bins on each side of a burst are left out with it:
+// a run starts and ends inside a second, so the seconds it only partly
+// filled look quiet without being background.
+const burstGuard = 1
 
 // ClassCount is one kind of line in a pod's log: how many fell in the
 // window, and how many the background explains.
@@ -110,10 +113,20 @@ func (s span) count(get func(sec int64) int, secs []int64) ClassCount {
 		return c
 	}
 	// Bins of BackgroundBin ending at the window's start; a burst is a bin
-	// above q + 3√q + 3, q the smallest of the last baselineBins bins (the
-	// seconds just before the window), which a Poisson count of the
-	// background's rate reaches rarely. The smallest, not the median: the
-	// previous run's last lines may still fall in one or two of them.
+	// above q + 3√q + 3, which a Poisson count of the background's rate
+	// reaches rarely. q is the lower of two quiet levels: the bins' lower
+	// quartile (quiet when the history is older than a burst in it) and the
+	// smallest of the last baselineBins bins (quiet when a burst fills a
+	// young pod's history: a run ends only once its logs stopped growing).
+	// The smallest, not their median: the previous run's last lines may
+	// still fall in one or two of them. A burst's neighbours within
+	// burstGuard bins are left out too: the seconds a run only partly
+	// filled (its last requests finishing) are below the limit but not
+	// background. When
+	// no bin is left, nothing is known of a background and none is taken
+	// out. When neither level is quiet the rate is too high, the window's
+	// net count too low, and the reconciliation says so: INCONCLUSIVE,
+	// never a verdict on a wrong count.
 	width := int64(BackgroundBin / time.Second)
 	nbins := (s.from - s.bgFrom) / width
 	var rate, used float64
@@ -122,16 +135,26 @@ func (s span) count(get func(sec int64) int, secs []int64) ClassCount {
 		for sec := s.from - nbins*width; sec < s.from; sec++ {
 			bins[(s.from-1-sec)/width] += get(sec)
 		}
-		q := float64(slices.Min(bins[:min(baselineBins, len(bins))])) // bins[0] is the last second
+		sorted := slices.Sorted(slices.Values(bins))
+		q := float64(min(sorted[(len(sorted)-1)/4], slices.Min(bins[:min(baselineBins, len(bins))]))) // bins[0] is the last second
 		limit := q + 3*math.Sqrt(q) + 3
+		near := make([]bool, len(bins)) // within burstGuard bins of a burst
+		for i, b := range bins {
+			if float64(b) > limit {
+				for j := max(0, i-burstGuard); j <= min(len(bins)-1, i+burstGuard); j++ {
+					near[j] = true
+				}
+			}
+		}
 		var sum, kept float64
-		for _, b := range bins {
-			if float64(b) <= limit {
+		for i, b := range bins {
+			if !near[i] {
 				sum += float64(b)
 				kept++
 			}
 		}
-		rate, used = sum/(kept*float64(width)), kept*float64(width)
+		used = max(kept, 1) * float64(width)
+		rate = sum / used
 	} else {
 		used = s.background.Seconds()
 		rate = float64(c.Background) / used

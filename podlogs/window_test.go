@@ -33,10 +33,11 @@ func TestWindowTakesOutTheBackground(t *testing.T) {
 	addAt(c, pod, from, 25, "after the window")
 	addAt(c, pod, from, -40, "before the background")
 	got := c.Pods(w)[pod]
-	// Bins of 1 line, one of 51: the lower quartile is 1, the 51 (above
-	// 1+3+3) is left out: 29 lines in 29 s, 1/s. The window is 20 whole seconds:
-	// 20 expected, variance 1·20·(1+20/29).
-	want := ClassCount{Window: 120, Background: 80, Rate: 1, Expected: 20, Variance: 20 * (1 + 20.0/29)}
+	// Bins of 1 line, one of 51: the quiet level is 1, the 51 (above
+	// 1+3+3) is left out with the bin on each side of it: 27 lines in
+	// 27 s, 1/s. The window is 20 whole seconds: 20 expected, variance
+	// 1·20·(1+20/27).
+	want := ClassCount{Window: 120, Background: 80, Rate: 1, Expected: 20, Variance: 20 * (1 + 20.0/27)}
 	if !near(got.Served, want) {
 		t.Errorf("served %+v, want %+v", got.Served, want)
 	}
@@ -233,5 +234,43 @@ func TestBackgroundIgnoresABurstFillingMostOfTheHistory(t *testing.T) {
 	got := c.Pods(w)[pod].Served
 	if got.Rate < 0.5 || got.Rate > 1.5 {
 		t.Errorf("background rate %.2f/s from %+v, want the probes' 1/s", got.Rate, got)
+	}
+}
+
+// The other demo case: a pod 25 s old, quiet for its first 10 s, then the
+// previous run's 15 s ending just 2 s before the window (its last lines
+// still in the last seconds before it). The quiet start sets the level.
+func TestBackgroundIgnoresABurstRightBeforeTheWindow(t *testing.T) {
+	from := time.Unix(1_800_000_000, 0).UTC()
+	c := NewCounter(CounterOptions{RunID: "run"})
+	pod := target("callme-v1-0")
+	for i := range 15 * 30 {
+		addAt(c, pod, from, -16+float64(i)/30, "previous run")
+	}
+	w := Window{From: from, To: from.Add(10 * time.Second), Background: 30 * time.Second,
+		Since: func(Target) time.Time { return from.Add(-25 * time.Second) }}
+	if got := c.Pods(w)[pod].Served; got.Rate != 0 || got.Expected != 0 {
+		t.Errorf("background %+v, want none: the lines are the previous run's", got)
+	}
+}
+
+// The skupper-2-per-pod demo case: a young pod's history is the previous
+// run (20 lines a second for 12 s), the second it only partly filled (its
+// last 3 requests finishing) and a 4 s gap. The last 3 lines are the run's,
+// not background.
+func TestBackgroundLeavesOutABurstsLastSecond(t *testing.T) {
+	from := time.Unix(1_800_000_000, 0).UTC()
+	c := NewCounter(CounterOptions{RunID: "run"})
+	pod := target("persons-c3-1")
+	for i := range 12 * 20 {
+		addAt(c, pod, from, -17+float64(i)/20, "previous run")
+	}
+	for k := range 3 {
+		addAt(c, pod, from, -5+float64(k)/4, "last requests")
+	}
+	w := Window{From: from, To: from.Add(10 * time.Second), Background: 30 * time.Second,
+		Since: func(Target) time.Time { return from.Add(-17 * time.Second) }}
+	if got := c.Pods(w)[pod].Served; got.Rate != 0 || got.Expected != 0 {
+		t.Errorf("background %+v, want none: every line before the window is the previous run's", got)
 	}
 }
