@@ -5,7 +5,7 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 LDFLAGS   := -X main.version=$(VERSION)
 PKGS      := ./...
 
-.PHONY: all build test unit e2e lint bench demo lab-up lab-down clean calibrate-stats
+.PHONY: all build test unit e2e lint bench demo lab-up lab-down clean calibrate calibrate-stats calibrate-lab
 
 all: build
 
@@ -30,12 +30,23 @@ e2e:
 calibrate-stats:
 	$(GO) test -count=1 -timeout 3h -run Calibration -v ./assert -args -calibrate -calibrate-out $(CURDIR)/docs/calibration-stats.md
 
+# The lab calibration (docs/statistics.md §7): every random-routing catalog
+# scenario on 20 labs with different seeds, and broken variants of each
+# that must FAIL; about an hour on 2 cores (two labs at a time). It writes
+# docs/calibration-lab.md.
+calibrate-lab:
+	MESH_VERIFY_LAB_BIN="$$(bash tools/lab/build.sh | tail -n1)" \
+	$(GO) test -count=1 -timeout 4h -run TestLabCalibration -parallel 2 -v ./e2e -args -calibrate-lab -calibrate-lab-out $(CURDIR)/docs/calibration-lab.md
+
+# Both calibrations: the statistics' own grid and the lab's seeded runs.
+calibrate: calibrate-stats calibrate-lab
+
 lint:
 	@out=$$(gofmt -l .); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 
-# Benchmarks against the anchor tools, side by side in one run (bench/README.md).
+# Benchmarks against the anchor tools, side by side in one run (bench/run.sh).
 bench: build
 	bash bench/run.sh
 

@@ -28,7 +28,7 @@ const (
 	callmeV2  = `(?:I'm callme-service v2 request-id=|CallmeController +: Ping: name=callme-service, version=v2)`
 )
 
-func mirrorScenario(name, observe, expect string) string {
+func mirrorScenario(name string, repetitions int, observe, expect string) string {
 	return fmt.Sprintf(`apiVersion: mesh-verify.io/v1alpha1
 kind: Scenario
 metadata: {name: %s}
@@ -38,12 +38,12 @@ clusters:
 target:
   portForward: {cluster: c1, namespace: default, resource: svc/caller-service, port: "8080"}
   path: /caller/ping
-attack: {concurrency: 4, repetitions: 150, keepAlive: false}
+attack: {concurrency: 4, repetitions: %d, keepAlive: false}
 observe:
 %s
 expect:
 %s
-`, name, observe, expect)
+`, name, repetitions, observe, expect)
 }
 
 // Counting log lines without a request id, in the lab's Istio mirroring
@@ -56,7 +56,7 @@ func TestLogCountingWithoutRequestIDs(t *testing.T) {
 	defer cancel()
 
 	t.Run("copies counted as served: INCONCLUSIVE with the reason", func(t *testing.T) {
-		r := runBinary(t, ctx, "run", writeScenario(t, mirrorScenario("over",
+		r := runBinary(t, ctx, "run", writeScenario(t, mirrorScenario("over", 150,
 			"  - {name: callme, selector: app=callme-service, logs: {match: "+yamlQuote(anyCallme)+"}}",
 			"  - only: {by: version, buckets: [v1]}")), "--kubeconfig", l.Kubeconfig)
 		rep := mustReport(t, r)
@@ -72,7 +72,10 @@ func TestLogCountingWithoutRequestIDs(t *testing.T) {
 	})
 
 	t.Run("correct rules: served and mirrored counted apart", func(t *testing.T) {
-		r := runBinary(t, ctx, "run", writeScenario(t, mirrorScenario("mirror-window",
+		// The lab mirrors at random per request, as Envoy does: ±5 points
+		// around 50% is settled at 99% power by 1900 requests (mesh-verify
+		// plan), as in the catalog's istio-mirror.
+		r := runBinary(t, ctx, "run", writeScenario(t, mirrorScenario("mirror-window", 475,
 			"  - {name: callme-v1, selector: 'app=callme-service,version=v1', clusters: [c1], logs: {match: "+yamlQuote(callmeV1)+"}}\n"+
 				"  - {name: callme-v2, selector: 'app=callme-service,version=v2', clusters: [c2], logs: {match: "+yamlQuote(callmeV2)+"}}",
 			"  - only: {by: version, buckets: [v1]}\n  - mirror: {to: callme-v2, percent: 50%, shadow: false}")), "--kubeconfig", l.Kubeconfig)
@@ -91,7 +94,7 @@ func TestLogCountingWithoutRequestIDs(t *testing.T) {
 	})
 
 	t.Run("a rule that matches nothing: exit 4 with the lines it missed", func(t *testing.T) {
-		r := runBinary(t, ctx, "run", writeScenario(t, mirrorScenario("no-match",
+		r := runBinary(t, ctx, "run", writeScenario(t, mirrorScenario("no-match", 150,
 			"  - {name: callme, selector: app=callme-service, logs: {match: 'a line no app writes (?P<version>v9)'}}",
 			"  - reached: {by: version, buckets: [v1]}")), "--kubeconfig", l.Kubeconfig)
 		rep := mustReport(t, r)

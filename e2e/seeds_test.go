@@ -2,24 +2,30 @@ package e2e
 
 import (
 	"context"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/mesh-verify/mesh-verify/assert"
 	"github.com/mesh-verify/mesh-verify/lab"
+	"github.com/mesh-verify/mesh-verify/lab/daemon"
 	"github.com/mesh-verify/mesh-verify/lab/kwok"
 	"github.com/mesh-verify/mesh-verify/lab/labtest"
+	"github.com/mesh-verify/mesh-verify/reports"
 )
 
 // Every seed experiment of the tutorials, reproduced in the local lab (real
 // kube-apiservers, tutorial apps, simulated mesh) and judged through the
-// built binary's Kubernetes path: port-forward through the API server, pod
-// logs from every cluster joined by request id, mirror attribution. The
-// verdict each tutorial implies is asserted.
+// built binary's Kubernetes path: port-forward through the API server, the
+// unmodified apps' log lines counted in the attack window, response bodies
+// and sidecar access logs. The verdict each tutorial implies is asserted,
+// and a mirror's count against the copies the lab's data plane sent.
 func TestSeedExperimentsInTheLab(t *testing.T) {
 	bin := labtest.Binaries(t)
 	seeds := []struct {
@@ -31,18 +37,27 @@ func TestSeedExperimentsInTheLab(t *testing.T) {
 		{"skupper-2", map[string]assert.Verdict{"skupper-2": assert.Pass, "skupper-2-per-pod": assert.Fail}},
 		{"skupper-3", map[string]assert.Verdict{"skupper-3": assert.Pass}},
 		{"skupper-4", map[string]assert.Verdict{"skupper-4": assert.Pass}},
-		{"istio-mirror", map[string]assert.Verdict{"istio-mirror": assert.Pass}},
+		// The same mirroring from callme-v2's own lines and from the
+		// istio-proxy access logs joined by the sidecars' x-request-id.
+		{"istio-mirror", map[string]assert.Verdict{"istio-mirror": assert.Pass, "istio-mirror-sidecar": assert.Pass}},
 		{"cilium-c2", map[string]assert.Verdict{"cilium-c2": assert.Pass}},
 		{"cilium-both", map[string]assert.Verdict{"cilium-both": assert.Pass}},
 		{"kuma-canary", map[string]assert.Verdict{"kuma-canary": assert.Pass}},
+		{"istio-helloworld", map[string]assert.Verdict{"istio-helloworld": assert.Pass}},
+		{"cilium-rebel-base", map[string]assert.Verdict{"cilium-rebel-base": assert.Pass}},
 	}
 	for _, seed := range seeds {
 		t.Run(seed.topology, func(t *testing.T) {
 			l := upLab(t, bin, seed.topology)
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
-			for name, want := range seed.scenarios {
+			for _, name := range slices.Sorted(maps.Keys(seed.scenarios)) {
+				want := seed.scenarios[name]
 				f := filepath.Join("..", "scenarios", "catalog", name+".yaml")
+				var copiesBefore int64
+				if strings.Contains(name, "mirror") {
+					copiesBefore = labMirrored(t, l, time.Now())
+				}
 				r := runBinary(t, ctx, "run", f, "--kubeconfig", l.Kubeconfig)
 				if r.report == nil {
 					t.Fatalf("%s: no report (exit %d)\n%s\n%s", name, r.code, r.stdout, r.stderr)
@@ -57,6 +72,13 @@ func TestSeedExperimentsInTheLab(t *testing.T) {
 				if strings.Contains(r.stdout, "SETUP ERROR") {
 					t.Errorf("%s: setup error:\n%s", name, r.stdout)
 				}
+				if m := mirroredCount(r.report); m >= 0 {
+					// The data plane's own record of the copies it sent.
+					sent := labMirrored(t, l, time.Now()) - copiesBefore
+					if m != sent || sent == 0 {
+						t.Errorf("%s: the report counts %d mirrored requests, the lab's data plane sent %d copies", name, m, sent)
+					}
+				}
 				t.Logf("%s: %s, %d requests", name, r.report.Verdict, r.report.Metrics.Requests)
 			}
 		})
@@ -65,14 +87,23 @@ func TestSeedExperimentsInTheLab(t *testing.T) {
 
 // upLab brings a lab up in a directory of its own for one test (a
 // built-in topology name or a file) and takes it down when the test ends;
-// dataPlane, when given, plays every entry with that data plane.
+// dataPlane, when given, plays every entry with that data plane. Every lab
+// routes with the same recorded seed (MESH_VERIFY_E2E_SEED, default 1), so
+// a failure replays with `mesh-verify lab up --seed N`; `make calibrate`
+// is where verdicts are judged over many seeds.
 func upLab(t *testing.T, bin kwok.Binaries, topology string, dataPlane ...string) *lab.Lab {
+	t.Helper()
+	return upLabSeed(t, bin, topology, e2eSeed(t), dataPlane...)
+}
+
+// upLabSeed is upLab with the lab's routing seed.
+func upLabSeed(t *testing.T, bin kwok.Binaries, topology string, seed uint64, dataPlane ...string) *lab.Lab {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "mve2e-")
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := lab.Options{Dir: dir, Topology: topology, Bin: string(bin), RepoRoot: labtest.RepoRoot(), Daemon: daemonFromBinary}
+	opts := lab.Options{Dir: dir, Topology: topology, Bin: string(bin), RepoRoot: labtest.RepoRoot(), Daemon: daemonFromBinary, Seed: &seed}
 	if len(dataPlane) > 0 {
 		opts.DataPlane = dataPlane[0]
 	}
@@ -91,6 +122,60 @@ func upLab(t *testing.T, bin kwok.Binaries, topology string, dataPlane ...string
 		t.Fatalf("lab up %s: %v", topology, err)
 	}
 	return l
+}
+
+func e2eSeed(t *testing.T) uint64 {
+	v := os.Getenv("MESH_VERIFY_E2E_SEED")
+	if v == "" {
+		return 1
+	}
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		t.Fatalf("MESH_VERIFY_E2E_SEED=%q: want a whole number: %v", v, err)
+	}
+	return n
+}
+
+// labMirrored is the number of mirror copies the lab's simulators have
+// sent so far, from the status the daemon writes every second: it waits
+// for a status written after at (and a second more, so the last copies of
+// a run are in it).
+func labMirrored(t *testing.T, l *lab.Lab, at time.Time) int64 {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		st, err := daemon.ReadStatus(l.Dir)
+		if err == nil && st.Updated.After(at.Add(time.Second)) {
+			var n int64
+			for _, p := range st.Pods {
+				if p.Routed != nil {
+					for _, c := range p.Routed.Mirrored {
+						n += c
+					}
+				}
+			}
+			return n
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("lab status not updated since %s: %v", at.Format(time.RFC3339Nano), err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// mirroredCount is the report's count of mirrored requests, -1 without a
+// mirror expectation.
+func mirroredCount(rep *reports.Report) int64 {
+	for _, e := range rep.Expectation {
+		if e.Kind == "mirror" && e.Split != nil {
+			for _, b := range e.Split.Buckets {
+				if b.Bucket == assert.BucketMirrored {
+					return b.Count
+				}
+			}
+		}
+	}
+	return -1
 }
 
 // daemonFromBinary runs the lab daemon from the binary under test (the

@@ -60,7 +60,7 @@ func startKubectlPortForward(b testing.TB, lab *labtest.Lab, cluster, ns, pod st
 // BenchmarkLabTunnelVsKubectl measures requests/s through Tunnel.DialContext
 // and through `kubectl port-forward` (same pod, same backend, same client
 // settings), with keep-alive and with a new connection per request, and
-// logs the ratios (DESIGN.md §6: side by side, as ratios).
+// logs the ratios (bench/run.sh: side by side, as ratios).
 func BenchmarkLabTunnelVsKubectl(b *testing.B) {
 	lab := labtest.Clusters(b, "c1")
 	d := newDemo(b, lab, "c1", "demo", 1, "version", "v1", true)

@@ -69,7 +69,7 @@ type resolved struct {
 
 // resolve finds the pod and container port like kubectl port-forward:
 // a pod as named; for a Service or Deployment ONE pod chosen like kubectl's
-// AttachablePodForObject (DESIGN.md §3): the pods its selector matches,
+// AttachablePodForObject (docs/architecture.md "Reaching the entry point"): the pods its selector matches,
 // sorted by kubectl's ActivePods order, most active first. A Service port is
 // translated to the container's targetPort, named targetPorts included.
 func resolve(ctx context.Context, c *Cluster, ns string, t Target) (*resolved, error) {

@@ -104,7 +104,7 @@ type TunnelStats struct {
 // forwarder it has no listener: DialContext opens one stream pair per
 // connection on a shared streaming connection, so one failing connection
 // fails one request; kubectl instead tears the whole tunnel down on any
-// connection's error (ErrLostConnectionToPod, DESIGN.md §3). When the
+// connection's error (ErrLostConnectionToPod, docs/architecture.md "Reaching the entry point"). When the
 // streaming connection is lost, or its pod is deleted or replaced, the next
 // dial re-resolves the target and connects again.
 type Tunnel struct {
@@ -347,7 +347,7 @@ func (t *Tunnel) connect(ctx context.Context) (*session, error) {
 	return s, nil
 }
 
-// upgrade dials like kubectl port-forward (DESIGN.md §3): SPDY tunnelled
+// upgrade dials like kubectl port-forward (docs/architecture.md "Reaching the entry point"): SPDY tunnelled
 // over WebSocket first, falling back to plain SPDY when the server refuses
 // the WebSocket upgrade. client-go v0.37 marks the apimachinery httpstream
 // compatibility types deprecated, so the k8s.io/streaming "ForStreaming"
@@ -437,7 +437,7 @@ func (t *Tunnel) addWarnings(r *resolved) {
 		if err != nil || !sel.Matches(labels.Set(r.pod.Labels)) {
 			continue
 		}
-		// DESIGN.md §3: port-forward resolves to ONE pod, so forwarding to the
+		// docs/architecture.md "Reaching the entry point": port-forward resolves to ONE pod, so forwarding to the
 		// observed app itself bypasses the mesh's balancing entirely.
 		how := "forwards to"
 		if t.target.Kind != KindPod {

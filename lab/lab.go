@@ -1,4 +1,4 @@
-// Package lab runs the local lab (DESIGN.md section 5): real Kubernetes
+// Package lab runs the local lab (docs/architecture.md, "The lab"; lab/README.md): real Kubernetes
 // API servers (kwok clusters named c1, c2… with contexts kind-c1…, in a
 // lab-owned kubeconfig), the Deployments and Services of a topology, and
 // a detached daemon (lab/daemon) that backs every simulated pod with a

@@ -7,7 +7,7 @@
 // with bounded concurrency, and resumed exactly after a dropped stream: the
 // API server only accepts sinceTime with one-second resolution, so a stream
 // reopens at the second of the last delivered line and skips the lines of
-// that second it already delivered (DESIGN.md §3, pod logs).
+// that second it already delivered (docs/architecture.md, "Attribution and tally").
 //
 // The core (Follower, Rule, Counter) knows nothing of client-go: it reads
 // from an Opener, and ClientGoOpener adapts a clientset per cluster.
