@@ -313,8 +313,8 @@ func MirrorModel(percent float64) (Shares, error) {
 		Shares: map[string]float64{BucketMirrored: q, BucketNotMirrored: 1 - q},
 		Model:  ModelMirror,
 		Explanation: []string{
-			fmt.Sprintf("mirror %g%%: each primary request is also sent to the mirror with probability %s", percent, pct(q)),
-			"the mirror's responses are discarded, so mirrored requests are counted at the mirror target (its logs) by request id",
+			fmt.Sprintf("mirror %g%%: each primary request is also sent to the mirror with probability %s;", percent, pct(q)),
+			"the mirror's responses are discarded, so the copies are counted where they arrive, in the mirror target's logs (the reason says how: by request id, by the data plane's request id, or in the attack window)",
 		},
 	}, nil
 }

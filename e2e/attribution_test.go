@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mesh-verify/mesh-verify/assert"
 	"github.com/mesh-verify/mesh-verify/lab"
 	"github.com/mesh-verify/mesh-verify/lab/kwok"
 	"github.com/mesh-verify/mesh-verify/lab/labtest"
@@ -290,4 +291,39 @@ func eachLabLine(t *testing.T, file string, fn func(time.Time, string)) {
 			fn(ts, parts[3])
 		}
 	})
+}
+
+// Mirroring switched off (the VirtualService's mirror removed): callme-v2
+// logs nothing in the attack window, which is a 0% mirror — FAIL, exit 1 —
+// not an unobserved workload or a rule that matches nothing. Both ways of
+// counting the copies, from v2's own lines and from the istio-proxy logs.
+func TestMirrorOffFails(t *testing.T) {
+	bin := labtest.Binaries(t)
+	l := upLab(t, bin, editedTopology(t, "istio-mirror", []string{"\n      mirror: {version: v2, percent: 50}", ""}))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	for _, name := range []string{"istio-mirror", "istio-mirror-sidecar"} {
+		src, err := os.ReadFile(filepath.Join("..", "scenarios", "catalog", name+".yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// 100 requests without a copy settle a 50% ±5 mirror as FAIL.
+		sc := strings.Replace(string(src), "repetitions: 475", "repetitions: 25", 1)
+		if sc == string(src) {
+			t.Fatalf("%s's attack changed; update this test", name)
+		}
+		r := runBinary(t, ctx, "run", writeScenario(t, sc), "--kubeconfig", l.Kubeconfig)
+		rep := mustReport(t, r)
+		if r.code != 1 || len(rep.ConfigErrors) != 0 || mirroredCount(rep) != 0 {
+			t.Errorf("%s: exit %d, configuration errors %+v, mirrored %d; want FAIL (exit 1) on 0 copies\n%s", name, r.code, rep.ConfigErrors, mirroredCount(rep), r.stdout)
+		}
+		for _, e := range rep.Expectation {
+			if e.Kind == "mirror" && (e.Verdict != assert.Fail || !strings.Contains(e.Reason, "0 of 100")) {
+				t.Errorf("%s: mirror %s %q, want FAIL from 0 of 100", name, e.Verdict, e.Reason)
+			}
+		}
+		if rc := reconciliation(t, rep, "logs"); rc.Status != reports.ReconcileOK {
+			t.Errorf("%s: reconciliation %s: %s", name, rc.Status, rc.Reason)
+		}
+	}
 }

@@ -52,7 +52,7 @@ var labCases = []labCase{
 	{name: "mirror at 20%", topology: "istio-mirror", broken: true, scenarios: []string{"istio-mirror", "istio-mirror-sidecar"},
 		edit: []string{"mirror: {version: v2, percent: 50}", "mirror: {version: v2, percent: 20}"}},
 	{name: "mirror off", topology: "istio-mirror", broken: true, scenarios: []string{"istio-mirror", "istio-mirror-sidecar"},
-		edit: []string{"mirror: {version: v2, percent: 50}", "mirror: {version: v2, percent: 0}"}},
+		edit: []string{"\n      mirror: {version: v2, percent: 50}", ""}},
 	{name: "kuma weights 80/20", topology: "kuma-canary", broken: true, scenarios: []string{"kuma-canary"},
 		edit: []string{"weights: {c1: 90, c2: 10}", "weights: {c1: 80, c2: 20}"}},
 	{name: "skupper-4 link costs ignored", topology: "skupper-4", broken: true, scenarios: []string{"skupper-4"},

@@ -67,7 +67,15 @@ type RuleStats struct {
 	Samples []string `json:"samples,omitempty"`
 	// Lines counts every line read, in the window and its background.
 	Lines ClassCount `json:"lines"`
+	// Seconds counts the distinct seconds of the window with a line.
+	Seconds int `json:"seconds"`
 }
+
+// MissedSeconds is how many distinct seconds of the window must have lines
+// before a rule that matched none of them is said to miss the request
+// lines: requests arrive through the attack, while an app's start-up
+// messages or one stack trace come in a second or two.
+const MissedSeconds = 3
 
 // Stats returns the counts, with every line counted over w (without Since:
 // a workload's pods differ in age, so its background period is w's).
@@ -82,13 +90,22 @@ func (c *RuleCheck) Stats(w Window) RuleStats {
 		}
 	}
 	w.Since = nil
-	s.Lines = w.span(Target{}).count(func(sec int64) int { return c.perSecond[sec] }, keys(c.perSecond))
+	sp := w.span(Target{})
+	s.Lines = sp.count(func(sec int64) int { return c.perSecond[sec] }, keys(c.perSecond))
+	for sec := range c.perSecond {
+		if sp.inWindow(sec) {
+			s.Seconds++
+		}
+	}
 	return s
 }
 
 // Missed reports whether the rule matched none of the workload's lines
 // while its pods logged more in the window than their background explains
-// (by more than 3σ plus slack lines): then it misses the request lines.
+// (by more than 3σ plus slack lines), in at least MissedSeconds of its
+// seconds: then it misses the request lines. A pod that got no request
+// and only started up in the window (a mirror switched off, a rollout's
+// fresh pod) is not a rule's mistake.
 func (s RuleStats) Missed(slack float64) bool {
-	return s.Read > 0 && s.Matched == 0 && s.Lines.Net() > Tolerance(s.Lines.Variance, slack)
+	return s.Read > 0 && s.Matched == 0 && s.Seconds >= MissedSeconds && s.Lines.Net() > Tolerance(s.Lines.Variance, slack)
 }

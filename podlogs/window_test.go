@@ -155,11 +155,18 @@ func TestRuleCheckMissed(t *testing.T) {
 	for i := range 40 {
 		note(matching, float64(i)/4, "other", false)
 	}
+	// A fresh pod that got no request: its start-up lines, 40 in one
+	// second of the window, and nothing since.
+	startUp := NewRuleCheck(from)
+	for i := range 40 {
+		note(startUp, 0.5+float64(i)/100, fmt.Sprintf("Starting CallmeApplication step %d", i), false)
+	}
 	for _, c := range []struct {
 		name string
 		rc   *RuleCheck
 		want bool
-	}{{"probes only", probesOnly, false}, {"request lines missed", missing, true}, {"matches some", matching, false}} {
+	}{{"probes only", probesOnly, false}, {"request lines missed", missing, true}, {"matches some", matching, false},
+		{"start-up lines only", startUp, false}} {
 		st := c.rc.Stats(w)
 		if got := st.Missed(5); got != c.want {
 			t.Errorf("%s: missed %v, want %v (%+v)", c.name, got, c.want, st)

@@ -39,6 +39,9 @@ type logSource struct {
 	window podlogs.Window
 	settle time.Duration
 	done   chan struct{}
+	// copiesOnly names the mirror targets whose every line is a copy
+	// (mirror.shadow false): they log no primary request.
+	copiesOnly map[string]bool
 
 	mu sync.Mutex
 	// owner maps a pod key to the workload whose rule counts its lines:
@@ -122,6 +125,10 @@ func (kp *kubePath) newLogSource(runID string, start time.Time) (*logSource, err
 			mirrorTo[m.To] = true
 			shadowOnly[m.To] = m.Shadow != nil && *m.Shadow
 		}
+	}
+	ls.copiesOnly = map[string]bool{}
+	for w := range mirrorTo {
+		ls.copiesOnly[w] = !shadowOnly[w]
 	}
 	codes := kp.sc.Attack.SuccessCodes
 	ls.counter = podlogs.NewCounter(podlogs.CounterOptions{
@@ -275,6 +282,9 @@ type logEvidence struct {
 	// unread names, per workload, a pod whose log could not be read at
 	// all, and why: its copies or requests are unknown, not zero.
 	unread map[string]string
+	// copiesOnly: every observed workload is a mirror target whose lines
+	// are all copies, so the logs count no served request at all.
+	copiesOnly bool
 }
 
 // evidence turns the counts into the logs' tally: every request of this
@@ -307,9 +317,23 @@ func (ls *logSource) evidence(start time.Time, grace time.Duration, seqConn []ui
 	}
 	le.totals = ls.counter.Totals(ls.window)
 	for t, st := range ls.follower.Stats() {
-		if w := owners[targetKey(t)]; w != "" && st.Lines == 0 && st.LastError != nil && le.unread[w] == "" {
+		w := owners[targetKey(t)]
+		if w == "" || ls.workloads[w] == nil {
+			continue
+		}
+		if st.Lines == 0 && st.LastError != nil && le.unread[w] == "" {
 			le.unread[w] = fmt.Sprintf("the log of pod %s could not be read: %v", t, st.LastError)
 		}
+		// A pod read without one matching line counted nothing: it is in
+		// the evidence with zeros (a mirror target that got no copy is a
+		// 0%, not an unobserved workload).
+		if _, seen := le.pods[t]; !seen {
+			le.pods[t], le.owner[t] = podlogs.PodCount{}, w
+		}
+	}
+	le.copiesOnly = len(ls.workloads) > 0
+	for name := range ls.workloads {
+		le.copiesOnly = le.copiesOnly && ls.copiesOnly[name]
 	}
 
 	t := tally.New(start, grace)
