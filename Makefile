@@ -32,7 +32,7 @@ calibrate-stats:
 
 # The lab calibration (docs/statistics.md §7): every random-routing catalog
 # scenario on 20 labs with different seeds, and broken variants of each
-# that must FAIL; about an hour on 2 cores (two labs at a time). It writes
+# that must FAIL; about 40 minutes on 2 cores (two labs at a time). It writes
 # docs/calibration-lab.md.
 calibrate-lab:
 	MESH_VERIFY_LAB_BIN="$$(bash tools/lab/build.sh | tail -n1)" \
