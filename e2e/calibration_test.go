@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"maps"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,7 +18,6 @@ import (
 
 	"github.com/mesh-verify/mesh-verify/assert"
 	"github.com/mesh-verify/mesh-verify/lab/labtest"
-	"github.com/mesh-verify/mesh-verify/lab/topologies"
 )
 
 // The lab calibration (make calibrate, docs/calibration-lab.md): every
@@ -63,15 +63,15 @@ var labCases = []labCase{
 		edit: []string{"mode: per-pod\n      perConnection: true", "mode: failover\n      order: [c1]"}},
 }
 
-// tally counts one row's verdicts: the scenario's and each expectation's.
-type tally struct {
+// verdictCount counts one row's verdicts: the scenario's and each expectation's.
+type verdictCount struct {
+	broken   bool // the row's topology is a broken variant: every run must FAIL
 	runs     int
 	scenario map[assert.Verdict]int
 	expect   map[string]map[assert.Verdict]int
 	order    []string
 	power    float64
 	alpha    float64
-	seeds    []uint64
 	failures []string // runs that did not give the verdict the row wants, with their seed
 }
 
@@ -81,13 +81,13 @@ func TestLabCalibration(t *testing.T) {
 	}
 	bin := labtest.Binaries(t)
 	var mu sync.Mutex
-	rows := map[string]*tally{}
+	rows := map[string]*verdictCount{}
 	start := time.Now()
 	t.Run("cases", func(t *testing.T) {
 		for _, c := range labCases {
 			for _, sc := range c.scenarios {
 				key := c.name + " / " + sc
-				rows[key] = &tally{scenario: map[assert.Verdict]int{}, expect: map[string]map[assert.Verdict]int{}}
+				rows[key] = &verdictCount{broken: c.broken, scenario: map[assert.Verdict]int{}, expect: map[string]map[assert.Verdict]int{}}
 			}
 			t.Run(c.name, func(t *testing.T) {
 				t.Parallel()
@@ -114,7 +114,6 @@ func TestLabCalibration(t *testing.T) {
 							mu.Lock()
 							row := rows[c.name+" / "+sc]
 							row.runs++
-							row.seeds = append(row.seeds, seed)
 							row.scenario[r.report.Verdict]++
 							row.power, row.alpha = r.report.Statistics.Power, 1-r.report.Statistics.Confidence
 							for _, e := range r.report.Expectation {
@@ -159,7 +158,7 @@ func refuted(k, n int, p float64) float64 {
 	return 1 - b.CDF(float64(k-1))
 }
 
-func labCalibrationMarkdown(rows map[string]*tally, took time.Duration) (string, []string) {
+func labCalibrationMarkdown(rows map[string]*verdictCount, took time.Duration) (string, []string) {
 	var b strings.Builder
 	var problems []string
 	fmt.Fprintf(&b, "# Lab calibration\n\nWritten by `make calibrate` (e2e/calibration_test.go) in %s. Every scenario of the\n", took.Round(time.Minute))
@@ -173,7 +172,7 @@ func labCalibrationMarkdown(rows map[string]*tally, took time.Duration) (string,
 	var broken []string
 	for _, k := range keys {
 		r := rows[k]
-		if isBroken(k) {
+		if r.broken {
 			broken = append(broken, k)
 			continue
 		}
@@ -218,33 +217,16 @@ func labCalibrationMarkdown(rows map[string]*tally, took time.Duration) (string,
 	return b.String(), problems
 }
 
-func isBroken(key string) bool {
-	for _, c := range labCases {
-		if c.broken && strings.HasPrefix(key, c.name+" / ") {
-			return true
+// The binomial tails the calibration judges a promise by, against values
+// computed by hand: P(X ≥ 1) = 1 − 0.99²⁰ and P(X ≥ 3) = 1 − Σ_{k<3}
+// C(20,k) 0.01^k 0.99^(20−k) for 20 runs at a promised 1% miss rate.
+func TestRefutedTails(t *testing.T) {
+	for _, c := range []struct {
+		k    int
+		want float64
+	}{{0, 1}, {1, 0.182093}, {3, 0.001003}} {
+		if got := refuted(c.k, 20, 0.01); math.Abs(got-c.want) > 5e-6 {
+			t.Errorf("P(X ≥ %d | n=20, p=0.01) = %.6f, want %.6f", c.k, got, c.want)
 		}
 	}
-	return false
-}
-
-// editedTopology writes the built-in topology with edits applied and
-// fails when one no longer applies (the topology changed).
-func editedTopology(t *testing.T, name string, edits []string) string {
-	t.Helper()
-	src, err := topologies.Source(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := string(src)
-	for i := 0; i+1 < len(edits); i += 2 {
-		if !strings.Contains(s, edits[i]) {
-			t.Fatalf("topology %s has no %q any more; update labCases", name, edits[i])
-		}
-		s = strings.Replace(s, edits[i], edits[i+1], 1)
-	}
-	f := filepath.Join(t.TempDir(), name+"-broken.yaml")
-	if err := os.WriteFile(f, []byte(s), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return f
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/mesh-verify/mesh-verify/lab/daemon"
 	"github.com/mesh-verify/mesh-verify/lab/kwok"
 	"github.com/mesh-verify/mesh-verify/lab/labtest"
+	"github.com/mesh-verify/mesh-verify/lab/topologies"
 	"github.com/mesh-verify/mesh-verify/reports"
 )
 
@@ -182,4 +183,27 @@ func mirroredCount(rep *reports.Report) int64 {
 // default, this executable, is the test binary here).
 func daemonFromBinary(dir string) (*exec.Cmd, error) {
 	return exec.Command(binary, "lab", "serve", "--dir", dir), nil
+}
+
+// editedTopology writes the built-in topology with edits applied and
+// fails when one no longer applies (the topology changed; update the
+// caller's edits).
+func editedTopology(t *testing.T, name string, edits []string) string {
+	t.Helper()
+	src, err := topologies.Source(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(src)
+	for i := 0; i+1 < len(edits); i += 2 {
+		if !strings.Contains(s, edits[i]) {
+			t.Fatalf("topology %s has no %q any more; update the test's edits", name, edits[i])
+		}
+		s = strings.Replace(s, edits[i], edits[i+1], 1)
+	}
+	f := filepath.Join(t.TempDir(), name+"-broken.yaml")
+	if err := os.WriteFile(f, []byte(s), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return f
 }

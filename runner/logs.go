@@ -39,9 +39,9 @@ type logSource struct {
 	window podlogs.Window
 	settle time.Duration
 	done   chan struct{}
-	// copiesOnly names the mirror targets whose every line is a copy
-	// (mirror.shadow false): they log no primary request.
-	copiesOnly map[string]bool
+	// copiesOnly: every observed workload is a mirror target whose lines
+	// are all copies (mirror.shadow false), so no served request is logged.
+	copiesOnly bool
 
 	mu sync.Mutex
 	// owner maps a pod key to the workload whose rule counts its lines:
@@ -126,9 +126,9 @@ func (kp *kubePath) newLogSource(runID string, start time.Time) (*logSource, err
 			shadowOnly[m.To] = m.Shadow != nil && *m.Shadow
 		}
 	}
-	ls.copiesOnly = map[string]bool{}
-	for w := range mirrorTo {
-		ls.copiesOnly[w] = !shadowOnly[w]
+	ls.copiesOnly = true
+	for w := range ls.workloads {
+		ls.copiesOnly = ls.copiesOnly && mirrorTo[w] && !shadowOnly[w]
 	}
 	codes := kp.sc.Attack.SuccessCodes
 	ls.counter = podlogs.NewCounter(podlogs.CounterOptions{
@@ -331,10 +331,7 @@ func (ls *logSource) evidence(start time.Time, grace time.Duration, seqConn []ui
 			le.pods[t], le.owner[t] = podlogs.PodCount{}, w
 		}
 	}
-	le.copiesOnly = len(ls.workloads) > 0
-	for name := range ls.workloads {
-		le.copiesOnly = le.copiesOnly && ls.copiesOnly[name]
-	}
+	le.copiesOnly = ls.copiesOnly
 
 	t := tally.New(start, grace)
 	ls.counter.EachServed(func(seq uint64, tg podlogs.Target) {

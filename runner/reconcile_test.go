@@ -164,3 +164,20 @@ func TestReconcileMetrics(t *testing.T) {
 		}
 	}
 }
+
+// The catalog's istio-mirror observes only callme-v2, whose every line is
+// a copy: the logs count no served request, which is no loss; observing
+// the same pod for served lines, 0 of 1900 is.
+func TestReconcileLogsOfCopiesOnly(t *testing.T) {
+	v2 := podlogs.Target{Cluster: "c2", Namespace: "default", Pod: "callme-v2-0"}
+	for _, c := range []struct {
+		copiesOnly bool
+		want       string
+	}{{true, reports.ReconcileOK}, {false, reports.ReconcileUnder}} {
+		le := &logEvidence{pods: map[podlogs.Target]podlogs.PodCount{v2: {}}, owner: map[podlogs.Target]string{v2: "callme-v2"},
+			idMode: map[string]bool{}, slack: slack(1900), copiesOnly: c.copiesOnly}
+		if r := reconcileLogs(le, 1900, 0); r.Status != c.want || len(r.Pods) != 1 {
+			t.Errorf("copies only %v: %s (%q), %d pods; want %s", c.copiesOnly, r.Status, r.Reason, len(r.Pods), c.want)
+		}
+	}
+}
