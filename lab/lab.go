@@ -498,14 +498,18 @@ func waitReady(ctx context.Context, dir string, t *topology.Topology, pid int, e
 }
 
 // labReady is readiness, and no data plane left by a dead daemon
-// answering beside the current one's.
+// answering beside the current one's. The stale planes are looked for (a
+// walk of /proc) only once the pods are ready: they can only turn a ready
+// lab into a not-ready one, and the wait polls ten times a second.
 func labReady(dir string, clusters []string, want map[string]int, st *daemon.Status) (bool, string) {
 	ok, why := readiness(clusters, want, st)
-	if stale := daemon.StaleDataPlanes(dir, st); len(stale) > 0 {
-		ok = false
-		why = strings.TrimPrefix(why+"; stale processes still serve: "+strings.Join(stale, "; "), "; ")
+	if !ok {
+		return ok, why
 	}
-	return ok, why
+	if stale := daemon.StaleDataPlanes(dir, st); len(stale) > 0 {
+		return false, "stale processes still serve: " + strings.Join(stale, "; ")
+	}
+	return true, why
 }
 
 // readiness compares the daemon's pods with the pods wanted per cluster.
