@@ -334,12 +334,20 @@ func (ls *logSource) evidence(start time.Time, grace time.Duration, seqConn []ui
 	le.copiesOnly = ls.copiesOnly
 
 	t := tally.New(start, grace)
+	// A target's identity is looked up in the inventory once, not once
+	// per request it served.
+	ids := map[podlogs.Target]attribution.Identity{}
 	ls.counter.EachServed(func(seq uint64, tg podlogs.Target) {
 		var conn uint64
 		if seq < uint64(len(seqConn)) {
 			conn = uint64(seqConn[seq])
 		}
-		t.Add(&attack.Result{Result: &vegeta.Result{Code: 200, Timestamp: start}, ConnID: conn}, ls.kp.identity(tg))
+		id, ok := ids[tg]
+		if !ok {
+			id = ls.kp.identity(tg)
+			ids[tg] = id
+		}
+		t.Add(&attack.Result{Result: &vegeta.Result{Code: 200, Timestamp: start}, ConnID: conn}, id)
 	})
 	for tg, pc := range le.pods {
 		id := ls.kp.identity(tg)
