@@ -205,7 +205,7 @@ func (j *judge) one(e scenarios.Expectation, ev evidence, look int) reports.Expe
 			r.Verdict, r.Reason = assert.Fail, "expected split: "+err.Error()
 			return r
 		}
-		spec := splitSpec(j.sc, sp, model.Shares, conf)
+		spec := splitSpec(j.sc, sp.Margin, sp.Relative, model.Shares, conf)
 		spec.Sampling = sampling
 		res := assert.Split(s.Dimensions[sp.By], spec)
 		r.Model, r.Split = &model, &res
@@ -232,9 +232,9 @@ func (j *judge) one(e scenarios.Expectation, ev evidence, look int) reports.Expe
 	return r
 }
 
-// splitSpec is a split expectation's spec: the scenario's margin and
-// relative unless the split sets its own, at the given confidence.
-func splitSpec(sc *scenarios.Scenario, sp *scenarios.Split, expected map[string]float64, conf float64) assert.SplitSpec {
+// splitSpec is the spec of a split or a mirror: the scenario's margin and
+// relative unless the expectation sets its own, at the given confidence.
+func splitSpec(sc *scenarios.Scenario, margin *scenarios.Percent, relative *bool, expected map[string]float64, conf float64) assert.SplitSpec {
 	st := sc.Statistics
 	spec := assert.SplitSpec{
 		Expected:   expected,
@@ -244,19 +244,24 @@ func splitSpec(sc *scenarios.Scenario, sp *scenarios.Split, expected map[string]
 		Method:     assert.IntervalMethod(st.Interval),
 		Power:      st.Power,
 	}
-	if sp.Margin != nil {
-		spec.Margin = sp.Margin.Fraction()
+	if margin != nil {
+		spec.Margin = margin.Fraction()
 	}
-	if sp.Relative != nil {
-		spec.Relative = *sp.Relative
+	if relative != nil {
+		spec.Relative = *relative
 	}
 	return spec
 }
 
-// SplitSpec is the spec a split expectation is judged with at its own
-// confidence, sampling unit included, for `mesh-verify plan`.
+// SplitSpec is the spec a split or mirror expectation is judged with at
+// its own confidence, sampling unit included, for `mesh-verify plan`.
 func SplitSpec(sc *scenarios.Scenario, e scenarios.Expectation, expected map[string]float64, conf float64) assert.SplitSpec {
-	spec := splitSpec(sc, e.Split, expected, conf)
+	var spec assert.SplitSpec
+	if e.Mirror != nil {
+		spec = splitSpec(sc, e.Mirror.Margin, nil, expected, conf)
+	} else {
+		spec = splitSpec(sc, e.Split.Margin, e.Split.Relative, expected, conf)
+	}
 	spec.Sampling = Sampling(sc, e)
 	return spec
 }
@@ -434,7 +439,6 @@ func (j *judge) clusterModel(sp *scenarios.Split, ready map[string][]string) (as
 // target, q̂ = k / n, from the counts mirrorCounts finds (README.md,
 // mirroring), with the statistics of docs/statistics.md §4 (mirror).
 func (j *judge) mirror(r *reports.Expectation, m *scenarios.MirrorExpect, ev evidence, confidence float64) {
-	st := j.sc.Statistics
 	mc := ev.mirrorCounts(m)
 	if mc.unusable != "" {
 		r.Verdict, r.Reason = assert.Inconclusive, mc.unusable
@@ -446,12 +450,7 @@ func (j *judge) mirror(r *reports.Expectation, m *scenarios.MirrorExpect, ev evi
 		r.Verdict, r.Reason = assert.Fail, err.Error()
 		return
 	}
-	spec := assert.SplitSpec{Expected: model.Shares, Margin: st.Margin.Fraction(), Relative: st.Relative, Confidence: confidence,
-		Method: assert.IntervalMethod(st.Interval), Power: st.Power}
-	if m.Margin != nil {
-		spec.Margin = m.Margin.Fraction()
-	}
-	res := assert.Mirror(k, n, spec)
+	res := assert.Mirror(k, n, splitSpec(j.sc, m.Margin, nil, model.Shares, confidence))
 	r.By, r.Model, r.Split = "mirror", &model, &res
 	r.Verdict, r.Advice = res.Verdict, res.Advice
 	r.Reason = fmt.Sprintf("%d of %d %s were also seen at %s: ", k, n, basis, m.To) + res.Reason

@@ -244,12 +244,7 @@ func planExpectation(w io.Writer, sc *scenarios.Scenario, e scenarios.Expectatio
 		if err != nil {
 			return 0, err
 		}
-		spec := assert.SplitSpec{Expected: model.Shares, Margin: st.Margin.Fraction(), Relative: st.Relative, Confidence: conf,
-			Method: assert.IntervalMethod(st.Interval), Power: st.Power, Sampling: sampling}
-		if e.Mirror.Margin != nil {
-			spec.Margin = e.Mirror.Margin.Fraction()
-		}
-		return planSplit(w, e.Name, spec), nil
+		return planSplit(w, e.Name, runner.SplitSpec(sc, e, model.Shares, conf)), nil
 	case e.SuccessRate != nil:
 		n := assert.CleanDraws(1-e.SuccessRate.AtLeast.Fraction(), conf, st.Margin.Fraction())
 		fmt.Fprintf(w, "%s: %d %s: a run without a failure passes from there (%s confidence; %s)\n", e.Name, n, what, pctText(conf), drawText(sampling))
