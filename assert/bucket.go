@@ -10,7 +10,7 @@ type BucketRule struct {
 	Margin   float64 // δ_i > 0
 	Alpha    float64 // 1 - confidence
 	K        int     // buckets in the split: FAIL is Bonferroni over them
-	// Method is the FAIL interval; "" means Wilson.
+	// Method is the FAIL interval; "" means Clopper–Pearson.
 	Method IntervalMethod
 }
 

@@ -31,10 +31,12 @@ func BinomialInterval(m IntervalMethod, x, n, a float64) Interval {
 	}
 	x = math.Min(math.Max(x, 0), n)
 	var iv Interval
-	if m == ClopperPearson {
-		iv = clopperPearson(x, n, a)
-	} else {
+	// "" is the default, Clopper–Pearson, as everywhere (SplitSpec, the
+	// scenario default, IntervalMethod.String).
+	if m == Wilson {
 		iv = wilsonCorrected(x, n, a)
+	} else {
+		iv = clopperPearson(x, n, a)
 	}
 	return Interval{Lo: clamp01(iv.Lo), Hi: clamp01(iv.Hi)}
 }

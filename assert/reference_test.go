@@ -162,3 +162,15 @@ func TestChiSquareMendel(t *testing.T) {
 		t.Errorf("df %d, want 3", r.DF)
 	}
 }
+
+// The default method ("") is Clopper–Pearson, as String prints it and
+// SplitSpec defaults it: 3 of 10 at 95% is [0.06674, 0.65245] (the exact
+// interval, e.g. R's binom.test(3, 10)$conf.int).
+func TestDefaultIntervalIsClopperPearson(t *testing.T) {
+	for _, m := range []IntervalMethod{"", ClopperPearson} {
+		iv := BinomialInterval(m, 3, 10, 0.05)
+		if math.Abs(iv.Lo-0.06673951) > 1e-6 || math.Abs(iv.Hi-0.65245285) > 1e-6 || m.String() != "Clopper–Pearson" {
+			t.Errorf("method %q (%s): %v, want [0.06674, 0.65245]", m, m, iv)
+		}
+	}
+}
