@@ -21,8 +21,12 @@ const Schema = "mesh-verify.io/report/v1"
 
 // Report is everything a run measured and decided.
 type Report struct {
-	Schema      string         `json:"schema"`
-	RunID       string         `json:"runId"`
+	Schema string `json:"schema"`
+	RunID  string `json:"runId"`
+	// Tool is the build that ran, and Command how it was invoked: with the
+	// scenario beside report.json, what it takes to reproduce the run.
+	Tool        Tool           `json:"tool"`
+	Command     []string       `json:"command,omitempty"`
 	Scenario    ScenarioInfo   `json:"scenario"`
 	Target      string         `json:"target"`
 	Attack      AttackInfo     `json:"attack"`
@@ -51,6 +55,15 @@ type Report struct {
 	Kubernetes *Kubernetes `json:"kubernetes,omitempty"`
 	// SetupError is set when the run could not measure what it was asked to.
 	SetupError string `json:"setupError,omitempty"`
+}
+
+// Tool identifies the build of mesh-verify that made the report.
+type Tool struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+	// Go and Vegeta are the toolchain and attack engine versions.
+	Go     string `json:"go,omitempty"`
+	Vegeta string `json:"vegeta,omitempty"`
 }
 
 // ScenarioInfo identifies the scenario judged.
@@ -111,11 +124,19 @@ type Dimension struct {
 	ErrorsUnattributed int64 `json:"errorsUnattributed,omitempty"`
 	// Units is the number of sampling units (connections) behind the counts.
 	Units int64 `json:"units"`
+	// Sums are the per-connection sufficient statistics of the answered
+	// counts, in the order of Buckets (only buckets with a count): what
+	// the connection-aware variance needs, so two saved runs can be
+	// compared and partial runs merged (docs/statistics.md §3).
+	Sums *assert.UnitStats `json:"sums,omitempty"`
 }
 
 // Bucket is one cluster, pod or version.
 type Bucket struct {
 	Name string `json:"name"`
+	// Cluster is the cluster of a pod bucket: pod names repeat across
+	// clusters, so a pod is shown as cluster/pod.
+	Cluster string `json:"cluster,omitempty"`
 	// Count is the answered requests attributed to it; Share its share of
 	// them; Errors the failed requests attributed to it.
 	Count  int64   `json:"count"`

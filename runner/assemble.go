@@ -101,6 +101,10 @@ func dimensions(source string, s tally.Snapshot) []reports.Dimension {
 			ErrorsUnattributed: s.FailuresUnattributed[string(f)]}
 		if c.Units != nil {
 			d.Units = c.Units.Units
+			if len(c.Units.SumXX) == len(c.Buckets) {
+				u := *c.Units
+				d.Sums = &u
+			}
 		}
 		for _, n := range c.N {
 			d.Attributed += n
@@ -111,12 +115,13 @@ func dimensions(source string, s tally.Snapshot) []reports.Dimension {
 				share = float64(c.N[i]) / float64(d.Attributed)
 			}
 			d.Buckets = append(d.Buckets, reports.Bucket{Name: b, Count: c.N[i], Share: share, Sources: []string{source},
-				Errors: s.Failures[string(f)][b]})
+				Errors: s.Failures[string(f)][b], Cluster: podCluster(f, b, s)})
 		}
 		// Buckets that only failed: which cluster produced the 503s.
 		for _, b := range slices.Sorted(maps.Keys(s.Failures[string(f)])) {
 			if !slices.Contains(c.Buckets, b) {
-				d.Buckets = append(d.Buckets, reports.Bucket{Name: b, Sources: []string{source}, Errors: s.Failures[string(f)][b]})
+				d.Buckets = append(d.Buckets, reports.Bucket{Name: b, Sources: []string{source}, Errors: s.Failures[string(f)][b],
+					Cluster: podCluster(f, b, s)})
 			}
 		}
 		if d.Attributed > 0 || len(s.Failures[string(f)]) > 0 || source == scenarios.SourceBody {
@@ -124,6 +129,14 @@ func dimensions(source string, s tally.Snapshot) []reports.Dimension {
 		}
 	}
 	return out
+}
+
+// podCluster is the cluster of a pod bucket, empty for other fields.
+func podCluster(f attribution.Field, bucket string, s tally.Snapshot) string {
+	if f != attribution.Pod {
+		return ""
+	}
+	return s.PodClusters[bucket]
 }
 
 // disagreements names the buckets where bodies and another source counted

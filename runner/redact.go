@@ -83,3 +83,37 @@ func redactMessage(msg string) string {
 		return `"` + redactURL(q[1:len(q)-1]) + `"`
 	})
 }
+
+// RedactArgs is a command line as it may be stored in a report: the
+// value of a credential flag (--token, --password, …, as "--token X" or
+// "--token=X") replaced by REDACTED, and URLs redacted like the target's.
+func RedactArgs(args []string) []string {
+	out := make([]string, len(args))
+	hideNext := false
+	for i, a := range args {
+		switch {
+		case hideNext:
+			out[i], hideNext = "REDACTED", false
+			continue
+		case strings.HasPrefix(a, "-"):
+			name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+			if isCredentialParam(name) {
+				if hasValue {
+					out[i] = a[:strings.Index(a, "=")+1] + "REDACTED"
+				} else {
+					out[i], hideNext = a, true
+				}
+				continue
+			}
+		}
+		out[i] = a
+		if strings.Contains(a, "://") {
+			if k, v, ok := strings.Cut(a, "="); ok && !strings.Contains(k, "://") {
+				out[i] = k + "=" + redactURL(v)
+			} else {
+				out[i] = redactURL(a)
+			}
+		}
+	}
+	return out
+}

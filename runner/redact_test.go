@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"net"
+	"slices"
 	"strings"
 	"testing"
 
@@ -72,5 +73,19 @@ func TestTargetCredentialsAreRedacted(t *testing.T) {
 	}
 	if strings.Contains(err.Error(), "pa55word") || strings.Contains(err.Error(), "s3cr3t") {
 		t.Errorf("a credential is in the error: %v", err)
+	}
+}
+
+func TestRedactArgs(t *testing.T) {
+	for _, tc := range []struct{ in, want []string }{
+		{[]string{"run", "s.yaml", "--token", "abc", "-n", "x"}, []string{"run", "s.yaml", "--token", "REDACTED", "-n", "x"}},
+		{[]string{"run", "--token=abc", "--api-key=k"}, []string{"run", "--token=REDACTED", "--api-key=REDACTED"}},
+		{[]string{"--set", "target.url=http://u:pw@h/p?sig=1&a=2"}, []string{"--set", "target.url=http://u:xxxxx@h/p?sig=REDACTED&a=2"}},
+		{[]string{"run", "https://h/x?api_key=s3cr3t"}, []string{"run", "https://h/x?api_key=REDACTED"}},
+		{[]string{"run", "--context", "kind-c1"}, []string{"run", "--context", "kind-c1"}},
+	} {
+		if got := RedactArgs(tc.in); !slices.Equal(got, tc.want) {
+			t.Errorf("RedactArgs(%q) = %q, want %q", tc.in, got, tc.want)
+		}
 	}
 }

@@ -59,6 +59,10 @@ type Options struct {
 	// Kubeconfig lists kubeconfig files merged like kubectl's KUBECONFIG;
 	// empty means kubectl's own rules.
 	Kubeconfig []string
+	// Tool and Command are recorded in the report (the command redacted)
+	// so the run can be reproduced.
+	Tool    reports.Tool
+	Command []string
 }
 
 // Run executes the scenario. It returns a report whenever anything was
@@ -177,6 +181,7 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (*reports.Repor
 	}
 	rep := assemble(sc, runID, redactURL(target), ao, sum, ev, attr.Stats())
 	rep.Sequential = seq
+	rep.Tool, rep.Command = o.Tool, RedactArgs(o.Command)
 	rep.Warnings = append(rep.Warnings, warnings...)
 	if kp != nil {
 		rep.Kubernetes = kp.reportInfo()

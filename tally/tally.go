@@ -52,7 +52,10 @@ type Tally struct {
 	failures             map[string]map[string]int64
 	failuresUnattributed map[string]int64
 	samples              []string // bodies no rule could attribute, to help fix the rules
-	noSamples            bool
+	// podCluster is the cluster each pod was attributed with: pod names
+	// repeat across clusters, reports show cluster/pod.
+	podCluster map[string]string
+	noSamples  bool
 
 	start      time.Time
 	sliceWidth time.Duration
@@ -97,6 +100,7 @@ func New(start time.Time, grace time.Duration) *Tally {
 		unattributed:         map[string]int64{},
 		failures:             map[string]map[string]int64{},
 		failuresUnattributed: map[string]int64{},
+		podCluster:           map[string]string{},
 		start:                start,
 		sliceWidth:           time.Second,
 	}
@@ -157,6 +161,11 @@ func (t *Tally) Add(r *attack.Result, id attribution.Identity) {
 	}
 	cs := t.conn(r.ConnID)
 	t.count(Outcome, outcome, cs)
+	if id.Pod != "" && id.Cluster != "" {
+		if _, ok := t.podCluster[id.Pod]; !ok {
+			t.podCluster[id.Pod] = id.Cluster
+		}
+	}
 	if !ok {
 		for _, f := range attribution.Fields() {
 			if v := id.Get(f); v != "" {
@@ -336,6 +345,8 @@ type Snapshot struct {
 	// Connections is the number of sampling units seen (distinct
 	// connections, plus requests that never got one).
 	Connections int64
+	// PodClusters is the cluster each pod was attributed with.
+	PodClusters map[string]string
 }
 
 // Snapshot copies the counters; buckets are sorted by name.
@@ -354,6 +365,7 @@ func (t *Tally) Snapshot() Snapshot {
 		Samples:              append([]string(nil), t.samples...),
 		SliceWidth:           t.sliceWidth,
 		Connections:          t.dims[Outcome].units,
+		PodClusters:          copyMap(t.podCluster),
 	}
 	s.Metrics.StatusCodes = map[string]int{}
 	for k, v := range t.metrics.StatusCodes {

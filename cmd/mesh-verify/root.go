@@ -53,7 +53,7 @@ expected one with sound statistics. Exit codes: 0 pass, 1 an expectation failed,
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newRunCmd(), newValidateCmd(), newReportCmd(), newPlanCmd(), newCheckCmd(), newPortForwardCmd(), newLabCmd())
+	root.AddCommand(newRunCmd(args), newValidateCmd(), newReportCmd(), newPlanCmd(), newCheckCmd(), newPortForwardCmd(), newLabCmd())
 
 	err := root.Execute()
 	if err == nil {
@@ -99,10 +99,12 @@ type runFlags struct {
 	json       bool
 	quiet      bool
 	progress   string
+	// argv is the command line, recorded (redacted) in the report.
+	argv []string
 }
 
-func newRunCmd() *cobra.Command {
-	var f runFlags
+func newRunCmd(argv []string) *cobra.Command {
+	f := runFlags{argv: argv}
 	cmd := &cobra.Command{
 		Use:   "run SCENARIO",
 		Short: "Attack, attribute, judge and report; the exit code is the verdict",
@@ -129,7 +131,7 @@ func runScenario(cmd *cobra.Command, file string, f runFlags) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	o := runner.Options{Kubeconfig: f.kubeconfig}
+	o := runner.Options{Kubeconfig: f.kubeconfig, Tool: toolInfo(), Command: append([]string{"mesh-verify"}, f.argv...)}
 	if !f.quiet {
 		o.Progress = cmd.ErrOrStderr()
 		switch f.progress {
