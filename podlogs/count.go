@@ -142,6 +142,9 @@ type podCounter struct {
 	lines, duplicates, foreign, failed int
 	served, mirrored                   seqSet
 	perSecond                          map[int64]*[classes]int32
+	// servedPerSecond counts the run's requests served here, by id, per
+	// second of their line: the logs' timeline.
+	servedPerSecond map[int64]int32
 }
 
 // NewCounter returns an empty Counter.
@@ -167,7 +170,7 @@ func (c *Counter) Add(m Match) {
 	defer c.mu.Unlock()
 	p := c.pods[m.Line.Target]
 	if p == nil {
-		p = &podCounter{perSecond: map[int64]*[classes]int32{}}
+		p = &podCounter{perSecond: map[int64]*[classes]int32{}, servedPerSecond: map[int64]int32{}}
 		c.pods[m.Line.Target] = p
 	}
 	failed := m.Status != 0 && !c.opts.Success(m.Status)
@@ -217,7 +220,30 @@ func (c *Counter) Add(m Match) {
 		if !c.served.add(seq) {
 			c.multi.add(seq)
 		}
+		p.servedPerSecond[m.Line.Time.Unix()]++
 	}
+}
+
+// ServedPerSecond is, per target, the served lines per second (Unix time):
+// the run's requests joined by id, and the lines without one (their
+// background included) — what a timeline of the logs shows.
+func (c *Counter) ServedPerSecond() map[Target]map[int64]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[Target]map[int64]int, len(c.pods))
+	for t, p := range c.pods {
+		m := make(map[int64]int, len(p.servedPerSecond)+len(p.perSecond))
+		for sec, n := range p.servedPerSecond {
+			m[sec] += int(n)
+		}
+		for sec, h := range p.perSecond {
+			if h[classServed] > 0 {
+				m[sec] += int(h[classServed])
+			}
+		}
+		out[t] = m
+	}
+	return out
 }
 
 // dataPlaneID keeps a proxy's own request id (Envoy's x-request-id, which

@@ -154,10 +154,29 @@ type Timeline struct {
 
 // Slice is one time window.
 type Slice struct {
-	Start    time.Duration    `json:"start"`
-	Requests int64            `json:"requests"`
-	Errors   int64            `json:"errors"`
+	Start    time.Duration `json:"start"`
+	Requests int64         `json:"requests"`
+	Errors   int64         `json:"errors"`
+	// Clusters counts the answered requests per serving cluster, as the
+	// responses say.
 	Clusters map[string]int64 `json:"clusters,omitempty"`
+	// Sources counts, per other source (logs), the requests each cluster's
+	// pods logged served in the window, so a scale-down or a failover
+	// shows where it happened even when responses name no cluster.
+	Sources map[string]map[string]int64 `json:"sources,omitempty"`
+	// Latency is the window's latency per serving cluster, "(failed)" for
+	// failed requests and "(unattributed)" for answers no rule placed.
+	Latency map[string]SliceLatency `json:"latency,omitempty"`
+}
+
+// SliceLatency summarises the latencies of one series in one window;
+// percentiles come from a log-linear histogram (±12.5%).
+type SliceLatency struct {
+	N   int64         `json:"n"`
+	P50 time.Duration `json:"p50"`
+	P90 time.Duration `json:"p90"`
+	P99 time.Duration `json:"p99"`
+	Max time.Duration `json:"max"`
 }
 
 // StatisticsInfo records the settings the verdicts used.
@@ -190,6 +209,12 @@ type Expectation struct {
 	// expectation's own, or with early stopping its spending level at
 	// the look that decided (docs/statistics.md §6).
 	Confidence float64 `json:"confidence,omitempty"`
+	// Planned is the draws (PlannedUnit: requests, connections, or the
+	// mirror's primaries) at which a correct mesh passes with the
+	// scenario's power, as `mesh-verify plan` computes it: "n needed" to
+	// set beside the n the run judged (split and mirror expectations).
+	Planned     int64  `json:"planned,omitempty"`
+	PlannedUnit string `json:"plannedUnit,omitempty"`
 	// Advice is what would settle an INCONCLUSIVE verdict: requiredN
 	// requests in total, or requiredConnections when the attack's
 	// keep-alive connections limit the evidence.

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"time"
 
 	"github.com/mesh-verify/mesh-verify/assert"
 	"github.com/mesh-verify/mesh-verify/attack"
@@ -86,9 +87,51 @@ func assemble(sc *scenarios.Scenario, runID, target string, o attack.Options, su
 		r.ConfigErrors = append(r.ConfigErrors, ev.config[src]...)
 	}
 	for _, sl := range s.Slices {
-		r.Timeline.Slices = append(r.Timeline.Slices, reports.Slice(sl))
+		rs := reports.Slice{Start: sl.Start, Requests: sl.Requests, Errors: sl.Errors, Clusters: sl.Clusters}
+		if len(sl.Latency) > 0 {
+			rs.Latency = make(map[string]reports.SliceLatency, len(sl.Latency))
+			for k, h := range sl.Latency {
+				rs.Latency[k] = reports.SliceLatency{N: h.Count, P50: h.Quantile(0.5), P90: h.Quantile(0.9), P99: h.Quantile(0.99), Max: h.Max}
+			}
+		}
+		r.Timeline.Slices = append(r.Timeline.Slices, rs)
 	}
+	addLogTimeline(&r.Timeline, ev.logSeconds, sum.Started)
 	return r
+}
+
+// addLogTimeline adds the logs' served lines per cluster to the slices
+// they fall in (seconds before the first slice are left out; seconds past
+// the last extend the timeline, since the logs outlast the responses by
+// their settle time).
+func addLogTimeline(tl *reports.Timeline, secs map[string]map[int64]int, start time.Time) {
+	width := tl.SliceWidth
+	if len(secs) == 0 || width <= 0 {
+		return
+	}
+	for cluster, m := range secs {
+		for sec, n := range m {
+			off := time.Unix(sec, 0).Sub(start.Truncate(time.Second))
+			if off < 0 || n == 0 {
+				continue
+			}
+			i := int(off / width)
+			if i > len(tl.Slices)+1 {
+				continue // long after the attack: background, not the run
+			}
+			for len(tl.Slices) <= i {
+				tl.Slices = append(tl.Slices, reports.Slice{Start: time.Duration(len(tl.Slices)) * width})
+			}
+			sl := &tl.Slices[i]
+			if sl.Sources == nil {
+				sl.Sources = map[string]map[string]int64{}
+			}
+			if sl.Sources[scenarios.SourceLogs] == nil {
+				sl.Sources[scenarios.SourceLogs] = map[string]int64{}
+			}
+			sl.Sources[scenarios.SourceLogs][cluster] += int64(n)
+		}
+	}
 }
 
 // dimensions reports the observed split of every identity field one

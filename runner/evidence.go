@@ -47,6 +47,7 @@ func (kp *kubePath) collect(ctx context.Context, ev *evidence, start, end time.T
 		}
 		ls, le := kp.logs.evidence(start, grace, seqConn, answered, failed)
 		ev.logs, ev.logInfo = &ls, le
+		ev.logSeconds = kp.logs.perSecond()
 		ev.recon[scenarios.SourceLogs] = le.recon
 		rules, errs, w := kp.logs.ruleReports(answered)
 		ev.rules = append(ev.rules, rules...)

@@ -114,6 +114,9 @@ type evidence struct {
 	recon  map[string]*reports.Reconciliation
 	config map[string][]reports.ConfigError
 	rules  []reports.RuleReport
+	// logSeconds counts the served log lines per cluster and second (Unix
+	// time), for the timeline.
+	logSeconds map[string]map[int64]int
 }
 
 // source returns the counts of one source; logs and metrics exist only
@@ -209,6 +212,7 @@ func (j *judge) one(e scenarios.Expectation, ev evidence, look int) reports.Expe
 		spec.Sampling = sampling
 		res := assert.Split(s.Dimensions[sp.By], spec)
 		r.Model, r.Split = &model, &res
+		r.Planned, r.PlannedUnit = assert.RequiredDraws(spec), drawUnit(spec.Sampling)
 		r.Verdict, r.Reason, r.Advice = res.Verdict, res.Reason, res.Advice
 	case e.Reached != nil:
 		r.Kind, r.By = "reached", e.Reached.By
@@ -230,6 +234,14 @@ func (j *judge) one(e scenarios.Expectation, ev evidence, look int) reports.Expe
 		setResult(&r, latency(e.Latency, s))
 	}
 	return r
+}
+
+// drawUnit names what a planned draw is under a sampling unit.
+func drawUnit(s assert.Sampling) string {
+	if s.Balancing == assert.PerConnection && s.FixedConnections > 0 {
+		return "connections"
+	}
+	return "requests"
 }
 
 // splitSpec is the spec of a split or a mirror: the scenario's margin and
@@ -450,8 +462,11 @@ func (j *judge) mirror(r *reports.Expectation, m *scenarios.MirrorExpect, ev evi
 		r.Verdict, r.Reason = assert.Fail, err.Error()
 		return
 	}
-	res := assert.Mirror(k, n, splitSpec(j.sc, m.Margin, nil, model.Shares, confidence))
+	spec := splitSpec(j.sc, m.Margin, nil, model.Shares, confidence)
+	res := assert.Mirror(k, n, spec)
 	r.By, r.Model, r.Split = "mirror", &model, &res
+	spec.Sampling = assert.MirrorSampling()
+	r.Planned, r.PlannedUnit = assert.RequiredDraws(spec), basis
 	r.Verdict, r.Advice = res.Verdict, res.Advice
 	r.Reason = fmt.Sprintf("%d of %d %s were also seen at %s: ", k, n, basis, m.To) + res.Reason
 }

@@ -363,6 +363,31 @@ func (ls *logSource) evidence(start time.Time, grace time.Duration, seqConn []ui
 	return t.Snapshot(), le
 }
 
+// perSecond is what the observed workloads' pods logged served, per
+// cluster and second.
+func (ls *logSource) perSecond() map[string]map[int64]int {
+	ls.mu.Lock()
+	owned := make(map[string]bool, len(ls.owner))
+	for k, v := range ls.owner {
+		owned[k] = ls.workloads[v] != nil
+	}
+	ls.mu.Unlock()
+	out := map[string]map[int64]int{}
+	for tg, secs := range ls.counter.ServedPerSecond() {
+		if !owned[targetKey(tg)] {
+			continue
+		}
+		c := ls.kp.identity(tg).Cluster
+		if out[c] == nil {
+			out[c] = map[int64]int{}
+		}
+		for sec, n := range secs {
+			out[c][sec] += n
+		}
+	}
+	return out
+}
+
 // netCount is a class's lines less the background, as whole requests.
 func netCount(c podlogs.ClassCount) int { return int(math.Round(max(c.Net(), 0))) }
 

@@ -83,11 +83,29 @@ type connState struct {
 
 // Slice counts one time window of the attack.
 type Slice struct {
-	Start    time.Duration    `json:"start"`
-	Requests int64            `json:"requests"`
-	Errors   int64            `json:"errors"`
-	Clusters map[string]int64 `json:"clusters,omitempty"`
+	Start    time.Duration
+	Requests int64
+	Errors   int64
+	// Clusters counts the answered requests per cluster that served them.
+	Clusters map[string]int64
+	// Latency holds the latencies of the window per serving cluster
+	// (Unattributed for answers no rule placed, Failed for failures).
+	Latency map[string]*Histogram
 }
+
+// Latency series keys that are not clusters.
+const (
+	Unattributed = "(unattributed)"
+	Failed       = "(failed)"
+)
+
+// maxLatencySeries bounds the latency series per slice: a rule that
+// captures a per-request value as the cluster must not grow the timeline
+// with every request; the rest are merged into Other.
+const maxLatencySeries = 16
+
+// Other is the latency series of clusters past maxLatencySeries.
+const Other = "(other)"
 
 // New returns an empty tally. grace is how long a closed connection's state
 // is kept for results still in flight (the request timeout plus a margin).
@@ -198,7 +216,14 @@ func (t *Tally) Add(r *attack.Result, id attribution.Identity) {
 	if ok {
 		served = id.Cluster // the timeline shows who served; failures are its errors
 	}
-	t.slice(r.Timestamp, ok, served)
+	series := served
+	switch {
+	case !ok:
+		series = Failed
+	case served == "":
+		series = Unattributed
+	}
+	t.slice(r.Timestamp, ok, served, series, r.Latency)
 	if now := time.Now(); now.Sub(t.lastSweep) > time.Second {
 		t.sweep(now)
 	}
@@ -278,7 +303,7 @@ func (t *Tally) countError(e string) {
 	t.errorsOther++
 }
 
-func (t *Tally) slice(ts time.Time, ok bool, cluster string) {
+func (t *Tally) slice(ts time.Time, ok bool, cluster, series string, latency time.Duration) {
 	off := ts.Sub(t.start)
 	if off < 0 {
 		off = 0
@@ -302,6 +327,21 @@ func (t *Tally) slice(ts time.Time, ok bool, cluster string) {
 		}
 		s.Clusters[cluster]++
 	}
+	if s.Latency == nil {
+		s.Latency = map[string]*Histogram{}
+	}
+	h := s.Latency[series]
+	if h == nil {
+		if len(s.Latency) >= maxLatencySeries {
+			series = Other
+			h = s.Latency[series]
+		}
+		if h == nil {
+			h = new(Histogram)
+			s.Latency[series] = h
+		}
+	}
+	h.Add(latency)
 }
 
 // coarsen halves the time resolution so long attacks keep a bounded timeline.
@@ -320,6 +360,16 @@ func (t *Tally) coarsen() {
 					s.Clusters = map[string]int64{}
 				}
 				s.Clusters[k] += v
+			}
+			for k, h := range o.Latency {
+				if s.Latency == nil {
+					s.Latency = map[string]*Histogram{}
+				}
+				if mine := s.Latency[k]; mine != nil {
+					mine.Merge(h)
+				} else {
+					s.Latency[k] = h
+				}
 			}
 		}
 		merged = append(merged, s)
@@ -374,6 +424,12 @@ func (t *Tally) Snapshot() Snapshot {
 	s.Metrics.Close()
 	for _, sl := range t.slices {
 		sl.Clusters = copyMap(sl.Clusters)
+		lat := make(map[string]*Histogram, len(sl.Latency))
+		for k, h := range sl.Latency {
+			c := *h
+			lat[k] = &c
+		}
+		sl.Latency = lat
 		s.Slices = append(s.Slices, sl)
 	}
 	for _, name := range t.order {
