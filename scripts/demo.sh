@@ -98,7 +98,7 @@ for line in "${seeds[@]}"; do
   fi
   say "mesh-verify run scenarios/catalog/$scenario.yaml   (expect $want)"
   code=0
-  KUBECONFIG="$LAB/kubeconfig" "$MV" run "scenarios/catalog/$scenario.yaml" -o "$OUT" --progress plain \
+  KUBECONFIG="$LAB/kubeconfig" "$MV" run "scenarios/catalog/$scenario.yaml" --out "$OUT" --progress plain \
     >"$LOGS/run-$scenario.txt" || code=$?
   got="$(verdict_of "$code")"
   # The report directory is the one `run` says it wrote to.

@@ -5,10 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
+	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -96,6 +100,7 @@ func newValidateCmd() *cobra.Command {
 type runFlags struct {
 	kubeconfig []string
 	out        string
+	output     string
 	json       bool
 	quiet      bool
 	progress   string
@@ -103,22 +108,53 @@ type runFlags struct {
 	argv []string
 }
 
+// Stdout formats of run and report.
+const (
+	outputTable = "table"
+	outputJSON  = "json"
+	outputMD    = "md"
+)
+
 func newRunCmd(argv []string) *cobra.Command {
 	f := runFlags{argv: argv}
 	cmd := &cobra.Command{
 		Use:   "run SCENARIO",
 		Short: "Attack, attribute, judge and report; the exit code is the verdict",
-		Args:  cobra.ExactArgs(1),
+		Long: `run attacks the scenario's entry point, attributes and judges every request,
+and writes a run directory under --out: report.json (the versioned report),
+report.html (self-contained, opens offline), junit.xml, summary.md and the
+scenario as run. --output picks what stdout shows: the tables (table), the
+report.json document (json, for scripts) or the Markdown summary (md).
+When $GITHUB_STEP_SUMMARY is set, summary.md is appended to it.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if f.json {
+				f.output = outputJSON
+			}
+			if err := validOutput(f.output); err != nil {
+				return err
+			}
 			return runScenario(cmd, args[0], f)
 		},
 	}
-	cmd.Flags().StringVarP(&f.out, "out", "o", "mesh-verify-runs", "directory that receives one sub-directory per run (report.json, junit.xml, summary.md)")
-	cmd.Flags().BoolVar(&f.json, "json", false, "print the JSON report on stdout instead of the tables")
+	cmd.Flags().StringVar(&f.out, "out", "mesh-verify-runs", "directory that receives one sub-directory per run (report.json, report.html, junit.xml, summary.md, scenario.yaml)")
+	cmd.Flags().StringVarP(&f.output, "output", "o", outputTable, "what stdout shows: table, json (report.json) or md (summary.md)")
+	cmd.Flags().BoolVar(&f.json, "json", false, "same as --output json")
+	_ = cmd.Flags().MarkDeprecated("json", "use --output json")
 	cmd.Flags().BoolVarP(&f.quiet, "quiet", "q", false, "no live progress")
 	cmd.Flags().StringVar(&f.progress, "progress", "auto", "live progress style: auto, tty or plain")
 	cmd.Flags().StringSliceVar(&f.kubeconfig, "kubeconfig", nil, "kubeconfig files, merged like KUBECONFIG (default: $KUBECONFIG, else ~/.kube/config; only read)")
 	return cmd
+}
+
+// validOutput refuses an unknown --output; -o used to take the run
+// directory, so a path gets a hint instead of silently becoming one.
+func validOutput(o string) error {
+	switch o {
+	case outputTable, outputJSON, outputMD:
+		return nil
+	}
+	return invalidInput("--output %q: want table, json or md (the run directory is --out DIR)", o)
 }
 
 func runScenario(cmd *cobra.Command, file string, f runFlags) error {
@@ -126,12 +162,20 @@ func runScenario(cmd *cobra.Command, file string, f runFlags) error {
 	if err != nil {
 		return &codedError{code: exitInvalidInput, err: err}
 	}
+	source, _ := os.ReadFile(file) // loaded above: it is readable
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	o := runner.Options{Kubeconfig: f.kubeconfig, Tool: toolInfo(), Command: append([]string{"mesh-verify"}, f.argv...)}
+	runID := runner.NewRunID(time.Now())
+	dir := filepath.Join(f.out, runID)
+	// The run directory exists before the attack, so that what is
+	// streamed to it survives an interrupted run.
+	if _, err := reports.WriteFile(dir, "scenario.yaml", func(w io.Writer) error { _, err := w.Write(source); return err }); err != nil {
+		return &codedError{code: exitSetup, err: err}
+	}
+	o := runner.Options{Kubeconfig: f.kubeconfig, RunID: runID, Tool: toolInfo(), Command: append([]string{"mesh-verify"}, f.argv...)}
 	if !f.quiet {
 		o.Progress = cmd.ErrOrStderr()
 		switch f.progress {
@@ -152,19 +196,19 @@ func runScenario(cmd *cobra.Command, file string, f runFlags) error {
 		}
 		return &codedError{code: exitInvalidInput, err: err}
 	}
-	dir := filepath.Join(f.out, rep.RunID)
-	paths, werr := writeRun(dir, rep)
-	if f.json {
-		if err := reports.WriteJSON(cmd.OutOrStdout(), rep); err != nil {
-			return &codedError{code: exitSetup, err: err}
-		}
-	} else {
-		if err := reports.Terminal(cmd.OutOrStdout(), rep); err != nil {
-			return &codedError{code: exitSetup, err: err}
-		}
-		for _, p := range paths {
-			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s\n", p)
-		}
+	paths, werr := writeRun(dir, rep, source)
+	if werr == nil {
+		werr = appendStepSummary(rep)
+	}
+	stdout, info := cmd.OutOrStdout(), cmd.OutOrStdout()
+	if f.output != outputTable {
+		info = cmd.ErrOrStderr() // stdout carries one document only
+	}
+	if rerr := renderOutput(stdout, f.output, rep); rerr != nil {
+		return &codedError{code: exitSetup, err: rerr}
+	}
+	for _, p := range paths {
+		fmt.Fprintf(info, "wrote %s\n", p)
 	}
 	if werr != nil {
 		return &codedError{code: exitSetup, err: werr}
@@ -175,18 +219,59 @@ func runScenario(cmd *cobra.Command, file string, f runFlags) error {
 	return &codedError{code: rep.ExitCode}
 }
 
+func renderOutput(w io.Writer, output string, rep *reports.Report) error {
+	switch output {
+	case outputJSON:
+		return reports.WriteJSON(w, rep)
+	case outputMD:
+		return reports.Markdown(w, rep)
+	}
+	return reports.Terminal(w, rep)
+}
+
+// appendStepSummary appends summary.md to GitHub Actions' job summary
+// when the run is a step of a workflow.
+func appendStepSummary(rep *reports.Report) error {
+	path := os.Getenv("GITHUB_STEP_SUMMARY")
+	if path == "" {
+		return nil
+	}
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o644)
+	if err != nil {
+		return fmt.Errorf("append to $GITHUB_STEP_SUMMARY: %w", err)
+	}
+	if err := reports.Markdown(f, rep); err != nil {
+		f.Close()
+		return fmt.Errorf("append to $GITHUB_STEP_SUMMARY %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("append to $GITHUB_STEP_SUMMARY %s: %w", path, err)
+	}
+	return nil
+}
+
+// runFile is one file of a run directory; render gets the scenario as run.
+type runFile struct {
+	name, file string
+	render     func(io.Writer, *reports.Report, []byte) error
+}
+
+// formats are the files a run directory holds, by --format name. A
+// read-only table of functions, not state.
+var formats = []runFile{
+	{"json", "report.json", func(w io.Writer, r *reports.Report, _ []byte) error { return reports.WriteJSON(w, r) }},
+	{"html", "report.html", func(w io.Writer, r *reports.Report, sc []byte) error {
+		return reports.HTMLWith(w, r, reports.HTMLOptions{Scenario: sc})
+	}},
+	{"junit", "junit.xml", func(w io.Writer, r *reports.Report, _ []byte) error { return reports.JUnit(w, r) }},
+	{"md", "summary.md", func(w io.Writer, r *reports.Report, _ []byte) error { return reports.Markdown(w, r) }},
+}
+
 // writeRun writes every report format into the run's directory.
-func writeRun(dir string, rep *reports.Report) ([]string, error) {
+func writeRun(dir string, rep *reports.Report, scenario []byte) ([]string, error) {
 	var paths []string
-	for _, out := range []struct {
-		name   string
-		render func(io.Writer, *reports.Report) error
-	}{
-		{"report.json", reports.WriteJSON},
-		{"junit.xml", reports.JUnit},
-		{"summary.md", reports.Markdown},
-	} {
-		p, err := reports.WriteFile(dir, out.name, func(w io.Writer) error { return out.render(w, rep) })
+	for _, out := range formats {
+		p, err := reports.WriteFile(dir, out.file, func(w io.Writer) error { return out.render(w, rep, scenario) })
 		if err != nil {
 			return paths, err
 		}
@@ -196,32 +281,90 @@ func writeRun(dir string, rep *reports.Report) ([]string, error) {
 }
 
 func newReportCmd() *cobra.Command {
-	var format string
+	var (
+		format string
+		out    string
+	)
 	cmd := &cobra.Command{
 		Use:   "report RUN_DIR|report.json",
-		Short: "Render a saved run again (table, json, junit, markdown)",
-		Args:  cobra.ExactArgs(1),
+		Short: "Render a saved run again (table, json, html, junit, md)",
+		Long: `report renders a saved run from its report.json, also for an interrupted run.
+One --format is printed on stdout; several (--format html,json,junit,md) are
+written as files into --out (default: the run directory) and their paths
+printed. The exit code is the run's.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			path := args[0]
-			if st, err := os.Stat(path); err == nil && st.IsDir() {
-				path = filepath.Join(path, "report.json")
-			}
-			rep, err := reports.ReadJSON(path)
-			if err != nil {
-				return &codedError{code: exitInvalidInput, err: err}
-			}
-			render := map[string]func(io.Writer, *reports.Report) error{
-				"table": reports.Terminal, "json": reports.WriteJSON, "junit": reports.JUnit, "markdown": reports.Markdown,
-			}[format]
-			if render == nil {
-				return &codedError{code: exitInvalidInput, err: fmt.Errorf("--format %q: want table, json, junit or markdown", format)}
-			}
-			if err := render(cmd.OutOrStdout(), rep); err != nil {
-				return &codedError{code: exitSetup, err: err}
-			}
-			return &codedError{code: rep.ExitCode}
+			return reportRun(cmd, args[0], format, out)
 		},
 	}
-	cmd.Flags().StringVarP(&format, "format", "f", "table", "table, json, junit or markdown")
+	cmd.Flags().StringVarP(&format, "format", "f", "table", "table, json, html, junit or md (markdown); several, comma-separated, are written as files")
+	cmd.Flags().StringVar(&out, "out", "", "directory for the files of several formats (default: the run directory)")
 	return cmd
+}
+
+func reportRun(cmd *cobra.Command, arg, format, out string) error {
+	path, dir := arg, filepath.Dir(arg)
+	if st, err := os.Stat(arg); err == nil && st.IsDir() {
+		path, dir = filepath.Join(arg, "report.json"), arg
+	}
+	rep, err := reports.ReadJSON(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			err = fmt.Errorf("%w (a run writes report.json when it ends, also when interrupted with Ctrl-C; a run killed outright leaves none)", err)
+		}
+		return &codedError{code: exitInvalidInput, err: err}
+	}
+	scenario, _ := os.ReadFile(filepath.Join(dir, "scenario.yaml")) // absent for older runs: the HTML then shows none
+	var names []string
+	for _, n := range strings.Split(format, ",") {
+		n = strings.TrimSpace(n)
+		if n == "markdown" {
+			n = "md"
+		}
+		if n == "" || slices.Contains(names, n) {
+			continue
+		}
+		if n != outputTable && !slices.ContainsFunc(formats, func(f runFile) bool { return f.name == n }) {
+			return invalidInput("--format %q: want table, json, html, junit or md", n)
+		}
+		names = append(names, n)
+	}
+	if len(names) == 0 {
+		return invalidInput("--format %q: want table, json, html, junit or md", format)
+	}
+	if len(names) == 1 && out == "" {
+		var err error
+		if names[0] == outputTable {
+			err = reports.Terminal(cmd.OutOrStdout(), rep)
+		} else {
+			for _, f := range formats {
+				if f.name == names[0] {
+					err = f.render(cmd.OutOrStdout(), rep, scenario)
+				}
+			}
+		}
+		if err != nil {
+			return &codedError{code: exitSetup, err: err}
+		}
+		return &codedError{code: rep.ExitCode}
+	}
+	if out == "" {
+		out = dir
+	}
+	for _, n := range names {
+		if n == outputTable {
+			return invalidInput("--format table prints on stdout: it cannot be written with other formats")
+		}
+		for _, f := range formats {
+			if f.name != n {
+				continue
+			}
+			p, err := reports.WriteFile(out, f.file, func(w io.Writer) error { return f.render(w, rep, scenario) })
+			if err != nil {
+				return &codedError{code: exitSetup, err: err}
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s\n", p)
+		}
+	}
+	return &codedError{code: rep.ExitCode}
 }
