@@ -5,7 +5,7 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 LDFLAGS   := -X main.version=$(VERSION)
 PKGS      := ./...
 
-.PHONY: all build test unit e2e lint bench demo lab-up lab-down clean calibrate calibrate-stats calibrate-lab
+.PHONY: all build test unit e2e lint bench demo report-shots lab-up lab-down clean calibrate calibrate-stats calibrate-lab
 
 all: build
 
@@ -49,6 +49,11 @@ lint:
 # Benchmarks against the anchor tools, side by side in one run (bench/run.sh).
 bench: build
 	bash bench/run.sh
+
+# Screenshots of report.html (PASS, FAIL, INCONCLUSIVE) from lab runs, for
+# the README (scripts/report-shots.sh; needs chromium).
+report-shots: build
+	bash scripts/report-shots.sh
 
 # Every seed experiment in the local lab, judged (scripts/demo.sh).
 demo: build

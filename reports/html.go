@@ -115,7 +115,26 @@ func newHTMLView(r *Report, o HTMLOptions) htmlView {
 	if !r.Attack.Started.IsZero() {
 		v.Started = r.Attack.Started.UTC().Format(time.RFC3339)
 	}
+	podCluster := map[string]string{}
+	for _, d := range r.Dimensions {
+		for _, b := range d.Buckets {
+			if b.Cluster != "" {
+				podCluster[b.Name] = b.Cluster
+			}
+		}
+	}
 	for i, e := range r.Expectation {
+		if e.By == "pod" && e.Split != nil {
+			// Pods are shown as cluster/pod, in a copy: the report is the caller's.
+			s := *e.Split
+			s.Buckets = slices.Clone(s.Buckets)
+			for k, b := range s.Buckets {
+				if c := podCluster[b.Bucket]; c != "" {
+					s.Buckets[k].Bucket = c + "/" + b.Bucket
+				}
+			}
+			e.Split = &s
+		}
 		ev := expView{Expectation: e, Mark: verdictMark(e.Verdict)}
 		id := fmt.Sprintf("exp%d", i)
 		switch {

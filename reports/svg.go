@@ -330,13 +330,15 @@ func diamondPath(x float64, y int) template.HTMLAttr {
 // offset adds two integers (template geometry).
 func offset(a, b int) int { return a + b }
 
-// truncate shortens a label to n runes with an ellipsis.
+// truncate shortens a label to n runes with an ellipsis in the middle:
+// pod names differ at their end (callme-7b469b5ddc-xk2vq).
 func truncate(s string, n int) string {
 	r := []rune(s)
 	if len(r) <= n {
 		return s
 	}
-	return string(r[:n-1]) + "…"
+	head := (n - 1) / 3
+	return string(r[:head]) + "…" + string(r[len(r)-(n-1-head):])
 }
 
 // markerPath draws a marker shape centred on (x, y) as an SVG path.

@@ -103,7 +103,7 @@ func render(w io.Writer, r *Report, table func(io.Writer) *tablewriter.Table, he
 			t.Header(d.Name, "requests", "share")
 		}
 		for _, b := range d.Buckets {
-			row := []any{p.esc(b.Name), fmt.Sprint(b.Count), pct(b.Share)}
+			row := []any{p.esc(BucketLabel(b)), fmt.Sprint(b.Count), pct(b.Share)}
 			if errs > 0 {
 				row = append(row, fmt.Sprint(b.Errors))
 			}
