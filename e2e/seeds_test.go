@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"context"
 	"maps"
 	"os"
@@ -80,10 +81,46 @@ func TestSeedExperimentsInTheLab(t *testing.T) {
 						t.Errorf("%s: the report counts %d mirrored requests, the lab's data plane sent %d copies", name, m, sent)
 					}
 				}
+				if msg := logTimelineMismatch(r.report); msg != "" {
+					t.Errorf("%s: %s", name, msg)
+				}
 				t.Logf("%s: %s, %d requests", name, r.report.Verdict, r.report.Metrics.Requests)
 			}
 		})
 	}
+}
+
+// logTimelineMismatch compares the timeline's served lines per cluster
+// from the logs with the logs' count per cluster, where the pods logged no
+// background (the lab's apps log only the requests they serve): each
+// served line must be in exactly one window of the timeline.
+func logTimelineMismatch(rep *reports.Report) string {
+	for _, rc := range rep.Reconciliation {
+		if rc.Source != "logs" || rc.Background != 0 || rc.Status != reports.ReconcileOK {
+			return ""
+		}
+	}
+	var logs *reports.Dimension
+	for i, d := range rep.Dimensions {
+		if d.Source == "logs" && d.Name == "cluster" {
+			logs = &rep.Dimensions[i]
+		}
+	}
+	if logs == nil || logs.Attributed == 0 {
+		return ""
+	}
+	inTimeline := map[string]int64{}
+	for _, sl := range rep.Timeline.Slices {
+		for c, n := range sl.Sources["logs"] {
+			inTimeline[c] += n
+		}
+	}
+	for _, b := range logs.Buckets {
+		if inTimeline[b.Name] != b.Count {
+			return fmt.Sprintf("cluster %s: the logs count %d served, the timeline's windows hold %d (%v)", b.Name, b.Count, inTimeline[b.Name], inTimeline)
+		}
+	}
+	return ""
 }
 
 // upLab brings a lab up in a directory of its own for one test (a
