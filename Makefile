@@ -5,7 +5,7 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 LDFLAGS   := -X main.version=$(VERSION)
 PKGS      := ./...
 
-.PHONY: all build test unit e2e lint bench demo report-shots lab-up lab-down clean calibrate calibrate-stats calibrate-lab
+.PHONY: all build test unit e2e lint bench demo report-shots lab-up lab-down clean calibrate calibrate-stats calibrate-lab schema
 
 all: build
 
@@ -40,6 +40,11 @@ calibrate-lab:
 
 # Both calibrations: the statistics' own grid and the lab's seeded runs.
 calibrate: calibrate-stats calibrate-lab
+
+# The JSON Schemas, regenerated from the Go types (docs/report-format.md):
+# run after changing the report's types or their doc comments.
+schema:
+	$(GO) test -count=1 -run 'TestReportSchema$$' ./reports -update
 
 lint:
 	@out=$$(gofmt -l .); \
