@@ -41,10 +41,11 @@ calibrate-lab:
 # Both calibrations: the statistics' own grid and the lab's seeded runs.
 calibrate: calibrate-stats calibrate-lab
 
-# The JSON Schemas, regenerated from the Go types (docs/report-format.md):
-# run after changing the report's types or their doc comments.
+# The JSON Schemas of report.json and of scenario files, regenerated from
+# the Go types (docs/report-format.md): run after changing the report's or
+# the scenario's types, their doc comments, or the presets.
 schema:
-	$(GO) test -count=1 -run 'TestReportSchema$$' ./reports -update
+	$(GO) test -count=1 -run 'Test(Report|Scenario)Schema$$' ./reports ./scenarios -update
 
 lint:
 	@out=$$(gofmt -l .); \
