@@ -22,6 +22,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
 	"github.com/mesh-verify/mesh-verify/lab/nginx"
 	"github.com/mesh-verify/mesh-verify/reports"
 )
@@ -232,6 +234,9 @@ func readReport(t *testing.T, out string) (*reports.Report, string) {
 		if err != nil {
 			continue
 		}
+		if err := matchesReportSchema(b); err != nil {
+			t.Errorf("%s does not match report.schema.json: %v", p, err)
+		}
 		var r reports.Report
 		if err := json.Unmarshal(b, &r); err != nil {
 			t.Fatalf("%s: %v", p, err)
@@ -239,6 +244,29 @@ func readReport(t *testing.T, out string) (*reports.Report, string) {
 		return &r, filepath.Join(out, e.Name())
 	}
 	return nil, ""
+}
+
+// matchesReportSchema validates a report.json against the schema the
+// reports package embeds, as the binary does (docs/report-format.md).
+func matchesReportSchema(report []byte) error {
+	schema, err := jsonschema.UnmarshalJSON(bytes.NewReader(reports.JSONSchema()))
+	if err != nil {
+		return fmt.Errorf("read report.schema.json: %w", err)
+	}
+	c := jsonschema.NewCompiler()
+	c.AssertFormat()
+	if err := c.AddResource("report.schema.json", schema); err != nil {
+		return fmt.Errorf("add report.schema.json: %w", err)
+	}
+	s, err := c.Compile("report.schema.json")
+	if err != nil {
+		return fmt.Errorf("compile report.schema.json: %w", err)
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(report))
+	if err != nil {
+		return fmt.Errorf("read report: %w", err)
+	}
+	return s.Validate(doc)
 }
 
 func writeScenario(t *testing.T, body string) string {
