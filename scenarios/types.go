@@ -148,7 +148,7 @@ type Statistics struct {
 	// Margin is absolute percentage points ("5%" or 0.05) unless Relative.
 	Margin   Percent `yaml:"margin"`
 	Relative bool    `yaml:"relative"`
-	// Interval is wilson (default) or clopper-pearson.
+	// Interval is clopper-pearson (default) or wilson.
 	Interval string `yaml:"interval"`
 	// Inconclusive says how a gate treats INCONCLUSIVE: fail (default) or pass.
 	Inconclusive string `yaml:"inconclusive"`
