@@ -50,7 +50,7 @@ func firstDifference(committed, generated []byte) string {
 	c, g := strings.Split(string(committed), "\n"), strings.Split(string(generated), "\n")
 	line := func(lines []string, i int) string {
 		if i < len(lines) {
-			return quote(lines[i])
+			return fmt.Sprintf("%q", strings.TrimSpace(lines[i]))
 		}
 		return "end of file"
 	}
@@ -61,8 +61,6 @@ func firstDifference(committed, generated []byte) string {
 	}
 	return "they differ"
 }
-
-func quote(s string) string { return fmt.Sprintf("%q", strings.TrimSpace(s)) }
 
 // jsonTypes are the types whose JSON is not what their Go kind suggests, as
 // $defs of the schema: a type that marshals itself and is not here fails
