@@ -25,7 +25,7 @@ type Report struct {
 	RunID  string `json:"runId"`
 	// Tool is the build that ran, and Command how it was invoked: with the
 	// scenario beside report.json, what it takes to reproduce the run.
-	Tool        Tool           `json:"tool"`
+	Tool        Tool           `json:"tool,omitzero"`
 	Command     []string       `json:"command,omitempty"`
 	Scenario    ScenarioInfo   `json:"scenario"`
 	Target      string         `json:"target"`

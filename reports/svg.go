@@ -43,6 +43,7 @@ type span struct{ X0, X1 float64 }
 
 // W is the span's width, at least a pixel so a zero-width interval shows.
 func (s span) W() float64 { return math.Max(s.X1-s.X0, 1) }
+
 type point struct{ X float64 }
 
 type tick struct {
