@@ -117,3 +117,9 @@ func RedactArgs(args []string) []string {
 	}
 	return out
 }
+
+// RedactURL and RedactMessage redact a URL, and the URLs net/http quotes
+// in an error message, as the report shows them: for what else keeps
+// them, like the run log (runlog.Redact).
+func RedactURL(raw string) string     { return redactURL(raw) }
+func RedactMessage(msg string) string { return redactMessage(msg) }

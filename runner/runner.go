@@ -63,6 +63,17 @@ type Options struct {
 	// so the run can be reproduced.
 	Tool    reports.Tool
 	Command []string
+	// Record keeps every result on disk as it is measured (a
+	// runlog.Recorder); Run closes it when the attack ends and reports
+	// what Close returns as a warning. nil records nothing.
+	Record Recorder
+}
+
+// Recorder receives every result, with who served it and whether it
+// counted as answered, on the attack's consumer goroutine.
+type Recorder interface {
+	Record(r *attack.Result, id attribution.Identity, ok bool)
+	Close() error
 }
 
 // Run executes the scenario. It returns a report whenever anything was
@@ -115,7 +126,7 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (*reports.Repor
 	kubeCtx, stopKube := context.WithCancel(ctx)
 	defer stopKube()
 
-	sink := &sink{attr: attr, tally: tl, runID: runID, codes: sc.Attack.SuccessCodes}
+	sink := &sink{attr: attr, tally: tl, runID: runID, codes: sc.Attack.SuccessCodes, rec: o.Record}
 	if attr.Empty() {
 		// Logs or metrics attribute; bodies are not expected to say anything.
 		tl.DisableSamples()
@@ -158,6 +169,10 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (*reports.Repor
 	}
 	sum := atk.Run(runCtx, sink)
 	stop()
+	var recErr error
+	if o.Record != nil {
+		recErr = o.Record.Close()
+	}
 	<-progressDone
 	sum.Interrupted = ctx.Err() != nil
 
@@ -183,6 +198,9 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (*reports.Repor
 	rep.Sequential = seq
 	rep.Tool, rep.Command = o.Tool, RedactArgs(o.Command)
 	rep.Warnings = append(rep.Warnings, warnings...)
+	if recErr != nil {
+		rep.Warnings = append(rep.Warnings, recErr.Error())
+	}
 	if kp != nil {
 		rep.Kubernetes = kp.reportInfo()
 	}
@@ -268,6 +286,7 @@ type sink struct {
 	next   int
 	seen   int64
 	onLook func(int)
+	rec    Recorder
 
 	// recordConns keeps the connection of every request, indexed by its
 	// request sequence number, so log lines joined by request id get the
@@ -286,6 +305,9 @@ func (s *sink) Add(r *attack.Result) {
 		id = s.attr.Attribute(r.Body, r.Headers, ok)
 	}
 	s.tally.Add(r, id)
+	if s.rec != nil {
+		s.rec.Record(r, id, ok)
+	}
 	r.Body = nil // attributed and sampled; the body is not kept
 	if s.recordConns {
 		if seq, ok := podlogs.ParseRequestID(s.runID, r.RequestID); ok && seq < 1<<32 {
