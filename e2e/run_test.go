@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"github.com/mesh-verify/mesh-verify/runlog"
+	vegeta "github.com/tsenart/vegeta/v12/lib"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -225,7 +227,7 @@ func TestInterruptWritesWhatWasMeasured(t *testing.T) {
 	if code := cmd.ProcessState.ExitCode(); code != 130 {
 		t.Fatalf("exit %d, want 130\n%s", code, so.String())
 	}
-	rep, _ := readReport(t, out)
+	rep, runDir := readReport(t, out)
 	if rep == nil {
 		t.Fatal("interrupted run wrote no report")
 	}
@@ -235,6 +237,21 @@ func TestInterruptWritesWhatWasMeasured(t *testing.T) {
 	}
 	if !rep.Attack.Interrupted {
 		t.Error("report does not say the run was interrupted")
+	}
+	// The streamed results hold every request measured, and the saved run
+	// renders again in every format with the run's exit code.
+	var recorded int64
+	if err := runlog.ReadResults(runDir, func(*vegeta.Result, runlog.Attribution) error { recorded++; return nil }); err != nil {
+		t.Fatalf("read the run's results: %v", err)
+	}
+	if recorded != rep.Metrics.Requests {
+		t.Errorf("results.bin holds %d results, report.json counts %d requests", recorded, rep.Metrics.Requests)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	again := runBinary(t, ctx, "report", runDir, "--format", "html,json,junit,md,plot", "--out", t.TempDir())
+	if again.code != 130 || strings.Count(again.stdout, "wrote ") != 5 {
+		t.Errorf("report of the interrupted run: exit %d, want 130 and 5 files\n%s\n%s", again.code, again.stdout, again.stderr)
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/mesh-verify/mesh-verify/reports"
+	"github.com/mesh-verify/mesh-verify/runlog"
 	"github.com/mesh-verify/mesh-verify/runner"
 	"github.com/mesh-verify/mesh-verify/scenarios"
 )
@@ -108,6 +109,10 @@ type runFlags struct {
 	argv []string
 }
 
+// formatPlot is vegeta's plot of the run directory's results.bin, one
+// series per cluster (runlog.Plot).
+const formatPlot = "plot"
+
 // Stdout formats of run and report.
 const (
 	outputTable = "table"
@@ -175,7 +180,15 @@ func runScenario(cmd *cobra.Command, file string, f runFlags) error {
 	if _, err := reports.WriteFile(dir, "scenario.yaml", func(w io.Writer) error { _, err := w.Write(source); return err }); err != nil {
 		return &codedError{code: exitSetup, err: err}
 	}
-	o := runner.Options{Kubeconfig: f.kubeconfig, RunID: runID, Tool: toolInfo(), Command: append([]string{"mesh-verify"}, f.argv...)}
+	// Every result streams to results.bin (vegeta's encoding) and
+	// attribution.jsonl as it is measured (docs/architecture.md).
+	rec, err := runlog.Create(dir, runlog.Redact(runner.RedactURL, runner.RedactMessage))
+	if err != nil {
+		return &codedError{code: exitSetup, err: err}
+	}
+	defer rec.Close() // Run closes it; this covers a run that ends before the attack
+	o := runner.Options{Kubeconfig: f.kubeconfig, RunID: runID, Tool: toolInfo(), Command: append([]string{"mesh-verify"}, f.argv...),
+		Record: rec}
 	if !f.quiet {
 		o.Progress = cmd.ErrOrStderr()
 		switch f.progress {
@@ -287,17 +300,19 @@ func newReportCmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "report RUN_DIR|report.json",
-		Short: "Render a saved run again (table, json, html, junit, md)",
+		Short: "Render a saved run again (table, json, html, junit, md, plot)",
 		Long: `report renders a saved run from its report.json, also for an interrupted run.
 One --format is printed on stdout; several (--format html,json,junit,md) are
 written as files into --out (default: the run directory) and their paths
-printed. The exit code is the run's.`,
+printed. plot draws the latency of every request over time, one series per
+cluster, from results.bin with vegeta's plot (vegeta plot results.bin reads the
+same file). The exit code is the run's.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return reportRun(cmd, args[0], format, out)
 		},
 	}
-	cmd.Flags().StringVarP(&format, "format", "f", "table", "table, json, html, junit or md (markdown); several, comma-separated, are written as files")
+	cmd.Flags().StringVarP(&format, "format", "f", "table", "table, json, html, junit, md (markdown) or plot; several, comma-separated, are written as files")
 	cmd.Flags().StringVar(&out, "out", "", "directory for the files of several formats (default: the run directory)")
 	return cmd
 }
@@ -324,8 +339,8 @@ func reportRun(cmd *cobra.Command, arg, format, out string) error {
 		if n == "" || slices.Contains(names, n) {
 			continue
 		}
-		if n != outputTable && !slices.ContainsFunc(formats, func(f runFile) bool { return f.name == n }) {
-			return invalidInput("--format %q: want table, json, html, junit or md", n)
+		if n != outputTable && n != formatPlot && !slices.ContainsFunc(formats, func(f runFile) bool { return f.name == n }) {
+			return invalidInput("--format %q: want table, json, html, junit, md or plot", n)
 		}
 		names = append(names, n)
 	}
@@ -334,9 +349,12 @@ func reportRun(cmd *cobra.Command, arg, format, out string) error {
 	}
 	if len(names) == 1 && out == "" {
 		var err error
-		if names[0] == outputTable {
+		switch names[0] {
+		case formatPlot:
+			err = runlog.Plot(cmd.OutOrStdout(), dir, "mesh-verify "+rep.RunID)
+		case outputTable:
 			err = reports.Terminal(cmd.OutOrStdout(), rep)
-		} else {
+		default:
 			for _, f := range formats {
 				if f.name == names[0] {
 					err = f.render(cmd.OutOrStdout(), rep, scenario)
@@ -354,6 +372,14 @@ func reportRun(cmd *cobra.Command, arg, format, out string) error {
 	for _, n := range names {
 		if n == outputTable {
 			return invalidInput("--format table prints on stdout: it cannot be written with other formats")
+		}
+		if n == formatPlot {
+			p, err := reports.WriteFile(out, runlog.PlotFile, func(w io.Writer) error { return runlog.Plot(w, dir, "mesh-verify "+rep.RunID) })
+			if err != nil {
+				return &codedError{code: exitSetup, err: err}
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s\n", p)
+			continue
 		}
 		for _, f := range formats {
 			if f.name != n {
