@@ -299,6 +299,7 @@ printed. The exit code is the run's.`,
 	}
 	cmd.Flags().StringVarP(&format, "format", "f", "table", "table, json, html, junit or md (markdown); several, comma-separated, are written as files")
 	cmd.Flags().StringVar(&out, "out", "", "directory for the files of several formats (default: the run directory)")
+	cmd.AddCommand(newReportDiffCmd())
 	return cmd
 }
 
