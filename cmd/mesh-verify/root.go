@@ -314,6 +314,7 @@ same file). The exit code is the run's.`,
 	}
 	cmd.Flags().StringVarP(&format, "format", "f", "table", "table, json, html, junit, md (markdown) or plot; several, comma-separated, are written as files")
 	cmd.Flags().StringVar(&out, "out", "", "directory for the files of several formats (default: the run directory)")
+	cmd.AddCommand(newReportDiffCmd())
 	return cmd
 }
 

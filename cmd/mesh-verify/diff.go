@@ -1,0 +1,78 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/mesh-verify/mesh-verify/reports"
+)
+
+// newReportDiffCmd is `mesh-verify report diff RUN_A RUN_B`: compare two
+// saved runs, before and after a rollout (docs/statistics.md §9).
+func newReportDiffCmd() *cobra.Command {
+	var format string
+	var confidence float64
+	cmd := &cobra.Command{
+		Use:   "diff RUN_A RUN_B",
+		Short: "Compare two saved runs: which shares changed significantly",
+		Long: `Compare two saved runs, A (before) and B (after), each a run directory or a
+report.json. For every dimension (cluster, pod, version) and source (body, logs,
+metrics) both runs attributed, every bucket's requests and share in both runs, the
+change with its confidence interval, and whether it is significant: a
+two-proportion z test whose variance counts keep-alive connections, not requests,
+where requests shared them (the per-connection counts the reports carry; a report
+without them is taken as independent requests, which the output says), with
+Holm's correction over the buckets of each dimension. Also each expectation's
+verdict in both runs, matched by name.
+
+Exit codes, like diff(1): 0 no significant change, 1 a significant change,
+2 nothing could be compared (no dimension attributed in both runs, or no bucket
+testable, as when all of a run's requests came over one connection), 4 invalid
+input (an unreadable report, another report schema, a bad flag).`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			render := map[string]func(io.Writer, reports.DiffReport) error{
+				"table": reports.DiffTerminal, "json": reports.DiffJSON, "html": reports.DiffHTML,
+			}[format]
+			if render == nil {
+				return &codedError{code: exitInvalidInput, err: fmt.Errorf("--format %q: want table, json or html", format)}
+			}
+			if !(confidence > 0 && confidence < 1) {
+				return &codedError{code: exitInvalidInput, err: fmt.Errorf("--confidence %g: want a level between 0 and 1, like 0.95", confidence)}
+			}
+			var runs [2]*reports.Report
+			for i, arg := range args {
+				path := arg
+				if st, err := os.Stat(path); err == nil && st.IsDir() {
+					path = filepath.Join(path, "report.json")
+				}
+				rep, err := reports.ReadJSON(path)
+				if err != nil {
+					return &codedError{code: exitInvalidInput, err: err}
+				}
+				runs[i] = rep
+			}
+			d, err := reports.Diff(runs[0], runs[1], confidence)
+			if err != nil {
+				return &codedError{code: exitInvalidInput, err: err}
+			}
+			if err := render(cmd.OutOrStdout(), d); err != nil {
+				return &codedError{code: exitSetup, err: err}
+			}
+			switch {
+			case d.Significant:
+				return &codedError{code: exitFail}
+			case !d.Tested:
+				return &codedError{code: exitInconclusive}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&format, "format", "f", "table", "table, json or html")
+	cmd.Flags().Float64Var(&confidence, "confidence", 0.95, "confidence level of the intervals and of each dimension's tests")
+	return cmd
+}
