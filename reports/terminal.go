@@ -32,16 +32,16 @@ func Markdown(w io.Writer, r *Report) error {
 
 func render(w io.Writer, r *Report, table func(io.Writer) *tablewriter.Table, heading string) error {
 	p := &printer{w: w, markdown: heading != ""}
-	p.f("%smesh-verify: %s — %s\n", heading, r.Scenario.Name, r.Verdict)
+	p.f("%smesh-verify: %s — %s\n", heading, p.esc(r.Scenario.Name), r.Verdict)
 	if r.Scenario.Description != "" {
-		p.f("%s\n", r.Scenario.Description)
+		p.f("%s\n", p.esc(r.Scenario.Description))
 	}
-	p.f("\nrun %s · target %s\n\n", r.RunID, r.Target)
+	p.f("\nrun %s · target %s\n\n", p.esc(r.RunID), p.esc(r.Target))
 	for _, wmsg := range r.Warnings {
-		p.f("WARNING: %s\n", wmsg)
+		p.f("WARNING: %s\n", p.esc(wmsg))
 	}
 	if r.SetupError != "" {
-		p.f("SETUP ERROR: %s\n\n", r.SetupError)
+		p.f("SETUP ERROR: %s\n\n", p.esc(r.SetupError))
 	}
 	for _, c := range r.ConfigErrors {
 		p.f("CONFIGURATION ERROR: %s: %s\n", p.esc(c.Subject), p.esc(c.Message))
@@ -79,7 +79,7 @@ func render(w io.Writer, r *Report, table func(io.Writer) *tablewriter.Table, he
 	if len(r.Metrics.Errors) > 0 {
 		p.f("\nerrors:\n")
 		for _, e := range r.Metrics.Errors {
-			p.f("  %6d × %s\n", e.Count, e.Message)
+			p.f("  %6d × %s\n", e.Count, p.esc(e.Message))
 		}
 	}
 
@@ -131,9 +131,9 @@ func render(w io.Writer, r *Report, table func(io.Writer) *tablewriter.Table, he
 
 	for _, e := range r.Expectation {
 		if e.Source != "" && e.Source != "body" {
-			p.f("\n%s%s (from %s): %s\n", sub(heading), e.Name, e.Source, e.Verdict)
+			p.f("\n%s%s (from %s): %s\n", sub(heading), p.esc(e.Name), e.Source, e.Verdict)
 		} else {
-			p.f("\n%s%s: %s\n", sub(heading), e.Name, e.Verdict)
+			p.f("\n%s%s: %s\n", sub(heading), p.esc(e.Name), e.Verdict)
 		}
 		p.f("%s\n", p.esc(e.Reason))
 		if e.Model != nil && len(e.Model.Explanation) > 0 {
