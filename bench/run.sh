@@ -142,3 +142,9 @@ export MESH_VERIFY_LAB_BIN
 go test ./kube/ -run '^$' -bench 'LabTunnelVsKubectl' -benchtime 3s -count 1 2>&1 | grep -E 'Benchmark|ratio|req/s' || true
 echo "== sustained 500 req/s for 30 s through the tunnel"
 MESH_VERIFY_LONG=1 go test ./kube/ -run 'TestLabTunnelSustained500rps' -count 1 -v 2>&1 | grep -E 'requests|rate|fail|PASS|FAIL|ok' | head -20 || true
+
+echo "== reports: rendering every format of a 1,000,000-request run (goal < 2 s, report.html < 3 MB)"
+go test ./reports/ -run 'TestHTMLOfTheLargestRunStaysSmall' -bench 'RenderAll1M' -benchtime 5x -count 1 -v 2>&1 | grep -E 'Benchmark|report.html:' || true
+echo "== streaming every result to results.bin and attribution.jsonl: throughput with / without (goal >= 0.95)"
+go test ./runlog/ -run '^$' -bench 'Throughput' -benchtime 6x -count 1 2>&1 | grep -E 'Benchmark' || true
+go test ./runlog/ -run '^$' -bench 'Record' -count 1 2>&1 | grep -E 'Benchmark' || true
