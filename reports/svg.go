@@ -254,8 +254,8 @@ func newLineChart(id, title, ylabel string, width time.Duration, n int, data []s
 		c.YTicks = append(c.YTicks, ytick{Y: y(v), Label: format(v)})
 	}
 	for _, i := range niceTicks(0, float64(n-1), 6) {
-		if i < 0 || int(i) >= n {
-			continue
+		if i < 0 || int(i) >= n || i != math.Trunc(i) {
+			continue // slices are whole: no tick between two
 		}
 		c.XTicks = append(c.XTicks, tick{X: x(int(i)), Label: shortDuration(time.Duration(i) * width)})
 	}
