@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/mesh-verify/mesh-verify/lab/daemon"
+	"github.com/mesh-verify/mesh-verify/lab/internal/detach"
 	"github.com/mesh-verify/mesh-verify/lab/kwok"
 	"github.com/mesh-verify/mesh-verify/lab/nginx"
 	"github.com/mesh-verify/mesh-verify/lab/topologies"
@@ -574,7 +575,17 @@ func Down(ctx context.Context, o Options) (*Report, error) {
 }
 
 // Serve runs the daemon of the lab in dir until ctx ends (`lab serve`).
+// It first closes the descriptors beyond stdio it was started with (none
+// when `lab up` started it): a lock or a pipe of whoever started it would
+// otherwise stay held for the lab's lifetime.
 func Serve(ctx context.Context, dir string) error {
+	closed, err := detach.CloseInherited()
+	if err != nil {
+		return fmt.Errorf("lab serve: %w", err)
+	}
+	if len(closed) > 0 {
+		fmt.Fprintf(os.Stderr, "lab serve: closed descriptors %v, inherited from the process that started it\n", closed)
+	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return fmt.Errorf("lab serve: absolute path of lab directory %s: %w", dir, err)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mesh-verify/mesh-verify/lab/daemon"
+	"github.com/mesh-verify/mesh-verify/lab/internal/detach"
 	"github.com/mesh-verify/mesh-verify/lab/kwok"
 )
 
@@ -30,9 +31,11 @@ func SelfDaemon(dir string) (*exec.Cmd, error) {
 	return exec.Command(exe, "lab", "serve", "--dir", dir), nil
 }
 
-// startDaemon starts the daemon detached (its own session, so a Ctrl-C
-// in the terminal of `lab up` does not reach it), with its own log file,
-// and records its pid. exited is closed if the daemon ends while this
+// startDaemon starts the daemon detached (detach.Background: its own
+// session, so a Ctrl-C in the terminal of `lab up` does not reach it;
+// stdin from /dev/null, stdout and stderr to its log file; none of the
+// descriptors `lab up` was started with, so `flock LOCK mesh-verify lab up`
+// frees LOCK and `lab up | cat` ends when up returns), and records its pid. exited is closed if the daemon ends while this
 // process runs: exact, unlike reading /proc, where a process in the middle
 // of exec has no command line yet.
 func startDaemon(dir string, mk DaemonCommand) (proc *os.Process, exited <-chan struct{}, err error) {
@@ -50,9 +53,9 @@ func startDaemon(dir string, mk DaemonCommand) (proc *os.Process, exited <-chan 
 	if err := os.Remove(filepath.Join(dir, daemon.StatusFile)); err != nil && !os.IsNotExist(err) {
 		return nil, nil, fmt.Errorf("remove the previous lab daemon's status: %w", err)
 	}
-	cmd.Stdin = nil
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := detach.Background(cmd, logf); err != nil {
+		return nil, nil, fmt.Errorf("start lab daemon: %w", err)
+	}
 	if err := cmd.Start(); err != nil {
 		return nil, nil, fmt.Errorf("start lab daemon %s: %w", cmd.Path, err)
 	}

@@ -28,13 +28,22 @@ func BuiltinNames() []string {
 	return names
 }
 
+// BuiltinSource is a built-in scenario's YAML as shipped, comments and
+// all (`mesh-verify scenarios show NAME`).
+func BuiltinSource(name string) ([]byte, error) {
+	data, err := catalog.ReadFile(path.Join("catalog", name+".yaml"))
+	if err != nil || strings.ContainsAny(name, "/\\") {
+		return nil, fmt.Errorf("no built-in scenario %q (built-in: %s)", name, strings.Join(BuiltinNames(), ", "))
+	}
+	return data, nil
+}
+
 // Builtin loads a built-in scenario by name, freshly parsed each time so
 // callers may change the result. Its File is "" (it has no path on disk).
 func Builtin(name string) (*Scenario, error) {
-	p := path.Join("catalog", name+".yaml")
-	data, err := catalog.ReadFile(p)
-	if err != nil || strings.ContainsAny(name, "/\\") {
-		return nil, fmt.Errorf("no built-in scenario %q (built-in: %s)", name, strings.Join(BuiltinNames(), ", "))
+	data, err := BuiltinSource(name)
+	if err != nil {
+		return nil, err
 	}
 	s, err := Parse("builtin:"+name, data)
 	if err != nil {

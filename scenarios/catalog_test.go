@@ -1,6 +1,8 @@
 package scenarios
 
 import (
+	"bytes"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -23,6 +25,10 @@ func TestBuiltins(t *testing.T) {
 		if err := s.Validate(); err != nil {
 			t.Errorf("built-in %s: Validate: %v", name, err)
 		}
+		src, err := BuiltinSource(name)
+		if want, _ := os.ReadFile("catalog/" + name + ".yaml"); err != nil || !bytes.Equal(src, want) {
+			t.Errorf("BuiltinSource(%s) = %d bytes, %v; want catalog/%s.yaml as shipped (%d bytes)", name, len(src), err, name, len(want))
+		}
 	}
 	s, _ := Builtin("url-split")
 	if s.Target.URL != "http://127.0.0.1:8080/" || s.Attribution.Preset != "tutorial" ||
@@ -37,6 +43,9 @@ func TestBuiltins(t *testing.T) {
 	for _, bad := range []string{"nope", "../catalog/url-split", ""} {
 		if _, err := Builtin(bad); err == nil || !strings.Contains(err.Error(), "url-split") {
 			t.Errorf("Builtin(%q) = %v, want an error listing the built-ins", bad, err)
+		}
+		if _, err := BuiltinSource(bad); err == nil || !strings.Contains(err.Error(), "url-split") {
+			t.Errorf("BuiltinSource(%q) = %v, want an error listing the built-ins", bad, err)
 		}
 	}
 }

@@ -177,7 +177,7 @@ func pctText(v float64) string { return strconv.FormatFloat(v*100, 'g', 6, 64) +
 // compares the needs with what its attack sends and the connections it
 // holds.
 func planScenario(w io.Writer, file string) error {
-	sc, err := scenarios.Load(file)
+	sc, _, err := loadScenario(file)
 	if err != nil {
 		return &codedError{code: exitInvalidInput, err: err}
 	}

@@ -20,7 +20,6 @@ import (
 	"github.com/mesh-verify/mesh-verify/reports"
 	"github.com/mesh-verify/mesh-verify/runlog"
 	"github.com/mesh-verify/mesh-verify/runner"
-	"github.com/mesh-verify/mesh-verify/scenarios"
 )
 
 // version is stamped by the Makefile with -ldflags.
@@ -58,7 +57,7 @@ expected one with sound statistics. Exit codes: 0 pass, 1 an expectation failed,
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newRunCmd(args), newValidateCmd(), newReportCmd(), newPlanCmd(), newCheckCmd(), newPortForwardCmd(), newLabCmd(), newSchemaCmd())
+	root.AddCommand(newRunCmd(args), newValidateCmd(), newReportCmd(), newPlanCmd(), newCheckCmd(), newPortForwardCmd(), newLabCmd(), newSchemaCmd(), newScenariosCmd(), newVersionCmd())
 
 	err := root.Execute()
 	if err == nil {
@@ -83,7 +82,7 @@ func newValidateCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			bad := 0
 			for _, f := range args {
-				if _, err := scenarios.Load(f); err != nil {
+				if _, _, err := loadScenario(f); err != nil {
 					fmt.Fprintln(cmd.ErrOrStderr(), err)
 					bad++
 					continue
@@ -163,11 +162,10 @@ func validOutput(o string) error {
 }
 
 func runScenario(cmd *cobra.Command, file string, f runFlags) error {
-	sc, err := scenarios.Load(file)
+	sc, source, err := loadScenario(file)
 	if err != nil {
 		return &codedError{code: exitInvalidInput, err: err}
 	}
-	source, _ := os.ReadFile(file) // loaded above: it is readable
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if ctx == nil {

@@ -20,6 +20,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/mesh-verify/mesh-verify/lab/internal/detach"
 )
 
 // stages are the lab's kwok stages: kwok's defaults, except that a lab
@@ -265,6 +267,13 @@ func (l *Lab) create(ctx context.Context, name, wait string) error {
 	cmd.Env = l.Env()
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
+	// kwokctl starts the cluster's components in the background (each in
+	// its own session, stdin /dev/null, stdout and stderr to its log in
+	// the cluster's logs/), handing on every descriptor it inherited: it
+	// must inherit none of this process's.
+	if err := detach.CloseOnExec(); err != nil {
+		return fmt.Errorf("kwokctl create cluster %s: %w", name, err)
+	}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("kwokctl create cluster %s: %w", name, err)
 	}

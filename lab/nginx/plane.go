@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mesh-verify/mesh-verify/lab/internal/detach"
 	"github.com/mesh-verify/mesh-verify/lab/kwok"
 	"github.com/mesh-verify/mesh-verify/lab/meshsim"
 )
@@ -44,7 +45,6 @@ type Plane struct {
 	addr     string
 	cmd      *exec.Cmd
 	exited   chan struct{}
-	stderr   *lockedWriter
 
 	mu  sync.Mutex
 	gen int
@@ -84,16 +84,24 @@ func start(ctx context.Context, bin, dir string, p meshsim.Policy) (*Plane, erro
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	pl := &Plane{bin: bin, dir: dir, policy: p, addr: addr, exited: make(chan struct{}), stderr: &lockedWriter{b: &bytes.Buffer{}}}
+	pl := &Plane{bin: bin, dir: dir, policy: p, addr: addr, exited: make(chan struct{})}
 	if err := pl.write(nil); err != nil {
 		return nil, err
 	}
+	logf, err := os.OpenFile(pl.stderrPath(), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("nginx data plane: %w", err)
+	}
+	defer logf.Close()
 	cmd := exec.Command(bin, "-p", dir, "-c", pl.confPath())
 	cmd.Dir = dir
-	cmd.Stdout, cmd.Stderr = io.Discard, pl.stderr
-	// Its own group, so a master that does not stop its workers can be
-	// made to, by the group's id (= the master's pid).
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// In the background: stdin /dev/null, stdout and stderr to its file,
+	// none of the daemon's descriptors, and a session of its own, so a
+	// master that does not stop its workers can be made to, by its process
+	// group's id (= the master's pid).
+	if err := detach.Background(cmd, logf); err != nil {
+		return nil, fmt.Errorf("nginx data plane: %w", err)
+	}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("nginx data plane: start %s: %w", bin, err)
 	}
@@ -213,13 +221,18 @@ func (pl *Plane) waitGeneration(ctx context.Context, gen int, limit time.Duratio
 	}
 }
 
+// stderrPath is where nginx's stdout and stderr go (what it prints before
+// its error log is open: a configuration it refuses, a port in use).
+func (pl *Plane) stderrPath() string { return filepath.Join(pl.dir, "stderr.log") }
+
 // tail is the end of nginx's stderr and error log, for error messages.
 func (pl *Plane) tail() string {
 	var parts []string
-	if s := strings.TrimSpace(pl.stderrString()); s != "" {
-		parts = append(parts, s)
-	}
-	if b, err := os.ReadFile(filepath.Join(pl.dir, "error.log")); err == nil {
+	for _, p := range []string{pl.stderrPath(), filepath.Join(pl.dir, "error.log")} {
+		b, err := os.ReadFile(p)
+		if err != nil || len(bytes.TrimSpace(b)) == 0 {
+			continue
+		}
 		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
 		if len(lines) > 5 {
 			lines = lines[len(lines)-5:]
@@ -230,13 +243,6 @@ func (pl *Plane) tail() string {
 		return "(nginx printed nothing)"
 	}
 	return strings.Join(parts, "\n")
-}
-
-func (pl *Plane) stderrString() string {
-	w := pl.stderr
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.String()
 }
 
 // Stop ends nginx: SIGTERM to the master (fast shutdown; it stops its
@@ -258,20 +264,4 @@ func (pl *Plane) Stop(timeout time.Duration) {
 	// so is the group id): end it and its workers.
 	_ = syscall.Kill(-pid, syscall.SIGKILL)
 	<-pl.exited
-}
-
-// lockedWriter is a bytes.Buffer safe for nginx's stderr copier and the
-// readers of error messages.
-type lockedWriter struct {
-	mu sync.Mutex
-	b  *bytes.Buffer
-}
-
-func (w *lockedWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.b.Len() > 64<<10 {
-		return len(p), nil // enough to explain a failure
-	}
-	return w.b.Write(p)
 }
