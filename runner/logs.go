@@ -161,6 +161,18 @@ func (kp *kubePath) newLogSource(runID string, start time.Time) (*logSource, err
 
 // logBackground is how long before the window a workload's background is
 // measured (0: not at all).
+// logSkew is how far before the attack the logs' window opens: the
+// largest skew of the workloads whose logs are read, 0 when none is.
+func logSkew(sc *scenarios.Scenario) time.Duration {
+	var skew time.Duration
+	for _, w := range sc.Observe {
+		if w.Logs != nil {
+			skew = max(skew, w.Logs.Skew.Duration)
+		}
+	}
+	return skew
+}
+
 func logBackground(w *scenarios.Workload) time.Duration {
 	if w.Logs == nil || w.Logs.Background == nil {
 		return 0

@@ -80,6 +80,7 @@ type Recorder interface {
 // measured, even when ctx was cancelled midway; err is a *SetupError when
 // the target could not be measured at all.
 func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (*reports.Report, error) {
+	entered := time.Now()
 	runID := o.RunID
 	if runID == "" {
 		runID = NewRunID(time.Now())
@@ -116,6 +117,20 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (*reports.Repor
 		return nil, err
 	}
 
+	// The logs' window opens skew before the attack, and a young pod's
+	// background is told from a previous run's burst by the quiet seconds
+	// just before the window (podlogs/window.go). A run started right
+	// after another (a CI gate, a test) must not open its window inside
+	// the other's last lines: the attack starts at least skew plus two
+	// seconds after this run began, when the other's lines were over.
+	if skew := logSkew(sc); skew > 0 {
+		if wait := time.Until(entered.Add(skew + 2*time.Second)); wait > 0 {
+			select {
+			case <-time.After(wait):
+			case <-ctx.Done():
+			}
+		}
+	}
 	start := time.Now()
 	grace := ao.Timeout + 5*time.Second
 	tl := tally.New(start, grace)
