@@ -3,7 +3,6 @@ package runlog
 import (
 	"bufio"
 	"bytes"
-	"encoding/gob"
 	"errors"
 	"fmt"
 	"io"
@@ -39,7 +38,7 @@ func ReadResults(dir string, fn func(r *vegeta.Result, a Attribution) error) err
 		return fmt.Errorf("runlog: %w", err)
 	}
 	defer af.Close()
-	dec := gob.NewDecoder(bufio.NewReaderSize(rf, 256<<10))
+	dec := vegeta.NewDecoder(bufio.NewReaderSize(rf, 256<<10))
 	lines := newLineReader(af)
 	var r vegeta.Result
 	for n := 1; ; n++ {

@@ -120,7 +120,7 @@ type Recorder struct {
 	// Writer side.
 	files           [2]io.WriteCloser
 	resW, attrW     *bufio.Writer
-	enc             *resultEncoder
+	enc             vegeta.Encoder
 	line            []byte
 	lastURL, urlOut string
 	lastErr, errOut string
@@ -175,7 +175,7 @@ func newRecorder(results, attribution io.WriteCloser, opts ...Option) *Recorder 
 	for _, o := range opts {
 		o(&r.cfg)
 	}
-	r.enc = newResultEncoder(r.resW)
+	r.enc = vegeta.NewEncoder(r.resW)
 	r.cur = r.newBatch()
 	go r.write()
 	return r
@@ -350,7 +350,7 @@ func (r *Recorder) writeOne(x *rec) error {
 		}
 		res.Error = r.errOut
 	}
-	if err := r.enc.encode(r.resW, res); err != nil {
+	if err := r.enc.Encode(res); err != nil {
 		return fmt.Errorf("%s: %w", ResultsFile, err)
 	}
 	a := Attribution{Seq: res.Seq, RequestID: x.rid, ConnID: x.conn, Identity: x.id, Code: res.Code, OK: x.ok}
