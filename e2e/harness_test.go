@@ -22,8 +22,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/santhosh-tekuri/jsonschema/v6"
-
+	"github.com/mesh-verify/mesh-verify/internal/schematest"
 	"github.com/mesh-verify/mesh-verify/lab/nginx"
 	"github.com/mesh-verify/mesh-verify/reports"
 )
@@ -247,26 +246,13 @@ func readReport(t *testing.T, out string) (*reports.Report, string) {
 }
 
 // matchesReportSchema validates a report.json against the schema the
-// reports package embeds, as the binary does (docs/report-format.md).
+// reports package embeds (docs/report-format.md).
 func matchesReportSchema(report []byte) error {
-	schema, err := jsonschema.UnmarshalJSON(bytes.NewReader(reports.JSONSchema()))
+	s, err := schematest.Compile("report.schema.json", reports.JSONSchema())
 	if err != nil {
-		return fmt.Errorf("read report.schema.json: %w", err)
+		return err
 	}
-	c := jsonschema.NewCompiler()
-	c.AssertFormat()
-	if err := c.AddResource("report.schema.json", schema); err != nil {
-		return fmt.Errorf("add report.schema.json: %w", err)
-	}
-	s, err := c.Compile("report.schema.json")
-	if err != nil {
-		return fmt.Errorf("compile report.schema.json: %w", err)
-	}
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(report))
-	if err != nil {
-		return fmt.Errorf("read report: %w", err)
-	}
-	return s.Validate(doc)
+	return schematest.Validate(s, report)
 }
 
 func writeScenario(t *testing.T, body string) string {

@@ -359,28 +359,6 @@ func (w testWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// oneCluster is the smallest lab: one cluster, one echo pod.
-const oneCluster = `apiVersion: lab.mesh-verify.io/v1alpha1
-kind: Topology
-metadata: {name: one, seed: "one cluster, one echo pod"}
-clusters: [c1]
-apps:
-  - name: echo
-    kind: echo
-    service: echo
-    replicas: {c1: 1}
-services:
-  - name: echo
-    namespace: default
-    port: 8080
-entries:
-  - name: gateway
-    cluster: c1
-    service: gateway
-    to: echo
-    policy: {mode: per-cluster}
-`
-
 // cancelOn is an Out that cancels the up once a line contains marker.
 type cancelOn struct {
 	testWriter
@@ -402,7 +380,7 @@ func (w cancelOn) Write(p []byte) (int, error) {
 func TestUpFailureRemovesWhatItStarted(t *testing.T) {
 	tl := newTestLab(t)
 	topo := filepath.Join(t.TempDir(), "one.yaml")
-	if err := os.WriteFile(topo, []byte(oneCluster), 0o644); err != nil {
+	if err := os.WriteFile(topo, []byte(labtest.OneCluster), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	k := &kwok.Lab{Dir: tl.dir}

@@ -1,12 +1,9 @@
 package reports_test
 
 import (
-	"bytes"
 	"encoding"
 	"encoding/json"
 	"flag"
-	"fmt"
-	"os"
 	"path"
 	"path/filepath"
 	"reflect"
@@ -18,6 +15,7 @@ import (
 	invopop "github.com/invopop/jsonschema"
 
 	"github.com/mesh-verify/mesh-verify/assert"
+	"github.com/mesh-verify/mesh-verify/internal/schematest"
 	"github.com/mesh-verify/mesh-verify/reports"
 )
 
@@ -29,37 +27,7 @@ const schemaFile = "report.schema.json"
 // fails when the committed report.schema.json (what reports.JSONSchema
 // returns) differs; -update rewrites the file (`make schema`).
 func TestReportSchema(t *testing.T) {
-	got := generateReportSchema(t)
-	if *update {
-		if err := os.WriteFile(schemaFile, got, 0o644); err != nil {
-			t.Fatalf("update %s: %v", schemaFile, err)
-		}
-		return
-	}
-	if diff := firstDifference(reports.JSONSchema(), got); diff != "" {
-		t.Fatalf("reports/%s is not what the report's Go types generate (%s): run `make schema` and commit the file", schemaFile, diff)
-	}
-}
-
-// firstDifference describes the first line where the committed and the
-// generated file differ, or returns "" when they are equal.
-func firstDifference(committed, generated []byte) string {
-	if bytes.Equal(committed, generated) {
-		return ""
-	}
-	c, g := strings.Split(string(committed), "\n"), strings.Split(string(generated), "\n")
-	line := func(lines []string, i int) string {
-		if i < len(lines) {
-			return fmt.Sprintf("%q", strings.TrimSpace(lines[i]))
-		}
-		return "end of file"
-	}
-	for i := range max(len(c), len(g)) {
-		if i >= len(c) || i >= len(g) || c[i] != g[i] {
-			return fmt.Sprintf("line %d: committed %s, generated %s", i+1, line(c, i), line(g, i))
-		}
-	}
-	return "they differ"
+	schematest.Golden(t, schemaFile, reports.JSONSchema(), generateReportSchema(t), *update, "the report's Go types")
 }
 
 // jsonTypes are the types whose JSON is not what their Go kind suggests, as
@@ -257,18 +225,8 @@ func addComments(t *testing.T, r *invopop.Reflector, root reflect.Type, structs 
 		}
 	}
 	for k, c := range r.CommentMap {
-		r.CommentMap[k] = unwrap(c)
+		r.CommentMap[k] = schematest.Unwrap(c)
 	}
-}
-
-// unwrap joins the lines of each paragraph of a doc comment: a description
-// is shown re-flowed, not as the source wraps it.
-func unwrap(comment string) string {
-	paras := strings.Split(comment, "\n\n")
-	for i, p := range paras {
-		paras[i] = strings.Join(strings.Fields(p), " ")
-	}
-	return strings.Join(paras, "\n\n")
 }
 
 // matchEncodingJSON corrects def, the schema invopop made of struct type

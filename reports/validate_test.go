@@ -11,40 +11,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/santhosh-tekuri/jsonschema/v6"
-
+	"github.com/mesh-verify/mesh-verify/internal/schematest"
 	"github.com/mesh-verify/mesh-verify/reports"
 	"github.com/mesh-verify/mesh-verify/runner"
 	"github.com/mesh-verify/mesh-verify/scenarios"
 )
-
-// compileReportSchema compiles the embedded report.schema.json with a
-// validator that also checks formats (date-time).
-func compileReportSchema(t *testing.T) *jsonschema.Schema {
-	t.Helper()
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(reports.JSONSchema()))
-	if err != nil {
-		t.Fatalf("read report.schema.json: %v", err)
-	}
-	c := jsonschema.NewCompiler()
-	c.AssertFormat()
-	if err := c.AddResource("report.schema.json", doc); err != nil {
-		t.Fatalf("add report.schema.json: %v", err)
-	}
-	s, err := c.Compile("report.schema.json")
-	if err != nil {
-		t.Fatalf("compile report.schema.json: %v", err)
-	}
-	return s
-}
-
-func validate(s *jsonschema.Schema, doc []byte) error {
-	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(doc))
-	if err != nil {
-		return fmt.Errorf("read JSON: %w", err)
-	}
-	return s.Validate(v)
-}
 
 // realReport runs a scenario against a local server that answers from two
 // "clusters" at random, with expectations of every kind that needs no
@@ -90,9 +61,12 @@ expect:
 // A report of a real run matches report.schema.json; the same report
 // broken by hand does not.
 func TestRunReportAgainstSchema(t *testing.T) {
-	s := compileReportSchema(t)
+	s, err := schematest.Compile("report.schema.json", reports.JSONSchema())
+	if err != nil {
+		t.Fatal(err)
+	}
 	real := realReport(t)
-	if err := validate(s, real); err != nil {
+	if err := schematest.Validate(s, real); err != nil {
 		t.Fatalf("the report of a real run does not match report.schema.json: %v\n%s", err, real)
 	}
 	for _, c := range []struct {
@@ -129,7 +103,7 @@ func TestRunReportAgainstSchema(t *testing.T) {
 			if err != nil {
 				t.Fatalf("write the broken report: %v", err)
 			}
-			err = validate(s, broken)
+			err = schematest.Validate(s, broken)
 			if err == nil {
 				t.Fatalf("report.schema.json accepts a report with %s", c.name)
 			}

@@ -1,17 +1,15 @@
 package scenarios
 
 import (
-	"bytes"
 	"encoding/json"
 	"flag"
-	"fmt"
-	"os"
 	"reflect"
-	"strings"
 	"testing"
 
 	invopop "github.com/invopop/jsonschema"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/mesh-verify/mesh-verify/internal/schematest"
 )
 
 var update = flag.Bool("update", false, "rewrite scenario.schema.json from the Go types instead of comparing it with them")
@@ -22,37 +20,7 @@ const schemaFile = "scenario.schema.json"
 // types and fails when the committed scenario.schema.json (what JSONSchema
 // returns) differs; -update rewrites the file (`make schema`).
 func TestScenarioSchema(t *testing.T) {
-	got := generateScenarioSchema(t)
-	if *update {
-		if err := os.WriteFile(schemaFile, got, 0o644); err != nil {
-			t.Fatalf("update %s: %v", schemaFile, err)
-		}
-		return
-	}
-	if diff := firstDifference(JSONSchema(), got); diff != "" {
-		t.Fatalf("scenarios/%s is not what the scenario's Go types generate (%s): run `make schema` and commit the file", schemaFile, diff)
-	}
-}
-
-// firstDifference describes the first line where the committed and the
-// generated file differ, or returns "" when they are equal.
-func firstDifference(committed, generated []byte) string {
-	if bytes.Equal(committed, generated) {
-		return ""
-	}
-	c, g := strings.Split(string(committed), "\n"), strings.Split(string(generated), "\n")
-	line := func(lines []string, i int) string {
-		if i < len(lines) {
-			return fmt.Sprintf("%q", strings.TrimSpace(lines[i]))
-		}
-		return "end of file"
-	}
-	for i := range max(len(c), len(g)) {
-		if i >= len(c) || i >= len(g) || c[i] != g[i] {
-			return fmt.Sprintf("line %d: committed %s, generated %s", i+1, line(c, i), line(g, i))
-		}
-	}
-	return "they differ"
+	schematest.Golden(t, schemaFile, JSONSchema(), generateScenarioSchema(t), *update, "the scenario's Go types")
 }
 
 // Patterns of the value types' text, as values.go parses it. They are
@@ -187,7 +155,7 @@ func generateScenarioSchema(t *testing.T) []byte {
 		t.Fatalf("doc comments of %s: %v", base, err)
 	}
 	for k, c := range r.CommentMap {
-		r.CommentMap[k] = unwrap(c)
+		r.CommentMap[k] = schematest.Unwrap(c)
 	}
 	s := r.Reflect(&Scenario{})
 	for _, typ := range unknown {
@@ -243,14 +211,4 @@ func generateScenarioSchema(t *testing.T) []byte {
 		t.Fatalf("marshal the scenario schema: %v", err)
 	}
 	return append(b, '\n')
-}
-
-// unwrap joins the lines of each paragraph of a doc comment: a description
-// is shown re-flowed, not as the source wraps it.
-func unwrap(comment string) string {
-	paras := strings.Split(comment, "\n\n")
-	for i, p := range paras {
-		paras[i] = strings.Join(strings.Fields(p), " ")
-	}
-	return strings.Join(paras, "\n\n")
 }

@@ -14,6 +14,8 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/mesh-verify/mesh-verify/internal/schematest"
 )
 
 // TestScenarioSchemaFollowsTheDecoder walks the fields of Scenario as the
@@ -102,24 +104,6 @@ func TestScenarioSchemaFollowsTheDecoder(t *testing.T) {
 	walk(reflect.TypeFor[Scenario](), root, "")
 }
 
-// compileScenarioSchema compiles the embedded scenario.schema.json.
-func compileScenarioSchema(t *testing.T) *jsonschema.Schema {
-	t.Helper()
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(JSONSchema()))
-	if err != nil {
-		t.Fatalf("read scenario.schema.json: %v", err)
-	}
-	c := jsonschema.NewCompiler()
-	if err := c.AddResource(schemaFile, doc); err != nil {
-		t.Fatalf("add scenario.schema.json: %v", err)
-	}
-	s, err := c.Compile(schemaFile)
-	if err != nil {
-		t.Fatalf("compile scenario.schema.json: %v", err)
-	}
-	return s
-}
-
 // validateYAML validates a scenario file as an editor does: the YAML read
 // as JSON.
 func validateYAML(s *jsonschema.Schema, data []byte) error {
@@ -131,16 +115,15 @@ func validateYAML(s *jsonschema.Schema, data []byte) error {
 	if err != nil {
 		return fmt.Errorf("YAML as JSON: %w", err)
 	}
-	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
-	if err != nil {
-		return fmt.Errorf("YAML as JSON: %w", err)
-	}
-	return s.Validate(v)
+	return schematest.Validate(s, b)
 }
 
 // Every built-in scenario and every valid fixture matches the schema.
 func TestScenarioSchemaAcceptsValidFiles(t *testing.T) {
-	s := compileScenarioSchema(t)
+	s, err := schematest.Compile(schemaFile, JSONSchema())
+	if err != nil {
+		t.Fatal(err)
+	}
 	files := map[string][]byte{}
 	for _, name := range BuiltinNames() {
 		data, err := catalog.ReadFile("catalog/" + name + ".yaml")
@@ -170,7 +153,10 @@ func TestScenarioSchemaAcceptsValidFiles(t *testing.T) {
 // Mistakes the loader refuses for a field's name or type are refused by
 // the schema too, which names the field.
 func TestScenarioSchemaRejectsMistakes(t *testing.T) {
-	s := compileScenarioSchema(t)
+	s, err := schematest.Compile(schemaFile, JSONSchema())
+	if err != nil {
+		t.Fatal(err)
+	}
 	base, err := os.ReadFile("testdata/good/open-loop-rate.yaml")
 	if err != nil {
 		t.Fatal(err)

@@ -19,29 +19,6 @@ import (
 	"github.com/mesh-verify/mesh-verify/lab/nginx"
 )
 
-// detachTopology is the smallest lab: one cluster, one echo pod behind a
-// gateway entry.
-const detachTopology = `apiVersion: lab.mesh-verify.io/v1alpha1
-kind: Topology
-metadata: {name: one, seed: "one cluster, one echo pod"}
-clusters: [c1]
-apps:
-  - name: echo
-    kind: echo
-    service: echo
-    replicas: {c1: 1}
-services:
-  - name: echo
-    namespace: default
-    port: 8080
-entries:
-  - name: gateway
-    cluster: c1
-    service: gateway
-    to: echo
-    policy: {mode: per-cluster}
-`
-
 // `flock LOCK mesh-verify lab up` returns and LOCK is free while the lab
 // runs; `mesh-verify lab up | cat` ends when up returns: no process the
 // lab leaves running (its daemon, kwok's etcd, kube-apiserver, controllers
@@ -64,7 +41,7 @@ func TestLabUpDetachesFromItsCaller(t *testing.T) {
 	}
 	tmp := t.TempDir()
 	lockPath := filepath.Join(tmp, "lock")
-	topology := writeFile(t, tmp, "one.yaml", detachTopology)
+	topology := writeFile(t, tmp, "one.yaml", labtest.OneCluster)
 	env := append(os.Environ(), "MESH_VERIFY_LAB_BIN="+string(bin))
 	labDown := func() (string, error) {
 		cmd := exec.Command(binary, "lab", "down", "--dir", dir)

@@ -127,3 +127,26 @@ status:
   capacity: {cpu: "32", memory: 256Gi, pods: "110"}
 `
 }
+
+// OneCluster is the smallest lab topology: one cluster, one echo pod
+// behind a gateway entry, for tests of the lab's own lifecycle.
+const OneCluster = `apiVersion: lab.mesh-verify.io/v1alpha1
+kind: Topology
+metadata: {name: one, seed: "one cluster, one echo pod"}
+clusters: [c1]
+apps:
+  - name: echo
+    kind: echo
+    service: echo
+    replicas: {c1: 1}
+services:
+  - name: echo
+    namespace: default
+    port: 8080
+entries:
+  - name: gateway
+    cluster: c1
+    service: gateway
+    to: echo
+    policy: {mode: per-cluster}
+`
