@@ -52,7 +52,9 @@ type Tally struct {
 	failures             map[string]map[string]int64
 	failuresUnattributed map[string]int64
 	samples              []string // bodies no rule could attribute, to help fix the rules
-	// podCluster is the cluster each pod was attributed with: pod names
+	// podCluster is the cluster each pod was attributed with when it was
+	// first counted (answered or failed), noted once per pod, not per
+	// request: pod names
 	// repeat across clusters, reports show cluster/pod.
 	podCluster map[string]string
 	noSamples  bool
@@ -139,7 +141,8 @@ func (t *Tally) dimension(name string) *dim {
 	return d
 }
 
-func (d *dim) bucket(name string) int {
+// bucket returns the index of a bucket, and whether it is new.
+func (d *dim) bucket(name string) (int, bool) {
 	i, ok := d.index[name]
 	if !ok {
 		i = len(d.names)
@@ -149,7 +152,7 @@ func (d *dim) bucket(name string) int {
 		d.sumXX = append(d.sumXX, 0)
 		d.sumXM = append(d.sumXM, 0)
 	}
-	return i
+	return i, !ok
 }
 
 // DisableSamples stops keeping unattributed bodies, for runs whose
@@ -179,18 +182,17 @@ func (t *Tally) Add(r *attack.Result, id attribution.Identity) {
 	}
 	cs := t.conn(r.ConnID)
 	t.count(Outcome, outcome, cs)
-	if id.Pod != "" && id.Cluster != "" {
-		if _, ok := t.podCluster[id.Pod]; !ok {
-			t.podCluster[id.Pod] = id.Cluster
-		}
-	}
 	if !ok {
 		for _, f := range attribution.Fields() {
 			if v := id.Get(f); v != "" {
 				if t.failures[string(f)] == nil {
 					t.failures[string(f)] = map[string]int64{}
 				}
-				t.failures[string(f)][v]++
+				n, seen := t.failures[string(f)][v]
+				t.failures[string(f)][v] = n + 1
+				if !seen && f == attribution.Pod {
+					t.notePodCluster(v, id.Cluster)
+				}
 			} else {
 				t.failuresUnattributed[string(f)]++
 			}
@@ -199,7 +201,9 @@ func (t *Tally) Add(r *attack.Result, id attribution.Identity) {
 	if ok {
 		for _, f := range attribution.Fields() {
 			if v := id.Get(f); v != "" {
-				t.count(string(f), v, cs)
+				if t.count(string(f), v, cs) && f == attribution.Pod {
+					t.notePodCluster(v, id.Cluster)
+				}
 			} else {
 				t.unattributed[string(f)]++
 			}
@@ -247,16 +251,16 @@ func (t *Tally) conn(id uint64) *connState {
 // per-connection sums incrementally: when m_j and x_ij each grow by one,
 // sum m^2 grows by 2m+1, sum x_i^2 by 2x_i+1, and sum x_b*m by x_b for every
 // bucket b plus m+1 for bucket i.
-func (t *Tally) count(dn, b string, cs *connState) {
+func (t *Tally) count(dn, b string, cs *connState) (isNew bool) {
 	d := t.dims[dn]
-	i := d.bucket(b)
+	i, isNew := d.bucket(b)
 	d.n[i]++
 	if cs == nil {
 		d.units++
 		d.sumMM++
 		d.sumXX[i]++
 		d.sumXM[i]++
-		return
+		return isNew
 	}
 	x := cs.x[dn]
 	for len(x) <= i {
@@ -275,6 +279,14 @@ func (t *Tally) count(dn, b string, cs *connState) {
 	x[i]++
 	cs.x[dn] = x
 	cs.m[dn]++
+	return isNew
+}
+
+// notePodCluster keeps the cluster of a pod seen for the first time.
+func (t *Tally) notePodCluster(pod, cluster string) {
+	if _, ok := t.podCluster[pod]; !ok && cluster != "" {
+		t.podCluster[pod] = cluster
+	}
 }
 
 // ConnClosed marks a connection's state for removal after the grace period.

@@ -142,3 +142,23 @@ func TestClosedConnectionsAreForgotten(t *testing.T) {
 		t.Errorf("units %d after eviction, want 100", u)
 	}
 }
+
+// Each pod keeps the cluster it was first counted with, whether it first
+// answered or only failed; a pod never named with a cluster has none.
+func TestPodClusters(t *testing.T) {
+	start := time.Now()
+	tl := New(start, time.Minute)
+	add := func(code int, errMsg string, id attribution.Identity) {
+		tl.Add(&attack.Result{Result: &vegeta.Result{Code: uint16(code), Error: errMsg, Timestamp: start}}, id)
+	}
+	add(200, "", attribution.Identity{Cluster: "c1", Pod: "callme-a"})
+	add(200, "", attribution.Identity{Cluster: "c1", Pod: "callme-a"})
+	add(503, "503 Service Unavailable", attribution.Identity{Cluster: "c2", Pod: "callme-b"})
+	add(200, "", attribution.Identity{Cluster: "c2", Pod: "callme-b"})
+	add(200, "", attribution.Identity{Pod: "callme-c"})
+	got := tl.Snapshot().PodClusters
+	want := map[string]string{"callme-a": "c1", "callme-b": "c2"}
+	if len(got) != len(want) || got["callme-a"] != "c1" || got["callme-b"] != "c2" {
+		t.Fatalf("pod clusters %v, want %v", got, want)
+	}
+}
