@@ -103,6 +103,12 @@ func TestReportDiff(t *testing.T) {
 		{"html", []string{"report", "diff", even, skewed, "-f", "html"}, exitFail, []string{"<!DOCTYPE html>", "▲ significant"}, nil},
 		// The parent still renders one saved run.
 		{"report RUN_DIR", []string{"report", even}, rep0(t, even), []string{"mesh-verify: diff-test", "VERDICT:"}, nil},
+		{"report as HTML", []string{"report", even, "--format", "html"}, rep0(t, even), []string{"<!DOCTYPE html>", "diff-test"}, nil},
+		{"report as vegeta's plot", []string{"report", even, "--format", "plot"}, rep0(t, even), []string{"<html>", "c1"}, nil},
+		{"report into files", []string{"report", even, "--format", "html,json,junit,markdown,plot", "--out", filepath.Join(base, "again")}, rep0(t, even),
+			[]string{"again/report.html", "again/report.json", "again/junit.xml", "again/summary.md", "again/plot.html"}, nil},
+		{"report table with others", []string{"report", even, "--format", "table,json"}, exitInvalidInput, nil, []string{"--format table prints on stdout"}},
+		{"report unknown format", []string{"report", even, "--format", "pdf"}, exitInvalidInput, nil, []string{`--format "pdf"`}},
 		{"report with two runs", []string{"report", even, skewed}, exitInvalidInput, nil, []string{"accepts 1 arg"}},
 		{"diff with one run", []string{"report", "diff", even}, exitInvalidInput, nil, []string{"accepts 2 arg"}},
 		{"unreadable", []string{"report", "diff", even, filepath.Join(base, "missing")}, exitInvalidInput, nil, []string{"read report"}},

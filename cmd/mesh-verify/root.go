@@ -108,10 +108,6 @@ type runFlags struct {
 	argv []string
 }
 
-// formatPlot is vegeta's plot of the run directory's results.bin, one
-// series per cluster (runlog.Plot).
-const formatPlot = "plot"
-
 // Stdout formats of run and report.
 const (
 	outputTable = "table"
@@ -261,28 +257,51 @@ func appendStepSummary(rep *reports.Report) error {
 	return nil
 }
 
-// runFile is one file of a run directory; render gets the scenario as run.
+// savedRun is what a format may read besides the report: the run
+// directory (results.bin for the plot) and the scenario as run.
+type savedRun struct {
+	dir      string
+	scenario []byte
+}
+
+// runFile is one file of a run directory, by --format name; byRun files
+// are written by every run, the others on request (report --format).
 type runFile struct {
 	name, file string
-	render     func(io.Writer, *reports.Report, []byte) error
+	byRun      bool
+	render     func(io.Writer, *reports.Report, savedRun) error
 }
 
-// formats are the files a run directory holds, by --format name. A
-// read-only table of functions, not state.
+// formats is a read-only table of functions, not state.
 var formats = []runFile{
-	{"json", "report.json", func(w io.Writer, r *reports.Report, _ []byte) error { return reports.WriteJSON(w, r) }},
-	{"html", "report.html", func(w io.Writer, r *reports.Report, sc []byte) error {
-		return reports.HTMLWith(w, r, reports.HTMLOptions{Scenario: sc})
+	{"json", "report.json", true, func(w io.Writer, r *reports.Report, _ savedRun) error { return reports.WriteJSON(w, r) }},
+	{"html", "report.html", true, func(w io.Writer, r *reports.Report, s savedRun) error {
+		return reports.HTMLWith(w, r, reports.HTMLOptions{Scenario: s.scenario})
 	}},
-	{"junit", "junit.xml", func(w io.Writer, r *reports.Report, _ []byte) error { return reports.JUnit(w, r) }},
-	{"md", "summary.md", func(w io.Writer, r *reports.Report, _ []byte) error { return reports.Markdown(w, r) }},
+	{"junit", "junit.xml", true, func(w io.Writer, r *reports.Report, _ savedRun) error { return reports.JUnit(w, r) }},
+	{"md", "summary.md", true, func(w io.Writer, r *reports.Report, _ savedRun) error { return reports.Markdown(w, r) }},
+	// vegeta's plot of results.bin, one series per cluster (runlog.Plot).
+	{"plot", runlog.PlotFile, false, func(w io.Writer, r *reports.Report, s savedRun) error {
+		return runlog.Plot(w, s.dir, "mesh-verify "+r.RunID)
+	}},
 }
 
-// writeRun writes every report format into the run's directory.
+func formatNamed(name string) (runFile, bool) {
+	i := slices.IndexFunc(formats, func(f runFile) bool { return f.name == name })
+	if i < 0 {
+		return runFile{}, false
+	}
+	return formats[i], true
+}
+
+// writeRun writes the report formats every run has into its directory.
 func writeRun(dir string, rep *reports.Report, scenario []byte) ([]string, error) {
 	var paths []string
 	for _, out := range formats {
-		p, err := reports.WriteFile(dir, out.file, func(w io.Writer) error { return out.render(w, rep, scenario) })
+		if !out.byRun {
+			continue
+		}
+		p, err := reports.WriteFile(dir, out.file, func(w io.Writer) error { return out.render(w, rep, savedRun{dir, scenario}) })
 		if err != nil {
 			return paths, err
 		}
@@ -328,39 +347,41 @@ func reportRun(cmd *cobra.Command, arg, format, out string) error {
 		}
 		return &codedError{code: exitInvalidInput, err: err}
 	}
-	scenario, _ := os.ReadFile(filepath.Join(dir, "scenario.yaml")) // absent for older runs: the HTML then shows none
-	var names []string
+	// scenario.yaml is absent for older runs: the HTML then shows none.
+	scenario, _ := os.ReadFile(filepath.Join(dir, "scenario.yaml"))
+	src := savedRun{dir, scenario}
+	var files []runFile
+	table := false
 	for _, n := range strings.Split(format, ",") {
-		n = strings.TrimSpace(n)
-		if n == "markdown" {
+		switch n = strings.TrimSpace(n); n {
+		case "":
+			continue
+		case "markdown":
 			n = "md"
-		}
-		if n == "" || slices.Contains(names, n) {
+		case outputTable:
+			table = true
 			continue
 		}
-		if n != outputTable && n != formatPlot && !slices.ContainsFunc(formats, func(f runFile) bool { return f.name == n }) {
+		f, ok := formatNamed(n)
+		if !ok {
 			return invalidInput("--format %q: want table, json, html, junit, md or plot", n)
 		}
-		names = append(names, n)
-	}
-	if len(names) == 0 {
-		return invalidInput("--format %q: want table, json, html, junit or md", format)
-	}
-	if len(names) == 1 && out == "" {
-		var err error
-		switch names[0] {
-		case formatPlot:
-			err = runlog.Plot(cmd.OutOrStdout(), dir, "mesh-verify "+rep.RunID)
-		case outputTable:
-			err = reports.Terminal(cmd.OutOrStdout(), rep)
-		default:
-			for _, f := range formats {
-				if f.name == names[0] {
-					err = f.render(cmd.OutOrStdout(), rep, scenario)
-				}
-			}
+		if !slices.ContainsFunc(files, func(g runFile) bool { return g.name == n }) {
+			files = append(files, f)
 		}
-		if err != nil {
+	}
+	switch {
+	case table && (len(files) > 0 || out != ""):
+		return invalidInput("--format table prints on stdout: it cannot be written with other formats")
+	case table:
+		if err := reports.Terminal(cmd.OutOrStdout(), rep); err != nil {
+			return &codedError{code: exitSetup, err: err}
+		}
+		return &codedError{code: rep.ExitCode}
+	case len(files) == 0:
+		return invalidInput("--format %q: want table, json, html, junit, md or plot", format)
+	case len(files) == 1 && out == "":
+		if err := files[0].render(cmd.OutOrStdout(), rep, src); err != nil {
 			return &codedError{code: exitSetup, err: err}
 		}
 		return &codedError{code: rep.ExitCode}
@@ -368,28 +389,12 @@ func reportRun(cmd *cobra.Command, arg, format, out string) error {
 	if out == "" {
 		out = dir
 	}
-	for _, n := range names {
-		if n == outputTable {
-			return invalidInput("--format table prints on stdout: it cannot be written with other formats")
+	for _, f := range files {
+		p, err := reports.WriteFile(out, f.file, func(w io.Writer) error { return f.render(w, rep, src) })
+		if err != nil {
+			return &codedError{code: exitSetup, err: err}
 		}
-		if n == formatPlot {
-			p, err := reports.WriteFile(out, runlog.PlotFile, func(w io.Writer) error { return runlog.Plot(w, dir, "mesh-verify "+rep.RunID) })
-			if err != nil {
-				return &codedError{code: exitSetup, err: err}
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s\n", p)
-			continue
-		}
-		for _, f := range formats {
-			if f.name != n {
-				continue
-			}
-			p, err := reports.WriteFile(out, f.file, func(w io.Writer) error { return f.render(w, rep, scenario) })
-			if err != nil {
-				return &codedError{code: exitSetup, err: err}
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s\n", p)
-		}
+		fmt.Fprintf(cmd.OutOrStdout(), "wrote %s\n", p)
 	}
 	return &codedError{code: rep.ExitCode}
 }
