@@ -7,13 +7,13 @@ import (
 	"html/template"
 	"io"
 	"math"
-	"regexp"
 	"slices"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/mesh-verify/mesh-verify/assert"
+	"github.com/mesh-verify/mesh-verify/redact"
 )
 
 //go:embed report.html.tmpl
@@ -178,7 +178,7 @@ func newHTMLView(r *Report, o HTMLOptions) htmlView {
 		}
 	}
 	if len(o.Scenario) > 0 {
-		v.Scenario = RedactScenario(string(o.Scenario))
+		v.Scenario = redact.Scenario(string(o.Scenario))
 	}
 	return v
 }
@@ -376,26 +376,4 @@ func inventoryRows(inv any) []inventoryRow {
 		}
 	}
 	return out
-}
-
-// credentialLine finds a YAML key that carries a credential (a header like
-// Authorization or X-Api-Key, a token, a password) with an inline value.
-var credentialLine = regexp.MustCompile(`(?i)^(\s*-?\s*["']?[\w.-]*(authorization|cookie|token|passw(or)?d|secret|api[-_]?key|signature)[\w.-]*["']?\s*:\s*)\S.*$`)
-
-// credentialQuery finds credential-like query parameters in URLs.
-var credentialQuery = regexp.MustCompile(`(?i)([?&][\w.-]*(token|key|passw(or)?d|secret|sig(nature)?)[\w.-]*=)[^&\s"']+`)
-
-// userInfo finds the password of a URL's user info.
-var userInfo = regexp.MustCompile(`(://[^/\s:@]+:)[^@\s/]+@`)
-
-// RedactScenario hides the credentials a scenario file may hold (header
-// values, tokens, passwords in URLs) so it can be shown in a report.
-func RedactScenario(s string) string {
-	lines := strings.Split(s, "\n")
-	for i, l := range lines {
-		l = credentialLine.ReplaceAllString(l, "${1}REDACTED")
-		l = credentialQuery.ReplaceAllString(l, "${1}REDACTED")
-		lines[i] = userInfo.ReplaceAllString(l, "${1}REDACTED@")
-	}
-	return strings.Join(lines, "\n")
 }

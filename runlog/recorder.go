@@ -9,7 +9,7 @@
 // attack ends, reporting a failure to write as a warning; close it
 // yourself too, for runs that fail before the attack (Close is idempotent):
 //
-//	rec, err := runlog.Create(dir, runlog.Redact(runner.RedactURL, runner.RedactMessage))
+//	rec, err := runlog.Create(dir)
 //	if err != nil { ... }
 //	defer rec.Close()
 //	rep, err := runner.Run(ctx, sc, runner.Options{..., Record: rec})
@@ -33,6 +33,7 @@ import (
 
 	"github.com/mesh-verify/mesh-verify/attack"
 	"github.com/mesh-verify/mesh-verify/attribution"
+	"github.com/mesh-verify/mesh-verify/redact"
 )
 
 // The files of a run directory.
@@ -63,9 +64,7 @@ const (
 type Option func(*config)
 
 type config struct {
-	stall      time.Duration
-	redactURL  func(string) string
-	redactText func(string) string
+	stall time.Duration
 }
 
 // StallTimeout bounds how long Record waits for the disk (the attack is
@@ -77,15 +76,6 @@ func StallTimeout(d time.Duration) Option {
 			c.stall = d
 		}
 	}
-}
-
-// Redact rewrites each result's URL and error message before they are
-// written, so credentials redacted in the report (a URL's password, token
-// parameters, also quoted by net/http's errors) do not reach the disk.
-// Results repeat the same URL and errors, so each function runs once per
-// distinct value in a row, off the attack's goroutine. Either may be nil.
-func Redact(url, message func(string) string) Option {
-	return func(c *config) { c.redactURL, c.redactText = url, message }
 }
 
 // Recorder streams results to a run directory. Record runs on the attack's
@@ -338,15 +328,19 @@ func (r *Recorder) flush() error {
 
 func (r *Recorder) writeOne(x *rec) error {
 	res := &x.res
-	if r.cfg.redactURL != nil && res.URL != "" {
+	// Credentials redacted in the report (a URL's password, token
+	// parameters, also quoted by net/http's errors) do not reach the disk
+	// either. Results repeat the same URL and errors, so each is redacted
+	// once per distinct value in a row, off the attack's goroutine.
+	if res.URL != "" {
 		if res.URL != r.lastURL {
-			r.lastURL, r.urlOut = res.URL, r.cfg.redactURL(res.URL)
+			r.lastURL, r.urlOut = res.URL, redact.URL(res.URL)
 		}
 		res.URL = r.urlOut
 	}
-	if r.cfg.redactText != nil && res.Error != "" {
+	if res.Error != "" {
 		if res.Error != r.lastErr {
-			r.lastErr, r.errOut = res.Error, r.cfg.redactText(res.Error)
+			r.lastErr, r.errOut = res.Error, redact.Message(res.Error)
 		}
 		res.Error = r.errOut
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/mesh-verify/mesh-verify/assert"
 	"github.com/mesh-verify/mesh-verify/attack"
 	"github.com/mesh-verify/mesh-verify/attribution"
+	"github.com/mesh-verify/mesh-verify/redact"
 	"github.com/mesh-verify/mesh-verify/reports"
 	"github.com/mesh-verify/mesh-verify/scenarios"
 	"github.com/mesh-verify/mesh-verify/tally"
@@ -54,7 +55,7 @@ func assemble(sc *scenarios.Scenario, runID, target string, o attack.Options, su
 	// may become one.
 	errs := map[string]int64{}
 	for msg, n := range s.Errors {
-		errs[redactMessage(msg)] += n
+		errs[redact.Message(msg)] += n
 	}
 	for msg, n := range errs {
 		r.Metrics.Errors = append(r.Metrics.Errors, reports.ErrorCount{Message: msg, Count: n})

@@ -21,6 +21,7 @@ import (
 	"github.com/mesh-verify/mesh-verify/attack"
 	"github.com/mesh-verify/mesh-verify/attribution"
 	"github.com/mesh-verify/mesh-verify/podlogs"
+	"github.com/mesh-verify/mesh-verify/redact"
 	"github.com/mesh-verify/mesh-verify/reports"
 	"github.com/mesh-verify/mesh-verify/scenarios"
 	"github.com/mesh-verify/mesh-verify/tally"
@@ -209,9 +210,9 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (*reports.Repor
 			look = seq.StoppedAt - 1
 		}
 	}
-	rep := assemble(sc, runID, redactURL(target), ao, sum, ev, attr.Stats())
+	rep := assemble(sc, runID, redact.URL(target), ao, sum, ev, attr.Stats())
 	rep.Sequential = seq
-	rep.Tool, rep.Command = o.Tool, RedactArgs(o.Command)
+	rep.Tool, rep.Command = o.Tool, redact.Args(o.Command)
 	rep.Warnings = append(rep.Warnings, warnings...)
 	if recErr != nil {
 		rep.Warnings = append(rep.Warnings, recErr.Error())
@@ -240,7 +241,7 @@ func NewRunID(now time.Time) string {
 // in seconds, not an attack of timeouts. It sends no HTTP request, so the
 // servers' own counts stay comparable with the report's.
 func preflight(ctx context.Context, target string, timeout time.Duration) error {
-	shown := redactURL(target) // the raw URL may carry credentials
+	shown := redact.URL(target) // the raw URL may carry credentials
 	u, err := url.Parse(target)
 	if err != nil {
 		var ue *url.Error

@@ -176,7 +176,7 @@ func runScenario(cmd *cobra.Command, file string, f runFlags) error {
 	}
 	// Every result streams to results.bin (vegeta's encoding) and
 	// attribution.jsonl as it is measured (docs/architecture.md).
-	rec, err := runlog.Create(dir, runlog.Redact(runner.RedactURL, runner.RedactMessage))
+	rec, err := runlog.Create(dir)
 	if err != nil {
 		return &codedError{code: exitSetup, err: err}
 	}

@@ -1,4 +1,9 @@
-package runner
+// Package redact is the one place that hides credentials in what
+// mesh-verify shows or stores: URLs (user-info passwords, credential-like
+// query parameters), error messages that quote them, command lines and
+// scenario files. Every report, error and run-directory file passes
+// through it.
+package redact
 
 import (
 	"net/url"
@@ -35,11 +40,11 @@ func isCredentialParam(name string) bool {
 	return false
 }
 
-// redactURL is raw as it may be shown (report, JUnit, messages): the
+// URL is raw as it may be shown (report, JUnit, messages): the
 // password of the user info as url.URL.Redacted hides it, and the values
 // of credential-like query parameters (token, key, password, sig, …)
 // replaced by REDACTED. A URL without either is returned unchanged.
-func redactURL(raw string) string {
+func URL(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return "(unparsable URL)"
@@ -77,17 +82,17 @@ func redactURL(raw string) string {
 // quotedURL finds the URLs net/http quotes in its errors (Get "URL": …).
 var quotedURL = regexp.MustCompile(`"[a-zA-Z][a-zA-Z0-9+.-]*://[^"\s]*"`)
 
-// redactMessage redacts the quoted URLs of an error message.
-func redactMessage(msg string) string {
+// Message redacts the quoted URLs of an error message.
+func Message(msg string) string {
 	return quotedURL.ReplaceAllStringFunc(msg, func(q string) string {
-		return `"` + redactURL(q[1:len(q)-1]) + `"`
+		return `"` + URL(q[1:len(q)-1]) + `"`
 	})
 }
 
-// RedactArgs is a command line as it may be stored in a report: the
+// Args is a command line as it may be stored in a report: the
 // value of a credential flag (--token, --password, …, as "--token X" or
 // "--token=X") replaced by REDACTED, and URLs redacted like the target's.
-func RedactArgs(args []string) []string {
+func Args(args []string) []string {
 	out := make([]string, len(args))
 	hideNext := false
 	for i, a := range args {
@@ -109,17 +114,40 @@ func RedactArgs(args []string) []string {
 		out[i] = a
 		if strings.Contains(a, "://") {
 			if k, v, ok := strings.Cut(a, "="); ok && !strings.Contains(k, "://") {
-				out[i] = k + "=" + redactURL(v)
+				out[i] = k + "=" + URL(v)
 			} else {
-				out[i] = redactURL(a)
+				out[i] = URL(a)
 			}
 		}
 	}
 	return out
 }
 
-// RedactURL and RedactMessage redact a URL, and the URLs net/http quotes
-// in an error message, as the report shows them: for what else keeps
-// them, like the run log (runlog.Redact).
-func RedactURL(raw string) string     { return redactURL(raw) }
-func RedactMessage(msg string) string { return redactMessage(msg) }
+// headerWords are header names whose value is a credential though no word
+// of theirs says so.
+var headerWords = map[string]bool{"authorization": true, "proxy-authorization": true, "cookie": true, "set-cookie": true}
+
+// yamlKey finds a YAML mapping key with an inline value: "  Key: value",
+// "- key: value", quoted keys too.
+var yamlKey = regexp.MustCompile(`^(\s*(?:-\s+)?["']?)([^"':#\s][^"':#]*?)(["']?\s*:\s+)(\S.*)$`)
+
+// anyURL finds URLs in free text.
+var anyURL = regexp.MustCompile(`[a-zA-Z][a-zA-Z0-9+.-]*://[^\s"'<>]+`)
+
+// Scenario is a scenario file as it may be shown in a report: the value
+// of every key that names a credential (a header like Authorization or
+// X-Api-Key, a token, a password) replaced by REDACTED, and every URL
+// redacted like the target's.
+func Scenario(text string) string {
+	lines := strings.Split(text, "\n")
+	for i, l := range lines {
+		if m := yamlKey.FindStringSubmatch(l); m != nil {
+			if name := strings.TrimSpace(m[2]); isCredentialParam(name) || headerWords[strings.ToLower(name)] {
+				lines[i] = m[1] + m[2] + m[3] + "REDACTED"
+				continue
+			}
+		}
+		lines[i] = anyURL.ReplaceAllStringFunc(l, URL)
+	}
+	return strings.Join(lines, "\n")
+}

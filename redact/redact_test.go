@@ -1,0 +1,67 @@
+package redact
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestURL(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"http://127.0.0.1:8080/ping", "http://127.0.0.1:8080/ping"},
+		{"http://gw.example/{seq}?n=1&b=x%20y", "http://gw.example/{seq}?n=1&b=x%20y"},
+		{"https://alice:s3cr3t@gw.example/", "https://alice:xxxxx@gw.example/"},
+		{"https://gw.example/p?token=s3cr3t&n=1", "https://gw.example/p?token=REDACTED&n=1"},
+		{"https://gw.example/{seq}?n=1&access_token=a&API_KEY=b&apikey=c&password=d&secret=e&sig=f&signature=g",
+			"https://gw.example/{seq}?n=1&access_token=REDACTED&API_KEY=REDACTED&apikey=REDACTED&password=REDACTED&secret=REDACTED&sig=REDACTED&signature=REDACTED"},
+		{"https://s3.example/o?X-Amz-Signature=abc&client_secret=d&sessionToken=e&key=f", "https://s3.example/o?X-Amz-Signature=REDACTED&client_secret=REDACTED&sessionToken=REDACTED&key=REDACTED"},
+		{"http://u:p@h/?token=t", "http://u:xxxxx@h/?token=REDACTED"},
+		{"http://h/\x7f", "(unparsable URL)"},
+	} {
+		if got := URL(tc.in); got != tc.want {
+			t.Errorf("URL(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+	msg := `Get "http://u:p@127.0.0.1:1/x?token=s3cr3t&n=2": dial tcp 127.0.0.1:1: connect: connection refused`
+	if got, want := Message(msg), `Get "http://u:xxxxx@127.0.0.1:1/x?token=REDACTED&n=2": dial tcp 127.0.0.1:1: connect: connection refused`; got != want {
+		t.Errorf("Message = %q, want %q", got, want)
+	}
+}
+
+func TestArgs(t *testing.T) {
+	for _, tc := range []struct{ in, want []string }{
+		{[]string{"run", "s.yaml", "--token", "abc", "-n", "x"}, []string{"run", "s.yaml", "--token", "REDACTED", "-n", "x"}},
+		{[]string{"run", "--token=abc", "--api-key=k"}, []string{"run", "--token=REDACTED", "--api-key=REDACTED"}},
+		{[]string{"--set", "target.url=http://u:pw@h/p?sig=1&a=2"}, []string{"--set", "target.url=http://u:xxxxx@h/p?sig=REDACTED&a=2"}},
+		{[]string{"run", "https://h/x?api_key=s3cr3t"}, []string{"run", "https://h/x?api_key=REDACTED"}},
+		{[]string{"run", "--context", "kind-c1"}, []string{"run", "--context", "kind-c1"}},
+	} {
+		if got := Args(tc.in); !slices.Equal(got, tc.want) {
+			t.Errorf("Args(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestScenario(t *testing.T) {
+	in := `target:
+  url: "https://user:hunter2@mesh.example/ping?api_key=k3y&x=1"
+attack:
+  headers:
+    Authorization: Bearer abc.def
+    X-Api-Key: zzz
+    Accept: text/plain
+    Cookie: session=abc123
+  - {name: probe, url: "http://h/?token=t0k"}
+`
+	got := Scenario(in)
+	for _, leak := range []string{"hunter2", "k3y", "abc.def", "zzz", "abc123", "t0k"} {
+		if strings.Contains(got, leak) {
+			t.Errorf("%q survived redaction:\n%s", leak, got)
+		}
+	}
+	for _, keep := range []string{"Accept: text/plain", "x=1", "mesh.example/ping"} {
+		if !strings.Contains(got, keep) {
+			t.Errorf("%q was lost:\n%s", keep, got)
+		}
+	}
+}
