@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"html/template"
 	"io"
+	"maps"
 	"math"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -278,7 +278,7 @@ func timelineCharts(tl Timeline) []*lineChart {
 	charts := []*lineChart{newLineChart("rate", "Rate and errors", "per second", w, n, []seriesData{rate, errs}, fmtRate)}
 	if len(clusters) > 0 {
 		var share []seriesData
-		for _, c := range sortedKeys(clusters) {
+		for _, c := range slices.Sorted(maps.Keys(clusters)) {
 			sd := seriesData{Name: c, Values: make([]float64, n)}
 			for i, s := range tl.Slices {
 				var tot int64
@@ -296,7 +296,7 @@ func timelineCharts(tl Timeline) []*lineChart {
 	}
 	if len(logClusters) > 0 {
 		var logs []seriesData
-		for _, c := range sortedKeys(logClusters) {
+		for _, c := range slices.Sorted(maps.Keys(logClusters)) {
 			sd := seriesData{Name: c, Values: make([]float64, n)}
 			for i, s := range tl.Slices {
 				sd.Values[i] = perSec(s.Sources["logs"][c])
@@ -306,7 +306,7 @@ func timelineCharts(tl Timeline) []*lineChart {
 		charts = append(charts, newLineChart("logs", "Served per cluster, as the pods' logs say", "lines per second", w, n, logs, fmtRate))
 	}
 	if len(latSeries) > 0 {
-		names := sortedKeys(latSeries)
+		names := slices.Sorted(maps.Keys(latSeries))
 		for _, q := range []struct {
 			id, title string
 			get       func(SliceLatency) time.Duration
@@ -329,15 +329,6 @@ func timelineCharts(tl Timeline) []*lineChart {
 		}
 	}
 	return slices.DeleteFunc(charts, func(c *lineChart) bool { return c == nil })
-}
-
-func sortedKeys(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // inventoryRows reads the pods out of the inventory snapshot, whatever Go
