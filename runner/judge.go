@@ -150,6 +150,20 @@ func (j *judge) settled(ev evidence, look int) bool {
 	return true
 }
 
+// plan sets, on the final judgements of the split and mirror
+// expectations, the draws a correct mesh needs to pass with the
+// scenario's power, as `mesh-verify plan` computes them: a search, done
+// once for the report, never at the interim looks.
+func (j *judge) plan(out []reports.Expectation) {
+	for i, e := range j.sc.Expect {
+		if (e.Split == nil && e.Mirror == nil) || out[i].Model == nil {
+			continue
+		}
+		spec := SplitSpec(j.sc, e, out[i].Model.Shares, out[i].Confidence)
+		out[i].Planned, out[i].PlannedUnit = assert.RequiredDraws(spec), drawUnit(spec.Sampling)
+	}
+}
+
 // evaluate judges every expectation; look is the sequential look (its
 // spending level per expectation), or -1 without early stopping.
 func (j *judge) evaluate(ev evidence, look int) []reports.Expectation {
@@ -212,7 +226,6 @@ func (j *judge) one(e scenarios.Expectation, ev evidence, look int) reports.Expe
 		spec.Sampling = sampling
 		res := assert.Split(s.Dimensions[sp.By], spec)
 		r.Model, r.Split = &model, &res
-		r.Planned, r.PlannedUnit = assert.RequiredDraws(spec), drawUnit(spec.Sampling)
 		r.Verdict, r.Reason, r.Advice = res.Verdict, res.Reason, res.Advice
 	case e.Reached != nil:
 		r.Kind, r.By = "reached", e.Reached.By
@@ -462,11 +475,8 @@ func (j *judge) mirror(r *reports.Expectation, m *scenarios.MirrorExpect, ev evi
 		r.Verdict, r.Reason = assert.Fail, err.Error()
 		return
 	}
-	spec := splitSpec(j.sc, m.Margin, nil, model.Shares, confidence)
-	res := assert.Mirror(k, n, spec)
+	res := assert.Mirror(k, n, splitSpec(j.sc, m.Margin, nil, model.Shares, confidence))
 	r.By, r.Model, r.Split = "mirror", &model, &res
-	spec.Sampling = assert.MirrorSampling()
-	r.Planned, r.PlannedUnit = assert.RequiredDraws(spec), basis
 	r.Verdict, r.Advice = res.Verdict, res.Advice
 	r.Reason = fmt.Sprintf("%d of %d %s were also seen at %s: ", k, n, basis, m.To) + res.Reason
 }

@@ -221,6 +221,7 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (*reports.Repor
 		rep.Kubernetes = kp.reportInfo()
 	}
 	rep.Expectation = j.evaluate(ev, look)
+	j.plan(rep.Expectation)
 	finish(rep, sc)
 	if err := setupFailure(ev.body); err != nil {
 		rep.SetupError = err.Error()

@@ -152,3 +152,24 @@ func TestSequentialLevelsPerExpectation(t *testing.T) {
 		}
 	}
 }
+
+// The report says how many requests a split needs, beside how many it
+// judged: for 50/50 with a ±5-point margin at 95% confidence and 80% power
+// the normal approximation of the two one-sided tests gives
+// n ≈ ((z_0.95 + z_0.9) / 0.05)² · 0.25 = ((1.6449 + 1.2816) / 0.05)² · 0.25
+// ≈ 857; the exact Clopper–Pearson rule needs a little more, never less.
+func TestReportCarriesThePlannedDraws(t *testing.T) {
+	ts, _ := coinServer(t, 0.5)
+	sc := load(t, ts.URL, "  concurrency: 4\n  requests: 200", "", "  - split: {model: equal}\n  - successRate: {atLeast: 99%}")
+	rep, err := Run(context.Background(), sc, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	split, rate := rep.Expectation[0], rep.Expectation[1]
+	if split.Planned < 857 || split.Planned > 950 || split.PlannedUnit != "requests" {
+		t.Errorf("planned %d %s, want a little above the normal approximation's 857 requests", split.Planned, split.PlannedUnit)
+	}
+	if rate.Planned != 0 {
+		t.Errorf("a success rate plans nothing, got %d", rate.Planned)
+	}
+}
