@@ -161,8 +161,13 @@ expect:
 		t.Fatalf("deleted pods' streams %v, want one: %+v", deleted, rep.Kubernetes.Logs)
 	}
 	rc := reconciliation(t, rep, "logs")
-	if rc.Status != reports.ReconcileOK || rc.Counted != float64(rep.Metrics.Successes) || rep.ExitCode != 0 {
-		t.Errorf("reconciliation %s: counted %v of %d answered (exit %d)\n%s", rc.Status, rc.Counted, rep.Metrics.Successes, rep.ExitCode, bg.stdout.String())
+	// Every answered request is counted. On a loaded machine some requests
+	// the apps served reach the client after its timeout: they are counted
+	// served and reported failed, so the count may exceed the answered by
+	// at most the failures, never fall short of the answered.
+	answered, failed := float64(rep.Metrics.Successes), float64(rep.Metrics.Requests-rep.Metrics.Successes)
+	if rc.Status != reports.ReconcileOK || rc.Counted < answered || rc.Counted > answered+failed || rep.ExitCode != 0 {
+		t.Errorf("reconciliation %s: counted %v of %v answered and %v failed (exit %d)\n%s", rc.Status, rc.Counted, answered, failed, rep.ExitCode, bg.stdout.String())
 	}
 	for _, p := range rc.Pods {
 		logged := labLines(t, l, p.Cluster, p.Pod, anyCallme, rep)
