@@ -50,8 +50,10 @@ type Options struct {
 	Connections    int
 	MaxConnections int
 	HTTP2          bool
-	MaxBody        int64
-	MaxWorkers     uint64
+	// MaxBody is how much of each body is read (vegeta's -max-body; < 0
+	// reads all of it); beyond it a body is abandoned (see cappedBody).
+	MaxBody    int64
+	MaxWorkers uint64
 
 	// RequestIDHeader carries RunID-Seq on every request.
 	RequestIDHeader string
@@ -93,7 +95,11 @@ type Summary struct {
 	// keep-alive a few may carry no request (Go's transport dials for a
 	// request that a connection becoming idle then takes); the statistics
 	// use the connection each result records, not this count.
-	Connections uint64        `json:"connections"`
+	Connections uint64 `json:"connections"`
+	// Truncated counts responses whose body went on beyond MaxBody plus
+	// a short drain: the rest was not transferred and their connection was
+	// closed (each such request ends its keep-alive connection).
+	Truncated   uint64        `json:"truncated,omitempty"`
 	Interrupted bool          `json:"interrupted"`
 	Elapsed     time.Duration `json:"elapsed"`
 }
@@ -134,7 +140,7 @@ func New(o Options) (*Attack, error) {
 	a.tr = newTracker(o.Dial)
 	a.client = &http.Client{
 		Timeout:   o.Timeout,
-		Transport: &recordingTransport{next: a.transport(), tr: a.tr, ridHeader: o.RequestIDHeader},
+		Transport: &recordingTransport{next: a.transport(), tr: a.tr, ridHeader: o.RequestIDHeader, maxBody: o.MaxBody},
 		// A mesh entry answering with a redirect is a finding, not a hop to follow.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
@@ -284,6 +290,7 @@ func (a *Attack) Run(ctx context.Context, sink Sink) Summary {
 					sum.AchievedRate = float64(sum.Requests) / s
 				}
 				sum.Connections = a.tr.opened()
+				sum.Truncated = a.tr.truncated.Load()
 				a.client.CloseIdleConnections()
 				return sum
 			}

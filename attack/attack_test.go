@@ -1,11 +1,14 @@
 package attack
 
 import (
+	"bytes"
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -179,5 +182,61 @@ func TestBadOptions(t *testing.T) {
 		if _, err := New(o); err == nil {
 			t.Errorf("%+v accepted", o)
 		}
+	}
+}
+
+// A body far beyond MaxBody is not transferred: the attack stops reading
+// after MaxBody plus a short drain and closes that connection, where
+// vegeta alone would read every byte. A body just beyond MaxBody is drained
+// so that its keep-alive connection serves the next request.
+func TestMaxBodyBoundsTheTransfer(t *testing.T) {
+	const huge = 1 << 30
+	cases := []struct {
+		name          string
+		size          int64
+		wantTruncated uint64
+		maxConns      int
+	}{
+		{"1 GiB bodies are abandoned", huge, 5, 5},
+		{"100 KiB bodies are drained and keep their connection", 100 << 10, 0, 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var written atomic.Int64
+			chunk := bytes.Repeat([]byte("x"), 32<<10)
+			ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Length", strconv.FormatInt(tc.size, 10))
+				for left := tc.size; left > 0; {
+					n, err := w.Write(chunk[:min(int64(len(chunk)), left)])
+					written.Add(int64(n))
+					left -= int64(n)
+					if err != nil {
+						return
+					}
+				}
+			}))
+			t.Cleanup(ts.Close)
+			a, err := New(Options{URL: ts.URL, Concurrency: 1, Requests: 5, KeepAlive: true, MaxBody: 1 << 10, RunID: "r"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var sink memSink
+			sum := a.Run(context.Background(), &sink)
+			conns := map[uint64]bool{}
+			for _, r := range sink.results {
+				if r.Error != "" || len(r.Body) != 1<<10 {
+					t.Errorf("result: error %q, body %d bytes", r.Error, len(r.Body))
+				}
+				conns[r.ConnID] = true
+			}
+			if len(sink.results) != 5 || sum.Truncated != tc.wantTruncated || len(conns) > tc.maxConns {
+				t.Errorf("%d results, %d truncated (want %d), %d connections (want ≤ %d)", len(sink.results), sum.Truncated, tc.wantTruncated, len(conns), tc.maxConns)
+			}
+			// The kernel's socket buffers hold a few MiB at most beyond
+			// what the client read.
+			if tc.size == huge && written.Load() > 5*(64<<20) {
+				t.Errorf("the server wrote %d MiB for 5 requests", written.Load()>>20)
+			}
+		})
 	}
 }

@@ -3,6 +3,7 @@ package attack
 import (
 	"context"
 	"crypto/tls"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptrace"
@@ -21,6 +22,8 @@ type tracker struct {
 	mu      sync.Mutex
 	sink    Sink
 	pending sync.Map // vegeta seq -> meta; entries live only while a request is in flight
+	// truncated counts bodies abandoned beyond maxBody+DrainLimit.
+	truncated atomic.Uint64
 }
 
 type meta struct {
@@ -88,6 +91,8 @@ type recordingTransport struct {
 	next      http.RoundTripper
 	tr        *tracker
 	ridHeader string
+	// maxBody caps what is read of each body (< 0: no cap).
+	maxBody int64
 }
 
 func (rt *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -106,7 +111,50 @@ func (rt *recordingTransport) RoundTrip(req *http.Request) (*http.Response, erro
 			m.conn = tc.id
 		}
 	}}
-	return rt.next.RoundTrip(req.WithContext(httptrace.WithClientTrace(req.Context(), trace)))
+	resp, err := rt.next.RoundTrip(req.WithContext(httptrace.WithClientTrace(req.Context(), trace)))
+	if err == nil && rt.maxBody >= 0 && resp.Body != nil {
+		resp.Body = &cappedBody{ReadCloser: resp.Body, left: rt.maxBody, tr: rt.tr}
+	}
+	return resp, err
+}
+
+// DrainLimit is how much of a body beyond maxBody is read (and thrown
+// away) so that its connection can carry the next request; a longer body
+// is abandoned and its connection closed. vegeta reads maxBody bytes and
+// then drains the rest to EOF, which for a 1 GiB answer transfers 1 GiB
+// per request.
+const DrainLimit = 256 << 10
+
+// cappedBody ends a response body after maxBody bytes for its reader.
+// At the cap it drains up to DrainLimit more: a body that ends there
+// keeps its keep-alive connection (per-connection balancing sees the same
+// connections as without a cap); one that does not is counted truncated
+// and its connection is closed when vegeta closes the body unread.
+type cappedBody struct {
+	io.ReadCloser
+	left int64
+	tr   *tracker
+	done bool
+}
+
+func (b *cappedBody) Read(p []byte) (int, error) {
+	if b.done {
+		return 0, io.EOF
+	}
+	if b.left <= 0 {
+		b.done = true
+		n, err := io.Copy(io.Discard, io.LimitReader(b.ReadCloser, DrainLimit+1))
+		if err == nil && n > DrainLimit {
+			b.tr.truncated.Add(1)
+		}
+		return 0, io.EOF
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.ReadCloser.Read(p)
+	b.left -= int64(n)
+	return n, err
 }
 
 // CloseIdleConnections lets http.Client.CloseIdleConnections reach the pools.

@@ -133,6 +133,9 @@ func Up(ctx context.Context, o Options) (_ *Lab, err error) {
 		return nil, err
 	}
 	defer unlock()
+	if err := claimDir(o.Dir); err != nil {
+		return nil, err
+	}
 
 	if st, alive := healthy(ctx, o.Dir, src, o.DataPlane, o.Seed); st != nil {
 		// Same topology, API servers alive: apply the topology again
@@ -166,6 +169,9 @@ func Up(ctx context.Context, o Options) (_ *Lab, err error) {
 	}
 	if err := cleanup(ctx, o.Dir, o.Out); err != nil {
 		return nil, fmt.Errorf("clean up the previous lab in %s: %w", o.Dir, err)
+	}
+	if err := mark(o.Dir); err != nil { // the cleanup removed the previous lab's
+		return nil, err
 	}
 	bin, err := findBinaries(ctx, o)
 	if err != nil {
@@ -558,6 +564,9 @@ func Down(ctx context.Context, o Options) (*Report, error) {
 	}
 	r := &Report{Dir: o.Dir}
 	if !isLabDir(o.Dir) {
+		if found := labNamesIn(o.Dir); len(found) > 0 {
+			return nil, &NotALabError{Dir: o.Dir, Found: found}
+		}
 		r.Nothing = true
 		return r, nil
 	}

@@ -4,10 +4,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -24,10 +25,15 @@ const (
 	kubeconfig = "kubeconfig"
 	// kubeCacheDir is KUBECACHEDIR for every kubectl of the lab (kwok.Lab.Env, lab env).
 	kubeCacheDir = "kubecache"
+	// markerFile is written by `up` before anything else: only a directory
+	// holding it is the lab's to clean, so `down --dir` (and `up`, which
+	// cleans a previous lab first) never deletes a user's kwok/, logs/ or
+	// kubeconfig that merely share the lab's names.
+	markerFile = ".mesh-verify-lab"
 )
 
 func labFiles() []string {
-	return []string{stateFile, daemonLog, lockFile, kubeconfig, daemon.PIDFile, daemon.StatusFile,
+	return []string{markerFile, stateFile, daemonLog, lockFile, kubeconfig, daemon.PIDFile, daemon.StatusFile,
 		"kwok.yaml", "kwok", kubeCacheDir, "logs", "nginx"}
 }
 
@@ -155,16 +161,71 @@ func lock(dir string) (func(), error) {
 	}, nil
 }
 
-// isLabDir reports whether dir holds a lab (so Down may clean it).
+// isLabDir reports whether dir holds a lab `up` made (so it may be
+// cleaned): the marker file is there.
 func isLabDir(dir string) bool {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return false
+	_, err := os.Stat(filepath.Join(dir, markerFile))
+	return err == nil
+}
+
+// NotALabError is a directory that holds files with the lab's names but
+// no marker: it was not made by `lab up` (or by a version before the
+// marker), and nothing in it is removed.
+type NotALabError struct {
+	Dir   string
+	Found []string
+}
+
+func (e *NotALabError) Error() string {
+	return fmt.Sprintf("%s holds %s but no %s marker: it is not a directory `mesh-verify lab up` made, so nothing in it is removed (remove it yourself if it is a lab of an older version)",
+		e.Dir, strings.Join(e.Found, ", "), markerFile)
+}
+
+// claimDir makes dir the lab's: a directory with the marker is already;
+// an empty or missing one gets the marker; any other is refused, since
+// `up` cleans what a previous lab left there.
+func claimDir(dir string) error {
+	if isLabDir(dir) {
+		return nil
 	}
+	entries, err := os.ReadDir(dir)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("lab directory: %w", err)
+	}
+	var others []string
 	for _, e := range entries {
-		if slices.Contains([]string{stateFile, "kwok", daemon.PIDFile}, e.Name()) {
-			return true
+		if e.Name() != lockFile {
+			others = append(others, e.Name())
 		}
 	}
-	return false
+	if len(others) > 0 {
+		return fmt.Errorf("lab directory %s is not empty (%s) and holds no lab: pick an empty or new --dir", dir, strings.Join(others, ", "))
+	}
+	return mark(dir)
+}
+
+// mark writes the lab's marker into dir (created if missing).
+func mark(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("create lab directory %s: %w", dir, err)
+	}
+	id := fmt.Sprintf("mesh-verify lab %016x\n", rand.Uint64())
+	if err := os.WriteFile(filepath.Join(dir, markerFile), []byte(id), 0o600); err != nil {
+		return fmt.Errorf("mark lab directory: %w", err)
+	}
+	return nil
+}
+
+// labNamesIn lists the lab's file names present in dir (for NotALabError).
+func labNamesIn(dir string) []string {
+	var found []string
+	for _, f := range labFiles() {
+		if f == lockFile {
+			continue
+		}
+		if _, err := os.Lstat(filepath.Join(dir, f)); err == nil {
+			found = append(found, f)
+		}
+	}
+	return found
 }

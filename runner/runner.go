@@ -214,6 +214,10 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (*reports.Repor
 	rep.Sequential = seq
 	rep.Tool, rep.Command = o.Tool, redact.Args(o.Command)
 	rep.Warnings = append(rep.Warnings, warnings...)
+	if sum.Truncated > 0 {
+		rep.Warnings = append(rep.Warnings, fmt.Sprintf("%d responses were longer than attack.maxBody (%s) by more than %d KiB: the rest was not read and each closed its connection, so those requests did not reuse a keep-alive connection",
+			sum.Truncated, sc.Attack.MaxBody, attack.DrainLimit>>10))
+	}
 	if recErr != nil {
 		rep.Warnings = append(rep.Warnings, recErr.Error())
 	}

@@ -226,8 +226,27 @@ func (l *Lab) start(ctx context.Context, name, wait string) error {
 		return fmt.Errorf("create lab cluster %s: %w", name, err)
 	}
 	l.clusters = append(l.clusters, name)
+	if err := privateKeys(l.clusterDir(name)); err != nil {
+		return err
+	}
 	if _, err := l.run(ctx, "kubectl", "--kubeconfig", l.Kubeconfig, "config", "rename-context", "kwok-"+name, l.Context(name)); err != nil {
 		return fmt.Errorf("rename context of lab cluster %s: %w", name, err)
+	}
+	return nil
+}
+
+// privateKeys makes the private keys kwokctl wrote for a cluster (its CA's
+// and the admin's, in pki/) readable by their owner only: kwokctl writes
+// them 0644, and whoever reads the admin key is the cluster's admin.
+func privateKeys(clusterDir string) error {
+	keys, err := filepath.Glob(filepath.Join(clusterDir, "pki", "*.key"))
+	if err != nil {
+		return fmt.Errorf("find the keys of %s: %w", clusterDir, err)
+	}
+	for _, k := range keys {
+		if err := os.Chmod(k, 0o600); err != nil {
+			return fmt.Errorf("make key private: %w", err) // the PathError names the file
+		}
 	}
 	return nil
 }
@@ -305,9 +324,21 @@ func (l *Lab) create(ctx context.Context, name, wait string) error {
 // process dies) that every kwokctl create of a lab holds: while it is
 // held no lab cluster picks ports. Tests that free a lab port for a moment
 // (a component killed and started again) hold it across the gap.
+//
+// The lock file lives in the user's cache directory, not under a fixed
+// name in the shared /tmp where another user could create it first and
+// block (or read) it.
 func LockCreates() (func(), error) {
-	path := filepath.Join(os.TempDir(), "mesh-verify-kwokctl-create.lock")
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o666)
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		return nil, fmt.Errorf("kwokctl create lock: %w", err)
+	}
+	dir := filepath.Join(cache, "mesh-verify")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("kwokctl create lock: %w", err)
+	}
+	path := filepath.Join(dir, "kwokctl-create.lock")
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("kwokctl create lock %s: %w", path, err)
 	}

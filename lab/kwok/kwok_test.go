@@ -40,6 +40,20 @@ spec:
 			t.Errorf("cluster %s pods: %q", c, out)
 		}
 	}
+	// The clusters' CA and admin keys are their owner's only.
+	keys, _ := filepath.Glob(filepath.Join(l.Dir, "kwok", "clusters", "*", "pki", "*.key"))
+	if len(keys) < 4 {
+		t.Errorf("keys of two clusters: %v", keys)
+	}
+	for _, k := range keys {
+		fi, err := os.Stat(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm() != 0o600 {
+			t.Errorf("key %s: mode %v; want 0600", k, fi.Mode().Perm())
+		}
+	}
 	ctxs := l.Kubectl(t, "c1", "config", "get-contexts", "-o", "name")
 	if !strings.Contains(ctxs, "kind-c1") || !strings.Contains(ctxs, "kind-c2") || strings.Contains(ctxs, "kwok-") {
 		t.Errorf("contexts: %q", ctxs)
