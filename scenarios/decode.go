@@ -19,11 +19,34 @@ import (
 // Load reads, decodes, defaults and validates the scenario at path. The
 // error, if any, is Errors: every problem found, each with file:line:field.
 func Load(path string) (*Scenario, error) {
-	data, err := os.ReadFile(path)
+	data, err := ReadFile(path)
 	if err != nil {
 		return nil, Errors{{File: path, Msg: fmt.Sprintf("cannot read scenario: %v", err), err: err}}
 	}
 	return Parse(path, data)
+}
+
+// MaxFileSize bounds a scenario file. The largest catalog scenario is a
+// few KiB; a megabyte is thousands of expectations. Reading stops there,
+// so a device or a runaway generator (`validate /dev/zero`) fails at once
+// instead of filling memory.
+const MaxFileSize = 1 << 20
+
+// ReadFile reads a scenario file of at most MaxFileSize bytes.
+func ReadFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	if len(data) > MaxFileSize {
+		return nil, fmt.Errorf("%s is larger than %d KiB, the limit of a scenario file", path, MaxFileSize>>10)
+	}
+	return data, nil
 }
 
 // Parse is Load for data already in memory; file names it in messages.
@@ -349,8 +372,18 @@ func (d *decoder) pairs(n *yaml.Node, path string) []pair {
 }
 
 func (d *decoder) mergePairs(v *yaml.Node, path string) []pair {
+	at := v
 	for v.Kind == yaml.AliasNode && v.Alias != nil {
 		v = v.Alias
+	}
+	// Merges of merges expand like nested aliases (eleven levels of
+	// `<<: [*prev, ×10]` are 10^11 pairs in 1 KiB): every merge counts
+	// against the same bound as values.
+	if d.nodes++; d.nodes > maxNodes {
+		if d.nodes == maxNodes+1 {
+			d.fail(at, path, "document too large: merge keys (<<) and aliases expand to more than a million values")
+		}
+		return nil
 	}
 	switch v.Kind {
 	case yaml.MappingNode:

@@ -140,7 +140,7 @@ func (s *Scenario) ApplyDefaults() {
 
 	// Derived names must not collide with names written out, nor with each
 	// other, or "names unique" would fail on a file that named nothing.
-	used := map[string]bool{}
+	used, next := map[string]bool{}, map[string]int{}
 	for _, e := range s.Expect {
 		if e.Name != "" {
 			used[e.Name] = true
@@ -153,9 +153,13 @@ func (s *Scenario) ApplyDefaults() {
 		}
 		base := e.derivedName()
 		name := base
-		for k := 2; used[name]; k++ {
-			name = fmt.Sprintf("%s #%d", base, k)
+		// Each base resumes at its last number, so n expectations with
+		// the same derived name take n steps, not n²/2.
+		k := max(next[base], 2)
+		for ; used[name]; k++ {
+			name = base + " #" + strconv.Itoa(k)
 		}
+		next[base] = k
 		used[name] = true
 		e.Name = name
 	}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -408,5 +409,60 @@ func TestBalancingDefault(t *testing.T) {
 		if s.Statistics.Balancing != c.want || !strings.Contains(s.Statistics.BalancingReason, c.reason) {
 			t.Errorf("%s: balancing %q (%s), want %q mentioning %q", c.name, s.Statistics.Balancing, s.Statistics.BalancingReason, c.want, c.reason)
 		}
+	}
+}
+
+// Hostile documents cost bounded work: merges of merges (a 1 KiB "billion
+// laughs" through `<<`), plain alias fan-out, and a file that never ends.
+func TestHostileDocumentsAreBounded(t *testing.T) {
+	var bomb strings.Builder
+	bomb.WriteString("l0: &l0 {x: 1}\n")
+	for i := 1; i <= 11; i++ {
+		fmt.Fprintf(&bomb, "l%d: &l%d\n  <<: [%s]\n", i, i, strings.TrimSuffix(strings.Repeat(fmt.Sprintf("*l%d, ", i-1), 10), ", "))
+	}
+	mergeBomb := bomb.String() + "<<: *l11\n" + minimal
+	if len(mergeBomb) > 2<<10 {
+		t.Fatalf("the bomb is %d bytes", len(mergeBomb))
+	}
+	done := make(chan error, 1)
+	go func() { _, err := Parse("bomb.yaml", []byte(mergeBomb)); done <- err }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "more than a million values") {
+			t.Errorf("merge bomb: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the merge-key bomb is still being expanded after 20 s")
+	}
+
+	_, err := Load("/dev/zero")
+	if err == nil || !strings.Contains(err.Error(), "larger than 1024 KiB") {
+		t.Errorf("/dev/zero: %v", err)
+	}
+}
+
+// BenchmarkParseManyExpectations shows loading is linear in the number of
+// expectations (ns/op per size grows like n): derived names that repeat
+// used to be numbered by a search from #2 each time, n²/2 steps.
+func BenchmarkParseManyExpectations(b *testing.B) {
+	for _, n := range []int{1_000, 10_000, 100_000} {
+		var doc strings.Builder
+		doc.WriteString(minimal + "expect:\n")
+		for range n {
+			doc.WriteString("  - split: {weights: {c1: 1, c2: 1}}\n")
+		}
+		data := []byte(doc.String())
+		if n == 100_000 && len(data) > MaxFileSize {
+			// Beyond the file limit, but Parse (data in memory) still
+			// shows the growth.
+			b.Logf("%d expectations are %d KiB", n, len(data)>>10)
+		}
+		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
+			for b.Loop() {
+				if _, err := Parse("many.yaml", data); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
