@@ -310,6 +310,12 @@ func (d *decoder) value(at *yaml.Node, v reflect.Value, path string) {
 		}
 		v.SetString(n.Value)
 	case reflect.Bool, reflect.Int, reflect.Int64, reflect.Uint64, reflect.Float64:
+		// yaml.v3 truncates a float into an integer field (2.7 → 2):
+		// whole-number fields take integers only.
+		if k := v.Kind(); (k == reflect.Int || k == reflect.Int64 || k == reflect.Uint64) && n.Kind == yaml.ScalarNode && n.ShortTag() != "!!int" {
+			d.fail(at, path, "want "+wantScalar(k)+", got "+describe(n))
+			return
+		}
 		tmp := reflect.New(v.Type())
 		if n.Kind != yaml.ScalarNode || n.Decode(tmp.Interface()) != nil {
 			d.fail(at, path, "want "+wantScalar(v.Kind())+", got "+describe(n))

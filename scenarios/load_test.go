@@ -466,3 +466,42 @@ func BenchmarkParseManyExpectations(b *testing.B) {
 		})
 	}
 }
+
+// Values beyond what a run can carry are refused with the field named,
+// and a fraction is not silently cut to a whole number (concurrency: 2.7
+// used to run 2 workers).
+func TestAttackBounds(t *testing.T) {
+	doc := func(attack, weights string) string {
+		return strings.Replace(minimal, "attack: {rate: 10, requests: 100}", "attack: {"+attack+"}", 1) +
+			"expect:\n  - split: {weights: {" + weights + "}}\n"
+	}
+	cases := []struct{ attack, weights, want string }{
+		{"concurrency: 2.7, duration: 5s", "c1: 1, c2: 1", "attack.concurrency: want a whole number, got number 2.7"},
+		{"concurrency: 1000000000000, duration: 5s", "c1: 1, c2: 1", "attack.concurrency: want a number of workers from 1 to 10000"},
+		{"concurrency: 10000, duration: 5s", "c1: 1, c2: 1", ""},
+		{"rate: 10, requests: 18446744073709551616", "c1: 1, c2: 1", "attack.requests: want a whole number ≥ 0"},
+		{"rate: 10, requests: 1000000001", "c1: 1, c2: 1", "attack.requests: want at most 1000000000 requests"},
+		{"rate: 9223372036854775807/ns, duration: 5s", "c1: 1, c2: 1", "attack.rate: want at most 1000000/s"},
+		{"rate: 1000000/s, duration: 5s", "c1: 1, c2: 1", ""},
+		{"ramp: {from: 1/s, to: 2000000/s, duration: 5s}", "c1: 1, c2: 1", "attack.ramp.to: want at most 1000000/s"},
+		{"rate: 10, duration: 25h", "c1: 1, c2: 1", "attack.duration: want at most 24h0m0s"},
+		{"rate: 10, duration: 5s, connections: 2.5", "c1: 1, c2: 1", "attack.connections: want a whole number"},
+		{"rate: 10, duration: 5s, connections: 20000", "c1: 1, c2: 1", "attack.connections: want at most 10000"},
+		{"rate: 10, duration: 5s, maxBody: 1GiB", "c1: 1, c2: 1", "attack.maxBody: want at most 64MiB"},
+		{"rate: 10, duration: 5s, timeout: 1h", "c1: 1, c2: 1", "attack.timeout: want at most 10m0s"},
+		{"rate: 10, duration: 5s", "c1: 1e308, c2: 1", "expect[0].split.weights.c1: want a weight from 0 to 1e+09, got 1e+308"},
+		{"rate: 10, duration: 5s", "c1: .inf, c2: 1", "expect[0].split.weights.c1: want a weight from 0 to 1e+09"},
+		{"rate: 10, duration: 5s", "c1: 1000000000, c2: 1", ""},
+	}
+	for _, c := range cases {
+		t.Run(c.attack+" "+c.weights, func(t *testing.T) {
+			_, err := Parse("b.yaml", []byte(doc(c.attack, c.weights)))
+			switch {
+			case c.want == "" && err != nil:
+				t.Errorf("unexpected error: %v", err)
+			case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+				t.Errorf("got %v\nwant %q", err, c.want)
+			}
+		})
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"text/template"
+	"time"
 
 	"github.com/mesh-verify/mesh-verify/attribution"
 )
@@ -271,6 +272,34 @@ func isToken(s string) bool {
 	return true
 }
 
+// Upper bounds of the attack (README.md, "Limits"): beyond them a run
+// exhausts memory, descriptors or the machine before it measures anything
+// (a concurrency of 10^12 is Go's out-of-memory crash; a rate of 2^63/ns
+// opened thousands of connections a second).
+const (
+	MaxConcurrency = 10_000
+	MaxRequests    = 1_000_000_000
+	MaxRate        = 1_000_000.0 // per second
+	MaxDuration    = 24 * time.Hour
+	MaxTimeout     = 10 * time.Minute
+	MaxBodyLimit   = Size(64 << 20)
+	// MaxWeight bounds split weights: shares are weights over their sum,
+	// and beyond this ratio of largest to smallest a share is below what
+	// any run could measure.
+	MaxWeight = 1e9
+)
+
+// rampRate is a ramp's from or to rate (nil without a ramp).
+func rampRate(r *Ramp, to bool) *Rate {
+	switch {
+	case r == nil:
+		return nil
+	case to:
+		return &r.To
+	}
+	return &r.From
+}
+
 func (s *Scenario) checkAttack(c *checker) {
 	a := s.Attack
 	open := a.Rate != nil || a.Ramp != nil
@@ -280,8 +309,40 @@ func (s *Scenario) checkAttack(c *checker) {
 	case a.Rate != nil && a.Ramp != nil:
 		c.add("attack.ramp", "set rate or ramp, not both")
 	}
-	if a.Concurrency < 0 {
-		c.add("attack.concurrency", "want a number of workers ≥ 1, got %d", a.Concurrency)
+	if a.Concurrency < 0 || a.Concurrency > MaxConcurrency {
+		c.add("attack.concurrency", "want a number of workers from 1 to %d, got %d", MaxConcurrency, a.Concurrency)
+	}
+	if a.Repetitions > MaxRequests {
+		c.add("attack.repetitions", "want at most %d, got %d", MaxRequests, a.Repetitions)
+	}
+	if a.Requests > MaxRequests {
+		c.add("attack.requests", "want at most %d requests, got %d", MaxRequests, a.Requests)
+	}
+	if a.Duration.Duration > MaxDuration {
+		c.add("attack.duration", "want at most %s, got %s", MaxDuration, a.Duration)
+	}
+	for _, r := range []struct {
+		path string
+		rate *Rate
+	}{{"attack.rate", a.Rate}, {"attack.ramp.from", rampRate(a.Ramp, false)}, {"attack.ramp.to", rampRate(a.Ramp, true)}} {
+		if r.rate != nil && r.rate.PerSecond() > MaxRate {
+			c.add(r.path, "want at most %d/s, got %s (%.3g per second)", int(MaxRate), r.rate, r.rate.PerSecond())
+		}
+	}
+	if a.Connections > MaxConcurrency {
+		c.add("attack.connections", "want at most %d, got %d", MaxConcurrency, a.Connections)
+	}
+	if a.MaxConnections > MaxConcurrency {
+		c.add("attack.maxConnections", "want at most %d, got %d", MaxConcurrency, a.MaxConnections)
+	}
+	if a.MaxWorkers > MaxConcurrency {
+		c.add("attack.maxWorkers", "want at most %d, got %d", MaxConcurrency, a.MaxWorkers)
+	}
+	if a.MaxBody > MaxBodyLimit {
+		c.add("attack.maxBody", "want at most %s, got %s", MaxBodyLimit, a.MaxBody)
+	}
+	if a.Timeout.Duration > MaxTimeout {
+		c.add("attack.timeout", "want at most %s, got %s", MaxTimeout, a.Timeout)
 	}
 	switch {
 	case a.Repetitions < 0:
@@ -615,8 +676,8 @@ func (s *Scenario) checkSplit(c *checker, p string, sp *Split) {
 		if byCluster && len(s.Clusters) > 0 && !s.declared(k) {
 			c.addKey(kp, "%s", s.unknownCluster(k))
 		}
-		if !(w >= 0) || math.IsInf(w, 1) {
-			c.add(kp, "want a weight ≥ 0, got %v", w)
+		if !(w >= 0) || w > MaxWeight {
+			c.add(kp, "want a weight from 0 to %g, got %v", MaxWeight, w)
 		} else {
 			total += w
 		}
