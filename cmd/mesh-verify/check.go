@@ -301,18 +301,28 @@ func parsePairs[V any](flag, s string, parse func(string) (V, error)) (pairs[V],
 	return p, nil
 }
 
+// Bounds of check's input: a trillion requests a bucket keeps every sum
+// of counts far from int64's overflow (which printed n =
+// -9223372036854775808), and the weights are the scenario's
+// (scenarios.MaxWeight).
+const (
+	maxCount      = 1_000_000_000_000
+	maxBuckets    = 10_000
+	maxCountsFile = 1 << 20
+)
+
 func parseCount(s string) (int64, error) {
 	v, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || v < 0 {
-		return 0, fmt.Errorf("count %q: want a whole number >= 0", s)
+	if err != nil || v < 0 || v > maxCount {
+		return 0, fmt.Errorf("count %q: want a whole number from 0 to %d", s, int64(maxCount))
 	}
 	return v, nil
 }
 
 func parseWeight(s string) (float64, error) {
 	v, err := strconv.ParseFloat(s, 64)
-	if err != nil {
-		return 0, fmt.Errorf("weight %q: want a number", s)
+	if err != nil || !(v >= 0) || v > scenarios.MaxWeight {
+		return 0, fmt.Errorf("weight %q: want a number from 0 to %g", s, scenarios.MaxWeight)
 	}
 	return v, nil
 }
@@ -338,9 +348,17 @@ func splitList(s string) []string {
 // readCountsFile reads a JSON object or CSV of counts; every error names
 // the file and, where there is one, the line.
 func readCountsFile(path string) (assert.Counts, error) {
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return assert.Counts{}, invalidInput("%v", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxCountsFile+1))
+	if err != nil {
+		return assert.Counts{}, invalidInput("read %s: %v", path, err)
+	}
+	if len(data) > maxCountsFile {
+		return assert.Counts{}, invalidInput("%s is larger than %d KiB, the limit of a counts file", path, maxCountsFile>>10)
 	}
 	var c assert.Counts
 	switch ext := strings.ToLower(filepath.Ext(path)); {
@@ -392,6 +410,9 @@ func parseCountsJSON(path string, data []byte) (assert.Counts, error) {
 		if slices.Contains(c.Buckets, name) {
 			return c, bad("bucket %q given twice", name)
 		}
+		if len(c.Buckets) == maxBuckets {
+			return c, bad("more than %d buckets", maxBuckets)
+		}
 		c.Buckets, c.N = append(c.Buckets, name), append(c.N, v)
 	}
 	if _, err := dec.Token(); err != nil {
@@ -439,6 +460,9 @@ func parseCountsCSV(path string, data []byte) (assert.Counts, error) {
 		}
 		if slices.Contains(c.Buckets, name) {
 			return c, invalidInput("%s:%d: bucket %q given twice", path, line, name)
+		}
+		if len(c.Buckets) == maxBuckets {
+			return c, invalidInput("%s:%d: more than %d buckets", path, line, maxBuckets)
 		}
 		c.Buckets, c.N = append(c.Buckets, name), append(c.N, v)
 	}

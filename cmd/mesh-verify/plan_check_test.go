@@ -89,6 +89,7 @@ func TestCheckE2E(t *testing.T) {
 	badCSV := writeFile(t, dir, "bad.csv", "bucket,count\nc2,480\nc3,lots\n")
 	okJSON := writeFile(t, dir, "counts.json", `{"c2": 700, "c3": 300}`)
 	badJSON := writeFile(t, dir, "bad.json", "{\n  \"c2\": 480,\n  \"c3\": 1.5\n}\n")
+	hugeCSV := writeFile(t, dir, "huge.csv", "bucket,count\n"+strings.Repeat("# padding\n", 120_000))
 
 	for _, c := range []e2e{
 		{"pass", []string{"check", "--counts", "c2=5000,c3=5000", "--expect", "equal"}, exitPass,
@@ -120,6 +121,12 @@ func TestCheckE2E(t *testing.T) {
 		{"no expectation", []string{"check", "--counts", "c2=1"}, exitInvalidInput, nil, []string{"--expect equal or --weights"}},
 		{"ambiguous margin", []string{"check", "--counts", "c2=1", "--expect", "equal", "--margin", "5"}, exitInvalidInput, nil, []string{"ambiguous"}},
 		{"unknown interval", []string{"check", "--counts", "c2=1", "--expect", "equal", "--interval", "wald"}, exitInvalidInput, nil, []string{"wald"}},
+		// Sums of counts near int64's limit overflowed into a negative n.
+		{"counts beyond a trillion", []string{"check", "--counts", "c2=4611686018427387904,c3=4611686018427387904", "--expect", "equal"}, exitInvalidInput,
+			nil, []string{`"c2=4611686018427387904"`, "from 0 to 1000000000000"}},
+		{"counts at the bound", []string{"check", "--counts", "c2=1000000000000,c3=1000000000000", "--expect", "equal"}, exitPass, []string{"verdict: PASS"}, nil},
+		{"weight 1e308", []string{"check", "--counts", "c2=5,c3=5", "--weights", "c2=1e308,c3=1"}, exitInvalidInput, nil, []string{"from 0 to 1e+09"}},
+		{"huge counts file", []string{"check", "--file", hugeCSV, "--expect", "equal"}, exitInvalidInput, nil, []string{"larger than 1024 KiB"}},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.run(t) })
 	}
