@@ -55,6 +55,10 @@ type Options struct {
 	MaxBody    int64
 	MaxWorkers uint64
 
+	// TLS checks an https target's certificate; nil verifies it with the
+	// system roots (the scenario's target.tls relaxes or pins it).
+	TLS *tls.Config
+
 	// RequestIDHeader carries RunID-Seq on every request.
 	RequestIDHeader string
 	RunID           string
@@ -218,6 +222,15 @@ func (a *Attack) transport() http.RoundTripper {
 	return l
 }
 
+// tlsConfig is a copy of TLS for one pool (a tls.Config must not be
+// shared while in use and changed).
+func (o Options) tlsConfig() *tls.Config {
+	if o.TLS == nil {
+		return &tls.Config{MinVersion: tls.VersionTLS12}
+	}
+	return o.TLS.Clone()
+}
+
 func (a *Attack) pool(maxConns int) *http.Transport {
 	o := a.opts
 	idle := vegeta.DefaultConnections
@@ -227,7 +240,7 @@ func (a *Attack) pool(maxConns int) *http.Transport {
 	t := &http.Transport{
 		Proxy:               nil, // the entry is local; an ambient HTTP_PROXY must not reroute it
 		DialContext:         a.tr.dialContext,
-		TLSClientConfig:     &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // mesh entry points use self-signed certs
+		TLSClientConfig:     o.tlsConfig(),
 		MaxIdleConnsPerHost: idle,
 		MaxConnsPerHost:     maxConns,
 		DisableKeepAlives:   !o.KeepAlive,

@@ -1,8 +1,12 @@
 package runner
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
 
 	vegeta "github.com/tsenart/vegeta/v12/lib"
@@ -55,6 +59,39 @@ func attackOptions(sc *scenarios.Scenario, url, runID string) attack.Options {
 		o.Requests = uint64(a.Concurrency) * uint64(a.Repetitions)
 	}
 	return o
+}
+
+// targetTLS is how the target's certificate is checked (target.tls):
+// the system roots by default, a CA file (relative to the scenario file),
+// a server name, or nothing at all when the scenario says so. insecure
+// reports the last, for the report's warning.
+func targetTLS(sc *scenarios.Scenario) (cfg *tls.Config, insecure bool, err error) {
+	cfg = &tls.Config{MinVersion: tls.VersionTLS12}
+	t := sc.Target.TLS
+	if t == nil {
+		return cfg, false, nil
+	}
+	if t.InsecureSkipVerify {
+		cfg.InsecureSkipVerify = true //nolint:gosec // the scenario asked for it, and the report says so
+		return cfg, true, nil
+	}
+	cfg.ServerName = t.ServerName
+	if t.CA != "" {
+		path := t.CA
+		if !filepath.IsAbs(path) && sc.File != "" {
+			path = filepath.Join(filepath.Dir(sc.File), path)
+		}
+		pem, err := os.ReadFile(path)
+		if err != nil {
+			return nil, false, fmt.Errorf("target.tls.ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, false, fmt.Errorf("target.tls.ca: %s holds no PEM certificate", path)
+		}
+		cfg.RootCAs = pool
+	}
+	return cfg, false, nil
 }
 
 // plannedRequests is how many requests the attack will send if nothing

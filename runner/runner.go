@@ -7,6 +7,7 @@ package runner
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -101,6 +102,11 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (*reports.Repor
 	}
 	ao := attackOptions(sc, target, runID)
 	ao.Dial = dial
+	tlsCfg, insecure, err := targetTLS(sc)
+	if err != nil {
+		return nil, err
+	}
+	ao.TLS = tlsCfg
 	attr, err := attributor(sc)
 	if err != nil {
 		return nil, err
@@ -109,7 +115,7 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (*reports.Repor
 		attr.WithResolver(kp) // a pod a response names maps to its cluster
 	}
 	if dial == nil {
-		if err := preflight(ctx, target, ao.Timeout); err != nil {
+		if err := preflight(ctx, target, ao.Timeout, tlsCfg); err != nil {
 			return nil, &SetupError{err}
 		}
 	}
@@ -214,6 +220,9 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (*reports.Repor
 	rep.Sequential = seq
 	rep.Tool, rep.Command = o.Tool, redact.Args(o.Command)
 	rep.Warnings = append(rep.Warnings, warnings...)
+	if insecure {
+		rep.Warnings = append(rep.Warnings, "the target's TLS certificate was not verified (target.tls.insecureSkipVerify: true)")
+	}
 	if sum.Truncated > 0 {
 		rep.Warnings = append(rep.Warnings, fmt.Sprintf("%d responses were longer than attack.maxBody (%s) by more than %d KiB: the rest was not read and each closed its connection, so those requests did not reuse a keep-alive connection",
 			sum.Truncated, sc.Attack.MaxBody, attack.DrainLimit>>10))
@@ -245,7 +254,7 @@ func NewRunID(now time.Time) string {
 // preflight dials the target once so an unreachable URL is a setup error
 // in seconds, not an attack of timeouts. It sends no HTTP request, so the
 // servers' own counts stay comparable with the report's.
-func preflight(ctx context.Context, target string, timeout time.Duration) error {
+func preflight(ctx context.Context, target string, timeout time.Duration, tlsCfg *tls.Config) error {
 	shown := redact.URL(target) // the raw URL may carry credentials
 	u, err := url.Parse(target)
 	if err != nil {
@@ -268,7 +277,23 @@ func preflight(ctx context.Context, target string, timeout time.Duration) error 
 	if err != nil {
 		return fmt.Errorf("cannot reach target %s: %w", shown, err)
 	}
-	return c.Close()
+	defer c.Close()
+	if u.Scheme != "https" {
+		return nil
+	}
+	// The handshake checks the certificate as the attack will, so a
+	// certificate nobody trusts is one clear setup error, not a run of
+	// failed requests.
+	cfg := tlsCfg.Clone()
+	if cfg.ServerName == "" {
+		cfg.ServerName = u.Hostname()
+	}
+	hctx, cancel := context.WithTimeout(ctx, min(timeout, 10*time.Second))
+	defer cancel()
+	if err := tls.Client(c, cfg).HandshakeContext(hctx); err != nil {
+		return fmt.Errorf("TLS with target %s: %w (trust its authority with target.tls.ca, name the certificate's host with target.tls.serverName, or accept any certificate with target.tls.insecureSkipVerify: true)", shown, err)
+	}
+	return nil
 }
 
 // setupFailure tells a broken setup from a broken mesh: when not a single

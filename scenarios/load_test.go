@@ -505,3 +505,22 @@ func TestAttackBounds(t *testing.T) {
 		})
 	}
 }
+
+func TestTargetTLSFields(t *testing.T) {
+	for _, c := range []struct{ target, want string }{
+		{`{url: "http://127.0.0.1:1/", tls: {ca: ca.pem}}`, "target.tls: tls applies to an https target"},
+		{`{url: "https://127.0.0.1:1/", tls: {ca: ca.pem, insecureSkipVerify: true}}`, "target.tls.insecureSkipVerify: insecureSkipVerify accepts any certificate"},
+		{`{url: "https://127.0.0.1:1/", tls: {ca: ca.pem, serverName: callme.demo}}`, ""},
+		{`{url: "https://127.0.0.1:1/", tls: {insecureSkipVerify: true}}`, ""},
+		{`{url: "https://127.0.0.1:1/", tls: {insecure: true}}`, "target.tls.insecure: unknown field"},
+	} {
+		src := strings.Replace(minimal, `target: {url: "http://127.0.0.1:1/"}`, "target: "+c.target, 1) + "expect:\n  - successRate: {atLeast: 99%}\n"
+		_, err := Parse("t.yaml", []byte(src))
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: unexpected error %v", c.target, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%s: got %v, want %q", c.target, err, c.want)
+		}
+	}
+}

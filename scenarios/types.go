@@ -54,6 +54,21 @@ type Target struct {
 	Forward *Forward `yaml:"portForward"`
 	// Path is appended to the forwarded address (Forward only).
 	Path string `yaml:"path"`
+	// TLS says how an https target's certificate is checked: against the
+	// system roots by default.
+	TLS *TLS `yaml:"tls"`
+}
+
+// TLS relaxes or pins the verification of an https target's certificate.
+type TLS struct {
+	// CA is a PEM file of the authorities to trust instead of the
+	// system's (relative to the scenario file).
+	CA string `yaml:"ca"`
+	// ServerName is the name the certificate must carry (default: the
+	// URL's host; through a port-forward, svc.namespace).
+	ServerName string `yaml:"serverName"`
+	// InsecureSkipVerify accepts any certificate; the report says so.
+	InsecureSkipVerify bool `yaml:"insecureSkipVerify"`
 }
 
 // Forward is a port-forward target: resource is pod/NAME, svc/NAME or deploy/NAME.

@@ -216,6 +216,15 @@ func (s *Scenario) checkTarget(c *checker) {
 			}
 		}
 	}
+	if tl := t.TLS; tl != nil {
+		https := strings.HasPrefix(strings.ToLower(t.URL), "https://") || t.Forward != nil && t.Forward.Scheme == "https"
+		switch {
+		case !https && (t.URL != "" || t.Forward != nil):
+			c.add("target.tls", "tls applies to an https target (url https://…, or portForward.scheme: https)")
+		case tl.InsecureSkipVerify && (tl.CA != "" || tl.ServerName != ""):
+			c.add("target.tls.insecureSkipVerify", "insecureSkipVerify accepts any certificate: ca and serverName would not be checked")
+		}
+	}
 }
 
 func declaredList(s *Scenario) string {
