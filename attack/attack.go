@@ -103,7 +103,11 @@ type Summary struct {
 	// Truncated counts responses whose body went on beyond MaxBody plus
 	// a short drain: the rest was not transferred and their connection was
 	// closed (each such request ends its keep-alive connection).
-	Truncated   uint64        `json:"truncated,omitempty"`
+	Truncated uint64 `json:"truncated,omitempty"`
+	// Attributing is the time the sink took over the results (attribution,
+	// tally, recording). It runs on the loop that takes vegeta's results,
+	// so when it is a large part of Elapsed it held the workers back.
+	Attributing time.Duration `json:"attributing"`
 	Interrupted bool          `json:"interrupted"`
 	Elapsed     time.Duration `json:"elapsed"`
 }
@@ -308,7 +312,9 @@ func (a *Attack) Run(ctx context.Context, sink Sink) Summary {
 				return sum
 			}
 			sum.Requests++
+			t0 := time.Now()
 			sink.Add(a.result(r))
+			sum.Attributing += time.Since(t0)
 		case <-done:
 			// Keep draining: in-flight requests finish (bounded by the
 			// timeout) and are counted, so nothing measured is lost.

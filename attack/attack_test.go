@@ -240,3 +240,36 @@ func TestMaxBodyBoundsTheTransfer(t *testing.T) {
 		})
 	}
 }
+
+// slowSink stands for attribution that costs more per response than the
+// rate leaves (a slow rule on large bodies).
+type slowSink struct {
+	memSink
+	each time.Duration
+}
+
+func (s *slowSink) Add(r *Result) {
+	time.Sleep(s.each)
+	s.memSink.Add(r)
+}
+
+// The time the sink takes is measured, so a run that fell behind its rate
+// can say it was the attribution.
+func TestSummaryMeasuresTheSink(t *testing.T) {
+	_, ts := newServer(t)
+	for _, each := range []time.Duration{0, 10 * time.Millisecond} {
+		a, err := New(Options{URL: ts.URL, Rate: vegeta.Rate{Freq: 200, Per: time.Second}, Duration: time.Second, KeepAlive: true, RunID: "r", MaxBody: 1 << 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sink := &slowSink{each: each}
+		sum := a.Run(context.Background(), sink)
+		share := float64(sum.Attributing) / float64(sum.Elapsed)
+		switch {
+		case each == 0 && (share > 0.2 || sum.AchievedRate < 150):
+			t.Errorf("a fast sink: %.0f%% of the attack, %.1f/s achieved", 100*share, sum.AchievedRate)
+		case each > 0 && (share < 0.8 || sum.Attributing < time.Duration(sum.Requests)*each):
+			t.Errorf("a sink of %s per result: measured %s for %d results (%.0f%% of %s)", each, sum.Attributing, sum.Requests, 100*share, sum.Elapsed)
+		}
+	}
+}

@@ -223,6 +223,9 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (*reports.Repor
 	if insecure {
 		rep.Warnings = append(rep.Warnings, "the target's TLS certificate was not verified (target.tls.insecureSkipVerify: true)")
 	}
+	if w := behindRate(sum); w != "" {
+		rep.Warnings = append(rep.Warnings, w)
+	}
 	if sum.Truncated > 0 {
 		rep.Warnings = append(rep.Warnings, fmt.Sprintf("%d responses were longer than attack.maxBody (%s) by more than %d KiB: the rest was not read and each closed its connection, so those requests did not reuse a keep-alive connection",
 			sum.Truncated, sc.Attack.MaxBody, attack.DrainLimit>>10))
@@ -242,6 +245,24 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (*reports.Repor
 		return rep, &SetupError{err}
 	}
 	return rep, nil
+}
+
+// behindRate says why an open-loop attack achieved clearly less than the
+// rate asked for: the loop that attributes each result (a slow rule on
+// large bodies) or the target's answers (workers waiting on responses).
+// A run that fell behind measured fewer requests than planned, and the
+// load it put on the mesh was not the load asked for.
+func behindRate(sum attack.Summary) string {
+	if sum.RequestedRate <= 0 || sum.Interrupted || sum.Requests == 0 || sum.AchievedRate >= 0.9*sum.RequestedRate {
+		return ""
+	}
+	per := sum.Attributing / time.Duration(sum.Requests)
+	if sum.Elapsed > 0 && float64(sum.Attributing) > 0.5*float64(sum.Elapsed) {
+		return fmt.Sprintf("achieved %.1f/s of the %.1f/s requested: attributing the responses took %s of the attack's %s (%s per response), so the attribution rules held the attack back; simplify the rules or lower attack.maxBody",
+			sum.AchievedRate, sum.RequestedRate, sum.Attributing.Round(time.Millisecond), sum.Elapsed.Round(time.Millisecond), per)
+	}
+	return fmt.Sprintf("achieved %.1f/s of the %.1f/s requested: the target (or the tunnel) answered too slowly for the workers to keep the rate (attribution took %s per response)",
+		sum.AchievedRate, sum.RequestedRate, per)
 }
 
 // NewRunID is sortable by time and unique enough to join logs to one run.

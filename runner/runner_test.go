@@ -10,8 +10,10 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/mesh-verify/mesh-verify/assert"
+	"github.com/mesh-verify/mesh-verify/attack"
 	"github.com/mesh-verify/mesh-verify/scenarios"
 )
 
@@ -171,5 +173,35 @@ func TestReportCarriesThePlannedDraws(t *testing.T) {
 	}
 	if rate.Planned != 0 {
 		t.Errorf("a success rate plans nothing, got %d", rate.Planned)
+	}
+}
+
+func TestBehindRateSaysWhy(t *testing.T) {
+	base := attack.Summary{RequestedRate: 20, Requests: 60, Elapsed: 58 * time.Second, AchievedRate: 60.0 / 58}
+	slowRules := base
+	slowRules.Attributing = 57 * time.Second
+	slowTarget := base
+	slowTarget.Attributing = 30 * time.Millisecond
+	onRate := base
+	onRate.AchievedRate, onRate.Elapsed = 19.5, 3*time.Second
+	interrupted := slowRules
+	interrupted.Interrupted = true
+	closedLoop := slowRules
+	closedLoop.RequestedRate = 0
+	for _, c := range []struct {
+		name string
+		sum  attack.Summary
+		want string
+	}{
+		{"slow rules", slowRules, "attribution rules held the attack back"},
+		{"slow target", slowTarget, "answered too slowly"},
+		{"on rate", onRate, ""},
+		{"interrupted", interrupted, ""},
+		{"closed loop", closedLoop, ""},
+	} {
+		got := behindRate(c.sum)
+		if c.want == "" && got != "" || c.want != "" && !strings.Contains(got, c.want) {
+			t.Errorf("%s: %q, want %q", c.name, got, c.want)
+		}
 	}
 }
