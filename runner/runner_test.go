@@ -15,8 +15,11 @@ import (
 	"testing"
 	"time"
 
+	vegeta "github.com/tsenart/vegeta/v12/lib"
+
 	"github.com/mesh-verify/mesh-verify/assert"
 	"github.com/mesh-verify/mesh-verify/attack"
+	"github.com/mesh-verify/mesh-verify/attribution"
 	"github.com/mesh-verify/mesh-verify/scenarios"
 	"github.com/mesh-verify/mesh-verify/tally"
 )
@@ -236,5 +239,25 @@ func TestPerRequestPodNamesAreCapped(t *testing.T) {
 	}
 	if rep.Metrics.Successes != 3000 || pods != tally.MaxBuckets+1 || !warned || doc.Len() > 1<<20 {
 		t.Errorf("%d answered, %d pod buckets, warned %v, report %d KiB: %q", rep.Metrics.Successes, pods, warned, doc.Len()>>10, rep.Warnings)
+	}
+}
+
+// The progress line names clusters taken from responses: escaped, and only
+// the largest few.
+func TestProgressLineIsEscapedAndBounded(t *testing.T) {
+	start := time.Now()
+	tl := tally.New(start, time.Minute)
+	for i := range 20 {
+		name := fmt.Sprintf("c%02d", i)
+		if i == 0 {
+			name = "c\x1b[2J\x1b]0;owned\a"
+		}
+		for range 20 - i {
+			tl.Add(&attack.Result{Result: &vegeta.Result{Code: 200, Timestamp: start}}, attribution.Identity{Cluster: name})
+		}
+	}
+	got := line(tl, start, attack.Options{})
+	if strings.ContainsAny(got, "\x1b\a") || !strings.Contains(got, `c\u001b[2J`) || !strings.Contains(got, "(+12 more)") || strings.Contains(got, "c19") {
+		t.Errorf("progress line %q", got)
 	}
 }
