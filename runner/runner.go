@@ -69,6 +69,10 @@ type Options struct {
 	// runlog.Recorder); Run closes it when the attack ends and reports
 	// what Close returns as a warning. nil records nothing.
 	Record Recorder
+	// Abort, when it ends, cuts the requests still in flight short (a
+	// second Ctrl-C); ctx ending only stops new requests and lets those in
+	// flight finish, up to the attack's timeout.
+	Abort context.Context
 }
 
 // Recorder receives every result, with who served it and whether it
@@ -107,6 +111,7 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (*reports.Repor
 		return nil, err
 	}
 	ao.TLS = tlsCfg
+	ao.Abort = o.Abort
 	attr, err := attributor(sc)
 	if err != nil {
 		return nil, err
