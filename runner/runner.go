@@ -244,7 +244,9 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (*reports.Repor
 	rep.Expectation = j.evaluate(ev, look)
 	j.plan(rep.Expectation)
 	finish(rep, sc)
-	if err := setupFailure(ev.body); err != nil {
+	// An interrupted run keeps its exit code (130) even when nothing was
+	// answered: the user stopped it, the setup did not fail.
+	if err := setupFailure(ev.body); err != nil && !sum.Interrupted {
 		rep.SetupError = err.Error()
 		rep.ExitCode = ExitSetup
 		return rep, &SetupError{err}
