@@ -373,6 +373,12 @@ type sink struct {
 
 func (s *sink) Add(r *attack.Result) {
 	ok := answered(r, s.codes)
+	if r.Error != "" {
+		// Every error message is redacted here, once, before it reaches
+		// the tally, the recording or any report: net/http quotes the
+		// request's URL, credentials in the query included.
+		r.Error = redact.Message(r.Error)
+	}
 	var id attribution.Identity
 	if r.Code != 0 {
 		// Error responses are attributed too: errors per cluster and pod.
