@@ -83,6 +83,9 @@ func openKube(ctx context.Context, sc *scenarios.Scenario, o Options) (*kubePath
 		if err != nil {
 			return nil, err
 		}
+		if err := kp.checkLogAccess(ctx); err != nil {
+			return nil, err
+		}
 	}
 	if f := sc.Target.Forward; f != nil {
 		kp.tunnel, err = kube.OpenTunnel(ctx, kp.clusters[f.Cluster], kube.TunnelSpec{

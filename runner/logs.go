@@ -68,11 +68,6 @@ func (kp *kubePath) start(ctx context.Context, runID string, start time.Time) er
 	if err != nil {
 		return err
 	}
-	if ls != nil {
-		if err := kp.checkLogAccess(ctx, ls); err != nil {
-			return err
-		}
-	}
 	// The watch is running before the attack, or the run is a setup error
 	// (README.md, RBAC: a denied watch names itself).
 	err = kp.inv.StartWatch(ctx, func(ev kube.Event) {
@@ -98,15 +93,14 @@ func (kp *kubePath) start(ctx context.Context, runID string, start time.Time) er
 // checkLogAccess reads one byte of one pod's log per workload with logs
 // and cluster: a log the run may not read is a setup error before the
 // attack, not a log source that counts nothing (README.md, RBAC).
-func (kp *kubePath) checkLogAccess(ctx context.Context, ls *logSource) error {
-	names := make([]string, 0, len(ls.workloads))
-	for n := range ls.workloads {
-		names = append(names, n)
-	}
-	sort.Strings(names)
+func (kp *kubePath) checkLogAccess(ctx context.Context) error {
 	var errs []error
-	for _, n := range names {
-		w := ls.workloads[n]
+	for i := range kp.sc.Observe {
+		w := &kp.sc.Observe[i]
+		if w.Logs == nil {
+			continue
+		}
+		n := w.Name
 		checked := map[string]bool{}
 		for _, p := range kp.observedPods(w) {
 			if checked[p.Cluster] {
