@@ -1,8 +1,14 @@
 package runner
 
 import (
+	"errors"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/mesh-verify/mesh-verify/kube"
 	"github.com/mesh-verify/mesh-verify/scenarios"
@@ -61,5 +67,25 @@ expect:
 	sc.Target.Forward, sc.Target.URL, sc.Observe = nil, "http://127.0.0.1:1/", nil
 	if n := Needs(sc); len(n) != 0 {
 		t.Errorf("a plain URL target with nothing observed needs nothing, got %v", n)
+	}
+}
+
+// A call denied during the run (a log stream, the last scrape) ends it as
+// a setup error; other failures stay warnings.
+func TestNoteDeniedKeepsOnlyDenials(t *testing.T) {
+	kp := &kubePath{}
+	kp.noteDenied(errors.New("read: connection reset by peer"))
+	kp.noteDenied(nil)
+	if err := kp.denied(); err != nil {
+		t.Fatalf("no denial noted, yet denied() = %v", err)
+	}
+	forbidden := apierrors.NewForbidden(schema.GroupResource{Resource: "pods/log"}, "p", errors.New(`User "u" cannot get resource "pods/log"`))
+	kp.noteDenied(fmt.Errorf("log of pod c1/default/p: %w", forbidden))
+	if err := kp.denied(); err == nil || !strings.Contains(err.Error(), `cannot get resource "pods/log"`) {
+		t.Errorf("denied() = %v, want the forbidden log", err)
+	}
+	var none *kubePath
+	if err := none.denied(); err != nil {
+		t.Errorf("a run without Kubernetes: denied() = %v", err)
 	}
 }
