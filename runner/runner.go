@@ -21,6 +21,7 @@ import (
 	"github.com/mesh-verify/mesh-verify/assert"
 	"github.com/mesh-verify/mesh-verify/attack"
 	"github.com/mesh-verify/mesh-verify/attribution"
+	"github.com/mesh-verify/mesh-verify/kube"
 	"github.com/mesh-verify/mesh-verify/podlogs"
 	"github.com/mesh-verify/mesh-verify/redact"
 	"github.com/mesh-verify/mesh-verify/reports"
@@ -166,6 +167,9 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (*reports.Repor
 			sink.recordConns = true
 		}
 		if kp.metricsBefore, err = kp.scrapeAll(ctx); err != nil {
+			if kube.IsDenied(err) {
+				return nil, &SetupError{err}
+			}
 			kp.warnings = append(kp.warnings, "metrics before the attack: "+err.Error())
 		}
 	}
@@ -244,6 +248,11 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (*reports.Repor
 	rep.Expectation = j.evaluate(ev, look)
 	j.plan(rep.Expectation)
 	finish(rep, sc)
+	if err := kp.denied(); err != nil {
+		rep.SetupError = err.Error()
+		rep.ExitCode = ExitSetup
+		return rep, &SetupError{err}
+	}
 	// An interrupted run keeps its exit code (130) even when nothing was
 	// answered: the user stopped it, the setup did not fail.
 	if err := setupFailure(ev.body); err != nil && !sum.Interrupted {

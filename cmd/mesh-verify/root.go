@@ -56,7 +56,7 @@ expected one with sound statistics. Exit codes: 0 pass, 1 an expectation failed,
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newRunCmd(args), newValidateCmd(), newReportCmd(), newPlanCmd(), newCheckCmd(), newPortForwardCmd(), newLabCmd(), newSchemaCmd(), newScenariosCmd(), newVersionCmd())
+	root.AddCommand(newRunCmd(args), newValidateCmd(), newReportCmd(), newPlanCmd(), newCheckCmd(), newPortForwardCmd(), newLabCmd(), newSchemaCmd(), newScenariosCmd(), newVersionCmd(), newRBACCmd())
 
 	err := root.Execute()
 	if err == nil {
