@@ -305,3 +305,63 @@ func TestDockerfileMatchesImage(t *testing.T) {
 		t.Errorf("Dockerfile ENTRYPOINT %s, the OCI image's %s", entry, want)
 	}
 }
+
+// imageTool runs tools/image (its own module) as `make image` does.
+func imageTool(t *testing.T, args ...string) run {
+	t.Helper()
+	r := runCmdIn(t, filepath.Join(labtest.RepoRoot(), "tools", "image"), []string{"GOWORK=off", "GOFLAGS=-mod=readonly"},
+		"go", append([]string{"run", "."}, args...)...)
+	return r
+}
+
+// TestImageBuilder: the same binary gives the same image (fixed owners
+// and timestamps, so a digest can be checked again), and a dynamically
+// linked binary, which the image could not run, is refused by name.
+func TestImageBuilder(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(ociDir, "index.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var idx ociIndex
+	decode(t, "index.json", raw, &idx)
+	var man ociManifest
+	var cfg ociConfig
+	decode(t, "manifest", blob(t, idx.Manifests[0]), &man)
+	decode(t, "config", blob(t, man.Config), &cfg)
+	again := filepath.Join(t.TempDir(), "oci")
+	r := imageTool(t, "-binary", binary, "-out", again, "-version", imageVersion,
+		"-revision", cfg.Config.Labels["org.opencontainers.image.revision"])
+	if r.code != 0 {
+		t.Fatalf("tools/image: exit %d\n%s", r.code, r.stderr)
+	}
+	raw2, err := os.ReadFile(filepath.Join(again, "index.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var idx2 ociIndex
+	decode(t, "index.json", raw2, &idx2)
+	if idx2.Manifests[0].Digest != idx.Manifests[0].Digest {
+		t.Errorf("the same binary built images %s and %s", idx.Manifests[0].Digest, idx2.Manifests[0].Digest)
+	}
+
+	// A cgo build of a tiny program: dynamically linked against libc.
+	dynamic := filepath.Join(t.TempDir(), "dynamic")
+	src := filepath.Join(t.TempDir(), "main.go")
+	if err := os.WriteFile(src, []byte("package main\n\nimport \"os/user\"\n\nfunc main() { _, _ = user.Current() }\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if b := runCmd(t, []string{"CGO_ENABLED=1", "GOFLAGS="}, "go", "build", "-o", dynamic, src); b.code != 0 {
+		t.Skipf("no cgo toolchain to build a dynamically linked binary: %s", b.stderr)
+	}
+	if f, err := elf.Open(dynamic); err == nil {
+		interp := slices.ContainsFunc(f.Progs, func(p *elf.Prog) bool { return p.Type == elf.PT_INTERP })
+		f.Close()
+		if !interp {
+			t.Skip("the cgo build came out static; nothing to refuse")
+		}
+	}
+	r = imageTool(t, "-binary", dynamic, "-out", filepath.Join(t.TempDir(), "oci"))
+	if r.code == 0 || !strings.Contains(r.stderr, "dynamically linked") || !strings.Contains(r.stderr, "CGO_ENABLED=0") {
+		t.Errorf("tools/image with a dynamically linked binary: exit %d, want a refusal naming it and CGO_ENABLED=0:\n%s", r.code, r.stderr)
+	}
+}

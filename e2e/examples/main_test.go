@@ -125,10 +125,17 @@ type run struct {
 // process that could not start or was killed fails the test.
 func runCmd(t *testing.T, env []string, name string, args ...string) run {
 	t.Helper()
+	return runCmdIn(t, "", env, name, args...)
+}
+
+// runCmdIn is runCmd in a working directory.
+func runCmdIn(t *testing.T, dir string, env []string, name string, args ...string) run {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Env = append(os.Environ(), env...)
+	cmd.Dir = dir
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
