@@ -158,10 +158,12 @@ func TestManifestsServerDryRun(t *testing.T) {
 	}
 
 	// The schemas are in force: the same Canary and AnalysisTemplate with
-	// one field of the wrong type are refused by the server.
+	// one field of the wrong type, or misspelt, are refused by the server.
 	for _, c := range []struct{ file, from, to string }{
 		{"flagger/canary.yaml", "stepWeight: 10", "stepWeight: ten"},
 		{"argo-rollouts/analysis-template.yaml", "failureLimit: 0", "failureLimit: [0]"},
+		// A misspelt field is refused too (kubectl's strict field validation), not pruned.
+		{"argo-rollouts/analysis-template.yaml", "backoffLimit: 0", "backofLimit: 0"},
 	} {
 		src, err := os.ReadFile(filepath.Join(examplesDir(), c.file))
 		if err != nil {
