@@ -181,3 +181,38 @@ func TestManifestsServerDryRun(t *testing.T) {
 		t.Logf("%s with %q: refused: %v", c.file, c.to, err)
 	}
 }
+
+// TestExampleScenariosValidate runs `mesh-verify validate` on every
+// scenario the examples carry in a ConfigMap (a value holding kind:
+// Scenario), so a broken scenario is named by its file and key even where
+// the gate's command needs flags this build may lack.
+func TestExampleScenariosValidate(t *testing.T) {
+	dir := t.TempDir()
+	var files []string
+	for f := range manifestFiles(t) {
+		for _, d := range readDocs(t, f) {
+			if str(d, "kind") != "ConfigMap" {
+				continue
+			}
+			data, _ := dig(d, "data").(map[string]any)
+			for k, v := range data {
+				s, _ := v.(string)
+				if !strings.Contains(s, "kind: Scenario") {
+					continue
+				}
+				rel, _ := filepath.Rel(examplesDir(), f)
+				out := filepath.Join(dir, strings.NewReplacer("/", "_", ".yaml", "").Replace(rel)+"--"+k)
+				if err := os.WriteFile(out, []byte(s), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				files = append(files, out)
+			}
+		}
+	}
+	if len(files) < 3 {
+		t.Fatalf("%d scenarios in the examples' ConfigMaps, want the Flagger, Argo Rollouts and Job ones", len(files))
+	}
+	if r := runCmd(t, nil, binary, append([]string{"validate"}, files...)...); r.code != 0 {
+		t.Errorf("mesh-verify validate: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
