@@ -235,18 +235,36 @@ func WriteJSON(w io.Writer, r *Report) error {
 	return enc.Encode(r)
 }
 
+// MaxReportSize bounds a report.json read back: a run of a million
+// requests writes well under a megabyte (a dimension keeps at most
+// tally.MaxBuckets buckets), so this is far beyond any real one.
+const MaxReportSize = 64 << 20
+
 // ReadJSON reads a report written by WriteJSON.
 func ReadJSON(path string) (*Report, error) {
-	b, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("read report: %w", err)
 	}
-	var r Report
-	if err := json.Unmarshal(b, &r); err != nil {
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, MaxReportSize+1))
+	if err != nil {
 		return nil, fmt.Errorf("read report %s: %w", path, err)
 	}
+	if len(b) > MaxReportSize {
+		return nil, fmt.Errorf("read report %s: larger than %d MiB, the limit of a report", path, MaxReportSize>>20)
+	}
+	return DecodeJSON(path, b)
+}
+
+// DecodeJSON decodes a report; name is the file, for messages.
+func DecodeJSON(name string, b []byte) (*Report, error) {
+	var r Report
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("read report %s: %w", name, err)
+	}
 	if r.Schema != Schema {
-		return nil, fmt.Errorf("read report %s: schema %q, this build reads %q", path, r.Schema, Schema)
+		return nil, fmt.Errorf("read report %s: schema %q, this build reads %q", name, r.Schema, Schema)
 	}
 	return &r, nil
 }

@@ -147,7 +147,7 @@ func axisRange(lo, hi float64) (float64, float64) {
 
 // niceTicks returns about n round values within [lo, hi].
 func niceTicks(lo, hi float64, n int) []float64 {
-	if !(hi > lo) || n < 1 {
+	if !(hi > lo) || n < 1 || math.IsInf(hi-lo, 0) {
 		return nil
 	}
 	raw := (hi - lo) / float64(n)
@@ -159,8 +159,10 @@ func niceTicks(lo, hi float64, n int) []float64 {
 			break
 		}
 	}
+	// Bounded: far from zero a step below the float's resolution would
+	// not move v (a report.json read back may hold any value).
 	var out []float64
-	for v := math.Ceil(lo/step) * step; v <= hi+step*1e-9; v += step {
+	for v := math.Ceil(lo/step) * step; v <= hi+step*1e-9 && len(out) <= 2*n+2; v += step {
 		out = append(out, math.Round(v/step)*step)
 	}
 	return out
