@@ -270,6 +270,12 @@ func (c *Config) connect(ctx context.Context, ref ClusterRef, only bool) (*Clust
 // probeWithExec probes a cluster whose kubeconfig user is an exec
 // credential plugin: see the comment on exec plugins in exec.go.
 func (c *Config) probeWithExec(ctx context.Context, cl *Cluster, user string) error {
+	if err := preflightExec(ctx, cl.REST, user, c.opts.ExecTimeout); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return &ClusterError{Cluster: cl.Name, Context: cl.Context, Server: cl.Server, Call: "run the kubeconfig's exec credential plugin", Reason: ReasonExecPlugin, Err: err}
+	}
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := make(chan error, 1) // buffered: an abandoned probe still ends
@@ -277,13 +283,10 @@ func (c *Config) probeWithExec(ctx context.Context, cl *Cluster, user string) er
 		_, err := cl.Client.Discovery().RESTClient().Get().AbsPath("/version").Do(pctx).Raw()
 		done <- err
 	}()
-	if err := preflightExec(ctx, cl.REST, user, c.opts.ExecTimeout); err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		return &ClusterError{Cluster: cl.Name, Context: cl.Context, Server: cl.Server, Call: "run the kubeconfig's exec credential plugin", Reason: ReasonExecPlugin, Err: err}
-	}
-	timer := time.NewTimer(c.opts.ProbeTimeout)
+	// client-go runs the plugin again before the request: it gets its
+	// timeout again, the API server the probe's.
+	bound := c.opts.ExecTimeout + c.opts.ProbeTimeout
+	timer := time.NewTimer(bound)
 	defer timer.Stop()
 	select {
 	case err := <-done:
@@ -295,7 +298,8 @@ func (c *Config) probeWithExec(ctx context.Context, cl *Cluster, user string) er
 		}
 		return nil
 	case <-timer.C:
-		return cl.wrap("GET /version", fmt.Errorf("no answer within %s after the exec credential plugin answered: %w", c.opts.ProbeTimeout, context.DeadlineExceeded))
+		return cl.wrap("GET /version", fmt.Errorf("no answer within %s (--exec-timeout and the probe's %s): the exec credential plugin answered once, then client-go's run of it or the API server hung: %w",
+			bound, c.opts.ProbeTimeout, context.DeadlineExceeded))
 	case <-ctx.Done():
 		return ctx.Err()
 	}

@@ -30,15 +30,17 @@ const DefaultExecTimeout = 2 * time.Minute
 // blocks the call forever and a slow one used to be reported as "API
 // server unreachable" by the 5 s probe. Connect therefore runs the plugin
 // itself first (preflightExec: the same command, arguments, environment
-// and KUBERNETES_EXEC_INFO as client-go, bounded by Options.ExecTimeout)
-// while client-go's probe runs concurrently in a goroutine, so a slow
-// plugin costs its time once, not twice. A plugin that fails, hangs or
-// prints no credential is reported as the plugin (ReasonExecPlugin:
-// command, kubeconfig user, exit status and the tail of its stderr). Once
-// the plugin answered, the probe has ProbeTimeout more to finish;
-// a probe stuck in client-go's plugin run is abandoned (its goroutine ends
-// when the plugin does). Later refreshes during a run stay client-go's:
-// it caches the credential until it expires.
+// and KUBERNETES_EXEC_INFO as client-go, killed after
+// Options.ExecTimeout): a plugin that fails, hangs or prints no
+// credential is reported as the plugin (ReasonExecPlugin: command,
+// kubeconfig user, exit status and the tail of its stderr), and client-go
+// never starts a copy of it that nobody could stop. Only then does the
+// probe run, in a goroutine bounded by ExecTimeout+ProbeTimeout since
+// client-go runs the plugin again (plugins like gke-gcloud-auth-plugin
+// and kubelogin cache their credential, so the second run is quick; an
+// uncached slow plugin costs its time twice, the price of never leaving a
+// hung process behind). Refreshes during a run stay client-go's: it keeps
+// the credential until it expires.
 
 // execCredential is the part of a client.authentication.k8s.io
 // ExecCredential (v1 and v1beta1 share it) the preflight reads.

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -155,8 +156,8 @@ func TestExecPluginPreflight(t *testing.T) {
 	}{
 		{"slow but in time", "sleep 1\necho '" + cred + "'", 10 * time.Second, ""},
 		{"reads exec info", `case "$KUBERNETES_EXEC_INFO" in *'"interactive":false'*) echo '` + cred + `';; *) exit 9;; esac`, 10 * time.Second, ""},
-		// client-go runs its own copy of the plugin, which nobody stops:
-		// the test does (pids), else it holds the test's stderr.
+		// The plugin records its pid: should it outlive Connect, the test
+		// stops it (and fails below).
 		{"hangs", "echo $$ >> " + filepath.Join(dir, "pids") + "\nexec sleep 60", time.Second, "gave no credentials within 1s (--exec-timeout)"},
 		{"fails", "echo 'token expired, run login' >&2\nexit 3", 10 * time.Second, "exited with status 3; its stderr ends: token expired, run login"},
 		{"garbage", "echo hello", 10 * time.Second, "printed no ExecCredential on stdout"},
@@ -205,6 +206,9 @@ contexts: [{name: a, context: {cluster: a, user: sso-user}}]
 			if took > tc.timeout+3*time.Second {
 				t.Errorf("took %v with exec timeout %v", took, tc.timeout)
 			}
+			if alive := alivePids(filepath.Join(dir, "pids")); len(alive) > 0 {
+				t.Errorf("plugin processes %v still run after Connect returned", alive)
+			}
 		})
 	}
 }
@@ -223,4 +227,17 @@ func killPids(t *testing.T, file string) {
 			}
 		}
 	}
+}
+
+// alivePids are the processes the file lists that still run.
+func alivePids(file string) []int {
+	b, _ := os.ReadFile(file)
+	var out []int
+	for _, f := range strings.Fields(string(b)) {
+		var pid int
+		if _, err := fmt.Sscan(f, &pid); err == nil && pid > 1 && syscall.Kill(pid, 0) == nil {
+			out = append(out, pid)
+		}
+	}
+	return out
 }

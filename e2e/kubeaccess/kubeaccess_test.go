@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -285,8 +286,8 @@ func execKubeconfig(t *testing.T, script string) (path, pids string) {
 	return path, pids
 }
 
-// killPids kills the plugin processes listed (client-go's runs of a hung
-// plugin outlive the binary).
+// killPids kills the plugin processes listed, should one outlive the
+// binary (the hang test fails then).
 func killPids(file string) {
 	b, _ := os.ReadFile(file)
 	for _, f := range strings.Fields(string(b)) {
@@ -322,6 +323,12 @@ func TestExecPlugin(t *testing.T) {
 		for _, w := range []string{"credential-plugin.sh", "kubeconfig user kwok-c1", "gave no credentials within 3s (--exec-timeout)"} {
 			if !strings.Contains(r.stderr, w) {
 				t.Errorf("stderr lacks %q:\n%s", w, r.stderr)
+			}
+		}
+		b, _ := os.ReadFile(pids)
+		for _, f := range strings.Fields(string(b)) {
+			if pid, _ := strconv.Atoi(f); pid > 1 && syscall.Kill(pid, 0) == nil {
+				t.Errorf("the hung plugin (pid %d) still runs after mesh-verify ended", pid)
 			}
 		}
 		if strings.Contains(r.stderr, "unreachable") {
