@@ -5,12 +5,23 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 LDFLAGS   := -X main.version=$(VERSION)
 PKGS      := ./...
 
-.PHONY: all build test unit e2e lint bench demo report-shots lab-up lab-down clean calibrate calibrate-stats calibrate-lab schema
+.PHONY: all build test unit e2e lint bench demo report-shots lab-up lab-down clean calibrate calibrate-stats calibrate-lab schema image
 
 all: build
 
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/mesh-verify ./cmd/mesh-verify
+
+# The container image without a Docker daemon: an OCI image layout in
+# $(OCI) (README.md, "Container image"), from a static build of the CLI,
+# by tools/image (its own Go module). `docker build .` makes the same
+# image from the Dockerfile where a daemon is at hand.
+OCI       ?= build/oci
+IMAGE_BIN ?= build/image/mesh-verify
+image:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(IMAGE_BIN) ./cmd/mesh-verify
+	cd tools/image && GOWORK=off GOFLAGS=-mod=readonly $(GO) run . -binary $(abspath $(IMAGE_BIN)) \
+	  -out $(abspath $(OCI)) -version $(VERSION) -revision "$$(git rev-parse HEAD 2>/dev/null)"
 
 # Unit and integration tests (the e2e package drives the built binary
 # against real local servers behind nginx).
@@ -75,4 +86,4 @@ lab-down: build
 	$(BIN)/mesh-verify lab down
 
 clean:
-	rm -rf $(BIN) mesh-verify-runs
+	rm -rf $(BIN) mesh-verify-runs build

@@ -59,6 +59,12 @@ type Options struct {
 	// system roots (the scenario's target.tls relaxes or pins it).
 	TLS *tls.Config
 
+	// Abort, when it ends, cuts the requests in flight short (a second
+	// Ctrl-C); the context Run is given only stops new ones and lets
+	// those in flight finish. Results cut short are not counted as the
+	// target's failures: Summary.Aborted counts them.
+	Abort context.Context
+
 	// RequestIDHeader carries RunID-Seq on every request.
 	RequestIDHeader string
 	RunID           string
@@ -104,6 +110,8 @@ type Summary struct {
 	// a short drain: the rest was not transferred and their connection was
 	// closed (each such request ends its keep-alive connection).
 	Truncated uint64 `json:"truncated,omitempty"`
+	// Aborted counts requests cut short by Options.Abort, not in Requests.
+	Aborted uint64 `json:"aborted,omitempty"`
 	// Attributing is the time the sink took over the results (attribution,
 	// tally, recording). It runs on the loop that takes vegeta's results,
 	// so when it is a large part of Elapsed it held the workers back.
@@ -148,7 +156,7 @@ func New(o Options) (*Attack, error) {
 	a.tr = newTracker(o.Dial)
 	a.client = &http.Client{
 		Timeout:   o.Timeout,
-		Transport: &recordingTransport{next: a.transport(), tr: a.tr, ridHeader: o.RequestIDHeader, maxBody: o.MaxBody},
+		Transport: &recordingTransport{next: a.transport(), tr: a.tr, ridHeader: o.RequestIDHeader, maxBody: o.MaxBody, abort: o.Abort},
 		// A mesh entry answering with a redirect is a finding, not a hop to follow.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
@@ -297,6 +305,10 @@ func (a *Attack) Run(ctx context.Context, sink Sink) Summary {
 	sum := Summary{Started: time.Now(), RequestedRate: a.requestedRate()}
 	res := atk.Attack(a.target.targeter(), a.pacer, a.opts.Duration, "")
 	done := ctx.Done()
+	var abortDone <-chan struct{}
+	if a.opts.Abort != nil {
+		abortDone = a.opts.Abort.Done()
+	}
 	for {
 		select {
 		case r, ok := <-res:
@@ -311,6 +323,11 @@ func (a *Attack) Run(ctx context.Context, sink Sink) Summary {
 				a.client.CloseIdleConnections()
 				return sum
 			}
+			if aborted(a.opts.Abort, r) {
+				sum.Aborted++
+				a.tr.take(r.Seq)
+				continue
+			}
 			sum.Requests++
 			t0 := time.Now()
 			sink.Add(a.result(r))
@@ -321,8 +338,18 @@ func (a *Attack) Run(ctx context.Context, sink Sink) Summary {
 			atk.Stop()
 			sum.Interrupted = true
 			done = nil
+		case <-abortDone:
+			atk.Stop()
+			sum.Interrupted = true
+			abortDone = nil
 		}
 	}
+}
+
+// aborted tells a result cut short by Abort (no response, after Abort
+// ended) from the target's own failures.
+func aborted(abort context.Context, r *vegeta.Result) bool {
+	return abort != nil && abort.Err() != nil && r.Code == 0 && r.Error != ""
 }
 
 func (a *Attack) requestedRate() float64 {

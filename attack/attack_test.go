@@ -273,3 +273,40 @@ func TestSummaryMeasuresTheSink(t *testing.T) {
 		}
 	}
 }
+
+// Cancelling Run's context lets the requests in flight finish (up to
+// their timeout); ending Abort cuts them short at once, and they are not
+// reported as the target's failures.
+func TestAbortCutsTheDrainShort(t *testing.T) {
+	release := make(chan struct{})
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(func() { close(release); ts.Close() })
+	abort, cutShort := context.WithCancel(context.Background())
+	defer cutShort()
+	a, err := New(Options{URL: ts.URL, Rate: vegeta.Rate{Freq: 50, Per: time.Second}, Duration: 5 * time.Second, Timeout: 30 * time.Second, KeepAlive: true, RunID: "r", Abort: abort})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, interrupt := context.WithCancel(context.Background())
+	time.AfterFunc(500*time.Millisecond, interrupt)
+	time.AfterFunc(time.Second, cutShort)
+	var sink memSink
+	start := time.Now()
+	sum := a.Run(ctx, &sink)
+	if el := time.Since(start); el > 5*time.Second {
+		t.Fatalf("Run took %s after the abort at 1 s", el)
+	}
+	if !sum.Interrupted || sum.Aborted < 10 || len(sink.results) != int(sum.Requests) {
+		t.Errorf("interrupted %v, %d aborted, %d counted, %d results", sum.Interrupted, sum.Aborted, sum.Requests, len(sink.results))
+	}
+	for _, r := range sink.results {
+		if strings.Contains(r.Error, "context canceled") || strings.Contains(r.Error, "aborted") {
+			t.Errorf("an aborted request was counted: %s", r.Error)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package attack
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -93,6 +94,8 @@ type recordingTransport struct {
 	ridHeader string
 	// maxBody caps what is read of each body (< 0: no cap).
 	maxBody int64
+	// abort, when done, ends the requests in flight (Options.Abort).
+	abort context.Context
 }
 
 func (rt *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -111,11 +114,49 @@ func (rt *recordingTransport) RoundTrip(req *http.Request) (*http.Response, erro
 			m.conn = tc.id
 		}
 	}}
-	resp, err := rt.next.RoundTrip(req.WithContext(httptrace.WithClientTrace(req.Context(), trace)))
-	if err == nil && rt.maxBody >= 0 && resp.Body != nil {
+	ctx := httptrace.WithClientTrace(req.Context(), trace)
+	release := func() {}
+	if ab := rt.abort; ab != nil {
+		// A second Ctrl-C aborts what is in flight instead of waiting for
+		// the request timeout: the request's context ends with Abort's.
+		if ab.Err() != nil {
+			return nil, errAborted
+		}
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		stop := context.AfterFunc(ab, cancel)
+		release = func() { stop(); cancel() }
+	}
+	resp, err := rt.next.RoundTrip(req.WithContext(ctx))
+	if err != nil {
+		release()
+		return resp, err
+	}
+	if rt.maxBody >= 0 && resp.Body != nil {
 		resp.Body = &cappedBody{ReadCloser: resp.Body, left: rt.maxBody, tr: rt.tr}
 	}
-	return resp, err
+	if rt.abort != nil && resp.Body != nil {
+		resp.Body = &releasingBody{ReadCloser: resp.Body, release: release}
+	} else {
+		release()
+	}
+	return resp, nil
+}
+
+// errAborted is the error of a request not sent because the attack was
+// aborted.
+var errAborted = errors.New("attack aborted")
+
+// releasingBody frees the request's abort hook when vegeta closes the body.
+type releasingBody struct {
+	io.ReadCloser
+	release func()
+}
+
+func (b *releasingBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.release()
+	return err
 }
 
 // DrainLimit is how much of a body beyond maxBody is read (and thrown

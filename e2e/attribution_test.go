@@ -7,8 +7,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -178,6 +180,64 @@ expect:
 			t.Errorf("the deleted pod %s served nothing: the test cannot tell", p.Pod)
 		}
 	}
+
+	// The same lab, a second run: c3's API server is killed mid-attack and
+	// stays down. Every request is still answered through c1, but c3's
+	// log lines can no longer be read: an infrastructure fault, reported
+	// as a setup error or INCONCLUSIVE with its reason, never as a FAIL
+	// of the mesh.
+	t.Run("an API server killed mid-run is no FAIL", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		split := writeScenario(t, strings.Replace(strings.Replace(readFileString(t, scenario), "name: scale-down", "name: api-server-killed", 1),
+			"  - reached: {buckets: [c1, c2, c3]}", "  - reached: {buckets: [c1, c2, c3]}\n  - split: {by: cluster, model: equal}", 1))
+		bg := startRun(t, ctx, cancel, split, l.Kubeconfig)
+		time.Sleep(6 * time.Second) // the attack starts 2 s after the run, then runs 10 s
+		killAPIServer(t, l.Dir, "c3")
+		err := bg.wait()
+		rep, _ := readReport(t, bg.out)
+		if rep == nil {
+			t.Fatalf("no report: %v\n%s\n%s", err, bg.stdout.String(), bg.stderr.String())
+		}
+		if rep.ExitCode != 2 && rep.ExitCode != 3 {
+			t.Fatalf("exit %d (%s), want 2 or 3\n%s", rep.ExitCode, rep.Verdict, bg.stdout.String())
+		}
+		why := rep.SetupError + " " + strings.Join(rep.Warnings, " ")
+		for _, e := range rep.Expectation {
+			why += " " + e.Reason
+		}
+		t.Logf("exit %d (%s): %s", rep.ExitCode, rep.Verdict, why)
+		if !strings.Contains(why, "c3") {
+			t.Errorf("exit %d, but nothing names c3: %s\n%s", rep.ExitCode, why, bg.stdout.String())
+		}
+	})
+}
+
+// killAPIServer kills one lab cluster's kube-apiserver (SIGKILL) and
+// leaves it down.
+func killAPIServer(t *testing.T, labDir, cluster string) {
+	t.Helper()
+	pf := filepath.Join(labDir, "kwok", "clusters", cluster, "pids", "kube-apiserver.pid")
+	b, err := os.ReadFile(pf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatalf("%s: %v", pf, err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatalf("kill the API server of %s (pid %d): %v", cluster, pid, err)
+	}
+}
+
+func readFileString(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 // yamlQuote writes s as a single-quoted YAML scalar, where a regex's

@@ -349,6 +349,30 @@ type Event struct {
 // phase/readiness. It returns nil when ctx ends, or a *ClusterError when a
 // cluster's watch cannot start (e.g. RBAC forbids watching pods).
 func (inv *Inv) Watch(ctx context.Context, onChange func(Event)) error {
+	return inv.watch(ctx, onChange, func() {})
+}
+
+// StartWatch runs Watch in the background and returns once every watch has
+// synced (nil), or with the error of one that could not start (a
+// *ClusterError: RBAC forbids listing or watching pods, say), so that a
+// run never attacks with an inventory that cannot keep up (README.md,
+// RBAC). The watch goes on until ctx ends.
+func (inv *Inv) StartWatch(ctx context.Context, onChange func(Event)) error {
+	started := make(chan error, 1)
+	go func() {
+		if err := inv.watch(ctx, onChange, func() { started <- nil }); err != nil {
+			started <- err
+		}
+	}()
+	select {
+	case err := <-started:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (inv *Inv) watch(ctx context.Context, onChange func(Event), ready func()) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
@@ -372,7 +396,7 @@ func (inv *Inv) Watch(ctx context.Context, onChange func(Event)) error {
 			lw := cache.NewFilteredListWatchFromClient(c.Client.CoreV1().RESTClient(), "pods", w.Namespace,
 				func(o *metav1.ListOptions) { o.LabelSelector = sel })
 			inf := cache.NewSharedIndexInformer(lw, &corev1.Pod{}, 0, cache.Indexers{})
-			call := "watch pods in namespace " + w.Namespace
+			call := "list and watch pods in namespace " + w.Namespace
 			_ = inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
 				select {
 				case startErr <- c.wrap(call, err):
@@ -427,6 +451,7 @@ func (inv *Inv) Watch(ctx context.Context, onChange func(Event)) error {
 	}
 	if ctx.Err() == nil {
 		inv.reconcile(stores, emit)
+		ready()
 	}
 	<-ctx.Done()
 	return nil

@@ -331,8 +331,28 @@ func (t *Tunnel) connect(ctx context.Context) (*session, error) {
 	if err != nil {
 		return nil, t.errorf("resolve %s: %w", t.target, err)
 	}
+	// The session's pod watch starts here, not in the background: a denied
+	// watch is a setup error naming it, not a session that never notices
+	// its pod being replaced (README.md, RBAC).
+	mctx, mcancel := context.WithCancel(t.ctx)
+	w, err := t.cluster.Client.CoreV1().Pods(r.pod.Namespace).Watch(mctx, podWatchOptions(r.pod.Name, r.pod.ResourceVersion))
+	if err != nil {
+		if IsDenied(err) {
+			mcancel()
+			return nil, t.errorf("watch pod %s: %w", r.pod.Name, t.cluster.wrap("watch pods in namespace "+r.pod.Namespace, err))
+		}
+		w = nil // a transient failure: watchPod retries
+	}
 	conn, proto, err := t.upgrade(ctx, r.pod.Name)
 	if err != nil {
+		if w != nil {
+			w.Stop()
+		}
+		mcancel()
+		if IsDenied(err) {
+			// client-go keeps a refused upgrade's status as text only.
+			err = t.cluster.wrap(fmt.Sprintf("create pods/portforward for pod %s/%s", r.pod.Namespace, r.pod.Name), deniedError{err})
+		}
 		return nil, t.errorf("connect to pod %s: %w", r.pod.Name, err)
 	}
 	ref := PodRef{Cluster: t.cluster.Name, Namespace: r.pod.Namespace, Name: r.pod.Name, UID: string(r.pod.UID), Port: r.port}
@@ -343,7 +363,7 @@ func (t *Tunnel) connect(ctx context.Context) (*session, error) {
 	t.proto = proto
 	t.addWarnings(r)
 	t.mu.Unlock()
-	go s.monitor(r.pod.ResourceVersion)
+	go s.monitor(mctx, mcancel, r.pod.ResourceVersion, w)
 	return s, nil
 }
 
@@ -528,10 +548,9 @@ func (s *session) lost() error {
 // monitor ends the session when its streaming connection closes, and
 // retires it when its pod is deleted or is being deleted, so the next dial
 // re-resolves the target.
-func (s *session) monitor(resourceVersion string) {
-	ctx, cancel := context.WithCancel(s.t.ctx)
+func (s *session) monitor(ctx context.Context, cancel context.CancelFunc, resourceVersion string, w watch.Interface) {
 	defer cancel()
-	go s.watchPod(ctx, resourceVersion)
+	go s.watchPod(ctx, resourceVersion, w)
 	select {
 	case <-s.conn.CloseChan():
 		s.kill(fmt.Errorf("streaming connection to pod %s closed by the API server or the kubelet", s.pod.Name))
@@ -541,11 +560,21 @@ func (s *session) monitor(resourceVersion string) {
 	}
 }
 
-func (s *session) watchPod(ctx context.Context, rv string) {
+// podWatchOptions watch one pod from a resource version.
+func podWatchOptions(name, rv string) metav1.ListOptions {
+	return metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String(), ResourceVersion: rv, AllowWatchBookmarks: true}
+}
+
+// watchPod retires the session when its pod goes; first is the watch
+// connect started, nil when it failed.
+func (s *session) watchPod(ctx context.Context, rv string, first watch.Interface) {
 	pods := s.t.cluster.Client.CoreV1().Pods(s.pod.Namespace)
-	sel := fields.OneTermEqualSelector("metadata.name", s.pod.Name).String()
 	for ctx.Err() == nil {
-		w, err := pods.Watch(ctx, metav1.ListOptions{FieldSelector: sel, ResourceVersion: rv, AllowWatchBookmarks: true})
+		w, err := first, error(nil)
+		first = nil
+		if w == nil {
+			w, err = pods.Watch(ctx, podWatchOptions(s.pod.Name, rv))
+		}
 		if err != nil {
 			// Expired resource version or a transient failure: look the pod
 			// up directly and watch again from now.

@@ -147,7 +147,19 @@ func Scenario(text string) string {
 				continue
 			}
 		}
+		l = flowPair.ReplaceAllStringFunc(l, func(p string) string {
+			m := flowPair.FindStringSubmatch(p)
+			if name := m[3]; isCredentialParam(name) || headerWords[strings.ToLower(name)] {
+				return m[1] + m[2] + m[3] + m[4] + "REDACTED"
+			}
+			return p
+		})
 		lines[i] = anyURL.ReplaceAllStringFunc(l, URL)
 	}
 	return strings.Join(lines, "\n")
 }
+
+// flowPair finds a key and its value inside a flow mapping
+// ("headers: {Authorization: "Bearer x", X-Api-Key: y}"): the value is a
+// quoted string or runs to the next comma or closing brace.
+var flowPair = regexp.MustCompile(`([{,]\s*)(["']?)([A-Za-z0-9_.-]+)(["']?\s*:\s*)("(?:[^"\\]|\\.)*"|'(?:[^']|'')*'|[^,{}\[\s][^,}]*)`)

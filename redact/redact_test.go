@@ -52,14 +52,15 @@ attack:
     Accept: text/plain
     Cookie: session=abc123
   - {name: probe, url: "http://h/?token=t0k"}
+attack: {rate: 20, headers: {Authorization: "Bearer fl0w", 'X-Api-Key': k3y2, Accept: json}, token: "a,b}c"}
 `
 	got := Scenario(in)
-	for _, leak := range []string{"hunter2", "k3y", "abc.def", "zzz", "abc123", "t0k"} {
+	for _, leak := range []string{"hunter2", "k3y", "abc.def", "zzz", "abc123", "t0k", "fl0w", "k3y2", "a,b}c"} {
 		if strings.Contains(got, leak) {
 			t.Errorf("%q survived redaction:\n%s", leak, got)
 		}
 	}
-	for _, keep := range []string{"Accept: text/plain", "x=1", "mesh.example/ping"} {
+	for _, keep := range []string{"Accept: text/plain", "x=1", "mesh.example/ping", "Accept: json}", "rate: 20"} {
 		if !strings.Contains(got, keep) {
 			t.Errorf("%q was lost:\n%s", keep, got)
 		}

@@ -7,6 +7,11 @@ import (
 	"unicode/utf8"
 )
 
+// Printable is text from a response or a log made safe for a terminal
+// (control characters and invalid UTF-8 shown escaped), for output the
+// reports do not print themselves, like the live progress line.
+func Printable(s string) string { return clean(s, false) }
+
 // clean makes text taken from a response, a log line or a scenario's
 // regex safe to print: control characters (terminal escape sequences among
 // them) and invalid UTF-8 are shown escaped, like Go's %q without the

@@ -3,6 +3,7 @@ package reports
 import (
 	"bytes"
 	"encoding/xml"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -179,5 +180,23 @@ func TestTerminalLabelsTheStatistics(t *testing.T) {
 	}
 	if strings.Contains(term.String(), "requests in all") {
 		t.Errorf("advice in requests where only connections help:\n%s", term.String())
+	}
+}
+
+// A dimension of a thousand buckets prints the forty largest and says how
+// many it left out; report.json keeps them all.
+func TestTablesShowTheLargestBuckets(t *testing.T) {
+	d := Dimension{Name: "pod", Source: "body"}
+	for i := range 1001 {
+		d.Buckets = append(d.Buckets, Bucket{Name: fmt.Sprintf("pod-%04d", i), Count: int64(1 + i%97)})
+		d.Attributed += int64(1 + i%97)
+	}
+	var out strings.Builder
+	if err := Terminal(&out, &Report{Dimensions: []Dimension{d}}); err != nil {
+		t.Fatal(err)
+	}
+	rows := strings.Count(out.String(), "pod-0")
+	if rows != maxRows || !strings.Contains(out.String(), "(961 more buckets with") || !strings.Contains(out.String(), "pod-0096 ") {
+		t.Errorf("%d bucket rows; output:\n%s", rows, out.String())
 	}
 }

@@ -1,8 +1,10 @@
 package reports
 
 import (
+	"cmp"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -102,12 +104,16 @@ func render(w io.Writer, r *Report, table func(io.Writer) *tablewriter.Table, he
 		} else {
 			t.Header(d.Name, "requests", "share")
 		}
-		for _, b := range d.Buckets {
+		shown, more := largest(d.Buckets, func(b Bucket) int64 { return b.Count })
+		for _, b := range shown {
 			row := []any{p.esc(BucketLabel(b)), fmt.Sprint(b.Count), pct(b.Share)}
 			if errs > 0 {
 				row = append(row, fmt.Sprint(b.Errors))
 			}
 			p.err(t.Append(row...))
+		}
+		if more != "" {
+			p.err(t.Append(more, "", ""))
 		}
 		if d.ErrorsUnattributed > 0 {
 			p.err(t.Append("(unattributed)", "", "", fmt.Sprint(d.ErrorsUnattributed)))
@@ -142,7 +148,11 @@ func render(w io.Writer, r *Report, table func(io.Writer) *tablewriter.Table, he
 		if s := e.Split; s != nil {
 			t := table(w)
 			t.Header(e.By, "requests", "observed", "expected", "pass interval", "fail interval", "allowed", "verdict")
-			for _, b := range s.Buckets {
+			shown, more := largest(s.Buckets, func(b assert.BucketResult) int64 { return b.Count })
+			if more != "" {
+				p.f("%s\n", more)
+			}
+			for _, b := range shown {
 				p.err(t.Append(p.esc(b.Bucket), fmt.Sprint(b.Count), pct(b.Observed), pct(b.Expected),
 					fmt.Sprintf("%s–%s", pct(b.PassInterval.Lo), pct(b.PassInterval.Hi)),
 					fmt.Sprintf("%s–%s", pct(b.FailInterval.Lo), pct(b.FailInterval.Hi)),
@@ -326,4 +336,32 @@ func round(d time.Duration) string {
 		return d.Round(10 * time.Microsecond).String()
 	}
 	return d.Round(time.Microsecond).String()
+}
+
+// maxRows bounds the rows of a bucket table: a dimension may hold up to
+// tally.MaxBuckets values, which report.json keeps and a terminal or a
+// step summary cannot usefully show.
+const maxRows = 40
+
+// largest keeps the maxRows buckets with the most requests, in their
+// order, and says what was left out.
+func largest[B any](bs []B, count func(B) int64) (shown []B, more string) {
+	if len(bs) <= maxRows {
+		return bs, ""
+	}
+	idx := make([]int, len(bs))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(count(bs[b]), count(bs[a])) })
+	keep := idx[:maxRows]
+	slices.Sort(keep)
+	var left int64
+	for _, i := range idx[maxRows:] {
+		left += count(bs[i])
+	}
+	for _, i := range keep {
+		shown = append(shown, bs[i])
+	}
+	return shown, fmt.Sprintf("(%d more buckets with %d requests: report.json lists them all)", len(bs)-maxRows, left)
 }

@@ -65,12 +65,14 @@ func assemble(sc *scenarios.Scenario, runID, target string, o attack.Options, su
 	}
 	sort.Slice(r.Metrics.Errors, func(a, b int) bool { return r.Metrics.Errors[a].Count > r.Metrics.Errors[b].Count })
 	r.Dimensions = dimensions(scenarios.SourceBody, s)
+	r.Warnings = append(r.Warnings, overflowWarnings(scenarios.SourceBody, s)...)
 	for _, src := range []struct {
 		name string
 		s    *tally.Snapshot
 	}{{scenarios.SourceLogs, ev.logs}, {scenarios.SourceMetrics, ev.metrics}} {
 		if src.s != nil {
 			r.Dimensions = append(r.Dimensions, dimensions(src.name, *src.s)...)
+			r.Warnings = append(r.Warnings, overflowWarnings(src.name, *src.s)...)
 			r.Warnings = append(r.Warnings, disagreements(s, *src.s, src.name)...)
 		}
 		if rc := ev.recon[src.name]; rc != nil {
@@ -253,4 +255,17 @@ func judgedFrom(sc *scenarios.Scenario, source string) bool {
 		}
 	}
 	return false
+}
+
+// overflowWarnings say loudly that a dimension ran past tally.MaxBuckets
+// distinct values: a rule that names a new pod or cluster with nearly
+// every request captures something per request, and its counts say
+// nothing about the split.
+func overflowWarnings(source string, s tally.Snapshot) []string {
+	var out []string
+	for _, dn := range slices.Sorted(maps.Keys(s.Overflow)) {
+		out = append(out, fmt.Sprintf("%s by %s: more than %d distinct values, %d requests counted as %s: the rule probably captures a per-request value (a request id, a timestamp, an address) instead of the %s",
+			source, dn, tally.MaxBuckets, s.Overflow[dn], tally.Other, dn))
+	}
+	return out
 }

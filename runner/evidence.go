@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mesh-verify/mesh-verify/attribution"
+	"github.com/mesh-verify/mesh-verify/kube"
 	"github.com/mesh-verify/mesh-verify/podlogs"
 	"github.com/mesh-verify/mesh-verify/reports"
 	"github.com/mesh-verify/mesh-verify/scenarios"
@@ -44,6 +45,12 @@ func (kp *kubePath) collect(ctx context.Context, ev *evidence, start, end time.T
 		}
 		if err := kp.logs.finish(fctx, end); err != nil {
 			warnings = append(warnings, "pod logs: "+err.Error())
+			kp.noteDenied(err)
+		}
+		for t, st := range kp.logs.follower.Stats() {
+			if kube.IsDenied(st.LastError) {
+				kp.noteDenied(fmt.Errorf("log of pod %s: %w", t, st.LastError))
+			}
 		}
 		ls, le := kp.logs.evidence(start, grace, seqConn, answered, failed)
 		ev.logs, ev.logInfo = &ls, le
@@ -58,6 +65,7 @@ func (kp *kubePath) collect(ctx context.Context, ev *evidence, start, end time.T
 		after, err := kp.scrapeAll(ctx)
 		if err != nil {
 			warnings = append(warnings, "metrics after the attack: "+err.Error())
+			kp.noteDenied(err)
 		}
 		ms, recon := kp.metricsTally(after, start, answered, failed)
 		ev.metrics = &ms

@@ -40,6 +40,8 @@ type kubePath struct {
 	warnings []string
 	// metricsBefore holds the first scrape of workloads with metrics.
 	metricsBefore []*kube.Metrics
+	// deniedErrs are calls the API server denied after the setup (noteDenied).
+	deniedErrs []error
 }
 
 // openKube connects to every cluster the scenario uses, lists the observed
@@ -83,6 +85,9 @@ func openKube(ctx context.Context, sc *scenarios.Scenario, o Options) (*kubePath
 		}
 		kp.inv, err = kube.Inventory(ctx, inCluster, kp.workloads())
 		if err != nil {
+			return nil, err
+		}
+		if err := kp.checkLogAccess(ctx); err != nil {
 			return nil, err
 		}
 	}

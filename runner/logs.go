@@ -3,6 +3,7 @@ package runner
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"net"
@@ -67,6 +68,16 @@ func (kp *kubePath) start(ctx context.Context, runID string, start time.Time) er
 	if err != nil {
 		return err
 	}
+	// The watch is running before the attack, or the run is a setup error
+	// (README.md, RBAC: a denied watch names itself).
+	err = kp.inv.StartWatch(ctx, func(ev kube.Event) {
+		if ls != nil {
+			ls.onEvent(ctx, ev)
+		}
+	})
+	if err != nil {
+		return err
+	}
 	if ls != nil {
 		for _, w := range ls.workloads {
 			for _, p := range kp.observedPods(w) {
@@ -76,14 +87,33 @@ func (kp *kubePath) start(ctx context.Context, runID string, start time.Time) er
 		go ls.consume()
 	}
 	kp.logs = ls
-	go func() {
-		_ = kp.inv.Watch(ctx, func(ev kube.Event) {
-			if ls != nil {
-				ls.onEvent(ctx, ev)
-			}
-		})
-	}()
 	return nil
+}
+
+// checkLogAccess reads one byte of one pod's log per workload with logs
+// and cluster: a log the run may not read is a setup error before the
+// attack, not a log source that counts nothing (README.md, RBAC).
+func (kp *kubePath) checkLogAccess(ctx context.Context) error {
+	var errs []error
+	for i := range kp.sc.Observe {
+		w := &kp.sc.Observe[i]
+		if w.Logs == nil {
+			continue
+		}
+		n := w.Name
+		checked := map[string]bool{}
+		for _, p := range kp.observedPods(w) {
+			if checked[p.Cluster] {
+				continue
+			}
+			checked[p.Cluster] = true
+			t := logTarget(p, w)
+			if err := kp.clusters[p.Cluster].CheckLogAccess(ctx, t.Namespace, t.Pod, t.Container); err != nil {
+				errs = append(errs, fmt.Errorf("observe %s: %w", n, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func (kp *kubePath) newLogSource(runID string, start time.Time) (*logSource, error) {

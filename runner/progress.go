@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mesh-verify/mesh-verify/attack"
+	"github.com/mesh-verify/mesh-verify/reports"
 	"github.com/mesh-verify/mesh-verify/tally"
 )
 
@@ -43,6 +44,9 @@ func progress(ctx context.Context, o Options, t *tally.Tally, ao attack.Options,
 	}
 }
 
+// progressClusters bounds the clusters the progress line names.
+const progressClusters = 8
+
 func line(t *tally.Tally, start time.Time, ao attack.Options) string {
 	s := t.Snapshot()
 	el := time.Since(start)
@@ -72,10 +76,19 @@ func line(t *tally.Tally, start time.Time, ao attack.Options) string {
 		for i := range idx {
 			idx[i] = i
 		}
-		sort.Slice(idx, func(a, b int) bool { return c.Buckets[idx[a]] < c.Buckets[idx[b]] })
+		// The largest few, by name: cluster names come from responses, and
+		// a rule that captures a per-request value would make one line of
+		// thousands of names (and its control characters would reach the
+		// terminal unescaped).
+		sort.Slice(idx, func(a, b int) bool { return c.N[idx[a]] > c.N[idx[b]] })
+		shown := idx[:min(len(idx), progressClusters)]
+		sort.Slice(shown, func(a, b int) bool { return c.Buckets[shown[a]] < c.Buckets[shown[b]] })
 		b.WriteString("  split")
-		for _, i := range idx {
-			fmt.Fprintf(&b, " %s %.1f%%", c.Buckets[i], 100*float64(c.N[i])/float64(tot))
+		for _, i := range shown {
+			fmt.Fprintf(&b, " %s %.1f%%", reports.Printable(c.Buckets[i]), 100*float64(c.N[i])/float64(tot))
+		}
+		if more := len(idx) - len(shown); more > 0 {
+			fmt.Fprintf(&b, " (+%d more)", more)
 		}
 	}
 	return b.String()

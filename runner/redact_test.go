@@ -52,3 +52,46 @@ func TestTargetCredentialsAreRedacted(t *testing.T) {
 		t.Errorf("a credential is in the error: %v", err)
 	}
 }
+
+// When every request fails, the setup error is made of the requests'
+// errors, which net/http writes with the URL: they are redacted too.
+func TestSetupErrorOfFailedRequestsIsRedacted(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() { // accepts and hangs up: no response
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	sc := load(t, "http://alice:pa55word@"+ln.Addr().String()+"/?token=s3cr3t&sig=s1g", "  rate: 50\n  requests: 10", "", "  - reached: {buckets: [c1, c2]}")
+	rep, err := Run(context.Background(), sc, Options{})
+	if rep == nil || err == nil || rep.ExitCode != ExitSetup {
+		t.Fatalf("want a setup error with a report: %v", err)
+	}
+	var all bytes.Buffer
+	all.WriteString(err.Error() + rep.SetupError)
+	for _, e := range rep.Metrics.Errors {
+		all.WriteString(e.Message)
+	}
+	if err := reports.Markdown(&all, rep); err != nil {
+		t.Fatal(err)
+	}
+	if err := reports.JUnit(&all, rep); err != nil {
+		t.Fatal(err)
+	}
+	for _, leak := range []string{"pa55word", "s3cr3t", "s1g"} {
+		if strings.Contains(all.String(), leak) {
+			t.Errorf("%q leaked:\n%s", leak, all.String())
+		}
+	}
+	if !strings.Contains(rep.SetupError, "token=REDACTED") {
+		t.Errorf("setup error %q", rep.SetupError)
+	}
+}

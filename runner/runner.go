@@ -74,6 +74,10 @@ type Options struct {
 	// runlog.Recorder); Run closes it when the attack ends and reports
 	// what Close returns as a warning. nil records nothing.
 	Record Recorder
+	// Abort, when it ends, cuts the requests still in flight short (a
+	// second Ctrl-C); ctx ending only stops new requests and lets those in
+	// flight finish, up to the attack's timeout.
+	Abort context.Context
 }
 
 // Recorder receives every result, with who served it and whether it
@@ -113,6 +117,7 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (*reports.Repor
 		return nil, err
 	}
 	ao.TLS = tlsCfg
+	ao.Abort = o.Abort
 	attr, err := attributor(sc)
 	if err != nil {
 		return nil, err
@@ -167,6 +172,9 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (*reports.Repor
 			sink.recordConns = true
 		}
 		if kp.metricsBefore, err = kp.scrapeAll(ctx); err != nil {
+			if kube.IsDenied(err) {
+				return nil, &SetupError{err}
+			}
 			kp.warnings = append(kp.warnings, "metrics before the attack: "+err.Error())
 		}
 	}
@@ -245,7 +253,14 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (*reports.Repor
 	rep.Expectation = j.evaluate(ev, look)
 	j.plan(rep.Expectation)
 	finish(rep, sc)
-	if err := setupFailure(ev.body); err != nil {
+	if err := kp.denied(); err != nil {
+		rep.SetupError = err.Error()
+		rep.ExitCode = ExitSetup
+		return rep, &SetupError{err}
+	}
+	// An interrupted run keeps its exit code (130) even when nothing was
+	// answered: the user stopped it, the setup did not fail.
+	if err := setupFailure(ev.body); err != nil && !sum.Interrupted {
 		rep.SetupError = err.Error()
 		rep.ExitCode = ExitSetup
 		return rep, &SetupError{err}
@@ -372,6 +387,12 @@ type sink struct {
 
 func (s *sink) Add(r *attack.Result) {
 	ok := answered(r, s.codes)
+	if r.Error != "" {
+		// Every error message is redacted here, once, before it reaches
+		// the tally, the recording or any report: net/http quotes the
+		// request's URL, credentials in the query included.
+		r.Error = redact.Message(r.Error)
+	}
 	var id attribution.Identity
 	if r.Code != 0 {
 		// Error responses are attributed too: errors per cluster and pod.

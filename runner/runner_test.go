@@ -1,20 +1,27 @@
 package runner
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	vegeta "github.com/tsenart/vegeta/v12/lib"
+
 	"github.com/mesh-verify/mesh-verify/assert"
 	"github.com/mesh-verify/mesh-verify/attack"
+	"github.com/mesh-verify/mesh-verify/attribution"
 	"github.com/mesh-verify/mesh-verify/scenarios"
+	"github.com/mesh-verify/mesh-verify/tally"
 )
 
 // A real HTTP server that balances per request at random between two
@@ -203,5 +210,54 @@ func TestBehindRateSaysWhy(t *testing.T) {
 		if c.want == "" && got != "" || c.want != "" && !strings.Contains(got, c.want) {
 			t.Errorf("%s: %q, want %q", c.name, got, c.want)
 		}
+	}
+}
+
+// A target that names a new pod in every response (or a rule that
+// captures a per-request value) keeps the report bounded, and says why.
+func TestPerRequestPodNamesAreCapped(t *testing.T) {
+	var n atomic.Int64
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "I'm callme-service v1 (pod callme-%d in c1)", n.Add(1))
+	}))
+	t.Cleanup(ts.Close)
+	sc := load(t, ts.URL, "  rate: 2000/s\n  requests: 3000", "  confidence: 0.95", "  - reached: {by: cluster, buckets: [c1]}")
+	rep, err := Run(context.Background(), sc, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pods int
+	for _, d := range rep.Dimensions {
+		if d.Name == "pod" {
+			pods = len(d.Buckets)
+		}
+	}
+	warned := slices.ContainsFunc(rep.Warnings, func(w string) bool { return strings.Contains(w, "per-request value") })
+	var doc bytes.Buffer
+	if err := json.NewEncoder(&doc).Encode(rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Metrics.Successes != 3000 || pods != tally.MaxBuckets+1 || !warned || doc.Len() > 1<<20 {
+		t.Errorf("%d answered, %d pod buckets, warned %v, report %d KiB: %q", rep.Metrics.Successes, pods, warned, doc.Len()>>10, rep.Warnings)
+	}
+}
+
+// The progress line names clusters taken from responses: escaped, and only
+// the largest few.
+func TestProgressLineIsEscapedAndBounded(t *testing.T) {
+	start := time.Now()
+	tl := tally.New(start, time.Minute)
+	for i := range 20 {
+		name := fmt.Sprintf("c%02d", i)
+		if i == 0 {
+			name = "c\x1b[2J\x1b]0;owned\a"
+		}
+		for range 20 - i {
+			tl.Add(&attack.Result{Result: &vegeta.Result{Code: 200, Timestamp: start}}, attribution.Identity{Cluster: name})
+		}
+	}
+	got := line(tl, start, attack.Options{})
+	if strings.ContainsAny(got, "\x1b\a") || !strings.Contains(got, `c\u001b[2J`) || !strings.Contains(got, "(+12 more)") || strings.Contains(got, "c19") {
+		t.Errorf("progress line %q", got)
 	}
 }

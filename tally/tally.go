@@ -6,6 +6,7 @@
 package tally
 
 import (
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -66,7 +67,17 @@ type Tally struct {
 	lastSweep time.Time
 }
 
-// dim is one dimension's counters and its running per-connection sums.
+// MaxBuckets bounds the distinct values a dimension keeps (README.md,
+// Limits): a rule that captures a per-request value (a request id, a
+// timestamp) as a pod or a cluster would otherwise grow memory, CPU and
+// every report with each request. Values past it are counted in the
+// Other bucket, and Snapshot.Overflow says how many requests went there.
+const MaxBuckets = 1000
+
+// dim is one dimension's counters and the per-connection sums of the
+// connections already finished; open connections keep their own counts,
+// folded in when they are forgotten and added up by Snapshot, so that a
+// request costs O(1) however many buckets its connection has seen.
 type dim struct {
 	index map[string]int
 	names []string
@@ -75,11 +86,13 @@ type dim struct {
 	sumXM []float64
 	sumMM float64
 	units int64
+	// overflow counts the requests put in Other past MaxBuckets.
+	overflow int64
 }
 
 type connState struct {
-	m        map[string]int64   // per dimension: requests counted on this connection
-	x        map[string][]int64 // per dimension, per bucket index
+	m        map[string]int64         // per dimension: requests counted on this connection
+	x        map[string]map[int]int64 // per dimension, per bucket index (only buckets seen)
 	closedAt time.Time
 }
 
@@ -141,9 +154,15 @@ func (t *Tally) dimension(name string) *dim {
 	return d
 }
 
-// bucket returns the index of a bucket, and whether it is new.
+// bucket returns the index of a bucket, and whether it is new; past
+// MaxBuckets distinct values a new name is counted as Other.
 func (d *dim) bucket(name string) (int, bool) {
 	i, ok := d.index[name]
+	if !ok && len(d.names) >= MaxBuckets {
+		d.overflow++
+		name = Other
+		i, ok = d.index[name]
+	}
 	if !ok {
 		i = len(d.names)
 		d.index[name] = i
@@ -188,6 +207,9 @@ func (t *Tally) Add(r *attack.Result, id attribution.Identity) {
 				if t.failures[string(f)] == nil {
 					t.failures[string(f)] = map[string]int64{}
 				}
+				if _, known := t.failures[string(f)][v]; !known && len(t.failures[string(f)]) >= MaxBuckets {
+					v = Other
+				}
 				n, seen := t.failures[string(f)][v]
 				t.failures[string(f)][v] = n + 1
 				if !seen && f == attribution.Pod {
@@ -217,8 +239,9 @@ func (t *Tally) Add(r *attack.Result, id attribution.Identity) {
 		}
 	}
 	served := ""
-	if ok {
-		served = id.Cluster // the timeline shows who served; failures are its errors
+	if ok && id.Cluster != "" {
+		// The timeline shows who served; failures are its errors.
+		served = t.bucketName(string(attribution.Cluster), id.Cluster)
 	}
 	series := served
 	switch {
@@ -241,7 +264,7 @@ func (t *Tally) conn(id uint64) *connState {
 	}
 	cs, ok := t.conns[id]
 	if !ok {
-		cs = &connState{m: map[string]int64{}, x: map[string][]int64{}}
+		cs = &connState{m: map[string]int64{}, x: map[string]map[int]int64{}}
 		t.conns[id] = cs
 	}
 	return cs
@@ -256,30 +279,47 @@ func (t *Tally) count(dn, b string, cs *connState) (isNew bool) {
 	i, isNew := d.bucket(b)
 	d.n[i]++
 	if cs == nil {
+		// A request without a connection is its own unit, with m = 1.
 		d.units++
 		d.sumMM++
 		d.sumXX[i]++
 		d.sumXM[i]++
 		return isNew
 	}
-	x := cs.x[dn]
-	for len(x) <= i {
-		x = append(x, 0)
-	}
-	m := float64(cs.m[dn])
-	if m == 0 {
+	if cs.m[dn] == 0 {
 		d.units++
 	}
-	for bi, xb := range x {
-		d.sumXM[bi] += float64(xb)
-	}
-	d.sumXM[i] += m + 1
-	d.sumXX[i] += 2*float64(x[i]) + 1
-	d.sumMM += 2*m + 1
-	x[i]++
-	cs.x[dn] = x
 	cs.m[dn]++
+	x := cs.x[dn]
+	if x == nil {
+		x = map[int]int64{}
+		cs.x[dn] = x
+	}
+	x[i]++
 	return isNew
+}
+
+// fold adds a connection's counts to the finished sums of each dimension:
+// m² to Σm², and x_b² and x_b·m to Σx², Σxm of every bucket b it carried.
+func (t *Tally) fold(cs *connState) {
+	for dn, m := range cs.m {
+		d := t.dims[dn]
+		d.sumMM += float64(m) * float64(m)
+		for i, x := range cs.x[dn] {
+			d.sumXX[i] += float64(x) * float64(x)
+			d.sumXM[i] += float64(x) * float64(m)
+		}
+	}
+}
+
+// bucketName is the name a value is counted under: itself, or Other past
+// MaxBuckets.
+func (t *Tally) bucketName(dn, b string) string {
+	d := t.dims[dn]
+	if _, ok := d.index[b]; ok || len(d.names) < MaxBuckets {
+		return b
+	}
+	return Other
 }
 
 // notePodCluster keeps the cluster of a pod seen for the first time.
@@ -302,6 +342,7 @@ func (t *Tally) sweep(now time.Time) {
 	t.lastSweep = now
 	for id, cs := range t.conns {
 		if !cs.closedAt.IsZero() && now.Sub(cs.closedAt) > t.grace {
+			t.fold(cs)
 			delete(t.conns, id)
 		}
 	}
@@ -401,9 +442,12 @@ type Snapshot struct {
 	FailuresUnattributed map[string]int64
 	Errors               map[string]int64
 	ErrorsOther          int64
-	Samples              []string
-	SliceWidth           time.Duration
-	Slices               []Slice
+	// Overflow is, per dimension that reached MaxBuckets distinct values,
+	// how many requests were counted in Other.
+	Overflow   map[string]int64
+	Samples    []string
+	SliceWidth time.Duration
+	Slices     []Slice
 	// Connections is the number of sampling units seen (distinct
 	// connections, plus requests that never got one).
 	Connections int64
@@ -444,8 +488,32 @@ func (t *Tally) Snapshot() Snapshot {
 		sl.Latency = lat
 		s.Slices = append(s.Slices, sl)
 	}
+	// The open connections' counts are added to copies of the finished
+	// sums: O(the buckets each connection saw), once per snapshot.
+	open := map[string]*dim{}
 	for _, name := range t.order {
-		s.Dimensions[name] = t.dims[name].counts()
+		d := *t.dims[name]
+		d.sumXX, d.sumXM = slices.Clone(d.sumXX), slices.Clone(d.sumXM)
+		open[name] = &d
+		if d.overflow > 0 {
+			if s.Overflow == nil {
+				s.Overflow = map[string]int64{}
+			}
+			s.Overflow[name] = d.overflow
+		}
+	}
+	for _, cs := range t.conns {
+		for dn, m := range cs.m {
+			d := open[dn]
+			d.sumMM += float64(m) * float64(m)
+			for i, x := range cs.x[dn] {
+				d.sumXX[i] += float64(x) * float64(x)
+				d.sumXM[i] += float64(x) * float64(m)
+			}
+		}
+	}
+	for _, name := range t.order {
+		s.Dimensions[name] = open[name].counts()
 	}
 	for name, m := range t.failures {
 		s.Failures[name] = copyMap(m)

@@ -1,7 +1,9 @@
 package tally
 
 import (
+	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -34,6 +36,19 @@ func TestUnitStatsMatchDirectComputation(t *testing.T) {
 		} else {
 			x[c][b]++
 		}
+	}
+	// Half the connections end and are forgotten (their sums folded in);
+	// the sums must not change.
+	for c := 1; c <= conns; c += 2 {
+		tl.ConnClosed(uint64(c))
+	}
+	tl.mu.Lock()
+	tl.grace = 0
+	tl.sweep(time.Now().Add(time.Second))
+	left := len(tl.conns)
+	tl.mu.Unlock()
+	if left != conns/2 {
+		t.Fatalf("%d connections left after the sweep, want %d", left, conns/2)
 	}
 	got := tl.Snapshot().Dimensions["cluster"]
 	var sumMM float64
@@ -160,5 +175,62 @@ func TestPodClusters(t *testing.T) {
 	want := map[string]string{"callme-a": "c1", "callme-b": "c2"}
 	if len(got) != len(want) || got["callme-a"] != "c1" || got["callme-b"] != "c2" {
 		t.Fatalf("pod clusters %v, want %v", got, want)
+	}
+}
+
+// A rule that captures a per-request value names a new pod with every
+// response: the dimension stops at MaxBuckets, the rest is counted as
+// Other and said so, and what a request costs does not grow with the
+// buckets (BenchmarkAddDistinctPods).
+func TestBucketsAreCapped(t *testing.T) {
+	start := time.Now()
+	tl := New(start, time.Minute)
+	const n = 5000
+	for i := range n {
+		r := &attack.Result{Result: &vegeta.Result{Code: 200, Timestamp: start}, ConnID: uint64(1 + i%4)}
+		tl.Add(r, attribution.Identity{Cluster: fmt.Sprintf("c-%d", i), Pod: fmt.Sprintf("pod-%d", i)})
+	}
+	tl.Add(&attack.Result{Result: &vegeta.Result{Code: 503, Timestamp: start, Error: "503"}, ConnID: 1}, attribution.Identity{Pod: "failing-pod-x"})
+	s := tl.Snapshot()
+	for _, dn := range []string{"cluster", "pod"} {
+		d := s.Dimensions[dn]
+		if len(d.Buckets) != MaxBuckets+1 || !slices.Contains(d.Buckets, Other) {
+			t.Errorf("%s: %d buckets, want %d with %s", dn, len(d.Buckets), MaxBuckets+1, Other)
+		}
+		var total int64
+		for _, v := range d.N {
+			total += v
+		}
+		if total != n || s.Overflow[dn] != n-MaxBuckets {
+			t.Errorf("%s: %d counted, %d in %s; want %d and %d", dn, total, s.Overflow[dn], Other, n, n-MaxBuckets)
+		}
+	}
+	if len(s.PodClusters) > MaxBuckets+1 {
+		t.Errorf("%d pod clusters kept", len(s.PodClusters))
+	}
+	for _, sl := range s.Slices {
+		if len(sl.Clusters) > MaxBuckets+1 {
+			t.Errorf("a slice counts %d clusters", len(sl.Clusters))
+		}
+	}
+}
+
+// BenchmarkAddDistinctPods is the cost of one request when every response
+// names a new pod on a few keep-alive connections: it must not grow with
+// the buckets already seen (it used to, through every connection's
+// per-bucket counts).
+func BenchmarkAddDistinctPods(b *testing.B) {
+	start := time.Now()
+	tl := New(start, time.Minute)
+	ids := make([]attribution.Identity, 4096)
+	for i := range ids {
+		ids[i] = attribution.Identity{Cluster: "c1", Pod: fmt.Sprintf("pod-%d", i)}
+	}
+	r := &attack.Result{Result: &vegeta.Result{Code: 200, Timestamp: start}}
+	i := 0
+	for b.Loop() {
+		r.ConnID = uint64(1 + i%8)
+		tl.Add(r, ids[i%len(ids)])
+		i++
 	}
 }

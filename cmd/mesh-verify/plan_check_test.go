@@ -167,7 +167,7 @@ func TestPlanE2E(t *testing.T) {
 		{"looks", []string{"plan", "--expect", "equal", "--buckets", "c2,c3", "--looks", "4"}, exitPass,
 			[]string{"O'Brien-Fleming", "LOOK", "| 4    |"}, nil},
 		{"equal without buckets", []string{"plan", "--expect", "equal"}, exitInvalidInput, nil, []string{"--buckets"}},
-		{"bad weights", []string{"plan", "--weights", "c2=-1,c3=1"}, exitInvalidInput, nil, []string{"negative weight -1"}},
+		{"bad weights", []string{"plan", "--weights", "c2=-1,c3=1"}, exitInvalidInput, nil, []string{`weight "-1": want a number from 0 to 1e+09`}},
 		{"bad looks", []string{"plan", "--expect", "equal", "--buckets", "a,b", "--looks", "0"}, exitInvalidInput, nil, []string{"--looks"}},
 		{"bad interval", []string{"plan", "--expect", "equal", "--buckets", "a,b", "--interval", "wald"}, exitInvalidInput, nil, []string{"wald"}},
 	} {

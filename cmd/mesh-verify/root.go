@@ -7,16 +7,15 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/mesh-verify/mesh-verify/redact"
 	"github.com/mesh-verify/mesh-verify/reports"
 	"github.com/mesh-verify/mesh-verify/runlog"
 	"github.com/mesh-verify/mesh-verify/runner"
@@ -57,7 +56,7 @@ expected one with sound statistics. Exit codes: 0 pass, 1 an expectation failed,
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newRunCmd(args), newValidateCmd(), newReportCmd(), newPlanCmd(), newCheckCmd(), newPortForwardCmd(), newLabCmd(), newSchemaCmd(), newScenariosCmd(), newVersionCmd())
+	root.AddCommand(newRunCmd(args), newValidateCmd(), newReportCmd(), newPlanCmd(), newCheckCmd(), newPortForwardCmd(), newLabCmd(), newSchemaCmd(), newScenariosCmd(), newVersionCmd(), newRBACCmd())
 
 	err := root.Execute()
 	if err == nil {
@@ -134,6 +133,9 @@ When $GITHUB_STEP_SUMMARY is set, summary.md is appended to it.`,
 			if err := validOutput(f.output); err != nil {
 				return err
 			}
+			if !slices.Contains([]string{"auto", "tty", "plain"}, f.progress) {
+				return invalidInput("--progress %q: want auto, tty or plain", f.progress)
+			}
 			return runScenario(cmd, args[0], f)
 		},
 	}
@@ -162,16 +164,23 @@ func runScenario(cmd *cobra.Command, file string, f runFlags) error {
 	if err != nil {
 		return &codedError{code: exitInvalidInput, err: err}
 	}
-	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if ctx == nil {
-		ctx = context.Background()
+	ko, err := f.kube.forScenario(sc)
+	if err != nil {
+		return err
 	}
+	parent := cmd.Context()
+	if parent == nil {
+		parent = context.Background()
+	}
+	ctx, abort, stop := interrupts(parent, cmd.ErrOrStderr(), sc.Attack.Timeout.Duration)
+	defer stop()
 	runID := runner.NewRunID(time.Now())
 	dir := filepath.Join(f.out, runID)
 	// The run directory exists before the attack, so that what is
 	// streamed to it survives an interrupted run.
-	if _, err := reports.WriteFile(dir, "scenario.yaml", func(w io.Writer) error { _, err := w.Write(source); return err }); err != nil {
+	// Credentials in it (a token in the URL, an Authorization header) are
+	// redacted, like everywhere else the run is written.
+	if _, err := reports.WriteFile(dir, "scenario.yaml", func(w io.Writer) error { _, err := io.WriteString(w, redact.Scenario(string(source))); return err }); err != nil {
 		return &codedError{code: exitSetup, err: err}
 	}
 	// Every result streams to results.bin (vegeta's encoding) and
@@ -181,12 +190,8 @@ func runScenario(cmd *cobra.Command, file string, f runFlags) error {
 		return &codedError{code: exitSetup, err: err}
 	}
 	defer rec.Close() // Run closes it; this covers a run that ends before the attack
-	ko, err := f.kube.forScenario(sc)
-	if err != nil {
-		return err
-	}
 	o := runner.Options{Kube: ko, RunID: runID, Tool: toolInfo(), Command: append([]string{"mesh-verify"}, f.argv...),
-		Record: rec}
+		Record: rec, Abort: abort}
 	if !f.quiet {
 		o.Progress = cmd.ErrOrStderr()
 		switch f.progress {
@@ -350,6 +355,12 @@ func reportRun(cmd *cobra.Command, arg, format, out string) error {
 			err = fmt.Errorf("%w (a run writes report.json when it ends, also when interrupted with Ctrl-C; a run killed outright leaves none)", err)
 		}
 		return &codedError{code: exitInvalidInput, err: err}
+	}
+	// The exit code is the process's: one that is none of ours (a file
+	// edited by hand) would be taken modulo 256 by the shell (256 → 0, a
+	// PASS).
+	if !slices.Contains([]int{exitPass, exitFail, exitInconclusive, exitSetup, exitInvalidInput, exitInterrupted}, rep.ExitCode) {
+		return invalidInput("%s: exitCode %d is not one mesh-verify gives (0, 1, 2, 3, 4 or 130)", path, rep.ExitCode)
 	}
 	// scenario.yaml is absent for older runs: the HTML then shows none.
 	scenario, _ := os.ReadFile(filepath.Join(dir, "scenario.yaml"))

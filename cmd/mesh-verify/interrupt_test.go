@@ -1,0 +1,110 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Against a target that never answers: the first Ctrl-C waits for the
+// requests in flight (up to the 30 s timeout) and says so; the second
+// stops at once, writes the reports and exits 130, with the abandoned
+// requests not counted as the target's failures.
+func TestSecondInterruptStopsNow(t *testing.T) {
+	hold := make(chan struct{})
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-hold:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(func() { close(hold); ts.Close() })
+	dir := t.TempDir()
+	sc := writeFile(t, dir, "s.yaml", `apiVersion: mesh-verify.io/v1alpha1
+kind: Scenario
+metadata: {name: hang}
+clusters: [{name: c1}]
+target: {url: "`+ts.URL+`/?token=s3cr3t"}
+attack: {rate: 20/s, duration: 30s, timeout: 30s}
+attribution: {preset: tutorial}
+expect: [{successRate: {atLeast: 99%}}]
+`)
+	out := filepath.Join(dir, "runs")
+	cmd := exec.Command(binary, "run", sc, "--out", out, "--progress", "plain")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	time.Sleep(1500 * time.Millisecond)
+	_ = cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case err := <-done:
+		t.Fatalf("the first Ctrl-C ended the run while requests were in flight: %v\n%s", err, stderr.String())
+	case <-time.After(time.Second):
+	}
+	_ = cmd.Process.Signal(syscall.SIGINT)
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("still running 10 s after the second Ctrl-C\n%s", stderr.String())
+	}
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != exitInterrupted {
+		t.Fatalf("exit %v, want 130\n%s\n%s", err, stdout.String(), stderr.String())
+	}
+	for _, want := range []string{"Ctrl-C again to stop now", "stopping now"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("stderr does not say %q:\n%s", want, stderr.String())
+		}
+	}
+	runs, _ := filepath.Glob(filepath.Join(out, "*", "report.json"))
+	if len(runs) != 1 {
+		t.Fatalf("report.json files: %v", runs)
+	}
+	b, _ := os.ReadFile(runs[0])
+	var rep struct {
+		ExitCode int `json:"exitCode"`
+		Metrics  struct {
+			Requests int64 `json:"requests"`
+		} `json:"metrics"`
+		Attack struct {
+			Aborted int64 `json:"aborted"`
+		} `json:"attack"`
+	}
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.ExitCode != exitInterrupted || rep.Attack.Aborted == 0 || rep.Metrics.Requests != 0 {
+		t.Errorf("report: exit %d, %d aborted, %d requests counted", rep.ExitCode, rep.Attack.Aborted, rep.Metrics.Requests)
+	}
+	// The scenario as run keeps no credential either.
+	scenario, _ := os.ReadFile(filepath.Join(filepath.Dir(runs[0]), "scenario.yaml"))
+	if bytes.Contains(scenario, []byte("s3cr3t")) || !bytes.Contains(scenario, []byte("token=")) {
+		t.Errorf("scenario.yaml:\n%s", scenario)
+	}
+}
+
+func TestRunAndReportRefuseWhatTheyCannotMean(t *testing.T) {
+	dir := t.TempDir()
+	edited := writeFile(t, dir, "report.json", `{"schema": "mesh-verify.io/report/v1", "exitCode": 256}`)
+	for _, c := range []e2e{
+		{"--progress bogus", []string{"run", "skupper-1", "--progress", "bogus"}, exitInvalidInput, nil, []string{`--progress "bogus": want auto, tty or plain`}},
+		{"an exit code none of ours", []string{"report", edited}, exitInvalidInput, nil, []string{"exitCode 256 is not one mesh-verify gives"}},
+	} {
+		t.Run(c.name, func(t *testing.T) { c.run(t) })
+	}
+}

@@ -1,0 +1,120 @@
+package main
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/mesh-verify/mesh-verify/kube"
+	"github.com/mesh-verify/mesh-verify/runner"
+)
+
+type rbacFlags struct {
+	namespace      string
+	serviceAccount string
+	clusterWide    bool
+	cluster        string
+}
+
+// newRBACCmd is `mesh-verify rbac`: the RBAC manifest generated from the
+// permissions package kube declares for every API call (README.md, RBAC).
+func newRBACCmd() *cobra.Command {
+	var f rbacFlags
+	cmd := &cobra.Command{
+		Use:   "rbac [SCENARIO]",
+		Short: "Print the RBAC manifest (ServiceAccount, Roles, bindings) a run needs",
+		Long: `rbac prints, as YAML for kubectl apply, a ServiceAccount and the Roles and bindings
+that grant what mesh-verify calls. With a scenario (a file or a built-in name): one
+Role per namespace the scenario touches, with only what its features use (the
+port-forward's target kind, logs, metrics via proxy or portForward); a ClusterRole
+only for cluster-scoped resources (get nodes, metrics via the pod proxy). Without
+one: everything mesh-verify can call, in --namespace. --cluster-wide grants the same
+through one ClusterRole and ClusterRoleBinding. Apply it in every cluster the
+scenario uses (--cluster NAME: only what that scenario cluster needs).`,
+		Args:              cobra.MaximumNArgs(1),
+		ValidArgsFunction: builtinArg,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return printRBAC(cmd, args, f)
+		},
+	}
+	cmd.Flags().StringVarP(&f.namespace, "namespace", "n", kube.DefaultRBACNamespace, "namespace of the ServiceAccount (and, without a scenario, the namespace the Role grants in)")
+	cmd.Flags().StringVar(&f.serviceAccount, "service-account", kube.DefaultServiceAccount, "name of the ServiceAccount, and of its Roles and bindings")
+	cmd.Flags().BoolVar(&f.clusterWide, "cluster-wide", false, "one ClusterRole and ClusterRoleBinding instead of a Role per namespace")
+	cmd.Flags().StringVar(&f.cluster, "cluster", "", "only what this scenario cluster needs (default: every cluster's, merged)")
+	return cmd
+}
+
+func printRBAC(cmd *cobra.Command, args []string, f rbacFlags) error {
+	if errs := validation.IsDNS1123Label(f.namespace); len(errs) > 0 {
+		return invalidInput("--namespace %q: %s", f.namespace, strings.Join(errs, "; "))
+	}
+	if errs := validation.IsDNS1123Subdomain(f.serviceAccount); len(errs) > 0 {
+		return invalidInput("--service-account %q: %s", f.serviceAccount, strings.Join(errs, "; "))
+	}
+	o := kube.ManifestOptions{ServiceAccount: f.serviceAccount, Namespace: f.namespace, ClusterWide: f.clusterWide}
+	header := []string{"mesh-verify rbac: what mesh-verify calls (README.md, RBAC); apply it with kubectl apply -f in every cluster a run uses."}
+	if len(args) == 1 {
+		sc, _, err := loadScenario(args[0])
+		if err != nil {
+			return &codedError{code: exitInvalidInput, err: err}
+		}
+		var clusters []string
+		for _, c := range sc.Clusters {
+			clusters = append(clusters, c.Name)
+		}
+		if f.cluster != "" && !slices.Contains(clusters, f.cluster) {
+			return invalidInput("--cluster %s: scenario %s declares no such cluster (clusters: %s)", f.cluster, args[0], strings.Join(clusters, ", "))
+		}
+		for _, n := range runner.Needs(sc) {
+			if f.cluster == "" || n.Cluster == f.cluster {
+				o.Needs = append(o.Needs, n)
+			}
+		}
+		if len(o.Needs) == 0 {
+			where := "it"
+			if f.cluster != "" {
+				where = "cluster " + f.cluster
+			}
+			return invalidInput("scenario %s makes no Kubernetes API call in %s (a plain target.url and nothing observed there): it needs no RBAC", args[0], where)
+		}
+		header = append(header, fmt.Sprintf("Scenario %s: %s.", sc.Metadata.Name, describeNeeds(o.Needs, f.cluster)))
+	} else if f.cluster != "" {
+		return invalidInput("--cluster %s needs a scenario", f.cluster)
+	} else {
+		header = append(header, "Every feature (inventory, port-forward to pod/svc/deploy, logs, metrics via proxy or portForward).")
+	}
+	if err := kube.WriteManifest(cmd.OutOrStdout(), strings.Join(header, "\n"), kube.Manifest(o)); err != nil {
+		return &codedError{code: exitSetup, err: fmt.Errorf("print the RBAC manifest: %w", err)}
+	}
+	return nil
+}
+
+// describeNeeds says which features a manifest grants, and where.
+func describeNeeds(needs []kube.Need, cluster string) string {
+	byFeature := map[kube.Feature][]string{}
+	for _, n := range needs {
+		if n.Feature == kube.FeatureConnect {
+			continue
+		}
+		where := n.Namespace
+		if cluster == "" {
+			where = n.Cluster + "/" + n.Namespace
+		}
+		if n.TargetKind != "" {
+			where += " (" + n.TargetKind + ")"
+		}
+		if !slices.Contains(byFeature[n.Feature], where) {
+			byFeature[n.Feature] = append(byFeature[n.Feature], where)
+		}
+	}
+	var parts []string
+	for _, f := range kube.Features() {
+		if w := byFeature[f]; len(w) > 0 {
+			parts = append(parts, string(f)+" in "+strings.Join(w, ", "))
+		}
+	}
+	return strings.Join(parts, "; ")
+}

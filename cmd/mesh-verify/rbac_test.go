@@ -1,0 +1,77 @@
+package main
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+var updateRBAC = flag.Bool("update-rbac", false, "rewrite examples/rbac.yaml from `mesh-verify rbac`")
+
+// examples/rbac.yaml is what `mesh-verify rbac` prints today: a change to
+// the permissions package kube declares must come with the regenerated
+// example (go test ./cmd/mesh-verify -run RBACExample -update-rbac).
+func TestRBACExampleIsGenerated(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := execute([]string{"rbac"}, &out, &errb); code != exitPass {
+		t.Fatalf("rbac: exit %d: %s", code, errb.String())
+	}
+	path := filepath.Join("..", "..", "examples", "rbac.yaml")
+	if *updateRBAC {
+		if err := os.WriteFile(path, out.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(out.Bytes(), want) {
+		t.Errorf("examples/rbac.yaml differs from `mesh-verify rbac` (regenerate with -update-rbac):\n--- mesh-verify rbac\n%s\n--- %s\n%s", out.String(), path, want)
+	}
+}
+
+func TestRBACCommand(t *testing.T) {
+	for _, c := range []struct {
+		args       []string
+		code       int
+		has, hasNo []string
+	}{
+		// The built-in skupper-1 forwards to a Service in c1 and reads the
+		// app's logs in c2 and c3: one Role in interconnect, no ClusterRole.
+		{[]string{"rbac", "skupper-1"}, exitPass,
+			[]string{"kind: Role\n", "namespace: interconnect", "- pods/log", "- services", "- pods/portforward"},
+			[]string{"kind: ClusterRole", "deployments", "pods/proxy"}},
+		// Only c2's needs: the app's logs, no port-forward.
+		{[]string{"rbac", "skupper-1", "--cluster", "c2"}, exitPass,
+			[]string{"- pods/log"}, []string{"- services", "- pods/portforward"}},
+		{[]string{"rbac", "--cluster-wide", "--service-account", "gate", "-n", "ci"}, exitPass,
+			[]string{"kind: ClusterRole\n", "name: ci:gate", "kind: ClusterRoleBinding", "- nodes", "- deployments"},
+			[]string{"kind: Role\n", "resourceNames"}},
+		{[]string{"rbac", "skupper-1", "--cluster", "c9"}, exitInvalidInput, []string{"--cluster c9: scenario skupper-1 declares no such cluster"}, nil},
+		{[]string{"rbac", "url-split"}, exitInvalidInput, []string{"makes no Kubernetes API call"}, nil},
+		{[]string{"rbac", "-n", "Not_A_Namespace"}, exitInvalidInput, []string{`--namespace "Not_A_Namespace"`}, nil},
+		{[]string{"rbac", "--cluster", "c1"}, exitInvalidInput, []string{"--cluster c1 needs a scenario"}, nil},
+	} {
+		var out, errb bytes.Buffer
+		code := execute(c.args, &out, &errb)
+		text := out.String() + errb.String()
+		if code != c.code {
+			t.Errorf("%v: exit %d, want %d: %s", c.args, code, c.code, text)
+			continue
+		}
+		for _, h := range c.has {
+			if !strings.Contains(text, h) {
+				t.Errorf("%v: output lacks %q:\n%s", c.args, h, text)
+			}
+		}
+		for _, h := range c.hasNo {
+			if strings.Contains(text, h) {
+				t.Errorf("%v: output has %q:\n%s", c.args, h, text)
+			}
+		}
+	}
+}

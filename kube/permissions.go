@@ -1,0 +1,201 @@
+package kube
+
+import (
+	"errors"
+	"slices"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+)
+
+// Feature is what a run uses an API call for (README.md, RBAC).
+type Feature string
+
+// Features of the Kubernetes path.
+const (
+	// FeatureConnect is the reachability probe every cluster gets first.
+	FeatureConnect Feature = "connect"
+	// FeatureNamespaceCheck tells a missing namespace from one without pods.
+	FeatureNamespaceCheck Feature = "namespace-check"
+	// FeatureInventory lists and watches the observed workloads' pods.
+	FeatureInventory Feature = "inventory"
+	// FeatureTunnel is the port-forward to the scenario's target.
+	FeatureTunnel Feature = "tunnel"
+	// FeatureLogs follows the observed pods' logs.
+	FeatureLogs Feature = "logs"
+	// FeatureMetricsProxy scrapes metrics through the API server's pod proxy.
+	FeatureMetricsProxy Feature = "metrics-proxy"
+	// FeatureMetricsPortForward scrapes metrics through a port-forward.
+	FeatureMetricsPortForward Feature = "metrics-port-forward"
+)
+
+// Features lists every feature, in the order the README's table shows them.
+func Features() []Feature {
+	return []Feature{FeatureConnect, FeatureNamespaceCheck, FeatureInventory, FeatureTunnel, FeatureLogs,
+		FeatureMetricsProxy, FeatureMetricsPortForward}
+}
+
+// Scope says where a permission has to be granted.
+type Scope string
+
+// Scopes of a permission.
+const (
+	// ScopeNamespace: a namespaced resource, granted by a Role in the
+	// namespace the call is made in.
+	ScopeNamespace Scope = "namespace"
+	// ScopeOwnNamespace: the Namespace object of the namespace the call
+	// is made for. The API server authorizes GET /api/v1/namespaces/NS
+	// with namespace NS, so a Role in NS grants it (resourceNames: [NS]).
+	ScopeOwnNamespace Scope = "own-namespace"
+	// ScopeCluster: a cluster-scoped resource, granted by a ClusterRole.
+	ScopeCluster Scope = "cluster"
+	// ScopeNonResource: a URL outside the resource API (GET /version).
+	ScopeNonResource Scope = "non-resource"
+)
+
+// Permission is one authorization check an API call of mesh-verify passes:
+// what a Role (or ClusterRole) rule has to grant for it.
+type Permission struct {
+	Feature     Feature
+	Verb        string
+	Group       string // "" is the core group
+	Resource    string // plural, e.g. "pods"
+	Subresource string // e.g. "log", "portforward"
+	// URL is the path of a non-resource call.
+	URL   string
+	Scope Scope
+	// TargetKinds limits a FeatureTunnel permission to targets of these
+	// kinds (KindPod, KindService, KindDeployment); empty means every kind.
+	TargetKinds []string
+	// Optional: a denial is tolerated and only costs what Why says.
+	Optional bool
+	// Default: every authenticated user has it through the API server's
+	// default ClusterRoles (system:public-info-viewer), so a manifest need
+	// not grant it.
+	Default bool
+	// Call is the code that makes the call; Why is what needs it.
+	Call string
+	Why  string
+}
+
+// RBACResource is the resource as RBAC rules name it: "pods/log".
+func (p Permission) RBACResource() string {
+	if p.Subresource == "" {
+		return p.Resource
+	}
+	return p.Resource + "/" + p.Subresource
+}
+
+// String is "get pods/log" (or "get /version").
+func (p Permission) String() string {
+	if p.Scope == ScopeNonResource {
+		return p.Verb + " " + p.URL
+	}
+	if p.Group != "" {
+		return p.Verb + " " + p.RBACResource() + "." + p.Group
+	}
+	return p.Verb + " " + p.RBACResource()
+}
+
+// Permissions declares every API call the product makes, next to the code
+// that makes it (the Call field names it). The lab's e2e test
+// (e2e/rbac) checks the API server's own audit log of a real run against
+// it, so a call added without its permission fails there.
+func Permissions() []Permission {
+	all := []Permission{
+		{Feature: FeatureConnect, Verb: "get", URL: "/version", Scope: ScopeNonResource, Default: true,
+			Call: "Cluster.Probe", Why: "tell an unreachable API server from a denied call before anything else"},
+
+		{Feature: FeatureNamespaceCheck, Verb: "get", Resource: "namespaces", Scope: ScopeOwnNamespace, Optional: true,
+			Call: "Cluster.CheckNamespace", Why: "a missing namespace is reported as such, not as a namespace without pods (denied: the check is skipped)"},
+
+		{Feature: FeatureInventory, Verb: "list", Resource: "pods", Scope: ScopeNamespace,
+			Call: "Inventory", Why: "the observed workloads' pods: who may serve, ready pods per cluster"},
+		{Feature: FeatureInventory, Verb: "watch", Resource: "pods", Scope: ScopeNamespace,
+			Call: "Inv.StartWatch", Why: "pods that appear, go or restart during the run (their logs are followed, their names resolved)"},
+
+		{Feature: FeatureTunnel, Verb: "get", Resource: "pods", Scope: ScopeNamespace,
+			Call: "resolve (pod/NAME), session.watchPod", Why: "the pod a pod/NAME target names; the forwarded pod looked up again when its watch breaks"},
+		{Feature: FeatureTunnel, Verb: "get", Resource: "services", Scope: ScopeNamespace, TargetKinds: []string{KindService},
+			Call: "resolve (svc/NAME)", Why: "the Service's selector and target port, to pick its pod like kubectl port-forward"},
+		{Feature: FeatureTunnel, Verb: "get", Group: "apps", Resource: "deployments", Scope: ScopeNamespace, TargetKinds: []string{KindDeployment},
+			Call: "resolve (deploy/NAME)", Why: "the Deployment's selector, to pick its pod like kubectl port-forward"},
+		{Feature: FeatureTunnel, Verb: "list", Resource: "pods", Scope: ScopeNamespace, TargetKinds: []string{KindService, KindDeployment},
+			Call: "resolve (svc/, deploy/)", Why: "the pods the selector matches, to pick the one to forward to"},
+		{Feature: FeatureTunnel, Verb: "watch", Resource: "pods", Scope: ScopeNamespace,
+			Call: "Tunnel.connect, session.watchPod", Why: "notice the forwarded pod being replaced or deleted, to re-resolve the target"},
+	}
+	all = append(all, portForward(FeatureTunnel, "Tunnel.upgrade", "the streaming connection every request of the attack goes through")...)
+	all = append(all,
+		Permission{Feature: FeatureLogs, Verb: "get", Resource: "pods", Subresource: "log", Scope: ScopeNamespace,
+			Call: "podlogs.ClientGoOpener, Cluster.CheckLogAccess", Why: "follow the observed pods' logs (observe[].logs)"},
+
+		Permission{Feature: FeatureMetricsProxy, Verb: "get", Resource: "pods", Scope: ScopeNamespace,
+			Call: "checkScrapable", Why: "the pod's node, checked before scraping through the pod proxy"},
+		Permission{Feature: FeatureMetricsProxy, Verb: "get", Resource: "nodes", Scope: ScopeCluster,
+			Call: "checkScrapable", Why: "refuse kwok-simulated nodes, which the pod proxy cannot reach (observe[].metrics via: proxy)"},
+		Permission{Feature: FeatureMetricsProxy, Verb: "get", Resource: "pods", Subresource: "proxy", Scope: ScopeNamespace,
+			Call: "Scrape", Why: "GET the metrics through the API server's pod proxy (observe[].metrics via: proxy)"},
+
+		Permission{Feature: FeatureMetricsPortForward, Verb: "get", Resource: "pods", Scope: ScopeNamespace,
+			Call: "scrapeForward (resolve pod/NAME)", Why: "the pod to scrape through a port-forward"},
+		Permission{Feature: FeatureMetricsPortForward, Verb: "watch", Resource: "pods", Scope: ScopeNamespace,
+			Call: "Tunnel.connect", Why: "the scrape's port-forward watches its pod like every tunnel"},
+	)
+	all = append(all, portForward(FeatureMetricsPortForward, "scrapeForward", "GET the metrics through a port-forward (observe[].metrics via: portForward)")...)
+	return all
+}
+
+// portForward is the pods/portforward pair: client-go dials SPDY over
+// WebSocket first (an HTTP GET, which API servers from 1.35 also check for
+// create) and falls back to SPDY (a POST: create), as kubectl port-forward does.
+func portForward(f Feature, call, why string) []Permission {
+	return []Permission{
+		{Feature: f, Verb: "create", Resource: "pods", Subresource: "portforward", Scope: ScopeNamespace, Call: call + " (SPDY, and WebSocket from Kubernetes 1.35)", Why: why},
+		{Feature: f, Verb: "get", Resource: "pods", Subresource: "portforward", Scope: ScopeNamespace, Call: call + " (SPDY over WebSocket)", Why: why},
+	}
+}
+
+// PermissionsFor are the permissions of one feature; for FeatureTunnel
+// those of a target of kind targetKind ("" means every kind).
+func PermissionsFor(f Feature, targetKind string) []Permission {
+	var out []Permission
+	for _, p := range Permissions() {
+		if p.Feature != f {
+			continue
+		}
+		if targetKind != "" && len(p.TargetKinds) > 0 && !slices.Contains(p.TargetKinds, targetKind) {
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// IsDenied reports whether err is the API server refusing a call for want
+// of a permission (403) or of valid credentials (401), wherever it was
+// wrapped: a *ClusterError, a client-go status error, or a streaming
+// upgrade (port-forward) refused, whose status client-go keeps only as text.
+func IsDenied(err error) bool {
+	if err == nil {
+		return false
+	}
+	var ce *ClusterError
+	if errors.As(err, &ce) && (ce.Reason == ReasonForbidden || ce.Reason == ReasonUnauthorized) {
+		return true
+	}
+	if apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
+		return true
+	}
+	return upgradeDenied(err)
+}
+
+// upgradeDenied recognizes a refused upgrade: k8s.io/streaming's SPDY
+// round tripper reports "unable to upgrade connection: <the Status
+// message>", and a Forbidden status message reads `pods "x" is forbidden:
+// User "u" cannot create resource "pods/portforward" ...`.
+func upgradeDenied(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "unable to upgrade connection") &&
+		(strings.Contains(msg, " is forbidden: ") || strings.Contains(msg, "Unauthorized"))
+}

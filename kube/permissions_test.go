@@ -1,0 +1,198 @@
+package kube
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/yaml"
+)
+
+func TestPermissionsAreWellFormed(t *testing.T) {
+	verbs := []string{"get", "list", "watch", "create"}
+	seen := map[Feature]bool{}
+	for _, p := range Permissions() {
+		seen[p.Feature] = true
+		if !slices.Contains(verbs, p.Verb) {
+			t.Errorf("%s: verb %q is none of %v", p, p.Verb, verbs)
+		}
+		if p.Call == "" || p.Why == "" {
+			t.Errorf("%s: says neither which call needs it nor why", p)
+		}
+		if (p.Scope == ScopeNonResource) != (p.URL != "") || (p.Scope == ScopeNonResource) == (p.Resource != "") {
+			t.Errorf("%s: a non-resource permission has a URL and no resource, and only it", p)
+		}
+		if p.Default && p.Scope != ScopeNonResource {
+			t.Errorf("%s: only GET /version is granted to everyone by default", p)
+		}
+		if len(p.TargetKinds) > 0 && p.Feature != FeatureTunnel {
+			t.Errorf("%s: target kinds on a %s permission", p, p.Feature)
+		}
+	}
+	for _, f := range Features() {
+		if !seen[f] {
+			t.Errorf("feature %s has no permission", f)
+		}
+	}
+}
+
+func TestPermissionsForTargetKind(t *testing.T) {
+	has := func(ps []Permission, s string) bool {
+		return slices.ContainsFunc(ps, func(p Permission) bool { return p.String() == s })
+	}
+	for _, tc := range []struct {
+		kind      string
+		want, not []string
+	}{
+		{KindPod, []string{"get pods", "create pods/portforward", "get pods/portforward", "watch pods"}, []string{"get services", "get deployments.apps", "list pods"}},
+		{KindService, []string{"get services", "list pods", "create pods/portforward"}, []string{"get deployments.apps"}},
+		{KindDeployment, []string{"get deployments.apps", "list pods", "create pods/portforward"}, []string{"get services"}},
+		{"", []string{"get services", "get deployments.apps", "list pods"}, nil},
+	} {
+		ps := PermissionsFor(FeatureTunnel, tc.kind)
+		for _, w := range tc.want {
+			if !has(ps, w) {
+				t.Errorf("tunnel to a %q target: no %s in %v", tc.kind, w, ps)
+			}
+		}
+		for _, n := range tc.not {
+			if has(ps, n) {
+				t.Errorf("tunnel to a %q target: %s is not needed", tc.kind, n)
+			}
+		}
+	}
+}
+
+// decode reads a manifest back with the same YAML library kubectl's
+// decoders use, by kind.
+func decode(t *testing.T, objs []runtime.Object) (roles map[string]*rbacv1.Role, cluster []*rbacv1.ClusterRole, text string) {
+	t.Helper()
+	var b strings.Builder
+	if err := WriteManifest(&b, "header", objs); err != nil {
+		t.Fatal(err)
+	}
+	text = b.String()
+	roles = map[string]*rbacv1.Role{}
+	for _, doc := range strings.Split(text, "---\n")[1:] {
+		var tm struct {
+			Kind string `json:"kind"`
+		}
+		if err := yaml.Unmarshal([]byte(doc), &tm); err != nil {
+			t.Fatal(err)
+		}
+		switch tm.Kind {
+		case "Role":
+			var r rbacv1.Role
+			if err := yaml.UnmarshalStrict([]byte(doc), &r); err != nil {
+				t.Fatal(err)
+			}
+			roles[r.Namespace] = &r
+		case "ClusterRole":
+			var r rbacv1.ClusterRole
+			if err := yaml.UnmarshalStrict([]byte(doc), &r); err != nil {
+				t.Fatal(err)
+			}
+			cluster = append(cluster, &r)
+		}
+	}
+	return roles, cluster, text
+}
+
+func TestManifestGrantsExactlyTheNeeds(t *testing.T) {
+	needs := []Need{
+		{Cluster: "c1", Namespace: "front", Feature: FeatureTunnel, TargetKind: KindService},
+		{Cluster: "c1", Namespace: "apps", Feature: FeatureNamespaceCheck},
+		{Cluster: "c1", Namespace: "apps", Feature: FeatureInventory},
+		{Cluster: "c2", Namespace: "apps", Feature: FeatureLogs},
+		{Cluster: "c2", Namespace: "apps", Feature: FeatureMetricsProxy},
+		{Cluster: "c2", Feature: FeatureConnect},
+	}
+	roles, cluster, text := decode(t, Manifest(ManifestOptions{Needs: needs, Namespace: "ops"}))
+	if !strings.HasPrefix(text, "# header\n---\napiVersion: v1\nkind: ServiceAccount\n") || strings.Contains(text, "creationTimestamp") {
+		t.Errorf("manifest does not open with the header and the ServiceAccount, or carries creationTimestamp:\n%s", text)
+	}
+	if len(roles) != 2 || roles["front"] == nil || roles["apps"] == nil {
+		t.Fatalf("want one Role in front and one in apps, got %v", roles)
+	}
+	if len(cluster) != 1 || cluster[0].Name != "ops:mesh-verify" || len(cluster[0].Rules) != 1 || !Grants(cluster[0].Rules, "get", "", "nodes", "n1") {
+		t.Errorf("want one ClusterRole ops:mesh-verify granting get nodes only, got %+v", cluster)
+	}
+	for _, n := range needs {
+		for _, p := range PermissionsFor(n.Feature, n.TargetKind) {
+			switch p.Scope {
+			case ScopeNamespace, ScopeOwnNamespace:
+				if !Grants(roles[n.Namespace].Rules, p.Verb, p.Group, p.RBACResource(), n.Namespace) {
+					t.Errorf("Role in %s does not grant %s (%s)", n.Namespace, p, n.Feature)
+				}
+			}
+		}
+	}
+	// Minimal: the target's namespace gets no logs, the observed one no
+	// port-forward or Service, and the namespace check names its namespace.
+	for _, tc := range []struct{ ns, verb, resource, name string }{
+		{"front", "get", "pods/log", ""}, {"front", "get", "pods/proxy", "x"}, {"apps", "create", "pods/portforward", ""},
+		{"apps", "get", "services", ""}, {"apps", "get", "namespaces", "other"}, {"front", "get", "namespaces", "front"},
+	} {
+		if Grants(roles[tc.ns].Rules, tc.verb, "", tc.resource, tc.name) {
+			t.Errorf("Role in %s grants %s %s %s, which no need there calls for", tc.ns, tc.verb, tc.resource, tc.name)
+		}
+	}
+	if Grants(roles["front"].Rules, "get", "apps", "deployments", "d") {
+		t.Errorf("Role in front grants get deployments for a svc/ target")
+	}
+	if !Grants(roles["apps"].Rules, "get", "", "namespaces", "apps") {
+		t.Errorf("Role in apps does not grant get on its own namespace")
+	}
+}
+
+func TestManifestClusterWideAndGeneric(t *testing.T) {
+	roles, cluster, _ := decode(t, Manifest(ManifestOptions{ClusterWide: true, ServiceAccount: "gate", Namespace: "ci"}))
+	if len(roles) != 0 || len(cluster) != 1 || cluster[0].Name != "ci:gate" {
+		t.Fatalf("cluster-wide: want one ClusterRole ci:gate and no Role, got %v %v", roles, cluster)
+	}
+	roles, _, _ = decode(t, Manifest(ManifestOptions{Namespace: "ci"}))
+	for _, p := range Permissions() {
+		rules := cluster[0].Rules
+		if p.Scope == ScopeNonResource {
+			continue
+		}
+		if !Grants(rules, p.Verb, p.Group, p.RBACResource(), "any") {
+			t.Errorf("cluster-wide manifest lacks %s", p)
+		}
+		if p.Scope != ScopeCluster && !Grants(roles["ci"].Rules, p.Verb, p.Group, p.RBACResource(), "ci") {
+			t.Errorf("generic manifest's Role in ci lacks %s", p)
+		}
+	}
+}
+
+func TestIsDenied(t *testing.T) {
+	gr := schema.GroupResource{Resource: "pods"}
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{apierrors.NewForbidden(gr, "x", errors.New("no")), true},
+		{fmt.Errorf("list: %w", apierrors.NewUnauthorized("expired")), true},
+		{&ClusterError{Cluster: "c1", Call: "list pods", Reason: ReasonForbidden, Err: errors.New("x")}, true},
+		{errors.New(`unable to upgrade connection: pods "p" is forbidden: User "u" cannot create resource "pods/portforward"`), true},
+		{apierrors.NewNotFound(gr, "x"), false},
+		{errors.New("unable to upgrade connection: pod not running"), false},
+		{nil, false},
+	} {
+		if got := IsDenied(tc.err); got != tc.want {
+			t.Errorf("IsDenied(%v) = %v, want %v", tc.err, got, tc.want)
+		}
+	}
+	// A refused upgrade wrapped by a cluster reads as Forbidden.
+	c := &Cluster{Name: "c1", Context: "kind-c1"}
+	err := c.wrap("create pods/portforward for pod d/p", deniedError{errors.New(`unable to upgrade connection: pods "p" is forbidden: User "u" cannot create resource "pods/portforward"`)})
+	if !strings.Contains(err.Error(), "forbidden to create pods/portforward for pod d/p") {
+		t.Errorf("refused upgrade: %v", err)
+	}
+}

@@ -1,0 +1,74 @@
+package runner
+
+import (
+	"errors"
+
+	"github.com/mesh-verify/mesh-verify/kube"
+	"github.com/mesh-verify/mesh-verify/scenarios"
+)
+
+// Needs lists what a run of sc does in which cluster and namespace, as
+// openKube, start and scrapeAll do it: kube.PermissionsFor says which
+// permissions each need takes (`mesh-verify rbac SCENARIO`). A scenario
+// with a plain URL target and nothing observed needs none.
+func Needs(sc *scenarios.Scenario) []kube.Need {
+	var out []kube.Need
+	add := func(n kube.Need) {
+		for _, have := range out {
+			if have == n {
+				return
+			}
+		}
+		out = append(out, n)
+	}
+	used := map[string]bool{}
+	if f := sc.Target.Forward; f != nil {
+		used[f.Cluster] = true
+		kind := ""
+		if t, err := kube.ParseTarget(f.Resource, f.Port); err == nil {
+			kind = t.Kind
+		}
+		add(kube.Need{Cluster: f.Cluster, Namespace: f.Namespace, Feature: kube.FeatureTunnel, TargetKind: kind})
+	}
+	for _, w := range sc.Observe {
+		for _, c := range w.Clusters {
+			used[c] = true
+			add(kube.Need{Cluster: c, Namespace: w.Namespace, Feature: kube.FeatureNamespaceCheck})
+			add(kube.Need{Cluster: c, Namespace: w.Namespace, Feature: kube.FeatureInventory})
+			if w.Logs != nil {
+				add(kube.Need{Cluster: c, Namespace: w.Namespace, Feature: kube.FeatureLogs})
+			}
+			if w.Metrics != nil {
+				f := kube.FeatureMetricsProxy
+				if w.Metrics.Via == scenarios.MetricsViaPortForward {
+					f = kube.FeatureMetricsPortForward
+				}
+				add(kube.Need{Cluster: c, Namespace: w.Namespace, Feature: f})
+			}
+		}
+	}
+	for _, c := range sc.Clusters {
+		if used[c.Name] {
+			add(kube.Need{Cluster: c.Name, Feature: kube.FeatureConnect})
+		}
+	}
+	return out
+}
+
+// noteDenied keeps err when it is the API server denying a call (a
+// permission or the credentials missing) during or after the attack: the
+// run then ends as a setup error, not as a verdict judged without that
+// source (README.md, RBAC).
+func (kp *kubePath) noteDenied(err error) {
+	if kube.IsDenied(err) {
+		kp.deniedErrs = append(kp.deniedErrs, err)
+	}
+}
+
+// denied is every denial noted, joined; nil when there was none.
+func (kp *kubePath) denied() error {
+	if kp == nil {
+		return nil
+	}
+	return errors.Join(kp.deniedErrs...)
+}

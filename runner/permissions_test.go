@@ -1,0 +1,91 @@
+package runner
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/mesh-verify/mesh-verify/kube"
+	"github.com/mesh-verify/mesh-verify/scenarios"
+)
+
+func TestNeedsFollowWhatARunCalls(t *testing.T) {
+	sc, err := scenarios.Parse("needs.yaml", []byte(`apiVersion: mesh-verify.io/v1alpha1
+kind: Scenario
+metadata: {name: needs}
+clusters:
+  - {name: c1, context: kind-c1}
+  - {name: c2, context: kind-c2}
+  - {name: c3, context: kind-c3}
+target:
+  portForward: {cluster: c1, namespace: edge, resource: deploy/gateway, port: "8080"}
+  path: /
+attack: {rate: 10/s, duration: 1s}
+observe:
+  - name: app
+    namespace: apps
+    selector: app=x
+    clusters: [c2]
+    logs: {match: 'served'}
+  - name: sidecar
+    namespace: mesh
+    selector: app=y
+    clusters: [c2]
+    metrics: {port: "15090", counter: requests_total, via: portForward}
+  - name: proxied
+    namespace: mesh
+    selector: app=z
+    clusters: [c2]
+    metrics: {port: "15090", counter: requests_total}
+expect:
+  - successRate: {atLeast: 90%}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := Needs(sc)
+	want := []kube.Need{
+		{Cluster: "c1", Namespace: "edge", Feature: kube.FeatureTunnel, TargetKind: kube.KindDeployment},
+		{Cluster: "c2", Namespace: "apps", Feature: kube.FeatureNamespaceCheck},
+		{Cluster: "c2", Namespace: "apps", Feature: kube.FeatureInventory},
+		{Cluster: "c2", Namespace: "apps", Feature: kube.FeatureLogs},
+		{Cluster: "c2", Namespace: "mesh", Feature: kube.FeatureNamespaceCheck},
+		{Cluster: "c2", Namespace: "mesh", Feature: kube.FeatureInventory},
+		{Cluster: "c2", Namespace: "mesh", Feature: kube.FeatureMetricsPortForward},
+		{Cluster: "c2", Namespace: "mesh", Feature: kube.FeatureMetricsProxy},
+		{Cluster: "c1", Feature: kube.FeatureConnect},
+		{Cluster: "c2", Feature: kube.FeatureConnect},
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("needs:\n got %v\nwant %v", got, want)
+	}
+	sc.Target.Forward, sc.Target.URL, sc.Observe = nil, "http://127.0.0.1:1/", nil
+	if n := Needs(sc); len(n) != 0 {
+		t.Errorf("a plain URL target with nothing observed needs nothing, got %v", n)
+	}
+}
+
+// A call denied during the run (a log stream, the last scrape) ends it as
+// a setup error; other failures stay warnings.
+func TestNoteDeniedKeepsOnlyDenials(t *testing.T) {
+	kp := &kubePath{}
+	kp.noteDenied(errors.New("read: connection reset by peer"))
+	kp.noteDenied(nil)
+	if err := kp.denied(); err != nil {
+		t.Fatalf("no denial noted, yet denied() = %v", err)
+	}
+	forbidden := apierrors.NewForbidden(schema.GroupResource{Resource: "pods/log"}, "p", errors.New(`User "u" cannot get resource "pods/log"`))
+	kp.noteDenied(fmt.Errorf("log of pod c1/default/p: %w", forbidden))
+	if err := kp.denied(); err == nil || !strings.Contains(err.Error(), `cannot get resource "pods/log"`) {
+		t.Errorf("denied() = %v, want the forbidden log", err)
+	}
+	var none *kubePath
+	if err := none.denied(); err != nil {
+		t.Errorf("a run without Kubernetes: denied() = %v", err)
+	}
+}
