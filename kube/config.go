@@ -6,11 +6,13 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -50,6 +52,52 @@ type Options struct {
 	ProbeTimeout time.Duration
 	// UserAgent sent to the API servers; empty means "mesh-verify".
 	UserAgent string
+
+	// The rest are kubectl's connection flags (README.md "Connecting to
+	// clusters").
+
+	// Contexts overrides the kubeconfig context of clusters by their
+	// ClusterRef.Name (--context CLUSTER=CONTEXT). An override is
+	// explicit: in a pod without a kubeconfig it is an error, never
+	// silently replaced by the in-cluster config.
+	Contexts map[string]string
+	// Namespace replaces the namespace a scenario leaves unset (-n); kube
+	// only carries it, the runner applies it (runner.Options.Kube).
+	Namespace string
+	// Impersonate and ImpersonateGroups act as another user (--as,
+	// --as-group), like kubectl.
+	Impersonate       string
+	ImpersonateGroups []string
+	// Token is a bearer token used instead of the kubeconfig user's
+	// (--token). It is a credential: never printed.
+	Token string
+	// RequestTimeout bounds every API call (rest.Config.Timeout), log
+	// streams and watches included, as kubectl's --request-timeout does;
+	// zero means none.
+	RequestTimeout time.Duration
+	// ExecTimeout bounds one run of a kubeconfig exec credential plugin;
+	// zero means DefaultExecTimeout.
+	ExecTimeout time.Duration
+}
+
+// ParseRequestTimeout reads kubectl's --request-timeout: "0" for none, a
+// duration with a unit ("30s", "1m"), or a bare integer of seconds.
+func ParseRequestTimeout(s string) (time.Duration, error) {
+	s = strings.TrimSpace(s)
+	if s == "" || s == "0" {
+		return 0, nil
+	}
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+		if n < 0 || n > math.MaxInt64/int64(time.Second) {
+			return 0, fmt.Errorf("%q: want 0 (no timeout), whole seconds or a duration like 30s", s)
+		}
+		return time.Duration(n) * time.Second, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("%q: want 0 (no timeout), whole seconds or a duration like 30s", s)
+	}
+	return d, nil
 }
 
 // Config is a loaded (merged) kubeconfig. It only reads files: client-go's
@@ -58,6 +106,10 @@ type Config struct {
 	opts  Options
 	rules *clientcmd.ClientConfigLoadingRules
 	raw   clientcmdapi.Config
+	// inCluster: no kubeconfig was named or found and the process runs in
+	// a pod (see inClusterPossible); clusters then connect with the pod's
+	// ServiceAccount (connectInCluster).
+	inCluster bool
 }
 
 // LoadConfig loads the kubeconfig like kubectl does.
@@ -73,6 +125,9 @@ func LoadConfig(opts Options) (*Config, error) {
 	}
 	if opts.UserAgent == "" {
 		opts.UserAgent = "mesh-verify"
+	}
+	if opts.ExecTimeout == 0 {
+		opts.ExecTimeout = DefaultExecTimeout
 	}
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	// Migration copies a legacy file into ~/.kube/config: a write. Never.
@@ -100,8 +155,14 @@ func LoadConfig(opts Options) (*Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load kubeconfig %s: %w", strings.Join(rules.GetLoadingPrecedence(), string(filepath.ListSeparator)), err)
 	}
-	return &Config{opts: opts, rules: rules, raw: *raw}, nil
+	// clientcmd's deferred loading falls back to the in-cluster config the
+	// same way: nothing named, nothing found, and the pod's environment.
+	inCluster := len(paths) == 0 && len(raw.Contexts) == 0 && inClusterPossible()
+	return &Config{opts: opts, rules: rules, raw: *raw, inCluster: inCluster}, nil
 }
+
+// InCluster reports whether clusters connect with the in-cluster config.
+func (c *Config) InCluster() bool { return c.inCluster }
 
 // Files are the kubeconfig files in loading order (for messages).
 func (c *Config) Files() []string { return c.rules.GetLoadingPrecedence() }
@@ -146,6 +207,9 @@ type Cluster struct {
 	Server string
 	// Namespace is the context's default namespace ("" when unset).
 	Namespace string
+	// InCluster: connected with the pod's ServiceAccount (Context is
+	// InClusterContext).
+	InCluster bool
 	REST      *rest.Config
 	Client    kubernetes.Interface
 }
@@ -158,7 +222,19 @@ func (c *Cluster) String() string {
 // a short /version call, so an unreachable server is reported here, once,
 // instead of as a slow failure of the first real call.
 func (c *Config) Connect(ctx context.Context, ref ClusterRef) (*Cluster, error) {
-	kctx := ref.Context
+	return c.connect(ctx, ref, true)
+}
+
+// connect is Connect; only says ref is the one cluster connected, which
+// in a pod maps it to the in-cluster config whatever context it names.
+func (c *Config) connect(ctx context.Context, ref ClusterRef, only bool) (*Cluster, error) {
+	kctx, explicit := ref.Context, false
+	if o := c.opts.Contexts[ref.Name]; o != "" {
+		kctx, explicit = o, true
+	}
+	if c.inCluster {
+		return c.connectInCluster(ctx, ref, kctx, explicit, only)
+	}
 	if kctx == "" {
 		kctx = c.raw.CurrentContext
 		if kctx == "" {
@@ -180,16 +256,59 @@ func (c *Config) Connect(ctx context.Context, ref ClusterRef) (*Cluster, error) 
 		return nil, &ClusterError{Cluster: ref.Name, Context: kctx, Call: "build client", Reason: ReasonOther, Err: err}
 	}
 	cl := &Cluster{Name: ref.Name, Context: kctx, Server: cfg.Host, Namespace: kc.Namespace, REST: cfg, Client: client}
-	if err := cl.Probe(ctx, c.opts.ProbeTimeout); err != nil {
+	if cfg.ExecProvider != nil {
+		err = c.probeWithExec(ctx, cl, kc.AuthInfo)
+	} else {
+		err = cl.Probe(ctx, c.opts.ProbeTimeout)
+	}
+	if err != nil {
 		return nil, err
 	}
 	return cl, nil
 }
 
+// probeWithExec probes a cluster whose kubeconfig user is an exec
+// credential plugin: see the comment on exec plugins in exec.go.
+func (c *Config) probeWithExec(ctx context.Context, cl *Cluster, user string) error {
+	if err := preflightExec(ctx, cl.REST, user, c.opts.ExecTimeout); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return &ClusterError{Cluster: cl.Name, Context: cl.Context, Server: cl.Server, Call: "run the kubeconfig's exec credential plugin", Reason: ReasonExecPlugin, Err: err}
+	}
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1) // buffered: an abandoned probe still ends
+	go func() {
+		_, err := cl.Client.Discovery().RESTClient().Get().AbsPath("/version").Do(pctx).Raw()
+		done <- err
+	}()
+	// client-go runs the plugin again before the request: it gets its
+	// timeout again, the API server the probe's.
+	bound := c.opts.ExecTimeout + c.opts.ProbeTimeout
+	timer := time.NewTimer(bound)
+	defer timer.Stop()
+	select {
+	case err := <-done:
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return cl.wrap("GET /version", err)
+		}
+		return nil
+	case <-timer.C:
+		return cl.wrap("GET /version", fmt.Errorf("no answer within %s (--exec-timeout and the probe's %s): the exec credential plugin answered once, then client-go's run of it or the API server hung: %w",
+			bound, c.opts.ProbeTimeout, context.DeadlineExceeded))
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // RESTConfig is the client config of one context, with this Config's
 // QPS, burst and user agent.
 func (c *Config) RESTConfig(kctx string) (*rest.Config, error) {
-	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(c.rules, &clientcmd.ConfigOverrides{CurrentContext: kctx})
+	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(c.rules, c.overrides(kctx))
 	cfg, err := cc.ClientConfig()
 	if err != nil {
 		return nil, fmt.Errorf("context %s in %s: %w", kctx, strings.Join(c.Files(), ", "), err)
@@ -202,10 +321,26 @@ func (c *Config) RESTConfig(kctx string) (*rest.Config, error) {
 	if err := rest.LoadTLSFiles(cfg); err != nil {
 		return nil, fmt.Errorf("context %s: read the kubeconfig's TLS files: %w", kctx, err)
 	}
+	c.tune(cfg)
+	return cfg, nil
+}
+
+// overrides are kubectl's connection flags as clientcmd applies them to
+// a kubeconfig context (the same code path as kubectl's own flags).
+func (c *Config) overrides(kctx string) *clientcmd.ConfigOverrides {
+	o := &clientcmd.ConfigOverrides{CurrentContext: kctx}
+	o.AuthInfo.Token = c.opts.Token
+	o.AuthInfo.Impersonate = c.opts.Impersonate
+	o.AuthInfo.ImpersonateGroups = c.opts.ImpersonateGroups
+	return o
+}
+
+// tune sets what every client config shares.
+func (c *Config) tune(cfg *rest.Config) {
 	cfg.QPS = c.opts.QPS
 	cfg.Burst = c.opts.Burst
 	cfg.UserAgent = c.opts.UserAgent
-	return cfg, nil
+	cfg.Timeout = c.opts.RequestTimeout
 }
 
 // ConnectAll connects every cluster concurrently. The clusters come back
@@ -222,7 +357,7 @@ func (c *Config) ConnectAll(ctx context.Context, refs []ClusterRef) ([]*Cluster,
 	errs := make([]error, len(refs))
 	var wg sync.WaitGroup
 	for i, r := range refs {
-		wg.Go(func() { out[i], errs[i] = c.Connect(ctx, r) })
+		wg.Go(func() { out[i], errs[i] = c.connect(ctx, r, len(refs) == 1) })
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
@@ -284,7 +419,10 @@ const (
 	ReasonUnauthorized    Reason = "Unauthorized"
 	ReasonForbidden       Reason = "Forbidden"
 	ReasonNotFound        Reason = "NotFound"
-	ReasonOther           Reason = "Error"
+	// ReasonExecPlugin: the kubeconfig's exec credential plugin failed,
+	// hung or printed no credential (an *ExecPluginError).
+	ReasonExecPlugin Reason = "ExecPlugin"
+	ReasonOther      Reason = "Error"
 )
 
 // ClusterError is a setup failure against one cluster: it names the
@@ -307,6 +445,9 @@ func (e *ClusterError) Error() string {
 	}
 	if e.Context != "" {
 		where += " (context " + e.Context + ")"
+	}
+	if e.Reason == ReasonExecPlugin {
+		return fmt.Sprintf("%s: %v", where, e.Err)
 	}
 	switch e.Reason {
 	case ReasonUnreachable:

@@ -47,7 +47,11 @@ type kubePath struct {
 // openKube connects to every cluster the scenario uses, lists the observed
 // pods and opens the tunnel. Every failure names the cluster and the call.
 func openKube(ctx context.Context, sc *scenarios.Scenario, o Options) (*kubePath, error) {
-	cfg, err := kube.LoadConfig(kube.Options{Kubeconfig: o.Kubeconfig})
+	ko := o.Kube
+	if len(ko.Kubeconfig) == 0 {
+		ko.Kubeconfig = o.Kubeconfig
+	}
+	cfg, err := kube.LoadConfig(ko)
 	if err != nil {
 		return nil, fmt.Errorf("load kubeconfig: %w", err)
 	}
@@ -97,6 +101,29 @@ func openKube(ctx context.Context, sc *scenarios.Scenario, o Options) (*kubePath
 		kp.warnings = append(kp.warnings, kp.tunnel.Warnings()...)
 	}
 	return kp, nil
+}
+
+// withNamespace is sc with ns wherever the scenario left the namespace
+// unset (-n, README.md "Connecting to clusters"): scenarios.ApplyDefaults
+// filled in "default" there and remembers it (NamespaceDefaulted). A
+// namespace the scenario names stays. sc itself is not changed.
+func withNamespace(sc *scenarios.Scenario, ns string) *scenarios.Scenario {
+	if ns == "" {
+		return sc
+	}
+	out := *sc
+	if f := sc.Target.Forward; f != nil && f.NamespaceDefaulted() {
+		fc := *f
+		fc.Namespace = ns
+		out.Target.Forward = &fc
+	}
+	out.Observe = slices.Clone(sc.Observe)
+	for i := range out.Observe {
+		if out.Observe[i].NamespaceDefaulted() {
+			out.Observe[i].Namespace = ns
+		}
+	}
+	return &out
 }
 
 func (kp *kubePath) workloads() []kube.Workload {

@@ -60,8 +60,12 @@ type Options struct {
 	// Dial reaches the target (a tunnel); nil dials TCP directly.
 	Dial attack.DialFunc
 	// Kubeconfig lists kubeconfig files merged like kubectl's KUBECONFIG;
-	// empty means kubectl's own rules.
+	// empty means kubectl's own rules. Kube.Kubeconfig, when set, wins.
 	Kubeconfig []string
+	// Kube are kubectl's connection flags (contexts per cluster, -n,
+	// impersonation, token, timeouts); Kube.Namespace replaces the
+	// namespaces the scenario leaves unset (withNamespace).
+	Kube kube.Options
 	// Tool and Command are recorded in the report (the command redacted)
 	// so the run can be reproduced.
 	Tool    reports.Tool
@@ -92,6 +96,7 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (*reports.Repor
 	if runID == "" {
 		runID = NewRunID(time.Now())
 	}
+	sc = withNamespace(sc, o.Kube.Namespace)
 	var kp *kubePath
 	target := sc.Target.URL
 	dial := o.Dial

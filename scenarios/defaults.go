@@ -64,7 +64,7 @@ func (s *Scenario) ApplyDefaults() {
 
 	if f := s.Target.Forward; f != nil {
 		if f.Namespace == "" {
-			f.Namespace = DefaultNamespace
+			f.Namespace, f.namespaceDefaulted = DefaultNamespace, true
 		}
 		if f.Scheme == "" {
 			f.Scheme = DefaultScheme

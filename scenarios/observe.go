@@ -118,7 +118,7 @@ func (s *Scenario) applyObserveDefaults() {
 	for i := range s.Observe {
 		w := &s.Observe[i]
 		if w.Namespace == "" {
-			w.Namespace = DefaultNamespace
+			w.Namespace, w.namespaceDefaulted = DefaultNamespace, true
 		}
 		if w.VersionLabel == "" {
 			w.VersionLabel = DefaultVersionLabel

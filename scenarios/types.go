@@ -78,6 +78,14 @@ type Forward struct {
 	Resource  string `yaml:"resource"`
 	Port      string `yaml:"port"`
 	Scheme    string `yaml:"scheme"`
+	// namespaceDefaulted records that ApplyDefaults chose Namespace.
+	namespaceDefaulted bool
+}
+
+// NamespaceDefaulted reports whether the scenario left the namespace unset
+// (ApplyDefaults filled in "default"): the namespace -n replaces.
+func (f *Forward) NamespaceDefaulted() bool {
+	return f.namespaceDefaulted && f.Namespace == DefaultNamespace
 }
 
 // Attack says how load is generated. Open loop: Rate with Duration and/or
@@ -201,6 +209,8 @@ type Workload struct {
 	Name string `yaml:"name"`
 	// Namespace defaults to "default".
 	Namespace string `yaml:"namespace"`
+	// namespaceDefaulted records that ApplyDefaults chose Namespace.
+	namespaceDefaulted bool
 	// Selector is a label selector in kubectl syntax, e.g.
 	// "app=callme-service,version in (v1,v2)". Required.
 	Selector string `yaml:"selector"`
@@ -343,3 +353,9 @@ type MirrorExpect struct {
 // ShadowDefaulted reports whether Shadow was left out of the file: a
 // proxy that marks no copy then calls for a hint, not a silent zero.
 func (m *MirrorExpect) ShadowDefaulted() bool { return m.shadowDefaulted }
+
+// NamespaceDefaulted reports whether the scenario left the namespace unset
+// (ApplyDefaults filled in "default"): the namespace -n replaces.
+func (w *Workload) NamespaceDefaulted() bool {
+	return w.namespaceDefaulted && w.Namespace == DefaultNamespace
+}

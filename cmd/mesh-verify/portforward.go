@@ -13,15 +13,14 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/mesh-verify/mesh-verify/kube"
 )
 
 type portForwardFlags struct {
-	kubeconfig []string
-	context    string
-	namespace  string
-	address    string
+	kube    kubeFlags
+	address string
 }
 
 // newPortForwardCmd exposes mesh-verify's in-process tunnel on a loopback
@@ -29,13 +28,17 @@ type portForwardFlags struct {
 func newPortForwardCmd() *cobra.Command {
 	var f portForwardFlags
 	cmd := &cobra.Command{
-		Use:   "port-forward TYPE/NAME [LOCAL:]PORT",
+		Use:   "port-forward TYPE/NAME [LOCAL:]REMOTE",
 		Short: "Forward a local port to a pod like kubectl port-forward, through mesh-verify's tunnel",
 		Long: `port-forward exposes the same in-process tunnel mesh-verify run attacks through
 on a local address, until interrupted. TYPE/NAME is pod/NAME, svc/NAME or
-deploy/NAME; PORT is a number or a port name (a Service port for svc/,
-translated to the container's targetPort like kubectl does). LOCAL defaults to
-a free port, printed on the "Forwarding from" line.
+deploy/NAME; REMOTE is a number or a port name (a Service port for svc/,
+translated to the container's targetPort like kubectl does). The local port
+follows kubectl: PORT alone listens on the same local port (8080 listens on
+8080); a port name alone listens on the port number it names (the Service's
+port for svc/, the container port for pod/ and deploy/); LOCAL:REMOTE listens
+on LOCAL; :REMOTE or 0:REMOTE on a free port. The address is printed on the
+"Forwarding from" line.
 
 Unlike kubectl, a connection that fails (backend refused, no forward) is
 reported and closed without ending the command, and a lost tunnel is
@@ -47,9 +50,7 @@ re-established, re-resolving the pod.`,
 			return runPortForward(cmd, f, args[0], args[1])
 		},
 	}
-	cmd.Flags().StringArrayVar(&f.kubeconfig, "kubeconfig", nil, "kubeconfig file(s), merged like KUBECONFIG (default: $KUBECONFIG, else ~/.kube/config)")
-	cmd.Flags().StringVar(&f.context, "context", "", "kubeconfig context (default: the current context)")
-	cmd.Flags().StringVarP(&f.namespace, "namespace", "n", "", "namespace of the target (default: the context's namespace, else default)")
+	addKubeFlags(cmd.Flags(), &f.kube, "kubeconfig context (default: the current context)", "namespace of the target (default: the context's namespace, else default)")
 	cmd.Flags().StringVar(&f.address, "address", "127.0.0.1", "local address to listen on: loopback only (127.0.0.0/8, ::1 or localhost)")
 	return cmd
 }
@@ -67,31 +68,68 @@ func checkLoopback(addr string) error {
 	return fmt.Errorf("--address %q: want a loopback address (127.0.0.0/8, ::1 or localhost): the forward carries the kubeconfig's access into the cluster and must not be reachable from other machines", addr)
 }
 
-// splitLocalPort parses [LOCAL:]PORT; LOCAL "" or 0 means a free port.
-func splitLocalPort(s string) (local int, remote string, err error) {
+// splitLocalPort parses [LOCAL:]REMOTE like kubectl: LOCAL "" or 0 means
+// a free port; without LOCAL (same) the local port is REMOTE's number, or,
+// for a port name, the number it names (localPortOf).
+func splitLocalPort(s string) (local int, same bool, remote string, err error) {
 	l, r, ok := strings.Cut(s, ":")
 	if !ok {
-		return 0, s, nil
+		if s == "" {
+			return 0, false, "", fmt.Errorf("port is empty: want [LOCAL:]REMOTE")
+		}
+		if n, err := strconv.Atoi(s); err == nil {
+			return n, true, s, nil
+		}
+		return 0, true, s, nil
 	}
 	if r == "" {
-		return 0, "", fmt.Errorf("port %q: remote port is empty", s)
+		return 0, false, "", fmt.Errorf("port %q: remote port is empty", s)
 	}
 	if l == "" {
-		return 0, r, nil
+		return 0, false, r, nil
 	}
 	n, err := strconv.Atoi(l)
 	if err != nil || n < 0 || n > 65535 {
-		return 0, "", fmt.Errorf("port %q: local port %q is not a port number", s, l)
+		return 0, false, "", fmt.Errorf("port %q: local port %q is not a port number", s, l)
 	}
-	return n, r, nil
+	return n, false, r, nil
+}
+
+// localPortOf is the local port kubectl listens on for a port name given
+// without LOCAL (k8s.io/kubectl pkg/cmd/portforward:
+// translateServicePortToTargetPort uses the Service port's number,
+// convertPodNamedPortToNumber the container port's).
+func localPortOf(ctx context.Context, c *kube.Cluster, t *kube.Tunnel, target kube.Target) (int, error) {
+	if target.Kind != kube.KindService {
+		return int(t.Pod().Port), nil
+	}
+	svc, err := c.Client.CoreV1().Services(t.Namespace()).Get(ctx, target.Name, metav1.GetOptions{})
+	if err != nil {
+		return 0, fmt.Errorf("get service %s/%s for the number of port %s: %w", t.Namespace(), target.Name, target.Port, err)
+	}
+	for _, p := range svc.Spec.Ports {
+		if p.Name == target.Port {
+			return int(p.Port), nil
+		}
+	}
+	return 0, fmt.Errorf("service %s/%s has no port %s", t.Namespace(), target.Name, target.Port)
 }
 
 func runPortForward(cmd *cobra.Command, f portForwardFlags, resource, ports string) error {
-	local, remote, err := splitLocalPort(ports)
+	local, same, remote, err := splitLocalPort(ports)
 	if err != nil {
 		return &codedError{code: exitInvalidInput, err: err}
 	}
-	if _, err := kube.ParseTarget(resource, remote); err != nil {
+	target, err := kube.ParseTarget(resource, remote)
+	if err != nil {
+		return &codedError{code: exitInvalidInput, err: err}
+	}
+	ko, err := f.kube.options()
+	if err != nil {
+		return &codedError{code: exitInvalidInput, err: err}
+	}
+	kctx, err := f.kube.singleContext()
+	if err != nil {
 		return &codedError{code: exitInvalidInput, err: err}
 	}
 	if err := checkLoopback(f.address); err != nil {
@@ -103,23 +141,36 @@ func runPortForward(cmd *cobra.Command, f portForwardFlags, resource, ports stri
 	}
 	ctx, stop := signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	cfg, err := kube.LoadConfig(kube.Options{Kubeconfig: f.kubeconfig})
+	name := kctx
+	if kctx != "" {
+		// Given on the command line: explicit (an error in a pod without
+		// a kubeconfig, never replaced by the in-cluster config).
+		ko.Contexts = map[string]string{name: kctx}
+	}
+	cfg, err := kube.LoadConfig(ko)
 	if err != nil {
 		return &codedError{code: exitSetup, err: err}
 	}
-	name := f.context
-	if name == "" {
+	switch {
+	case name == "" && cfg.InCluster():
+		name = kube.InClusterContext
+	case name == "":
 		name = cfg.CurrentContext()
 	}
-	cluster, err := cfg.Connect(ctx, kube.ClusterRef{Name: name, Context: f.context})
+	cluster, err := cfg.Connect(ctx, kube.ClusterRef{Name: name})
 	if err != nil {
 		return &codedError{code: exitSetup, err: err}
 	}
-	t, err := kube.OpenTunnel(ctx, cluster, kube.TunnelSpec{Namespace: f.namespace, Resource: resource, Port: remote})
+	t, err := kube.OpenTunnel(ctx, cluster, kube.TunnelSpec{Namespace: ko.Namespace, Resource: resource, Port: remote})
 	if err != nil {
 		return &codedError{code: exitSetup, err: err}
 	}
 	defer t.Close()
+	if same && local == 0 {
+		if local, err = localPortOf(ctx, cluster, t, target); err != nil {
+			return &codedError{code: exitSetup, err: err}
+		}
+	}
 	ln, err := net.Listen("tcp", net.JoinHostPort(f.address, strconv.Itoa(local)))
 	if err != nil {
 		return &codedError{code: exitSetup, err: fmt.Errorf("listen on %s: %w", f.address, err)}

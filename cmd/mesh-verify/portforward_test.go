@@ -36,20 +36,24 @@ func TestSplitLocalPort(t *testing.T) {
 	for _, tc := range []struct {
 		in     string
 		local  int
+		same   bool
 		remote string
 		bad    bool
 	}{
-		{"8080", 0, "8080", false},
-		{"9000:8080", 9000, "8080", false},
-		{":http", 0, "http", false},
-		{"0:web", 0, "web", false},
-		{"x:80", 0, "", true},
-		{"80:", 0, "", true},
-		{"70000:80", 0, "", true},
+		{"8080", 8080, true, "8080", false}, // kubectl: local 8080, not a free port
+		{"http", 0, true, "http", false},    // local: the number the name resolves to
+		{"9000:8080", 9000, false, "8080", false},
+		{":8080", 0, false, "8080", false},
+		{":http", 0, false, "http", false},
+		{"0:web", 0, false, "web", false},
+		{"", 0, false, "", true},
+		{"x:80", 0, false, "", true},
+		{"80:", 0, false, "", true},
+		{"70000:80", 0, false, "", true},
 	} {
-		l, r, err := splitLocalPort(tc.in)
-		if tc.bad != (err != nil) || (!tc.bad && (l != tc.local || r != tc.remote)) {
-			t.Errorf("splitLocalPort(%q) = %d %q %v", tc.in, l, r, err)
+		l, same, r, err := splitLocalPort(tc.in)
+		if tc.bad != (err != nil) || (!tc.bad && (l != tc.local || same != tc.same || r != tc.remote)) {
+			t.Errorf("splitLocalPort(%q) = %d %v %q %v", tc.in, l, same, r, err)
 		}
 	}
 }
@@ -104,6 +108,10 @@ func TestPortForwardSetupErrors(t *testing.T) {
 		{[]string{"--kubeconfig", kc, "--context", "kind-a", "svc/web", "80"}, exitSetup, "API server https://127.0.0.1:1 unreachable"},
 		{[]string{"--kubeconfig", kc, "web", "80"}, exitInvalidInput, "want pod/NAME"},
 		{[]string{"--kubeconfig", kc, "svc/web", "x:80"}, exitInvalidInput, "not a port number"},
+		{[]string{"--kubeconfig", kc, "--context", "kind-a", "--context", "kind-b", "svc/web", "80"}, exitInvalidInput, "--context given 2 times"},
+		{[]string{"--kubeconfig", kc, "--as-group", "g", "svc/web", "80"}, exitInvalidInput, "--as-group needs --as"},
+		{[]string{"--kubeconfig", kc, "--request-timeout", "soon", "svc/web", "80"}, exitInvalidInput, `--request-timeout "soon"`},
+		{[]string{"--kubeconfig", kc, "-n", "Bad_NS", "svc/web", "80"}, exitInvalidInput, `--namespace "Bad_NS"`},
 		{[]string{"--kubeconfig", kc, "--address", "", "svc/web", "80"}, exitInvalidInput, `--address "": want a loopback address`},
 		{[]string{"--kubeconfig", kc, "--address", "0.0.0.0", "svc/web", "80"}, exitInvalidInput, `--address "0.0.0.0": want a loopback address`},
 		{[]string{"--kubeconfig", kc, "--address", "::", "svc/web", "80"}, exitInvalidInput, "must not be reachable from other machines"},
@@ -155,6 +163,42 @@ spec:
   forwards: [{ports: [8080], target: {port: `+port+`, address: 127.0.0.1}}]
 `)
 	lab.Kubectl(t, "c1", "wait", "--for=condition=Ready", "pod/web-0", "--timeout=60s")
+
+	// A port name without LOCAL listens on the Service port's number, like
+	// kubectl (translateServicePortToTargetPort): a free port P as the
+	// Service's port proves it is not a random one.
+	free, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, p, _ := net.SplitHostPort(free.Addr().String())
+	free.Close()
+	lab.Apply(t, "c1", `apiVersion: v1
+kind: Service
+metadata: {name: web2, namespace: default}
+spec:
+  selector: {app: web}
+  ports: [{name: alt, port: `+p+`, targetPort: http}]
+`)
+	for _, port := range []string{"alt", p} {
+		pctx, pcancel := context.WithCancel(context.Background())
+		pout, perr, pdone := runPF(pctx, "--kubeconfig", lab.Kubeconfig, "--context", lab.Context("c1"), "svc/web2", port)
+		want := "Forwarding from 127.0.0.1:" + p + " -> 8080\n"
+		for deadline := time.Now().Add(30 * time.Second); !strings.Contains(pout.String(), want); time.Sleep(50 * time.Millisecond) {
+			select {
+			case err := <-pdone:
+				t.Fatalf("port %s: command ended: %v\n%s", port, err, perr)
+			default:
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("port %s: no %q: %q %q", port, want, pout, perr)
+			}
+		}
+		pcancel()
+		if err := <-pdone; err != nil {
+			t.Fatalf("port %s: %v", port, err)
+		}
+	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

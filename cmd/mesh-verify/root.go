@@ -97,12 +97,12 @@ func newValidateCmd() *cobra.Command {
 }
 
 type runFlags struct {
-	kubeconfig []string
-	out        string
-	output     string
-	json       bool
-	quiet      bool
-	progress   string
+	kube     kubeFlags
+	out      string
+	output   string
+	json     bool
+	quiet    bool
+	progress string
 	// argv is the command line, recorded (redacted) in the report.
 	argv []string
 }
@@ -145,7 +145,7 @@ When $GITHUB_STEP_SUMMARY is set, summary.md is appended to it.`,
 	_ = cmd.Flags().MarkDeprecated("json", "use --output json")
 	cmd.Flags().BoolVarP(&f.quiet, "quiet", "q", false, "no live progress")
 	cmd.Flags().StringVar(&f.progress, "progress", "auto", "live progress style: auto, tty or plain")
-	cmd.Flags().StringSliceVar(&f.kubeconfig, "kubeconfig", nil, "kubeconfig files, merged like KUBECONFIG (default: $KUBECONFIG, else ~/.kube/config; only read)")
+	addKubeFlags(cmd.Flags(), &f.kube, scenarioContextHelp, scenarioNamespaceHelp)
 	return cmd
 }
 
@@ -163,6 +163,10 @@ func runScenario(cmd *cobra.Command, file string, f runFlags) error {
 	sc, source, err := loadScenario(file)
 	if err != nil {
 		return &codedError{code: exitInvalidInput, err: err}
+	}
+	ko, err := f.kube.forScenario(sc)
+	if err != nil {
+		return err
 	}
 	parent := cmd.Context()
 	if parent == nil {
@@ -186,7 +190,7 @@ func runScenario(cmd *cobra.Command, file string, f runFlags) error {
 		return &codedError{code: exitSetup, err: err}
 	}
 	defer rec.Close() // Run closes it; this covers a run that ends before the attack
-	o := runner.Options{Kubeconfig: f.kubeconfig, RunID: runID, Tool: toolInfo(), Command: append([]string{"mesh-verify"}, f.argv...),
+	o := runner.Options{Kube: ko, RunID: runID, Tool: toolInfo(), Command: append([]string{"mesh-verify"}, f.argv...),
 		Record: rec, Abort: abort}
 	if !f.quiet {
 		o.Progress = cmd.ErrOrStderr()
