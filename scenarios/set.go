@@ -200,7 +200,7 @@ func (s Set) apply(root *yaml.Node, mark int) error {
 		last := i == len(s.Path)-1
 		if e.IsIndex {
 			if n.Kind != yaml.SequenceNode {
-				return fail("%s is %s, not a list", orTop(done), describe(n))
+				return fail("%s holds %s, not a list", orTop(done), describe(n))
 			}
 			if e.Index >= len(n.Content) {
 				return fail("%s has %d items: %s does not exist", orTop(done), len(n.Content), joinIndex(done, e.Index))
@@ -218,7 +218,7 @@ func (s Set) apply(root *yaml.Node, mark int) error {
 			*n = yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Line: mark}
 		}
 		if n.Kind != yaml.MappingNode {
-			return fail("%s is %s, not a mapping", orTop(done), describe(n))
+			return fail("%s holds %s, not a mapping", orTop(done), describe(n))
 		}
 		child := joinKey(done, e.Key)
 		at := -1
