@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/mesh-verify/mesh-verify/redact"
 )
 
 // Set is one --set PATH=VALUE override of a scenario (README.md, "CI
@@ -30,17 +32,20 @@ type PathElem struct {
 	IsIndex bool
 }
 
+// shown is the flag as errors quote it, a credential's value hidden.
+func (s Set) shown() string { return redact.Set(s.Raw) }
+
 // ParseSet parses "PATH=VALUE". PATH uses the field paths of the error
 // messages: attack.rate, expect[0].split.tolerance, and ["a.b"] for a key
 // with dots (joinKey).
 func ParseSet(raw string) (Set, error) {
 	p, v, ok := strings.Cut(raw, "=")
 	if !ok {
-		return Set{}, fmt.Errorf("--set %s: want PATH=VALUE (attack.rate=500/s)", raw)
+		return Set{}, fmt.Errorf("--set %s: want PATH=VALUE (attack.rate=500/s)", redact.Set(raw))
 	}
 	path, err := ParsePath(p)
 	if err != nil {
-		return Set{}, fmt.Errorf("--set %s: %w", raw, err)
+		return Set{}, fmt.Errorf("--set %s: %w", redact.Set(raw), err)
 	}
 	return Set{Raw: raw, Path: path, Value: v}, nil
 }
@@ -174,7 +179,7 @@ func ParseWithSets(file string, data []byte, sets []Set) (*Scenario, []byte, err
 			for _, e := range es {
 				// Nodes a set made carry line -(its index + 1).
 				if e.Line < 0 && -e.Line <= len(sets) {
-					e.File, e.Line, e.Column = "--set "+sets[-e.Line-1].Raw, 0, 0
+					e.File, e.Line, e.Column = "--set "+sets[-e.Line-1].shown(), 0, 0
 				}
 			}
 		}
@@ -191,7 +196,7 @@ func (s Set) apply(root *yaml.Node, mark int) error {
 		return err
 	}
 	fail := func(format string, a ...any) error {
-		return fmt.Errorf("--set %s: %s", s.Raw, fmt.Sprintf(format, a...))
+		return fmt.Errorf("--set %s: %s", s.shown(), fmt.Sprintf(format, a...))
 	}
 	n := root
 	done := ""
@@ -262,14 +267,14 @@ func orTop(path string) string {
 func (s Set) valueNode(mark int) (*yaml.Node, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal([]byte(s.Value), &doc); err != nil {
-		return nil, fmt.Errorf("--set %s: invalid YAML value: %s", s.Raw, strings.TrimPrefix(err.Error(), "yaml: "))
+		return nil, fmt.Errorf("--set %s: invalid YAML value: %s", s.shown(), strings.TrimPrefix(err.Error(), "yaml: "))
 	}
 	if len(doc.Content) == 0 {
 		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null", Line: mark}, nil
 	}
 	v := doc.Content[0]
 	if hasAlias(v) {
-		return nil, fmt.Errorf("--set %s: a value cannot use YAML anchors or aliases", s.Raw)
+		return nil, fmt.Errorf("--set %s: a value cannot use YAML anchors or aliases", s.shown())
 	}
 	markNodes(v, mark)
 	return v, nil

@@ -171,3 +171,14 @@ func TestSetBelowAliasCopies(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// A credential given with --set is not repeated in its errors.
+func TestSetErrorsHideCredentials(t *testing.T) {
+	sets, err := ParseSets([]string{"attack.headers.Authorization={Bearer s3cr3t"})
+	if err == nil {
+		_, _, err = ParseWithSets("k.yaml", kumaCanary(t), sets)
+	}
+	if err == nil || strings.Contains(err.Error(), "s3cr3t") || !strings.Contains(err.Error(), "--set attack.headers.Authorization=REDACTED") {
+		t.Fatalf("err = %v", err)
+	}
+}
