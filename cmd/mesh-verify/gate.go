@@ -127,6 +127,9 @@ func runGate(cmd *cobra.Command, file string, f runFlags) error {
 	if _, werr := writeRun(loop.dir, rep, loop.source); werr != nil {
 		return &codedError{code: exitSetup, err: werr}
 	}
+	if werr := appendStepSummary(rep); werr != nil {
+		return &codedError{code: exitSetup, err: werr}
+	}
 	if output != outputTable {
 		if rerr := renderOutput(cmd.OutOrStdout(), output, rep); rerr != nil {
 			return &codedError{code: exitSetup, err: rerr}

@@ -214,7 +214,7 @@ func runScenario(cmd *cobra.Command, file string, f runFlags) error {
 		return &codedError{code: exitInvalidInput, err: err}
 	}
 	paths, werr := writeRun(dir, rep, source)
-	if werr == nil {
+	if werr == nil && f.gate.gate == nil { // --converge appends the last attempt's only
 		werr = appendStepSummary(rep)
 	}
 	stdout, info := cmd.OutOrStdout(), cmd.OutOrStdout()
