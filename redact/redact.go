@@ -94,11 +94,20 @@ func Message(msg string) string {
 // "--token=X") replaced by REDACTED, and URLs redacted like the target's.
 func Args(args []string) []string {
 	out := make([]string, len(args))
-	hideNext := false
+	hideNext, setNext := false, false
 	for i, a := range args {
 		switch {
 		case hideNext:
 			out[i], hideNext = "REDACTED", false
+			continue
+		case setNext:
+			out[i], setNext = Set(a), false
+			continue
+		case a == "--set":
+			out[i], setNext = a, true
+			continue
+		case strings.HasPrefix(a, "--set="):
+			out[i] = "--set=" + Set(strings.TrimPrefix(a, "--set="))
 			continue
 		case strings.HasPrefix(a, "-"):
 			name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
@@ -121,6 +130,28 @@ func Args(args []string) []string {
 		}
 	}
 	return out
+}
+
+// Set is a --set PATH=VALUE override as it may be shown: the value of a
+// credential-like field (attack.headers.Authorization, a token, a
+// password) replaced by REDACTED, and a URL value redacted like the
+// target's (README.md "CI gate").
+func Set(arg string) string {
+	path, value, ok := strings.Cut(arg, "=")
+	if !ok {
+		return arg
+	}
+	last := path
+	if i := strings.LastIndexAny(path, ".["); i >= 0 {
+		last = strings.Trim(path[i+1:], `"]`)
+	}
+	if isCredentialParam(last) || headerWords[strings.ToLower(last)] {
+		return path + "=REDACTED"
+	}
+	if strings.Contains(value, "://") {
+		return path + "=" + URL(value)
+	}
+	return arg
 }
 
 // headerWords are header names whose value is a credential though no word

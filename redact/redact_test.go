@@ -35,6 +35,9 @@ func TestArgs(t *testing.T) {
 		{[]string{"--set", "target.url=http://u:pw@h/p?sig=1&a=2"}, []string{"--set", "target.url=http://u:xxxxx@h/p?sig=REDACTED&a=2"}},
 		{[]string{"run", "https://h/x?api_key=s3cr3t"}, []string{"run", "https://h/x?api_key=REDACTED"}},
 		{[]string{"run", "--context", "kind-c1"}, []string{"run", "--context", "kind-c1"}},
+		{[]string{"--set", "attack.headers.Authorization=Bearer abc", "--set=attack.headers.X-Api-Key=k"},
+			[]string{"--set", "attack.headers.Authorization=REDACTED", "--set=attack.headers.X-Api-Key=REDACTED"}},
+		{[]string{"--set", `attack.headers["Cookie"]=s=1`, "--set", "attack.rate=5/s"}, []string{"--set", `attack.headers["Cookie"]=REDACTED`, "--set", "attack.rate=5/s"}},
 	} {
 		if got := Args(tc.in); !slices.Equal(got, tc.want) {
 			t.Errorf("Args(%q) = %q, want %q", tc.in, got, tc.want)

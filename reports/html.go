@@ -50,6 +50,7 @@ func HTMLWith(w io.Writer, r *Report, o HTMLOptions) error {
 		"diamond":  diamondPath,
 		"yoff":     offset,
 		"trunc":    truncate,
+		"inc":      func(i int) int { return i + 1 },
 	}).Parse(htmlTemplateText)
 	if err != nil {
 		return fmt.Errorf("parse the HTML template: %w", err)

@@ -55,6 +55,9 @@ type Report struct {
 	Kubernetes *Kubernetes `json:"kubernetes,omitempty"`
 	// SetupError is set when the run could not measure what it was asked to.
 	SetupError string `json:"setupError,omitempty"`
+	// Converge lists every attempt of run --converge N --within D; the
+	// report is the last attempt's, its exitCode the gate's.
+	Converge *Converge `json:"converge,omitempty"`
 }
 
 // Tool identifies the build of mesh-verify that made the report.

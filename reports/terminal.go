@@ -54,6 +54,7 @@ func render(w io.Writer, r *Report, table func(io.Writer) *tablewriter.Table, he
 	if len(r.ConfigErrors) > 0 {
 		p.f("\n")
 	}
+	p.attempts(r, table, heading)
 
 	a := r.Attack
 	t := table(w)

@@ -78,6 +78,11 @@ func openKube(ctx context.Context, sc *scenarios.Scenario, o Options) (*kubePath
 	for _, c := range cs {
 		kp.clusters[c.Name] = c
 	}
+	if o.WaitReady > 0 {
+		if err := waitReady(ctx, sc, kp.clusters, o.WaitReady, o.Progress); err != nil {
+			return nil, err
+		}
+	}
 	if len(sc.Observe) > 0 {
 		var inCluster []*kube.Cluster
 		for _, c := range cs {

@@ -70,6 +70,10 @@ type Options struct {
 	// so the run can be reproduced.
 	Tool    reports.Tool
 	Command []string
+	// WaitReady > 0 waits up to that long, before the attack, for the
+	// observed workloads and the port-forward target to be ready
+	// (run --wait-ready, runner/ready.go); not ready in time is a setup error.
+	WaitReady time.Duration
 	// Record keeps every result on disk as it is measured (a
 	// runlog.Recorder); Run closes it when the attack ends and reports
 	// what Close returns as a warning. nil records nothing.

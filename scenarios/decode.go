@@ -61,6 +61,12 @@ func Parse(file string, data []byte) (*Scenario, error) {
 	if root == nil {
 		return nil, errOrNil(errs)
 	}
+	return parseRoot(file, root)
+}
+
+// parseRoot decodes, defaults and validates a scenario's root mapping.
+func parseRoot(file string, root *yaml.Node) (*Scenario, error) {
+	var errs Errors
 	d := &decoder{file: file, pos: positions{"": {val: root}}}
 	s := &Scenario{}
 	d.value(root, reflect.ValueOf(s).Elem(), "")

@@ -20,6 +20,7 @@ func newPlanCmd() *cobra.Command {
 		sf    splitFlags
 		smp   samplingFlags
 		looks int
+		set   []string
 	)
 	cmd := &cobra.Command{
 		Use:   "plan [SCENARIO] | plan (--expect equal --buckets c2,c3 | --weights c2=1,c3=3)",
@@ -40,7 +41,7 @@ result with what its attack sends and the connections it opens.`,
 		SilenceErrors: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 1 {
-				return planScenario(cmd.OutOrStdout(), args[0])
+				return planScenario(cmd.OutOrStdout(), args[0], set)
 			}
 			model, err := sf.expected(nil)
 			if err != nil {
@@ -78,6 +79,7 @@ result with what its attack sends and the connections it opens.`,
 	sf.register(cmd)
 	smp.register(cmd, "with --balancing connection: the keep-alive connections the attack will hold, to compare with the plan")
 	cmd.Flags().IntVar(&looks, "looks", 1, "interim looks for early stopping (1 = judge once at the end)")
+	addSetFlag(cmd, &set)
 	return cmd
 }
 
@@ -176,8 +178,8 @@ func pctText(v float64) string { return strconv.FormatFloat(v*100, 'g', 6, 64) +
 // planScenario plans every expectation of a scenario with what it says and
 // compares the needs with what its attack sends and the connections it
 // holds.
-func planScenario(w io.Writer, file string) error {
-	sc, _, err := loadScenario(file)
+func planScenario(w io.Writer, file string, set []string) error {
+	sc, _, err := loadScenario(file, set)
 	if err != nil {
 		return &codedError{code: exitInvalidInput, err: err}
 	}

@@ -57,7 +57,7 @@ func printRBAC(cmd *cobra.Command, args []string, f rbacFlags) error {
 	o := kube.ManifestOptions{ServiceAccount: f.serviceAccount, Namespace: f.namespace, ClusterWide: f.clusterWide}
 	header := []string{"mesh-verify rbac: what mesh-verify calls (README.md, RBAC); apply it with kubectl apply -f in every cluster a run uses."}
 	if len(args) == 1 {
-		sc, _, err := loadScenario(args[0])
+		sc, _, err := loadScenario(args[0], nil)
 		if err != nil {
 			return &codedError{code: exitInvalidInput, err: err}
 		}

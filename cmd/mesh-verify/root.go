@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -74,14 +73,15 @@ expected one with sound statistics. Exit codes: 0 pass, 1 an expectation failed,
 }
 
 func newValidateCmd() *cobra.Command {
-	return &cobra.Command{
+	var set []string
+	cmd := &cobra.Command{
 		Use:   "validate FILE...",
 		Short: "Check scenario files without running them",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			bad := 0
 			for _, f := range args {
-				if _, _, err := loadScenario(f); err != nil {
+				if _, _, err := loadScenario(f, set); err != nil {
 					fmt.Fprintln(cmd.ErrOrStderr(), err)
 					bad++
 					continue
@@ -94,6 +94,8 @@ func newValidateCmd() *cobra.Command {
 			return nil
 		},
 	}
+	addSetFlag(cmd, &set)
+	return cmd
 }
 
 type runFlags struct {
@@ -103,6 +105,7 @@ type runFlags struct {
 	json     bool
 	quiet    bool
 	progress string
+	gate     gateFlags
 	// argv is the command line, recorded (redacted) in the report.
 	argv []string
 }
@@ -136,7 +139,7 @@ When $GITHUB_STEP_SUMMARY is set, summary.md is appended to it.`,
 			if !slices.Contains([]string{"auto", "tty", "plain"}, f.progress) {
 				return invalidInput("--progress %q: want auto, tty or plain", f.progress)
 			}
-			return runScenario(cmd, args[0], f)
+			return runGate(cmd, args[0], f)
 		},
 	}
 	cmd.Flags().StringVar(&f.out, "out", "mesh-verify-runs", "directory that receives one sub-directory per run (report.json, report.html, junit.xml, summary.md, scenario.yaml)")
@@ -146,6 +149,7 @@ When $GITHUB_STEP_SUMMARY is set, summary.md is appended to it.`,
 	cmd.Flags().BoolVarP(&f.quiet, "quiet", "q", false, "no live progress")
 	cmd.Flags().StringVar(&f.progress, "progress", "auto", "live progress style: auto, tty or plain")
 	addKubeFlags(cmd.Flags(), &f.kube, scenarioContextHelp, scenarioNamespaceHelp)
+	addGateFlags(cmd, &f.gate)
 	return cmd
 }
 
@@ -160,7 +164,7 @@ func validOutput(o string) error {
 }
 
 func runScenario(cmd *cobra.Command, file string, f runFlags) error {
-	sc, source, err := loadScenario(file)
+	sc, source, err := loadScenario(file, f.gate.set)
 	if err != nil {
 		return &codedError{code: exitInvalidInput, err: err}
 	}
@@ -174,7 +178,7 @@ func runScenario(cmd *cobra.Command, file string, f runFlags) error {
 	}
 	ctx, abort, stop := interrupts(parent, cmd.ErrOrStderr(), sc.Attack.Timeout.Duration)
 	defer stop()
-	runID := runner.NewRunID(time.Now())
+	runID := f.gate.newRunID()
 	dir := filepath.Join(f.out, runID)
 	// The run directory exists before the attack, so that what is
 	// streamed to it survives an interrupted run.
@@ -191,7 +195,7 @@ func runScenario(cmd *cobra.Command, file string, f runFlags) error {
 	}
 	defer rec.Close() // Run closes it; this covers a run that ends before the attack
 	o := runner.Options{Kube: ko, RunID: runID, Tool: toolInfo(), Command: append([]string{"mesh-verify"}, f.argv...),
-		Record: rec, Abort: abort}
+		Record: rec, Abort: abort, WaitReady: f.gate.waitReady}
 	if !f.quiet {
 		o.Progress = cmd.ErrOrStderr()
 		switch f.progress {
@@ -205,6 +209,7 @@ func runScenario(cmd *cobra.Command, file string, f runFlags) error {
 		}
 	}
 	rep, err := runner.Run(ctx, sc, o)
+	f.gate.attempt(rep, dir, source, err)
 	if rep == nil {
 		var se *runner.SetupError
 		if errors.As(err, &se) {
@@ -213,14 +218,16 @@ func runScenario(cmd *cobra.Command, file string, f runFlags) error {
 		return &codedError{code: exitInvalidInput, err: err}
 	}
 	paths, werr := writeRun(dir, rep, source)
-	if werr == nil {
+	if werr == nil && f.gate.gate == nil { // --converge appends the last attempt's only
 		werr = appendStepSummary(rep)
 	}
 	stdout, info := cmd.OutOrStdout(), cmd.OutOrStdout()
 	if f.output != outputTable {
 		info = cmd.ErrOrStderr() // stdout carries one document only
 	}
-	if rerr := renderOutput(stdout, f.output, rep); rerr != nil {
+	if f.gate.deferOutput(f.output) {
+		// --converge prints the last attempt's document alone (gate.go).
+	} else if rerr := renderOutput(stdout, f.output, rep); rerr != nil {
 		return &codedError{code: exitSetup, err: rerr}
 	}
 	for _, p := range paths {

@@ -18,19 +18,19 @@ import (
 
 // loadScenario loads what run, validate and plan are given: the scenario
 // file at arg when there is one, else the built-in scenario named arg
-// (scenarios/catalog). source is the YAML as written, the file's bytes or
-// the built-in's as shipped, for the run directory's scenario.yaml. An arg
-// that is neither names both possibilities and the built-ins.
-func loadScenario(arg string) (sc *scenarios.Scenario, source []byte, err error) {
+// (scenarios/catalog), with the --set overrides applied before it is
+// decoded (scenarios/set.go). source is the YAML as run: the file's bytes
+// or the built-in's as shipped, re-encoded with the overrides when there
+// are any, for the run directory's scenario.yaml. An arg that is neither
+// names both possibilities and the built-ins.
+func loadScenario(arg string, set []string) (sc *scenarios.Scenario, source []byte, err error) {
+	sets, err := scenarios.ParseSets(set)
+	if err != nil {
+		return nil, nil, err
+	}
 	if _, serr := os.Stat(arg); serr == nil || !errors.Is(serr, fs.ErrNotExist) {
 		// A file, or a path that exists but cannot be read: Load says why.
-		if sc, err = scenarios.Load(arg); err != nil {
-			return nil, nil, err
-		}
-		if source, err = os.ReadFile(arg); err != nil {
-			return nil, nil, err
-		}
-		return sc, source, nil
+		return scenarios.LoadWithSets(arg, sets)
 	}
 	if !slices.Contains(scenarios.BuiltinNames(), arg) {
 		return nil, nil, fmt.Errorf("no file %s and no built-in scenario %s; built-in: %s (mesh-verify scenarios list)",
@@ -39,9 +39,10 @@ func loadScenario(arg string) (sc *scenarios.Scenario, source []byte, err error)
 	if source, err = scenarios.BuiltinSource(arg); err != nil {
 		return nil, nil, err
 	}
-	if sc, err = scenarios.Builtin(arg); err != nil {
+	if sc, source, err = scenarios.ParseWithSets("builtin:"+arg, source, sets); err != nil {
 		return nil, nil, err
 	}
+	sc.File = "" // a built-in has no path on disk (scenarios.Builtin)
 	return sc, source, nil
 }
 

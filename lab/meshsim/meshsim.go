@@ -31,6 +31,7 @@ import (
 	"net/http/httputil"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/mesh-verify/mesh-verify/lab/loopback"
 )
@@ -117,6 +118,11 @@ type Policy struct {
 	PerConnection bool
 	// Mirror, if set, copies a share of the requests to a mirror set.
 	Mirror *Mirror
+	// WeightsAfter, in weighted mode, replaces Weights After the
+	// simulator's first request: a route's configuration push reaching
+	// the data plane during a run, which a CI gate waits for with run
+	// --converge (README.md "CI gate").
+	WeightsAfter *WeightsAfter
 	// Seed seeds every random choice of the simulator (zero is a seed like
 	// any other): the same seed and the same requests, sent one at a time,
 	// make the same choices.
@@ -141,6 +147,14 @@ type Mirror struct {
 	MaxInFlight int
 }
 
+// WeightsAfter is a later set of weights of weighted mode.
+type WeightsAfter struct {
+	// After is counted from the simulator's first request, so a lab that
+	// took a while to come up still routes by Weights at first.
+	After   time.Duration
+	Weights map[string]float64
+}
+
 // Sim is one simulated mesh entry. Its methods are safe for concurrent use.
 type Sim struct {
 	p           Policy
@@ -159,6 +173,11 @@ type Sim struct {
 	rrPod    map[string]uint64 // balanced mode's rotation among tied pods
 	rng      *rand.Rand
 	st       Stats
+	// first is when the first request came and switched whether
+	// WeightsAfter replaced Weights; now is the clock (time.Now).
+	first    time.Time
+	switched bool
+	now      func() time.Time
 }
 
 // New validates p and returns a Sim with no backends.
@@ -176,10 +195,9 @@ func New(p Policy) (*Sim, error) {
 		st:      newStats(),
 		groups:  slices.Sorted(maps.Keys(p.Weights)),
 		rng:     rand.New(rand.NewPCG(p.Seed, seedStream)),
+		now:     time.Now,
 	}
-	for _, w := range p.Weights {
-		s.totalWeight += uint64(w)
-	}
+	s.setWeightsLocked(p.Weights)
 	if p.Mirror != nil {
 		s.mirrorN = uint64(math.Round(p.Mirror.Percent * mirrorDenominator / 100))
 		n := p.Mirror.MaxInFlight
@@ -191,6 +209,51 @@ func New(p Policy) (*Sim, error) {
 	s.transport = loopback.Transport(512, 128)
 	s.proxy = s.newProxy()
 	return s, nil
+}
+
+// setWeightsLocked makes w the weights of weighted mode.
+func (s *Sim) setWeightsLocked(w map[string]float64) {
+	s.p.Weights = w
+	s.groups = slices.Sorted(maps.Keys(w))
+	s.totalWeight = 0
+	for _, v := range w {
+		s.totalWeight += uint64(v)
+	}
+}
+
+// scheduleLocked applies WeightsAfter once its time has come.
+func (s *Sim) scheduleLocked() {
+	wa := s.p.WeightsAfter
+	if wa == nil || s.switched {
+		return
+	}
+	now := s.now()
+	if s.first.IsZero() {
+		s.first = now
+	}
+	if now.Sub(s.first) < wa.After {
+		return
+	}
+	s.setWeightsLocked(wa.Weights)
+	s.switched = true
+	s.st.WeightsSwitched = true
+}
+
+func validWeights(w map[string]float64) error {
+	sum := 0.0
+	for k, v := range w {
+		if !(v >= 0) || math.IsInf(v, 0) || v != math.Trunc(v) {
+			return fmt.Errorf("weight of %q is %v; want a whole number >= 0 (Envoy's weighted clusters take integers)", k, v)
+		}
+		sum += v
+	}
+	if !(sum > 0) {
+		return fmt.Errorf("weights must have a positive sum")
+	}
+	if sum > maxTotalWeight {
+		return fmt.Errorf("weights sum to %v; want at most %d (Envoy adds them as uint32)", sum, uint64(maxTotalWeight))
+	}
+	return nil
 }
 
 func validate(p Policy) error {
@@ -207,6 +270,17 @@ func validate(p Policy) error {
 	}
 	if p.Mode != ModeWeighted && (len(p.Weights) > 0 || p.WeightBy != "") {
 		return fail("Weights and WeightBy only apply to mode %q", ModeWeighted)
+	}
+	if wa := p.WeightsAfter; wa != nil {
+		if p.Mode != ModeWeighted {
+			return fail("WeightsAfter only applies to mode %q", ModeWeighted)
+		}
+		if wa.After <= 0 {
+			return fail("WeightsAfter.After is %s; want a duration > 0", wa.After)
+		}
+		if err := validWeights(wa.Weights); err != nil {
+			return fail("WeightsAfter: %v", err)
+		}
 	}
 	if p.Mode != ModeFailover && len(p.Order) > 0 {
 		return fail("Order only applies to mode %q", ModeFailover)
@@ -278,6 +352,11 @@ func clonePolicy(p Policy) Policy {
 	if p.Mirror != nil {
 		m := *p.Mirror
 		p.Mirror = &m
+	}
+	if p.WeightsAfter != nil {
+		wa := *p.WeightsAfter
+		wa.Weights = cloneMap(wa.Weights)
+		p.WeightsAfter = &wa
 	}
 	return p
 }

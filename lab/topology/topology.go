@@ -230,6 +230,17 @@ type Policy struct {
 	// PerConnection keeps one choice per inbound TCP connection.
 	PerConnection bool    `yaml:"perConnection"`
 	Mirror        *Mirror `yaml:"mirror"`
+	// WeightsAfter replaces weights a while after the entry's first
+	// request, as a configuration push reaches the data plane during a
+	// run (weighted mode, simulator only).
+	WeightsAfter *WeightsAfter `yaml:"weightsAfter"`
+}
+
+// WeightsAfter is weighted mode's later weights: {after: 8s, weights:
+// {c1: 50, c2: 50}}, after counted from the entry's first request.
+type WeightsAfter struct {
+	After   time.Duration      `yaml:"after"`
+	Weights map[string]float64 `yaml:"weights"`
 }
 
 // Mirror copies Percent% of the requests to the pods matching Version
@@ -256,6 +267,9 @@ func (p Policy) Sim(local string) meshsim.Policy {
 	}
 	if p.Mirror != nil {
 		out.Mirror = &meshsim.Mirror{Version: p.Mirror.Version, Cluster: p.Mirror.Cluster, Percent: p.Mirror.Percent}
+	}
+	if p.WeightsAfter != nil {
+		out.WeightsAfter = &meshsim.WeightsAfter{After: p.WeightsAfter.After, Weights: p.WeightsAfter.Weights}
 	}
 	return out
 }

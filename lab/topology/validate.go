@@ -374,6 +374,7 @@ func (t *Topology) checkPolicy(c *checker, p []any, e *Entry) {
 	only("weights", meshsim.ModeWeighted, len(pol.Weights) > 0)
 	only("weightBy", meshsim.ModeWeighted, pol.WeightBy != "")
 	only("order", meshsim.ModeFailover, len(pol.Order) > 0)
+	only("weightsAfter", meshsim.ModeWeighted, pol.WeightsAfter != nil)
 	for _, cl := range slices.Sorted(maps.Keys(pol.Costs)) {
 		switch v := pol.Costs[cl]; {
 		case !t.declared(cl):
@@ -399,6 +400,19 @@ func (t *Topology) checkPolicy(c *checker, p []any, e *Entry) {
 		}
 		if pol.WeightBy != meshsim.ByCluster && pol.WeightBy != meshsim.ByVersion {
 			c.add(at(p, "weightBy"), "want %s or %s, got %q", meshsim.ByCluster, meshsim.ByVersion, pol.WeightBy)
+		}
+	}
+	if wa := pol.WeightsAfter; wa != nil && pol.Mode == meshsim.ModeWeighted {
+		if wa.After <= 0 {
+			c.add(at(p, "weightsAfter", "after"), "want a duration > 0 after the first request, like 8s")
+		}
+		for _, k := range slices.Sorted(maps.Keys(wa.Weights)) {
+			switch {
+			case pol.WeightBy == meshsim.ByCluster && !t.declared(k):
+				c.add(at(p, "weightsAfter", "weights", k), "%s", t.unknownCluster(k))
+			case pol.WeightBy == meshsim.ByVersion && !slices.Contains(versions, k):
+				c.add(at(p, "weightsAfter", "weights", k), "no app of Service %s has version %q (versions: %s)", e.To, k, strings.Join(versions, ", "))
+			}
 		}
 	}
 	if pol.Mode == meshsim.ModeFailover && len(pol.Order) == 0 {

@@ -1,0 +1,151 @@
+package gate_test
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mesh-verify/mesh-verify/assert"
+	"github.com/mesh-verify/mesh-verify/reports"
+)
+
+// --set changes what runs: another entry (gate-c, 50/50 from the start),
+// another rate and duration; the report and the scenario as run say so,
+// and report.json's command keeps the flags.
+func TestSetChangesWhatRuns(t *testing.T) {
+	r := runBinary(t, time.Minute, "run", scenario, "--set", "target.portForward.resource=svc/gate-c",
+		"--set", "attack.rate=60/s", "--set", "attack.duration=3s")
+	rep := r.final()
+	if rep == nil {
+		t.Fatalf("no report (exit %d)\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	if r.code != 0 || rep.Verdict != assert.Pass {
+		t.Fatalf("exit %d, verdict %s; want a PASS through gate-c\n%s\n%s", r.code, rep.Verdict, r.stdout, r.stderr)
+	}
+	if a := rep.Attack; math.Abs(a.RequestedRate-60) > 0.5 || rep.Metrics.Requests < 170 || rep.Metrics.Requests > 190 {
+		t.Errorf("attack: requested %.1f/s, %d requests; want 60/s for 3 s (180)", a.RequestedRate, rep.Metrics.Requests)
+	}
+	if got := strings.Join(rep.Command, " "); !strings.Contains(got, "--set attack.rate=60/s") || !strings.Contains(got, "--set target.portForward.resource=svc/gate-c") {
+		t.Errorf("report command %q lost the --set flags", got)
+	}
+	if rep.Kubernetes == nil || !strings.Contains(rep.Target, "gate-c") {
+		t.Errorf("target %q, want gate-c", rep.Target)
+	}
+	t.Logf("--set run: %d requests in %s", rep.Metrics.Requests, r.took.Round(time.Millisecond))
+
+	// An unknown field through --set is invalid input naming the flag.
+	bad := runBinary(t, 30*time.Second, "run", scenario, "--set", "attack.rat=5")
+	if bad.code != 4 || !strings.Contains(bad.stderr, `--set attack.rat=5: attack.rat: unknown field, did you mean "rate"?`) || len(bad.reports) != 0 {
+		t.Errorf("--set attack.rat=5: exit %d, %d reports, stderr:\n%s", bad.code, len(bad.reports), bad.stderr)
+	}
+}
+
+// --wait-ready gives up in the time given, exit 3, naming what is not
+// ready: here a selector that matches no pod.
+func TestWaitReadyNamesWhatIsNotReady(t *testing.T) {
+	r := runBinary(t, time.Minute, "run", scenario, "--set", "observe[0].selector=app=callme-service,version=v9",
+		"--wait-ready", "3s")
+	if r.code != 3 {
+		t.Fatalf("exit %d, want 3\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	for _, w := range []string{"--wait-ready 3s: not ready in time", "cluster c1: namespace sample: no pod matches selector app=callme-service,version=v9",
+		"cluster c2: namespace sample: no pod matches selector", "wait-ready: "} {
+		if !strings.Contains(r.stderr, w) {
+			t.Errorf("stderr does not say %q:\n%s", w, r.stderr)
+		}
+	}
+	if r.took < 3*time.Second || r.took > 20*time.Second {
+		t.Errorf("took %s, want a little over 3 s", r.took)
+	}
+	// Everything ready: the run goes on and passes (gate-c is 50/50).
+	ok := runBinary(t, time.Minute, "run", scenario, "--set", "target.portForward.resource=svc/gate-c", "--wait-ready", "30s")
+	if ok.code != 0 || !strings.Contains(ok.stderr, "wait-ready: every observed workload is ready") {
+		t.Errorf("ready lab: exit %d\n%s", ok.code, ok.stderr)
+	}
+}
+
+// --converge 2 --within 90s through gate-a, whose route reaches 50/50
+// 8 s after its first request: the first attempts FAIL, then two pass,
+// exit 0, and the last report.json lists every attempt.
+func TestConvergeAfterPush(t *testing.T) {
+	r := runBinary(t, 2*time.Minute, "run", scenario, "--converge", "2", "--within", "90s")
+	rep := r.final()
+	if rep == nil || rep.Converge == nil {
+		t.Fatalf("no converge report (exit %d)\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	c := rep.Converge
+	logAttempts(t, c.Attempts)
+	if r.code != 0 || !c.Converged || rep.ExitCode != 0 {
+		t.Fatalf("exit %d, converged %v, report exit %d; want 0, true, 0\n%s", r.code, c.Converged, rep.ExitCode, r.stderr)
+	}
+	n := len(c.Attempts)
+	if n < 3 || c.Attempts[0].Verdict != assert.Fail || c.Attempts[0].ExitCode != 1 {
+		t.Fatalf("%d attempts, first %+v; want a FAIL before the push, then passes", n, c.Attempts[0])
+	}
+	if c.Attempts[n-1].Verdict != assert.Pass || c.Attempts[n-2].Verdict != assert.Pass {
+		t.Errorf("the last two attempts are not both PASS")
+	}
+	// Every attempt has its own run directory with its report.
+	for i, a := range c.Attempts {
+		if got, ok := r.reports[a.RunID]; !ok || got.RunID != a.RunID {
+			t.Errorf("attempt %d (%s) has no run directory with its report.json", i+1, a.RunID)
+		}
+	}
+	if c.Need != 2 || c.Within != 90*time.Second || !strings.Contains(c.Reason, "2 consecutive passes") {
+		t.Errorf("converge record %+v", c)
+	}
+	if !strings.Contains(r.stdout, "converge: 2 consecutive passes within 1m30s — converged") {
+		t.Errorf("stdout does not list the attempts:\n%s", r.stdout)
+	}
+}
+
+// A deadline that ends before the push propagates: every attempt FAILs,
+// exit 1, and the report lists them all.
+func TestConvergeDeadlineTooShort(t *testing.T) {
+	r := runBinary(t, time.Minute, "run", scenario, "--set", "target.portForward.resource=svc/gate-b",
+		"--converge", "2", "--within", "4s")
+	rep := r.final()
+	if rep == nil || rep.Converge == nil {
+		t.Fatalf("no converge report (exit %d)\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	c := rep.Converge
+	logAttempts(t, c.Attempts)
+	if r.code != 1 || c.Converged || rep.ExitCode != 1 {
+		t.Fatalf("exit %d, converged %v, report exit %d; want 1, false, 1\n%s", r.code, c.Converged, rep.ExitCode, r.stderr)
+	}
+	for i, a := range c.Attempts {
+		if a.Verdict != assert.Fail || a.ExitCode != 1 || a.Reason == "" {
+			t.Errorf("attempt %d: %+v; want a FAIL with its reason", i+1, a)
+		}
+		if _, ok := r.reports[a.RunID]; !ok {
+			t.Errorf("attempt %d (%s) has no run directory", i+1, a.RunID)
+		}
+	}
+	if len(c.Attempts) != len(r.reports) || !strings.Contains(c.Reason, "when --within 4s ended") {
+		t.Errorf("%d attempts, %d run directories, reason %q", len(c.Attempts), len(r.reports), c.Reason)
+	}
+}
+
+func TestGateFlagsInvalid(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--within", "5s"}, "--within 5s needs --converge N"},
+		{[]string{"--converge", "0", "--within", "5s"}, "--converge 0: want N ≥ 1"},
+		{[]string{"--converge", "2"}, "--converge 2 needs --within"},
+	} {
+		r := runBinary(t, 30*time.Second, append([]string{"run", scenario}, tc.args...)...)
+		if r.code != 4 || !strings.Contains(r.stderr, tc.want) || len(r.reports) != 0 {
+			t.Errorf("%v: exit %d, %d reports, stderr %q; want 4 naming %q", tc.args, r.code, len(r.reports), r.stderr, tc.want)
+		}
+	}
+}
+
+func logAttempts(t *testing.T, as []reports.Attempt) {
+	t.Helper()
+	for i, a := range as {
+		t.Logf("attempt %d %s: %s exit %d in %s — %s", i+1, a.RunID, a.Verdict, a.ExitCode, a.Duration.Round(time.Millisecond), a.Reason)
+	}
+}

@@ -1,0 +1,73 @@
+package reports
+
+import (
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/olekukonko/tablewriter"
+	"github.com/olekukonko/tablewriter/renderer"
+	"github.com/olekukonko/tablewriter/tw"
+
+	"github.com/mesh-verify/mesh-verify/assert"
+)
+
+// Converge is the record of a gate that repeats the whole scenario until
+// Need consecutive runs pass or Within has passed (run --converge N
+// --within D, README.md "CI gate"): a mesh configuration takes time to
+// propagate, so the first runs after a push may fail and still converge.
+type Converge struct {
+	// Need is how many consecutive PASS runs were required.
+	Need int `json:"need"`
+	// Within is the deadline, counted from the start of the first attempt.
+	Within time.Duration `json:"within"`
+	// Converged is true when Need consecutive runs passed in time.
+	Converged bool `json:"converged"`
+	// Reason says why the gate stopped.
+	Reason string `json:"reason"`
+	// Attempts are every run of the gate, in order; each has its own run
+	// directory under --out named by its run id.
+	Attempts []Attempt `json:"attempts"`
+}
+
+// Attempt is one run of a converging gate.
+type Attempt struct {
+	RunID    string         `json:"runId"`
+	Start    time.Time      `json:"start"`
+	Duration time.Duration  `json:"duration"`
+	Verdict  assert.Verdict `json:"verdict"`
+	ExitCode int            `json:"exitCode"`
+	// Reason is one line: the failing expectation, the setup error.
+	Reason string `json:"reason,omitempty"`
+}
+
+// attempts prints the converge section of the terminal and Markdown output.
+func (p *printer) attempts(r *Report, table func(io.Writer) *tablewriter.Table, heading string) {
+	c := r.Converge
+	if c == nil {
+		return
+	}
+	state := "converged"
+	if !c.Converged {
+		state = "did not converge"
+	}
+	p.f("%sconverge: %d consecutive passes within %s — %s (%s)\n\n", heading, c.Need, c.Within, state, p.esc(c.Reason))
+	t := table(p.w)
+	t.Header("attempt", "run", "start", "duration", "verdict", "exit", "reason")
+	for i, a := range c.Attempts {
+		p.err(t.Append(fmt.Sprint(i+1), p.esc(a.RunID), a.Start.UTC().Format(time.TimeOnly), round(a.Duration),
+			a.Verdict.String(), fmt.Sprint(a.ExitCode), p.esc(a.Reason)))
+	}
+	p.err(t.Render())
+	p.f("\n")
+}
+
+// ConvergeTable writes the converge section alone, as the terminal
+// output shows it (run --converge prints it after the last attempt).
+func ConvergeTable(w io.Writer, c *Converge) error {
+	p := &printer{w: w}
+	p.attempts(&Report{Converge: c}, func(w io.Writer) *tablewriter.Table {
+		return tablewriter.NewTable(w, tablewriter.WithRenderer(renderer.NewBlueprint(tw.Rendition{Symbols: tw.NewSymbols(tw.StyleLight)})))
+	}, "")
+	return nil
+}
