@@ -5,7 +5,7 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 LDFLAGS   := -X main.version=$(VERSION)
 PKGS      := ./...
 
-.PHONY: all build test unit e2e lint bench demo report-shots lab-up lab-down clean calibrate calibrate-stats calibrate-lab schema image
+.PHONY: all build test unit e2e fuzz lint bench demo report-shots lab-up lab-down clean calibrate calibrate-stats calibrate-lab schema image
 
 all: build
 
@@ -27,6 +27,11 @@ image:
 # against real local servers behind nginx).
 test: lint
 	$(GO) test -count=1 -timeout 20m $(PKGS)
+
+# Every fuzz target for a bounded number of inputs (FUZZTIME=500x, or a
+# duration such as 5m for a longer hunt); CI runs it after the tests.
+fuzz:
+	FUZZTIME=$(or $(FUZZTIME),500x) bash scripts/fuzz.sh
 
 unit:
 	$(GO) test -count=1 -short $(PKGS)
