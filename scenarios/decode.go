@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -109,13 +110,13 @@ func parseDocument(file string, data []byte) (*yaml.Node, Errors) {
 		return nil, Errors{{File: file, Line: 1, Column: 1, Msg: "empty scenario: want a mapping with apiVersion, kind, metadata, target, attack, attribution and expect"}}
 	}
 	if err != nil {
-		return nil, Errors{syntaxError(file, err)}
+		return nil, Errors{syntaxError(file, data, err)}
 	}
 	var next yaml.Node
 	switch err := dec.Decode(&next); {
 	case errors.Is(err, io.EOF):
 	case err != nil:
-		return nil, Errors{syntaxError(file, err)}
+		return nil, Errors{syntaxError(file, data, err)}
 	default:
 		return nil, Errors{{File: file, Line: next.Line, Column: next.Column,
 			Msg: "a second YAML document (after ---): a scenario file holds exactly one scenario"}}
@@ -129,12 +130,18 @@ func parseDocument(file string, data []byte) (*yaml.Node, Errors) {
 }
 
 // syntaxError turns yaml.v3's "yaml: line N: problem" into a FieldError.
-func syntaxError(file string, err error) *FieldError {
+func syntaxError(file string, data []byte, err error) *FieldError {
 	m := regexp.MustCompile(`^yaml: (?:line (\d+): )?(.*)$`).FindStringSubmatch(err.Error())
 	if m == nil {
 		return &FieldError{File: file, Msg: "invalid YAML: " + err.Error(), err: err}
 	}
 	line, _ := strconv.Atoi(m[1])
+	if line == 0 {
+		// yaml.v3 gives no line for these: find it in the text.
+		if l, c := locateProblem(data, m[2]); l > 0 {
+			return &FieldError{File: file, Line: l, Column: c, Msg: "invalid YAML: " + m[2], err: err}
+		}
+	}
 	// yaml.v3 (through v3.0.6) prints the 0-based line of the mark for
 	// parser errors and the 1-based one for scanner errors; the parser's
 	// problems are the "did not find expected ..." family and directive
@@ -144,6 +151,49 @@ func syntaxError(file string, err error) *FieldError {
 		line++
 	}
 	return &FieldError{File: file, Line: line, Msg: "invalid YAML: " + m[2], err: err}
+}
+
+// locateProblem finds the line and column of the yaml.v3 errors that
+// carry none: an undefined alias, a control character, invalid UTF-8.
+func locateProblem(data []byte, problem string) (line, col int) {
+	at := -1
+	switch {
+	case strings.HasPrefix(problem, "unknown anchor '"):
+		name, _, _ := strings.Cut(strings.TrimPrefix(problem, "unknown anchor '"), "'")
+		for i := 0; at < 0 && i < len(data); {
+			j := bytes.Index(data[i:], []byte("*"+name))
+			if j < 0 {
+				break
+			}
+			end := i + j + 1 + len(name)
+			if end == len(data) || !isAnchorChar(data[end]) {
+				at = i + j
+			}
+			i += j + 1
+		}
+	case strings.Contains(problem, "control characters"):
+		at = bytes.IndexFunc(data, func(r rune) bool { return r < 0x20 && r != '\t' && r != '\n' && r != '\r' || r == 0x7f })
+	case strings.Contains(problem, "UTF-8"), strings.Contains(problem, "UTF-16"):
+		for i := 0; i < len(data); {
+			r, size := utf8.DecodeRune(data[i:])
+			if r == utf8.RuneError && size == 1 {
+				at = i
+				break
+			}
+			i += size
+		}
+	}
+	if at < 0 {
+		return 0, 0
+	}
+	line = 1 + bytes.Count(data[:at], []byte("\n"))
+	col = 1 + utf8.RuneCount(data[bytes.LastIndexByte(data[:at], '\n')+1:at])
+	return line, col
+}
+
+// isAnchorChar reports whether b can continue an anchor name.
+func isAnchorChar(b byte) bool {
+	return b != ' ' && b != '\t' && b != '\n' && b != '\r' && b != ',' && b != ']' && b != '}' && b != '['
 }
 
 // loc is where a field sits: its key (nil for list items) and its value.

@@ -377,6 +377,10 @@ func TestSyntaxErrorLines(t *testing.T) {
 		"a: 1\nb: @x\n":               2,
 		"apiVersion: [\n":             2,
 		"kind: Scenario\n%YAML 1.1\n": 3, // where --- was expected
+		// yaml.v3 gives these no line at all; Parse finds it.
+		"a: &nopey 1\nb: 2\nc: [*nope]\n": 3,
+		"a: 1\nb: \"x\x00\"\n":            2,
+		"a: 1\nb: 2\nc: \"\xff\xfe\"\n":   3,
 	}
 	for src, line := range cases {
 		_, err := Parse("s.yaml", []byte(src))
