@@ -266,7 +266,15 @@ func (a *Attack) pool(maxConns int) *http.Transport {
 		// servers' own idle timeouts (10 s for Go servers) can fire.
 		t.IdleConnTimeout = 5 * time.Second
 	}
-	if !o.HTTP2 {
+	if o.HTTP2 {
+		// HTTP/2 only: negotiated by ALPN over TLS, and with prior
+		// knowledge (h2c) on a cleartext URL, as meshes carry gRPC and h2
+		// between sidecars. One connection then multiplexes many requests.
+		var p http.Protocols
+		p.SetHTTP2(true)
+		p.SetUnencryptedHTTP2(true)
+		t.Protocols = &p
+	} else {
 		// A non-nil empty map is how net/http is told not to negotiate h2.
 		t.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
 	}

@@ -3,6 +3,8 @@ package attack
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -308,5 +310,58 @@ func TestAbortCutsTheDrainShort(t *testing.T) {
 		if strings.Contains(r.Error, "context canceled") || strings.Contains(r.Error, "aborted") {
 			t.Errorf("an aborted request was counted: %s", r.Error)
 		}
+	}
+}
+
+// http2: true speaks HTTP/2 only: with prior knowledge (h2c) to a
+// cleartext URL and by ALPN over TLS; requests then share a few
+// multiplexed connections. Without it, HTTP/1.1.
+func TestHTTP2AndH2C(t *testing.T) {
+	proto := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, r.Proto) })
+	h2c := httptest.NewUnstartedServer(proto)
+	h2c.Config.Protocols = new(http.Protocols)
+	h2c.Config.Protocols.SetHTTP1(true)
+	h2c.Config.Protocols.SetUnencryptedHTTP2(true)
+	h2c.Start()
+	t.Cleanup(h2c.Close)
+	h2 := httptest.NewUnstartedServer(proto)
+	h2.EnableHTTP2 = true
+	h2.StartTLS()
+	t.Cleanup(h2.Close)
+
+	for _, c := range []struct {
+		name, url string
+		http2     bool
+		want      string
+	}{
+		{"h2c", h2c.URL, true, "HTTP/2.0"},
+		{"HTTP/1.1 to the same server", h2c.URL, false, "HTTP/1.1"},
+		{"h2 over TLS", h2.URL, true, "HTTP/2.0"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			a, err := New(Options{URL: c.url, Rate: vegeta.Rate{Freq: 200, Per: time.Second}, Requests: 100, KeepAlive: true, HTTP2: c.http2,
+				RunID: "r", MaxBody: 1 << 10, TLS: &tls.Config{InsecureSkipVerify: true}}) //nolint:gosec // httptest's certificate
+			if err != nil {
+				t.Fatal(err)
+			}
+			var sink memSink
+			sum := a.Run(context.Background(), &sink)
+			conns := map[uint64]bool{}
+			for _, r := range sink.results {
+				if r.Error != "" || string(r.Body) != c.want {
+					t.Fatalf("result: %q %q, want %q", r.Error, r.Body, c.want)
+				}
+				conns[r.ConnID] = true
+			}
+			// HTTP/2 multiplexes: one connection per lane at most. HTTP/1.1
+			// may dial a few more while a connection is busy.
+			most := DefaultLanes
+			if !c.http2 {
+				most = 3 * DefaultLanes
+			}
+			if len(sink.results) != 100 || sum.Requests != 100 || len(conns) == 0 || len(conns) > most {
+				t.Errorf("%d results on %d connections", len(sink.results), len(conns))
+			}
+		})
 	}
 }

@@ -241,6 +241,10 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (*reports.Repor
 	if insecure {
 		rep.Warnings = append(rep.Warnings, "the target's TLS certificate was not verified (target.tls.insecureSkipVerify: true)")
 	}
+	if ao.HTTP2 && sc.Statistics.Balancing == scenarios.BalancingConnection {
+		rep.Warnings = append(rep.Warnings, fmt.Sprintf("HTTP/2 multiplexes the %d requests over %d connections: a balancer that routes connections (L4, Skupper's router) made only that many choices, which is what the statistics count; set attack.http2: false (and keepAlive: false) for one choice per request",
+			sum.Requests, sum.Connections))
+	}
 	if w := behindRate(sum); w != "" {
 		rep.Warnings = append(rep.Warnings, w)
 	}

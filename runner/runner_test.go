@@ -261,3 +261,23 @@ func TestProgressLineIsEscapedAndBounded(t *testing.T) {
 		t.Errorf("progress line %q", got)
 	}
 }
+
+// With http2 against a per-connection balancer, the report says that the
+// multiplexed connections are the draws.
+func TestHTTP2PerConnectionWarns(t *testing.T) {
+	h2c := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "I'm callme-service v1 (pod callme-c1-0 in c1) %s", r.Proto)
+	}))
+	h2c.Config.Protocols = new(http.Protocols)
+	h2c.Config.Protocols.SetUnencryptedHTTP2(true)
+	h2c.Start()
+	t.Cleanup(h2c.Close)
+	sc := load(t, h2c.URL, "  rate: 100\n  requests: 50\n  http2: true", "  balancing: connection", "  - reached: {buckets: [c1]}")
+	rep, err := Run(context.Background(), sc, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Metrics.Successes != 50 || !slices.ContainsFunc(rep.Warnings, func(w string) bool { return strings.Contains(w, "HTTP/2 multiplexes the 50 requests") }) {
+		t.Errorf("%d answered, warnings %q", rep.Metrics.Successes, rep.Warnings)
+	}
+}
