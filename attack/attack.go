@@ -55,6 +55,10 @@ type Options struct {
 	MaxBody    int64
 	MaxWorkers uint64
 
+	// GRPC keeps each response's trailers (Result.Trailer), where gRPC
+	// puts a call's status.
+	GRPC bool
+
 	// TLS checks an https target's certificate; nil verifies it with the
 	// system roots (the scenario's target.tls relaxes or pins it).
 	TLS *tls.Config
@@ -85,6 +89,8 @@ type Result struct {
 	*vegeta.Result
 	RequestID string
 	ConnID    uint64
+	// Trailer is the response's trailers (Options.GRPC only).
+	Trailer http.Header
 }
 
 // Sink receives results in order of completion and connection closes from
@@ -156,7 +162,7 @@ func New(o Options) (*Attack, error) {
 	a.tr = newTracker(o.Dial)
 	a.client = &http.Client{
 		Timeout:   o.Timeout,
-		Transport: &recordingTransport{next: a.transport(), tr: a.tr, ridHeader: o.RequestIDHeader, maxBody: o.MaxBody, abort: o.Abort},
+		Transport: &recordingTransport{next: a.transport(), tr: a.tr, ridHeader: o.RequestIDHeader, maxBody: o.MaxBody, abort: o.Abort, trailers: o.GRPC},
 		// A mesh entry answering with a redirect is a finding, not a hop to follow.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
@@ -374,6 +380,12 @@ func (a *Attack) result(r *vegeta.Result) *Result {
 	out := &Result{Result: r}
 	if m, ok := a.tr.take(r.Seq); ok {
 		out.RequestID, out.ConnID = m.rid, m.conn
+		if m.trailer != nil {
+			out.Trailer = *m.trailer
+		}
+	}
+	if a.opts.GRPC && out.Trailer == nil {
+		out.Trailer = http.Header{} // a gRPC answer, with its status in the headers or nowhere
 	}
 	return out
 }

@@ -30,6 +30,8 @@ type tracker struct {
 type meta struct {
 	rid  string
 	conn uint64
+	// trailer is set when the body is closed (recordingTransport.trailers).
+	trailer *http.Header
 }
 
 func newTracker(d DialFunc) *tracker {
@@ -96,6 +98,8 @@ type recordingTransport struct {
 	maxBody int64
 	// abort, when done, ends the requests in flight (Options.Abort).
 	abort context.Context
+	// trailers keeps each response's trailers in its meta (Options.GRPC).
+	trailers bool
 }
 
 func (rt *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -131,6 +135,14 @@ func (rt *recordingTransport) RoundTrip(req *http.Request) (*http.Response, erro
 	if err != nil {
 		release()
 		return resp, err
+	}
+	if rt.trailers && resp.Body != nil {
+		// Trailers are known once the body has been read to its end,
+		// which vegeta does before it closes it.
+		resp.Body = &releasingBody{ReadCloser: resp.Body, release: func() {
+			t := resp.Trailer.Clone()
+			m.trailer = &t
+		}}
 	}
 	if rt.maxBody >= 0 && resp.Body != nil {
 		resp.Body = &cappedBody{ReadCloser: resp.Body, left: rt.maxBody, tr: rt.tr}

@@ -3,11 +3,13 @@ package runner
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/binary"
 	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 
@@ -41,6 +43,15 @@ func attackOptions(sc *scenarios.Scenario, url, runID string) attack.Options {
 	for k, v := range a.Headers {
 		o.Header.Set(k, v)
 	}
+	if g := a.GRPC; g != nil {
+		// A unary call over HTTP/2: POST to the method's path, the
+		// length-prefixed message, and the headers gRPC requires.
+		o.Method, o.HTTP2, o.GRPC = http.MethodPost, true, true
+		o.URL = strings.TrimSuffix(url, "/") + g.Method
+		o.Header.Set("Content-Type", "application/grpc")
+		o.Header.Set("Te", "trailers")
+		o.Body = grpcFrame(g.Message)
+	}
 	if a.Rate != nil {
 		o.Rate = vegeta.Rate{Freq: a.Rate.Freq, Per: a.Rate.Per}
 	}
@@ -59,6 +70,21 @@ func attackOptions(sc *scenarios.Scenario, url, runID string) attack.Options {
 		o.Requests = uint64(a.Concurrency) * uint64(a.Repetitions)
 	}
 	return o
+}
+
+// grpcFrame is a gRPC message frame (uncompressed flag, big-endian
+// length, message) holding a protobuf message whose field 1 is the string
+// text: tag 0x0a (field 1, length-delimited), its varint length, the
+// bytes. An empty text is the empty message.
+func grpcFrame(text string) []byte {
+	var msg []byte
+	if text != "" {
+		msg = append([]byte{0x0a}, binary.AppendUvarint(nil, uint64(len(text)))...)
+		msg = append(msg, text...)
+	}
+	frame := make([]byte, 5, 5+len(msg))
+	binary.BigEndian.PutUint32(frame[1:], uint32(len(msg)))
+	return append(frame, msg...)
 }
 
 // targetTLS is how the target's certificate is checked (target.tls):

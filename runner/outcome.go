@@ -20,6 +20,27 @@ func answered(r *attack.Result, codes scenarios.StatusCodes) bool {
 		}
 		return false
 	}
+	if r.Trailer != nil && r.Code == http.StatusOK {
+		// A gRPC call: HTTP 200 carries every outcome, the call's is its
+		// grpc-status (a trailer, or a header in a trailers-only answer).
+		st, msg := r.Trailer.Get("Grpc-Status"), r.Trailer.Get("Grpc-Message")
+		if st == "" {
+			st, msg = r.Headers.Get("Grpc-Status"), r.Headers.Get("Grpc-Message")
+		}
+		if st == "0" {
+			r.Error = ""
+			return true
+		}
+		if st == "" {
+			r.Error = "gRPC answer without grpc-status"
+		} else {
+			r.Error = "grpc-status " + st + " " + grpcCode(st)
+			if msg != "" {
+				r.Error += ": " + msg
+			}
+		}
+		return false
+	}
 	if codes.Contains(int(r.Code)) {
 		r.Error = ""
 		return true
@@ -28,4 +49,15 @@ func answered(r *attack.Result, codes scenarios.StatusCodes) bool {
 		r.Error = strconv.Itoa(int(r.Code)) + " " + http.StatusText(int(r.Code)) + " (not in attack.successCodes)"
 	}
 	return false
+}
+
+// grpcCode names a gRPC status code (google.golang.org/grpc/codes).
+func grpcCode(st string) string {
+	names := []string{"OK", "Canceled", "Unknown", "InvalidArgument", "DeadlineExceeded", "NotFound", "AlreadyExists",
+		"PermissionDenied", "ResourceExhausted", "FailedPrecondition", "Aborted", "OutOfRange", "Unimplemented",
+		"Internal", "Unavailable", "DataLoss", "Unauthenticated"}
+	if n, err := strconv.Atoi(st); err == nil && n >= 0 && n < len(names) {
+		return names[n]
+	}
+	return "(unknown code)"
 }

@@ -404,7 +404,15 @@ func (s *sink) Add(r *attack.Result) {
 	var id attribution.Identity
 	if r.Code != 0 {
 		// Error responses are attributed too: errors per cluster and pod.
-		id = s.attr.Attribute(r.Body, r.Headers, ok)
+		h := r.Headers
+		if len(r.Trailer) > 0 {
+			// gRPC puts metadata in trailers too: rules read both.
+			h = h.Clone()
+			for k, vs := range r.Trailer {
+				h[k] = append(h[k], vs...)
+			}
+		}
+		id = s.attr.Attribute(r.Body, h, ok)
 	}
 	s.tally.Add(r, id)
 	if s.rec != nil {

@@ -528,3 +528,21 @@ func TestTargetTLSFields(t *testing.T) {
 		}
 	}
 }
+
+func TestGRPCFields(t *testing.T) {
+	for _, c := range []struct{ target, grpc, want string }{
+		{`{url: "http://127.0.0.1:1"}`, `{method: /grpc.health.v1.Health/Check}`, ""},
+		{`{url: "http://127.0.0.1:1"}`, `{method: grpc.health.v1.Health/Check}`, "attack.grpc.method: want /package.Service/Method"},
+		{`{url: "http://127.0.0.1:1/x"}`, `{method: /grpc.health.v1.Health/Check}`, "target.url: with attack.grpc the path is the method"},
+	} {
+		src := strings.Replace(strings.Replace(minimal, `target: {url: "http://127.0.0.1:1/"}`, "target: "+c.target, 1),
+			"attack: {rate: 10, requests: 100}", "attack: {rate: 10, requests: 100, grpc: "+c.grpc+"}", 1) + "expect:\n  - successRate: {atLeast: 99%}\n"
+		_, err := Parse("g.yaml", []byte(src))
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: unexpected error %v", c.grpc, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%s %s: got %v, want %q", c.target, c.grpc, err, c.want)
+		}
+	}
+}

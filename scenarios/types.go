@@ -112,9 +112,22 @@ type Attack struct {
 	MaxBody        Size   `yaml:"maxBody"`
 	RequestID      string `yaml:"requestIdHeader"`
 	MaxWorkers     uint64 `yaml:"maxWorkers"`
+	// GRPC sends gRPC unary calls instead of plain HTTP requests.
+	GRPC *GRPC `yaml:"grpc"`
 	// SuccessCodes are the HTTP statuses that count as answered: codes
 	// (200), classes ("2xx") and ranges ("200-299"). Default 2xx.
 	SuccessCodes StatusCodes `yaml:"successCodes"`
+}
+
+// GRPC is a unary call: the method's full path and a message whose
+// field 1 is a string, which is the shape of gRPC's health check
+// (HealthCheckRequest.service) and of Istio's echo test app
+// (EchoRequest.message). A call succeeds when its grpc-status is 0.
+type GRPC struct {
+	// Method is /package.Service/Method, e.g. /grpc.health.v1.Health/Check.
+	Method string `yaml:"method"`
+	// Message is field 1 of the request message (empty: an empty message).
+	Message string `yaml:"message"`
 }
 
 // Ramp increases the rate linearly from From to To over Duration.

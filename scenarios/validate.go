@@ -391,6 +391,19 @@ func (s *Scenario) checkAttack(c *checker) {
 	if a.MaxWorkers > 0 && a.Concurrency > 0 {
 		c.add("attack.maxWorkers", "set concurrency or maxWorkers, not both: concurrency with a rate already caps the workers")
 	}
+	if g := a.GRPC; g != nil {
+		if !regexp.MustCompile(`^/[A-Za-z_][A-Za-z0-9_.]*/[A-Za-z_][A-Za-z0-9_]*$`).MatchString(g.Method) {
+			c.add("attack.grpc.method", "want /package.Service/Method, like /grpc.health.v1.Health/Check, got %q", g.Method)
+		}
+		if a.Body != "" {
+			c.add("attack.body", "a gRPC call's body is attack.grpc.message")
+		}
+		if u := s.Target.URL; u != "" {
+			if _, rest, _ := strings.Cut(strings.TrimPrefix(strings.TrimPrefix(u, "http://"), "https://"), "/"); rest != "" {
+				c.add("target.url", "with attack.grpc the path is the method: give the URL without a path, like http://127.0.0.1:9090")
+			}
+		}
+	}
 	if !slices.Contains(HTTPMethods(), a.Method) {
 		c.add("attack.method", "unknown method %q (allowed: %s)", a.Method, strings.Join(HTTPMethods(), ", "))
 	}
