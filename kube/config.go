@@ -193,7 +193,11 @@ func (c *Config) ContextNamespace(kubeContext string) string {
 
 // ClusterRef maps a scenario cluster name to a kubeconfig context.
 type ClusterRef struct {
-	Name string
+	// OfSeveral says the cluster is one of several the scenario declares
+	// (used or not): in a pod it then never maps to the in-cluster config
+	// by default.
+	OfSeveral bool
+	Name      string
 	// Context is the kubeconfig context; empty means the current-context.
 	Context string
 }
@@ -256,7 +260,10 @@ func (c *Config) connect(ctx context.Context, ref ClusterRef, only bool) (*Clust
 		return nil, &ClusterError{Cluster: ref.Name, Context: kctx, Call: "build client", Reason: ReasonOther, Err: err}
 	}
 	cl := &Cluster{Name: ref.Name, Context: kctx, Server: cfg.Host, Namespace: kc.Namespace, REST: cfg, Client: client}
-	if cfg.ExecProvider != nil {
+	// A bearer token (--token, or the kubeconfig's) is sent instead of
+	// the plugin's credential: client-go then never runs the plugin, and
+	// neither does the preflight (it may not even be installed).
+	if cfg.ExecProvider != nil && cfg.BearerToken == "" && cfg.BearerTokenFile == "" {
 		err = c.probeWithExec(ctx, cl, kc.AuthInfo)
 	} else {
 		err = cl.Probe(ctx, c.opts.ProbeTimeout)
@@ -357,7 +364,7 @@ func (c *Config) ConnectAll(ctx context.Context, refs []ClusterRef) ([]*Cluster,
 	errs := make([]error, len(refs))
 	var wg sync.WaitGroup
 	for i, r := range refs {
-		wg.Go(func() { out[i], errs[i] = c.connect(ctx, r, len(refs) == 1) })
+		wg.Go(func() { out[i], errs[i] = c.connect(ctx, r, len(refs) == 1 && !r.OfSeveral) })
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -140,8 +141,12 @@ func preflightExec(ctx context.Context, cfg *rest.Config, user string, timeout t
 	cmd.Env = append(cmd.Env, "KUBERNETES_EXEC_INFO="+string(infoJSON))
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	// A plugin's children (a shell's sleep) may hold the pipes open after
-	// the plugin is killed: stop waiting for them shortly after.
+	// The plugin gets its own process group, and a timeout kills the
+	// group: its children (a shell's sleep, a helper it started) would
+	// otherwise outlive it and hold the pipes open. WaitDelay stops
+	// waiting for the pipes shortly after in any case.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = time.Second
 	err = cmd.Run()
 	perr.Stderr = stderrTail(stderr.Bytes())

@@ -159,6 +159,9 @@ func TestExecPluginPreflight(t *testing.T) {
 		// The plugin records its pid: should it outlive Connect, the test
 		// stops it (and fails below).
 		{"hangs", "echo $$ >> " + filepath.Join(dir, "pids") + "\nexec sleep 60", time.Second, "gave no credentials within 1s (--exec-timeout)"},
+		// A plugin whose child hangs (a helper it started): the child is
+		// stopped with it.
+		{"child hangs", "sleep 60 &\necho $! >> " + filepath.Join(dir, "pids") + "\necho $$ >> " + filepath.Join(dir, "pids") + "\nwait", time.Second, "gave no credentials within 1s (--exec-timeout)"},
 		{"fails", "echo 'token expired, run login' >&2\nexit 3", 10 * time.Second, "exited with status 3; its stderr ends: token expired, run login"},
 		{"garbage", "echo hello", 10 * time.Second, "printed no ExecCredential on stdout"},
 		{"no credential", `echo '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{}}'`, 10 * time.Second, "without a token or client certificate"},
@@ -230,14 +233,56 @@ func killPids(t *testing.T, file string) {
 }
 
 // alivePids are the processes the file lists that still run.
+// zombie reports a process that has exited and waits to be reaped (an
+// orphan's parent may be a PID 1 that never reaps).
+func zombie(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	_, rest, ok := strings.Cut(string(b), ") ")
+	return ok && strings.HasPrefix(rest, "Z")
+}
+
 func alivePids(file string) []int {
 	b, _ := os.ReadFile(file)
 	var out []int
 	for _, f := range strings.Fields(string(b)) {
 		var pid int
-		if _, err := fmt.Sscan(f, &pid); err == nil && pid > 1 && syscall.Kill(pid, 0) == nil {
+		if _, err := fmt.Sscan(f, &pid); err == nil && pid > 1 && syscall.Kill(pid, 0) == nil && !zombie(pid) {
 			out = append(out, pid)
 		}
 	}
 	return out
+}
+
+// --token replaces an exec plugin's credential: client-go never runs the
+// plugin then, and neither may the preflight (a CI job passes --token
+// precisely where gcloud or aws is not installed).
+func TestTokenSkipsTheExecPlugin(t *testing.T) {
+	srv := newVersionServer(t)
+	kc := writeKubeconfigText(t, fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters: [{name: s, cluster: {server: %q, certificate-authority-data: %s}}]
+users: [{name: u, user: {exec: {apiVersion: client.authentication.k8s.io/v1, command: no-such-auth-plugin-installed, interactiveMode: Never}}}]
+contexts: [{name: ctx, context: {cluster: s, user: u}}]
+current-context: ctx
+`, srv.URL, srv.caData()))
+	cfg, err := LoadConfig(Options{Kubeconfig: []string{kc}, Token: "ci-token"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cfg.Connect(context.Background(), ClusterRef{Name: "c1"}); err != nil {
+		t.Fatalf("with --token: %v", err)
+	}
+	if got := srv.last(t).Get("Authorization"); got != "Bearer ci-token" {
+		t.Errorf("Authorization %q", got)
+	}
+	cfg, err = LoadConfig(Options{Kubeconfig: []string{kc}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cfg.Connect(context.Background(), ClusterRef{Name: "c1"}); err == nil || !strings.Contains(err.Error(), "no-such-auth-plugin-installed") {
+		t.Errorf("without --token the missing plugin is named: %v", err)
+	}
 }

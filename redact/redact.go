@@ -148,6 +148,11 @@ func Set(arg string) string {
 	if isCredentialParam(last) || headerWords[strings.ToLower(last)] {
 		return path + "=REDACTED"
 	}
+	if v := strings.TrimSpace(value); strings.HasPrefix(v, "{") || strings.HasPrefix(v, "[") {
+		// A flow value (attack.headers={Authorization: Bearer x}) holds
+		// keys of its own: redacted as a scenario's line is.
+		return path + "=" + strings.TrimPrefix(Scenario("x: "+value), "x: ")
+	}
 	if strings.Contains(value, "://") {
 		return path + "=" + URL(value)
 	}
@@ -162,6 +167,9 @@ var headerWords = map[string]bool{"authorization": true, "proxy-authorization": 
 // "- key: value", quoted keys too.
 var yamlKey = regexp.MustCompile(`^(\s*(?:-\s+)?["']?)([^"':#\s][^"':#]*?)(["']?\s*:\s+)(\S.*)$`)
 
+// keyOnly finds a YAML mapping key whose value starts on the next line.
+var keyOnly = regexp.MustCompile(`^(\s*(?:-\s+)?["']?)([^"':#\s][^"':#]*?)(["']?\s*:)\s*(?:#.*)?$`)
+
 // anyURL finds URLs in free text.
 var anyURL = regexp.MustCompile(`[a-zA-Z][a-zA-Z0-9+.-]*://[^\s"'<>]+`)
 
@@ -171,10 +179,30 @@ var anyURL = regexp.MustCompile(`[a-zA-Z][a-zA-Z0-9+.-]*://[^\s"'<>]+`)
 // redacted like the target's.
 func Scenario(text string) string {
 	lines := strings.Split(text, "\n")
+	hideBelow := -1 // the indent of a credential key whose value continues on the lines below
 	for i, l := range lines {
+		indent := len(l) - len(strings.TrimLeft(l, " \t"))
+		if hideBelow >= 0 {
+			if strings.TrimSpace(l) == "" || indent > hideBelow {
+				if strings.TrimSpace(l) != "" {
+					lines[i] = l[:indent] + "REDACTED"
+				}
+				continue
+			}
+			hideBelow = -1
+		}
 		if m := yamlKey.FindStringSubmatch(l); m != nil {
 			if name := strings.TrimSpace(m[2]); isCredentialParam(name) || headerWords[strings.ToLower(name)] {
 				lines[i] = m[1] + m[2] + m[3] + "REDACTED"
+				if v := strings.TrimSpace(m[4]); strings.HasPrefix(v, "|") || strings.HasPrefix(v, ">") {
+					hideBelow = indent // a block scalar: its text is on the lines below
+				}
+				continue
+			}
+		}
+		if m := keyOnly.FindStringSubmatch(l); m != nil {
+			if name := strings.TrimSpace(m[2]); isCredentialParam(name) || headerWords[strings.ToLower(name)] {
+				hideBelow = indent // the value is on the lines below
 				continue
 			}
 		}

@@ -38,6 +38,9 @@ func TestArgs(t *testing.T) {
 		{[]string{"--set", "attack.headers.Authorization=Bearer abc", "--set=attack.headers.X-Api-Key=k"},
 			[]string{"--set", "attack.headers.Authorization=REDACTED", "--set=attack.headers.X-Api-Key=REDACTED"}},
 		{[]string{"--set", `attack.headers["Cookie"]=s=1`, "--set", "attack.rate=5/s"}, []string{"--set", `attack.headers["Cookie"]=REDACTED`, "--set", "attack.rate=5/s"}},
+		// A flow value carries keys of its own.
+		{[]string{"--set", "attack.headers={Authorization: Bearer X9, Accept: json}"}, []string{"--set", "attack.headers={Authorization: REDACTED, Accept: json}"}},
+		{[]string{"--set=attack={rate: 5, headers: {X-Api-Key: k3y}}"}, []string{"--set=attack={rate: 5, headers: {X-Api-Key: REDACTED}}"}},
 	} {
 		if got := Args(tc.in); !slices.Equal(got, tc.want) {
 			t.Errorf("Args(%q) = %q, want %q", tc.in, got, tc.want)
@@ -56,14 +59,21 @@ attack:
     Cookie: session=abc123
   - {name: probe, url: "http://h/?token=t0k"}
 attack: {rate: 20, headers: {Authorization: "Bearer fl0w", 'X-Api-Key': k3y2, Accept: json}, token: "a,b}c"}
+more:
+  headers:
+    Authorization: >-
+      Bearer BL0CKSECRET
+    X-Api-Key:
+      NEXTLINESECRET
+    Accept: text/html
 `
 	got := Scenario(in)
-	for _, leak := range []string{"hunter2", "k3y", "abc.def", "zzz", "abc123", "t0k", "fl0w", "k3y2", "a,b}c"} {
+	for _, leak := range []string{"hunter2", "k3y", "abc.def", "zzz", "abc123", "t0k", "fl0w", "k3y2", "a,b}c", "BL0CKSECRET", "NEXTLINESECRET"} {
 		if strings.Contains(got, leak) {
 			t.Errorf("%q survived redaction:\n%s", leak, got)
 		}
 	}
-	for _, keep := range []string{"Accept: text/plain", "x=1", "mesh.example/ping", "Accept: json}", "rate: 20"} {
+	for _, keep := range []string{"Accept: text/plain", "x=1", "mesh.example/ping", "Accept: json}", "rate: 20", "Accept: text/html"} {
 		if !strings.Contains(got, keep) {
 			t.Errorf("%q was lost:\n%s", keep, got)
 		}

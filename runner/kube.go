@@ -67,7 +67,10 @@ func openKube(ctx context.Context, sc *scenarios.Scenario, o Options) (*kubePath
 	var refs []kube.ClusterRef
 	for _, c := range sc.Clusters {
 		if used[c.Name] {
-			refs = append(refs, kube.ClusterRef{Name: c.Name, Context: c.Context})
+			// In a pod, only a scenario of one cluster may take the pod's
+			// own cluster for whatever context it names: with several, the
+			// one this run happens to use could be the wrong one.
+			refs = append(refs, kube.ClusterRef{Name: c.Name, Context: c.Context, OfSeveral: len(sc.Clusters) > 1})
 		}
 	}
 	cs, err := cfg.ConnectAll(ctx, refs)

@@ -79,7 +79,7 @@ func runGate(cmd *cobra.Command, file string, f runFlags) error {
 	f.gate.gate = loop
 	output := f.output
 	info := cmd.ErrOrStderr()
-	streak := 0
+	streak, fails := 0, 0
 	var err error
 	for {
 		n := len(loop.rec.Attempts)
@@ -109,6 +109,19 @@ func runGate(cmd *cobra.Command, file string, f runFlags) error {
 		case !time.Now().Before(loop.deadline):
 			loop.finish(false, fmt.Sprintf("%d consecutive passes of %d when --within %s ended, after %d attempts", streak, f.gate.converge, f.gate.within, len(loop.rec.Attempts)))
 		default:
+			if a.ExitCode != exitPass {
+				// An attempt that fails in milliseconds (a target refused,
+				// an API server down) must not spin: back off, 1 s doubling
+				// to 15 s, within the deadline.
+				fails++
+				wait := min(time.Second<<min(fails-1, 4), 15*time.Second, time.Until(loop.deadline))
+				select {
+				case <-time.After(wait):
+				case <-ctx.Done():
+				}
+			} else {
+				fails = 0
+			}
 			continue
 		}
 		break
@@ -123,6 +136,10 @@ func runGate(cmd *cobra.Command, file string, f runFlags) error {
 	rep := loop.rep
 	if loop.rec.Converged {
 		rep.ExitCode = exitPass
+	} else if rep.ExitCode == exitPass {
+		// The last attempt passed, but not N in a row in time: the gate
+		// did not see the mesh converge, which is no PASS.
+		rep.ExitCode = exitInconclusive
 	}
 	if _, werr := writeRun(loop.dir, rep, loop.source); werr != nil {
 		return &codedError{code: exitSetup, err: werr}
@@ -186,6 +203,7 @@ func (l *convergeLoop) record(rep *reports.Report, dir string, source []byte, er
 			a.Verdict = assert.Inconclusive
 		}
 	default:
+		// runScenario hands the code it exits with (a *codedError).
 		a.Verdict, a.ExitCode = assert.Inconclusive, exitSetup
 		var ec exitCoder
 		if errors.As(err, &ec) {

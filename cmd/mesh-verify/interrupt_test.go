@@ -108,3 +108,41 @@ func TestRunAndReportRefuseWhatTheyCannotMean(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) { c.run(t) })
 	}
 }
+
+// --converge: passes that never reach N in a row before --within ends are
+// no PASS (the last attempt passed, the gate did not see convergence); a
+// scenario the runner finds invalid stops the loop at its first attempt.
+func TestConvergeOutcomes(t *testing.T) {
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte("I'm callme-service v1"))
+	}))
+	t.Cleanup(ts.Close)
+	dir := t.TempDir()
+	sc := writeFile(t, dir, "s.yaml", `apiVersion: mesh-verify.io/v1alpha1
+kind: Scenario
+metadata: {name: conv}
+clusters: [{name: c1}]
+target: {url: "`+ts.URL+`/"}
+attack: {rate: 100/s, requests: 5}
+attribution: {preset: tutorial}
+expect: [{successRate: {atLeast: 99%}}]
+`)
+	for _, c := range []e2e{
+		{"passes, never enough in a row", []string{"run", sc, "--out", filepath.Join(dir, "a"), "-q", "--converge", "1000", "--within", "2s"}, exitInconclusive,
+			nil, []string{"consecutive passes of 1000 when --within 2s ended"}},
+		{"invalid at the first attempt", []string{"run", sc, "--out", filepath.Join(dir, "b"), "-q", "--converge", "2", "--within", "30s",
+			"--set", "target.url=https://127.0.0.1:1", "--set", "target.tls.ca=/nonexistent.pem"}, exitInvalidInput,
+			nil, []string{"converge: attempt 1", "target.tls.ca"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			start := time.Now()
+			c.run(t)
+			if el := time.Since(start); el > 20*time.Second {
+				t.Errorf("took %s", el)
+			}
+		})
+	}
+	if runs, _ := filepath.Glob(filepath.Join(dir, "b", "*")); len(runs) != 1 {
+		t.Errorf("the invalid scenario made %d attempts, want 1", len(runs))
+	}
+}

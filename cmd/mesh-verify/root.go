@@ -209,14 +209,23 @@ func runScenario(cmd *cobra.Command, file string, f runFlags) error {
 		}
 	}
 	rep, err := runner.Run(ctx, sc, o)
-	f.gate.attempt(rep, dir, source, err)
 	if rep == nil {
+		// The exit code is decided here, once, for the process and for
+		// the attempt --converge records.
+		ce := &codedError{code: exitInvalidInput, err: err}
 		var se *runner.SetupError
-		if errors.As(err, &se) {
-			return &codedError{code: exitSetup, err: err}
+		switch {
+		case ctx.Err() != nil:
+			// Ctrl-C while connecting or waiting for readiness: an
+			// interrupt, not a broken setup.
+			ce = &codedError{code: exitInterrupted, err: fmt.Errorf("interrupted before the attack: %w", err)}
+		case errors.As(err, &se):
+			ce.code = exitSetup
 		}
-		return &codedError{code: exitInvalidInput, err: err}
+		f.gate.attempt(nil, dir, source, ce)
+		return ce
 	}
+	f.gate.attempt(rep, dir, source, err)
 	paths, werr := writeRun(dir, rep, source)
 	if werr == nil && f.gate.gate == nil { // --converge appends the last attempt's only
 		werr = appendStepSummary(rep)
