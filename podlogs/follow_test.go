@@ -612,7 +612,10 @@ func TestDeletedPodWhoseLogIsGone(t *testing.T) {
 	api.cutMin, api.cutSpan, api.modes, api.maxCuts = 8, 1, []int{1}, 1
 	b := backend{opener: ClientGoOpener(map[string]kubernetes.Interface{"c1": api.client(t)}), format: FormatTimestamps, add: api.add}
 	c, p, tg := onePod(t, b, "gone-0")
-	f, got, ctx := b.follow(t, Options{Since: t0, Settle: 50 * time.Millisecond, RetryBackoff: 5 * time.Millisecond})
+	// Settle waits for this much quiet: long enough for the cut stream's
+	// reopen (and its 404) on a loaded machine, where 50 ms let Settle
+	// end before the reopen was tried (once in 30 runs, and in CI).
+	f, got, ctx := b.follow(t, Options{Since: t0, Settle: 500 * time.Millisecond, RetryBackoff: 5 * time.Millisecond})
 	f.Follow(ctx, tg)
 	want := write(p, c, "line", 5)
 	waitFor(t, 5*time.Second, "lines", func() bool { return len(got.get(tg)) == 5 })
