@@ -34,7 +34,7 @@ test: lint
 # Every fuzz target for a bounded number of inputs (FUZZTIME=500x, or a
 # duration such as 5m for a longer hunt); CI runs it after the tests.
 fuzz:
-	FUZZTIME=$(or $(FUZZTIME),500x) bash scripts/fuzz.sh
+	FUZZTIME=$(or $(FUZZTIME),500x) FUZZPKGS="$(FUZZPKGS)" bash scripts/fuzz.sh
 
 unit:
 	$(GO) test -count=1 -short $(PKGS)
