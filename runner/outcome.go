@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"strconv"
 
+	"google.golang.org/grpc/codes"
+
 	"github.com/mesh-verify/mesh-verify/attack"
 	"github.com/mesh-verify/mesh-verify/scenarios"
 )
@@ -51,13 +53,11 @@ func answered(r *attack.Result, codes scenarios.StatusCodes) bool {
 	return false
 }
 
-// grpcCode names a gRPC status code (google.golang.org/grpc/codes).
+// grpcCode names a gRPC status code as grpc-go does.
 func grpcCode(st string) string {
-	names := []string{"OK", "Canceled", "Unknown", "InvalidArgument", "DeadlineExceeded", "NotFound", "AlreadyExists",
-		"PermissionDenied", "ResourceExhausted", "FailedPrecondition", "Aborted", "OutOfRange", "Unimplemented",
-		"Internal", "Unavailable", "DataLoss", "Unauthenticated"}
-	if n, err := strconv.Atoi(st); err == nil && n >= 0 && n < len(names) {
-		return names[n]
+	n, err := strconv.ParseUint(st, 10, 32)
+	if err != nil {
+		return "(unknown code)"
 	}
-	return "(unknown code)"
+	return codes.Code(n).String()
 }
