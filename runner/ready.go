@@ -2,10 +2,13 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -33,9 +36,26 @@ func waitReady(ctx context.Context, sc *scenarios.Scenario, clusters map[string]
 	lastShown := ""
 	var lastAt time.Time
 	for {
-		pending, err := notReady(ctx, sc, clusters)
+		// Each poll is bounded by what is left of the wait (and at least
+		// readyPollMin): with --request-timeout 0 an API server that
+		// accepts the connection and never answers would otherwise hold
+		// the gate past its deadline.
+		pctx, cancel := context.WithTimeout(ctx, max(time.Until(deadline), readyPollMin))
+		pending, err := notReady(pctx, sc, clusters)
+		cancel()
 		if err != nil {
-			return err
+			var stop *rolloutFailed
+			switch {
+			case ctx.Err() != nil:
+				return fmt.Errorf("--wait-ready: interrupted while waiting: %w", err)
+			case errors.As(err, &stop) || !transient(err):
+				return err
+			case time.Now().After(deadline):
+				return fmt.Errorf("--wait-ready %s: not ready in time: the API server did not answer the last check: %w", within, err)
+			}
+			// A restarting or overloaded API server is retried until
+			// the deadline, as kubectl rollout status does.
+			pending = []string{fmt.Sprintf("API error, retrying: %v", err)}
 		}
 		if len(pending) == 0 {
 			if progress != nil {
@@ -60,6 +80,34 @@ func waitReady(ctx context.Context, sc *scenarios.Scenario, clusters map[string]
 		}
 	}
 }
+
+// readyPollMin bounds a poll made at the very end of the wait, so that
+// the last check has a chance to be answered.
+const readyPollMin = 2 * time.Second
+
+// transient is an API error worth asking again: the server was busy,
+// restarting or unreachable, or the poll ran out of time. A denial, a
+// missing resource kind or a bad request is not retried: waiting would
+// not change it.
+func transient(err error) bool {
+	switch {
+	case apierrors.IsForbidden(err), apierrors.IsUnauthorized(err), apierrors.IsBadRequest(err),
+		apierrors.IsInvalid(err), apierrors.IsMethodNotSupported(err):
+		return false
+	case apierrors.IsServerTimeout(err), apierrors.IsTimeout(err), apierrors.IsTooManyRequests(err),
+		apierrors.IsInternalError(err), apierrors.IsServiceUnavailable(err), apierrors.IsUnexpectedServerError(err),
+		errors.Is(err, context.DeadlineExceeded):
+		return true
+	}
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout() || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.ErrUnexpectedEOF)
+}
+
+// rolloutFailed is a Deployment whose rollout will not finish by waiting
+// (its progress deadline passed): --wait-ready stops at once.
+type rolloutFailed struct{ msg string }
+
+func (e *rolloutFailed) Error() string { return e.msg }
 
 // notReady lists, one line each, what is not ready yet: "cluster c1:
 // namespace demo: pod web-1: Ready=False (ContainersNotReady: ...)". An
@@ -134,7 +182,11 @@ func targetNotReady(ctx context.Context, c *kube.Cluster, f *scenarios.Forward) 
 			return nil, fmt.Errorf("%s: get deployment %s: %w", c, t.Name, err)
 		}
 		var out []string
-		if line := deploymentNotAvailable(d); line != "" {
+		line, err := deploymentNotAvailable(d)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", at, err)
+		}
+		if line != "" {
 			out = append(out, fmt.Sprintf("%s: deployment %s (%s): %s", at, d.Name, what, line))
 		}
 		sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
@@ -197,27 +249,38 @@ func podNotReady(p *corev1.Pod) string {
 }
 
 // deploymentNotAvailable is "" when the Deployment's rollout is complete
-// and it is Available, else what is missing.
-func deploymentNotAvailable(d *appsv1.Deployment) string {
+// and it is Available, else what is missing. It follows kubectl rollout
+// status: the new generation observed, every replica updated, no old
+// replica still running, every updated replica available; a rollout past
+// its progress deadline is an error, not something to wait for.
+func deploymentNotAvailable(d *appsv1.Deployment) (string, error) {
+	st := d.Status
+	if st.ObservedGeneration < d.Generation {
+		return fmt.Sprintf("spec generation %d not yet observed (at %d)", d.Generation, st.ObservedGeneration), nil
+	}
+	for _, c := range st.Conditions {
+		if c.Type == appsv1.DeploymentProgressing && c.Reason == "ProgressDeadlineExceeded" {
+			return "", &rolloutFailed{fmt.Sprintf("deployment %s/%s exceeded its progress deadline: %s", d.Namespace, d.Name, c.Message)}
+		}
+	}
 	want := int32(1)
 	if d.Spec.Replicas != nil {
 		want = *d.Spec.Replicas
 	}
-	st := d.Status
 	switch {
-	case st.ObservedGeneration < d.Generation:
-		return fmt.Sprintf("spec generation %d not yet observed (at %d)", d.Generation, st.ObservedGeneration)
 	case st.UpdatedReplicas < want:
-		return fmt.Sprintf("%d of %d replicas updated", st.UpdatedReplicas, want)
-	case st.AvailableReplicas < want:
-		return fmt.Sprintf("Available: %d of %d replicas available", st.AvailableReplicas, want)
+		return fmt.Sprintf("%d of %d replicas updated", st.UpdatedReplicas, want), nil
+	case st.Replicas > st.UpdatedReplicas:
+		return fmt.Sprintf("%d old replicas pending termination", st.Replicas-st.UpdatedReplicas), nil
+	case st.AvailableReplicas < st.UpdatedReplicas || st.AvailableReplicas < want:
+		return fmt.Sprintf("Available: %d of %d replicas available", st.AvailableReplicas, want), nil
 	}
 	for _, c := range st.Conditions {
 		if c.Type == appsv1.DeploymentAvailable && c.Status != corev1.ConditionTrue {
-			return fmt.Sprintf("Available=%s (%s: %s)", c.Status, c.Reason, c.Message)
+			return fmt.Sprintf("Available=%s (%s: %s)", c.Status, c.Reason, c.Message), nil
 		}
 	}
-	return ""
+	return "", nil
 }
 
 func notFound(err error) bool { return apierrors.IsNotFound(err) }

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -33,26 +34,36 @@ func TestPodNotReady(t *testing.T) {
 
 func TestDeploymentNotAvailable(t *testing.T) {
 	two := int32(2)
-	dep := func(gen, observed int64, updated, available int32, cond corev1.ConditionStatus) *appsv1.Deployment {
-		return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Generation: gen}, Spec: appsv1.DeploymentSpec{Replicas: &two},
-			Status: appsv1.DeploymentStatus{ObservedGeneration: observed, UpdatedReplicas: updated, AvailableReplicas: available,
+	dep := func(gen, observed int64, replicas, updated, available int32, cond corev1.ConditionStatus) *appsv1.Deployment {
+		return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "demo", Generation: gen}, Spec: appsv1.DeploymentSpec{Replicas: &two},
+			Status: appsv1.DeploymentStatus{ObservedGeneration: observed, Replicas: replicas, UpdatedReplicas: updated, AvailableReplicas: available,
 				Conditions: []appsv1.DeploymentCondition{{Type: appsv1.DeploymentAvailable, Status: cond, Reason: "MinimumReplicasUnavailable", Message: "m"}}}}
 	}
+	deadline := dep(3, 3, 3, 1, 2, corev1.ConditionTrue)
+	deadline.Status.Conditions = append(deadline.Status.Conditions, appsv1.DeploymentCondition{Type: appsv1.DeploymentProgressing,
+		Status: corev1.ConditionFalse, Reason: "ProgressDeadlineExceeded", Message: `ReplicaSet "web-2" has timed out progressing.`})
+	// The cases are kubectl rollout status's (DeploymentStatusViewer).
 	for _, tc := range []struct {
-		name string
-		d    *appsv1.Deployment
-		want string
+		name    string
+		d       *appsv1.Deployment
+		want    string
+		wantErr string
 	}{
-		{"available", dep(3, 3, 2, 2, corev1.ConditionTrue), ""},
-		{"not observed", dep(4, 3, 2, 2, corev1.ConditionTrue), "generation 4 not yet observed"},
-		{"rolling", dep(3, 3, 1, 2, corev1.ConditionTrue), "1 of 2 replicas updated"},
-		{"unavailable", dep(3, 3, 2, 1, corev1.ConditionFalse), "1 of 2 replicas available"},
-		{"condition false", dep(3, 3, 2, 2, corev1.ConditionFalse), "Available=False (MinimumReplicasUnavailable: m)"},
+		{"available", dep(3, 3, 2, 2, 2, corev1.ConditionTrue), "", ""},
+		{"not observed", dep(4, 3, 2, 2, 2, corev1.ConditionTrue), "generation 4 not yet observed", ""},
+		{"rolling", dep(3, 3, 3, 1, 2, corev1.ConditionTrue), "1 of 2 replicas updated", ""},
+		{"old replicas terminating", dep(3, 3, 3, 2, 2, corev1.ConditionTrue), "1 old replicas pending termination", ""},
+		{"unavailable", dep(3, 3, 2, 2, 1, corev1.ConditionFalse), "1 of 2 replicas available", ""},
+		{"condition false", dep(3, 3, 2, 2, 2, corev1.ConditionFalse), "Available=False (MinimumReplicasUnavailable: m)", ""},
+		{"progress deadline exceeded", deadline, "", `deployment demo/web exceeded its progress deadline: ReplicaSet "web-2" has timed out progressing.`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := deploymentNotAvailable(tc.d)
+			got, err := deploymentNotAvailable(tc.d)
 			if tc.want == "" && got != "" || tc.want != "" && !strings.Contains(got, tc.want) {
 				t.Errorf("deploymentNotAvailable = %q, want %q", got, tc.want)
+			}
+			if fmt.Sprint(err) != fmt.Sprint(tc.wantErr) && (err != nil || tc.wantErr != "") {
+				t.Errorf("error %v, want %q", err, tc.wantErr)
 			}
 		})
 	}
