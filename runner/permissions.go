@@ -7,6 +7,12 @@ import (
 	"github.com/mesh-verify/mesh-verify/scenarios"
 )
 
+// NeedsIn is Needs for a run given -n namespace: namespace fills every
+// namespace the scenario leaves unset, as Run does (README.md, RBAC).
+func NeedsIn(sc *scenarios.Scenario, namespace string) []kube.Need {
+	return Needs(withNamespace(sc, namespace))
+}
+
 // Needs lists what a run of sc does in which cluster and namespace, as
 // openKube, start and scrapeAll do it: kube.PermissionsFor says which
 // permissions each need takes (`mesh-verify rbac SCENARIO`). A scenario

@@ -17,6 +17,7 @@ type rbacFlags struct {
 	serviceAccount string
 	clusterWide    bool
 	cluster        string
+	set            []string
 }
 
 // newRBACCmd is `mesh-verify rbac`: the RBAC manifest generated from the
@@ -40,7 +41,8 @@ scenario uses (--cluster NAME: only what that scenario cluster needs).`,
 			return printRBAC(cmd, args, f)
 		},
 	}
-	cmd.Flags().StringVarP(&f.namespace, "namespace", "n", kube.DefaultRBACNamespace, "namespace of the ServiceAccount (and, without a scenario, the namespace the Role grants in)")
+	cmd.Flags().StringVarP(&f.namespace, "namespace", "n", kube.DefaultRBACNamespace, "namespace of the ServiceAccount; with a scenario also every namespace it leaves unset, as run -n does (without one: the namespace the Role grants in)")
+	cmd.Flags().StringArrayVar(&f.set, "set", nil, "override a scenario field before it is validated, PATH=VALUE, as run --set does (repeatable)")
 	cmd.Flags().StringVar(&f.serviceAccount, "service-account", kube.DefaultServiceAccount, "name of the ServiceAccount, and of its Roles and bindings")
 	cmd.Flags().BoolVar(&f.clusterWide, "cluster-wide", false, "one ClusterRole and ClusterRoleBinding instead of a Role per namespace")
 	cmd.Flags().StringVar(&f.cluster, "cluster", "", "only what this scenario cluster needs (default: every cluster's, merged)")
@@ -57,7 +59,7 @@ func printRBAC(cmd *cobra.Command, args []string, f rbacFlags) error {
 	o := kube.ManifestOptions{ServiceAccount: f.serviceAccount, Namespace: f.namespace, ClusterWide: f.clusterWide}
 	header := []string{"mesh-verify rbac: what mesh-verify calls (README.md, RBAC); apply it with kubectl apply -f in every cluster a run uses."}
 	if len(args) == 1 {
-		sc, _, err := loadScenario(args[0], nil)
+		sc, _, err := loadScenario(args[0], f.set)
 		if err != nil {
 			return &codedError{code: exitInvalidInput, err: err}
 		}
@@ -68,7 +70,7 @@ func printRBAC(cmd *cobra.Command, args []string, f rbacFlags) error {
 		if f.cluster != "" && !slices.Contains(clusters, f.cluster) {
 			return invalidInput("--cluster %s: scenario %s declares no such cluster (clusters: %s)", f.cluster, args[0], strings.Join(clusters, ", "))
 		}
-		for _, n := range runner.Needs(sc) {
+		for _, n := range runner.NeedsIn(sc, f.namespace) {
 			if f.cluster == "" || n.Cluster == f.cluster {
 				o.Needs = append(o.Needs, n)
 			}
@@ -83,6 +85,8 @@ func printRBAC(cmd *cobra.Command, args []string, f rbacFlags) error {
 		header = append(header, fmt.Sprintf("Scenario %s: %s.", sc.Metadata.Name, describeNeeds(o.Needs, f.cluster)))
 	} else if f.cluster != "" {
 		return invalidInput("--cluster %s needs a scenario", f.cluster)
+	} else if len(f.set) > 0 {
+		return invalidInput("--set needs a scenario")
 	} else {
 		header = append(header, "Every feature (inventory, port-forward to pod/svc/deploy, logs, metrics via proxy or portForward).")
 	}

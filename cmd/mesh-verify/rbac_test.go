@@ -5,8 +5,11 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/mesh-verify/mesh-verify/scenarios"
 )
 
 var updateRBAC = flag.Bool("update-rbac", false, "rewrite examples/rbac.yaml from `mesh-verify rbac`")
@@ -35,6 +38,15 @@ func TestRBACExampleIsGenerated(t *testing.T) {
 }
 
 func TestRBACCommand(t *testing.T) {
+	// skupper-1 with its namespaces left unset: -n fills them, as run -n does.
+	src, err := scenarios.BuiltinSource("skupper-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	unset := filepath.Join(t.TempDir(), "no-namespace.yaml")
+	if err := os.WriteFile(unset, regexp.MustCompile(`(?m)^\s+namespace: interconnect\n`).ReplaceAll(src, nil), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		args       []string
 		code       int
@@ -55,6 +67,13 @@ func TestRBACCommand(t *testing.T) {
 		{[]string{"rbac", "url-split"}, exitInvalidInput, []string{"makes no Kubernetes API call"}, nil},
 		{[]string{"rbac", "-n", "Not_A_Namespace"}, exitInvalidInput, []string{`--namespace "Not_A_Namespace"`}, nil},
 		{[]string{"rbac", "--cluster", "c1"}, exitInvalidInput, []string{"--cluster c1 needs a scenario"}, nil},
+		{[]string{"rbac", unset, "-n", "shop"}, exitPass, []string{"namespace: shop", "- pods/log", "- pods/portforward"}, []string{"interconnect"}},
+		{[]string{"rbac", "skupper-1", "--set", "target.portForward.resource=deploy/router"}, exitPass,
+			[]string{"- deployments", "namespace: interconnect"}, []string{"- services"}},
+		{[]string{"rbac", "skupper-1", "--set", "observe[0].namespace=shop", "--cluster", "c2"}, exitPass,
+			[]string{"namespace: shop"}, []string{"interconnect"}},
+		{[]string{"rbac", "skupper-1", "--set", "attack.rat=5"}, exitInvalidInput, []string{`--set attack.rat=5: attack.rat: unknown field`}, nil},
+		{[]string{"rbac", "--set", "attack.rate=5/s"}, exitInvalidInput, []string{"--set needs a scenario"}, nil},
 	} {
 		var out, errb bytes.Buffer
 		code := execute(c.args, &out, &errb)
