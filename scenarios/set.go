@@ -211,7 +211,7 @@ func (s Set) apply(root *yaml.Node, mark int) error {
 				return fail("%s has %d items: %s does not exist", orTop(done), len(n.Content), joinIndex(done, e.Index))
 			}
 			if last {
-				n.Content[e.Index] = val
+				n.Content[e.Index] = replaced(root, n.Content[e.Index], val)
 				return nil
 			}
 			n.Content[e.Index] = copyNode(n.Content[e.Index])
@@ -245,7 +245,7 @@ func (s Set) apply(root *yaml.Node, mark int) error {
 			// at its key.
 			k := *n.Content[at]
 			k.Line, k.Column = mark, 0
-			n.Content[at], n.Content[at+1] = &k, val
+			n.Content[at], n.Content[at+1] = &k, replaced(root, n.Content[at+1], val)
 			return nil
 		}
 		// An alias is shared with other places: copy it before changing it.
@@ -254,6 +254,32 @@ func (s Set) apply(root *yaml.Node, mark int) error {
 		done = child
 	}
 	return nil
+}
+
+// replaced is val put where old was. A set at an anchored place changes it
+// and every alias of it, as editing the file there would (a set below an
+// alias changes that place only, apply copies it): val takes old's anchor
+// and the aliases point at val, so that what is decoded and the scenario
+// as run (which would otherwise keep aliases of an anchor gone) agree.
+func replaced(root, old, val *yaml.Node) *yaml.Node {
+	if old.Anchor == "" {
+		return val
+	}
+	val.Anchor = old.Anchor
+	retarget(root, old, val)
+	return val
+}
+
+func retarget(n, old, val *yaml.Node) {
+	if n.Kind == yaml.AliasNode {
+		if n.Alias == old {
+			n.Alias = val
+		}
+		return
+	}
+	for _, c := range n.Content {
+		retarget(c, old, val)
+	}
 }
 
 func orTop(path string) string {

@@ -172,6 +172,50 @@ func TestSetBelowAliasCopies(t *testing.T) {
 	}
 }
 
+// A set at an anchored place changes it and every alias of it, as editing
+// the file there would; below an alias, only that place. The scenario as
+// run loads and means the same.
+func TestSetAtAnAnchor(t *testing.T) {
+	src := strings.Replace(string(kumaCanary(t)), "expect:\n", `expect:
+  - name: shared-a
+    split: &even {weights: {c1: 1, c2: 1}, margin: 5%}
+  - name: shared-b
+    split: *even
+`, 1)
+	margins := func(sc *Scenario) (a, b float64) {
+		return sc.Expect[0].Split.Margin.Fraction(), sc.Expect[1].Split.Margin.Fraction()
+	}
+	for _, tc := range []struct {
+		set  string
+		a, b float64
+	}{
+		{"expect[0].split.margin=7%", 0.07, 0.07},                             // inside the anchored node
+		{"expect[0].split={weights: {c1: 3, c2: 1}, margin: 8%}", 0.08, 0.08}, // the anchored node replaced
+		{"expect[1].split.margin=9%", 0.05, 0.09},                             // below the alias
+	} {
+		t.Run(tc.set, func(t *testing.T) {
+			sets, err := ParseSets([]string{tc.set})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sc, asRun, err := ParseWithSets("k.yaml", []byte(src), sets)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a, b := margins(sc); a != tc.a || b != tc.b {
+				t.Errorf("margins %v, %v; want %v, %v", a, b, tc.a, tc.b)
+			}
+			again, err := Parse("scenario.yaml", asRun)
+			if err != nil {
+				t.Fatalf("the scenario as run does not load: %v\n%s", err, asRun)
+			}
+			if a, b := margins(again); a != tc.a || b != tc.b {
+				t.Errorf("scenario as run: margins %v, %v; want %v, %v\n%s", a, b, tc.a, tc.b, asRun)
+			}
+		})
+	}
+}
+
 // A credential given with --set is not repeated in its errors.
 func TestSetErrorsHideCredentials(t *testing.T) {
 	sets, err := ParseSets([]string{"attack.headers.Authorization={Bearer s3cr3t"})
