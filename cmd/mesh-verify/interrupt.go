@@ -14,7 +14,10 @@ import (
 // first ends ctx, so no new request is sent and those in flight finish
 // (up to drain, the request timeout) and are counted; the second ends
 // abort, which cuts them short, so the run writes what it has and exits
-// 130 at once. Each is announced on w. stop releases the signals.
+// 130 at once. Each is announced on w. After the second the signals are
+// released, so a third kills the process as Ctrl-C does any program (a
+// report writer stuck on a full disk cannot hold it). stop releases them
+// too.
 func interrupts(parent context.Context, w io.Writer, drain time.Duration) (ctx, abort context.Context, stop func()) {
 	ctx, interrupt := context.WithCancel(parent)
 	abort, cutShort := context.WithCancel(context.Background())
@@ -33,7 +36,8 @@ func interrupts(parent context.Context, w io.Writer, drain time.Duration) (ctx, 
 				interrupt()
 				continue
 			}
-			fmt.Fprintln(w, "\nstopping now: the requests in flight are abandoned; writing what was measured")
+			fmt.Fprintln(w, "\nstopping now: the requests in flight are abandoned; writing what was measured (Ctrl-C again kills mesh-verify without writing)")
+			signal.Stop(sigs)
 			cutShort()
 		}
 	}()

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -144,5 +146,74 @@ expect: [{successRate: {atLeast: 99%}}]
 	}
 	if runs, _ := filepath.Glob(filepath.Join(dir, "b", "*")); len(runs) != 1 {
 		t.Errorf("the invalid scenario made %d attempts, want 1", len(runs))
+	}
+}
+
+// After the second Ctrl-C the signals are mesh-verify's no longer: a third
+// kills a process that is stuck after its second (here: one that never
+// finishes writing), as Ctrl-C kills any program. The child is this test
+// binary running interrupts() alone, so the third signal cannot hit the
+// test process itself.
+func TestThirdInterruptKills(t *testing.T) {
+	if os.Getenv("MV_INTERRUPT_CHILD") == "1" {
+		ctx, abort, stop := interrupts(context.Background(), os.Stderr, time.Second)
+		defer stop()
+		os.Stdout.WriteString("ready\n")
+		<-ctx.Done()
+		<-abort.Done()
+		os.Stdout.WriteString("aborted\n")
+		select {} // stuck writing the reports
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestThirdInterruptKills$")
+	cmd.Env = append(os.Environ(), "MV_INTERRUPT_CHILD=1")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	lines := make(chan string, 4)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	expect := func(want string) {
+		t.Helper()
+		select {
+		case l := <-lines:
+			if l != want {
+				t.Fatalf("child said %q, want %q (stderr: %s)", l, want, stderr.String())
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("child did not say %q (stderr: %s)", want, stderr.String())
+		}
+	}
+	expect("ready")
+	for i := 0; i < 2; i++ {
+		_ = cmd.Process.Signal(syscall.SIGINT)
+		time.Sleep(200 * time.Millisecond)
+	}
+	expect("aborted")
+	_ = cmd.Process.Signal(syscall.SIGINT)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGINT {
+			t.Errorf("child ended with %v, want killed by SIGINT", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the third Ctrl-C did not end the process")
+	}
+	if !strings.Contains(stderr.String(), "Ctrl-C again kills") {
+		t.Errorf("the second Ctrl-C did not say what a third does: %s", stderr.String())
 	}
 }
