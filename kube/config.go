@@ -78,6 +78,11 @@ type Options struct {
 	// ExecTimeout bounds one run of a kubeconfig exec credential plugin;
 	// zero means DefaultExecTimeout.
 	ExecTimeout time.Duration
+	// ExecWrapper is the executable client-go runs in place of an exec
+	// plugin, to bound its refreshes by ExecTimeout (execwrap.go): the
+	// mesh-verify binary (ExecWrapper()). Empty: client-go runs the
+	// plugin itself, unbounded.
+	ExecWrapper string
 }
 
 // ParseRequestTimeout reads kubectl's --request-timeout: "0" for none, a
@@ -255,6 +260,10 @@ func (c *Config) connect(ctx context.Context, ref ClusterRef, only bool) (*Clust
 	if err != nil {
 		return nil, &ClusterError{Cluster: ref.Name, Context: kctx, Call: "build client config", Reason: ReasonOther, Err: err}
 	}
+	// The preflight runs the plugin as the kubeconfig names it; every
+	// later run is client-go's, through the wrapper.
+	plain := cfg
+	cfg = wrapExec(cfg, c.opts.ExecWrapper, c.opts.ExecTimeout)
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, &ClusterError{Cluster: ref.Name, Context: kctx, Call: "build client", Reason: ReasonOther, Err: err}
@@ -264,7 +273,7 @@ func (c *Config) connect(ctx context.Context, ref ClusterRef, only bool) (*Clust
 	// the plugin's credential: client-go then never runs the plugin, and
 	// neither does the preflight (it may not even be installed).
 	if cfg.ExecProvider != nil && cfg.BearerToken == "" && cfg.BearerTokenFile == "" {
-		err = c.probeWithExec(ctx, cl, kc.AuthInfo)
+		err = c.probeWithExec(ctx, cl, plain, kc.AuthInfo)
 	} else {
 		err = cl.Probe(ctx, c.opts.ProbeTimeout)
 	}
@@ -276,8 +285,8 @@ func (c *Config) connect(ctx context.Context, ref ClusterRef, only bool) (*Clust
 
 // probeWithExec probes a cluster whose kubeconfig user is an exec
 // credential plugin: see the comment on exec plugins in exec.go.
-func (c *Config) probeWithExec(ctx context.Context, cl *Cluster, user string) error {
-	if err := preflightExec(ctx, cl.REST, user, c.opts.ExecTimeout); err != nil {
+func (c *Config) probeWithExec(ctx context.Context, cl *Cluster, plain *rest.Config, user string) error {
+	if err := preflightExec(ctx, plain, user, c.opts.ExecTimeout); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}

@@ -40,8 +40,10 @@ const DefaultExecTimeout = 2 * time.Minute
 // client-go runs the plugin again (plugins like gke-gcloud-auth-plugin
 // and kubelogin cache their credential, so the second run is quick; an
 // uncached slow plugin costs its time twice, the price of never leaving a
-// hung process behind). Refreshes during a run stay client-go's: it keeps
-// the credential until it expires.
+// hung process behind). Refreshes during a run stay client-go's (it keeps
+// the credential until it expires), but client-go runs the plugin through
+// mesh-verify itself, which bounds each run by the same timeout
+// (execwrap.go).
 
 // execCredential is the part of a client.authentication.k8s.io
 // ExecCredential (v1 and v1beta1 share it) the preflight reads.

@@ -47,7 +47,7 @@ func addKubeFlags(fs *pflag.FlagSet, k *kubeFlags, contextHelp, namespaceHelp st
 func (k *kubeFlags) options() (kube.Options, error) {
 	o := kube.Options{
 		Kubeconfig: k.kubeconfig, Namespace: k.namespace, Impersonate: k.as, ImpersonateGroups: k.asGroups,
-		Token: k.token, ExecTimeout: k.execTimeout,
+		Token: k.token, ExecTimeout: k.execTimeout, ExecWrapper: kube.ExecWrapper(),
 	}
 	if k.namespace != "" && !isDNSLabel(k.namespace) {
 		return o, fmt.Errorf("--namespace %q: want a namespace name (lowercase letters, digits and '-')", k.namespace)
