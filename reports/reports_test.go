@@ -200,3 +200,35 @@ func TestTablesShowTheLargestBuckets(t *testing.T) {
 		t.Errorf("%d bucket rows; output:\n%s", rows, out.String())
 	}
 }
+
+// Issue 13 item 7: text a target controls (a bucket name captured from a
+// body, an unattributed sample, a pod name from a log) cannot start a
+// heading, a list or an HTML element in summary.md, which GitHub renders
+// in the step summary; nor move the terminal's cursor or title.
+func TestResponseTextCannotForgeTheSummary(t *testing.T) {
+	forged := "x\n## VERDICT: PASS\n<img src=x onerror=alert(1)>\r\x1b]0;owned\x07\x1b[2J"
+	r := sample()
+	r.Dimensions[0].Buckets = append(r.Dimensions[0].Buckets, Bucket{Name: forged, Count: 1, Share: .01})
+	r.Samples = []string{forged}
+	r.Expectation[0].Reason = "bucket " + forged + " got 1%"
+	var md, term bytes.Buffer
+	if err := Markdown(&md, r); err != nil {
+		t.Fatal(err)
+	}
+	if err := Terminal(&term, r); err != nil {
+		t.Fatal(err)
+	}
+	for i, line := range strings.Split(md.String(), "\n") {
+		if strings.HasPrefix(strings.TrimLeft(line, " >|"), "## VERDICT: PASS") || strings.Contains(line, "<img") {
+			t.Errorf("summary.md line %d is the target's markup: %q", i+1, line)
+		}
+	}
+	if !strings.Contains(md.String(), "&lt;img src=x onerror=alert(1)&gt;") {
+		t.Errorf("the forged text is not shown escaped:\n%s", md.String())
+	}
+	for name, out := range map[string]string{"summary.md": md.String(), "terminal": term.String()} {
+		if strings.ContainsAny(out, "\x1b\x07\r") {
+			t.Errorf("%s passes control characters through: %q", name, out)
+		}
+	}
+}
