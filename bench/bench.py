@@ -504,6 +504,23 @@ def ingestion():
             "bench": [ln for ln in b.out.splitlines() if ln.startswith("BenchmarkIngestFile")]}
 
 
+def gobench():
+    """The Go benchmarks with goals of their own: rendering every report
+    format of a 1,000,000-request run (< 2 s, report.html < 3 MB) and the
+    cost of recording every result (runlog Throughput, ratio >= 0.95)."""
+    lines = []
+    for pkg, args in (("./reports/", ["-run", "TestHTMLOfTheLargestRunStaysSmall", "-bench", "RenderAll1M", "-benchtime", "2x", "-v"]),
+                      ("./runlog/", ["-run", "^$", "-bench", "Throughput", "-benchtime", "2x"])):
+        log(f"  go test {pkg} {' '.join(args)}")
+        r = run(["go", "test", pkg, "-count", "1"] + args, timeout=600)
+        need(r.code == 0, f"go test {pkg}", r)
+        lines += [f"go test {pkg} {' '.join(args)}"] + ["  " + ln.strip() for ln in r.out.splitlines()
+                                                        if re.match(r"Benchmark\S+\s+\d+\s", ln) or "report.html:" in ln]
+    return lines
+
+
+# ---------------------------------------------------------------- report
+
 def fmt_rate(x):
     return "-" if x is None else f"{x:,.0f}"
 
@@ -520,7 +537,7 @@ def verdict(ok):
     return "met" if ok else "**not met**"
 
 
-def write_report(info, thr, rt, mem, tun, ing, cmds, errors):
+def write_report(info, thr, rt, mem, tun, ing, gob, cmds, errors):
     tools, res = thr if thr else ([], {})
     L = []
     w = L.append
@@ -646,6 +663,19 @@ def write_report(info, thr, rt, mem, tun, ing, cmds, errors):
         w(f"| grep -c | {ing['grep cpu']:,.0f} | {ing['grep']:,.0f} |")
         w("")
 
+    if gob:
+        w("## Go benchmarks with goals of their own")
+        w("")
+        w("Rendering every report format of a 1,000,000-request run (goal < 2 s, report.html < 3 MB) and streaming every "
+          "result to results.bin and attribution.jsonl (runlog Throughput: rps with / without recording, goal ratio ≥ 0.95; "
+          "its server is in the same process).")
+        w("")
+        w("```")
+        for ln in gob:
+            w(ln)
+        w("```")
+        w("")
+
     w("## Targets (issue 14)")
     w("")
     w("| target | measured | met? |")
@@ -714,14 +744,14 @@ def main():
     ng = start([nginx, "-p", nd, "-c", f"{nd}/nginx.conf"], open(f"{nd}/stdout.log", "w"))
     url = f"http://127.0.0.1:{port}/callme/ping"
     pods_url = f"http://127.0.0.1:{pods_port}/callme/ping"
-    thr = rt = mem = tun = ing = None
+    thr = rt = mem = tun = ing = gob = None
     errors = []
     try:
         wait_port(port)
         wait_port(pods_port)
-        only = set(os.environ.get("BENCH_ONLY", "throughput rates memory tunnel ingestion").split())
+        only = set(os.environ.get("BENCH_ONLY", "throughput rates memory tunnel ingestion go").split())
         sections = [("throughput", lambda: throughput(url)), ("rates", lambda: rates(url)),
-                    ("memory", lambda: memory(url, pods_url)), ("tunnel", tunnel), ("ingestion", ingestion)]
+                    ("memory", lambda: memory(url, pods_url)), ("tunnel", tunnel), ("ingestion", ingestion), ("go", gobench)]
         got = {}
         for name, fn in sections:
             if name not in only:
@@ -732,7 +762,7 @@ def main():
             except Exception as e:  # noqa: BLE001 - one broken section is reported, the others still run
                 errors.append(f"{name}: {e}".replace("\n", " "))
                 log(f"{name} failed: {e}")
-        thr, rt, mem, tun, ing = (got.get(k) for k in ("throughput", "rates", "memory", "tunnel", "ingestion"))
+        thr, rt, mem, tun, ing, gob = (got.get(k) for k in ("throughput", "rates", "memory", "tunnel", "ingestion", "go"))
     finally:
         stop(ng)
         shutil.rmtree(nd, ignore_errors=True)
@@ -762,7 +792,7 @@ def main():
         "BENCH_INGEST_FILE=F go test ./podlogs/ -run '^$' -bench '^BenchmarkIngestFile$' -benchtime 1x -cpu 1",
         "LC_ALL=C grep -c -F 'inbound|' F",
     ]
-    write_report(info, thr, rt, mem, tun, ing, cmds, errors)
+    write_report(info, thr, rt, mem, tun, ing, gob, cmds, errors)
     if tun:
         log("tunnel: " + ", ".join(f"{k} {v['best']}/s" for k, v in tun.items()))
     return 1 if errors else 0
