@@ -757,6 +757,9 @@ def write_report(info, thr, rt, mem, tun, ing, gob, cmds, errors):
 def main():
     t0 = time.time()
     os.makedirs(OUT, exist_ok=True)
+    # The previous bench's run directories (results.bin of a million
+    # requests each): kept for inspection until the next bench.
+    shutil.rmtree(os.path.join(OUT, "runs"), ignore_errors=True)
     load0 = open("/proc/loadavg").read().split()[:3]
     cpu = "?"
     for ln in open("/proc/cpuinfo"):
