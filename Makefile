@@ -71,7 +71,9 @@ lint:
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 
-# Benchmarks against the anchor tools, side by side in one run (bench/run.sh).
+# Benchmarks against the peer tools (vegeta, hey, siege, wrk), side by side in
+# one bounded run, written to BENCHMARKS.md (bench/run.sh; README.md,
+# "Benchmarks"; BENCH_QUICK=1 for a short run).
 bench: build
 	bash bench/run.sh
 
