@@ -82,8 +82,8 @@ func TestSlowAttributionDoesNotThrottleTheAttack(t *testing.T) {
 	a := rep.Attack
 	t.Logf("attack: %d requests in %s, %.1f/s of %.1f/s; run %s; warnings %q",
 		a.Requests, a.Elapsed, a.AchievedRate, a.RequestedRate, time.Since(start).Round(time.Millisecond), rep.Warnings)
-	if a.Requests != 60 || hits.Load() != 60 {
-		t.Fatalf("%d requests recorded, %d served, want 60", a.Requests, hits.Load())
+	if a.Requests < 54 || int64(a.Requests) != hits.Load() {
+		t.Fatalf("%d requests recorded, %d served, want about 60 and the same", a.Requests, hits.Load())
 	}
 	if a.AchievedRate < 0.9*a.RequestedRate || a.Elapsed > 4*time.Second {
 		t.Fatalf("the attack achieved %.1f/s of %.1f/s in %s: attribution held the pacer back", a.AchievedRate, a.RequestedRate, a.Elapsed)
@@ -96,8 +96,8 @@ func TestSlowAttributionDoesNotThrottleTheAttack(t *testing.T) {
 			cluster = d.Attributed
 		}
 	}
-	if cluster != 60 {
-		t.Fatalf("%d responses attributed a cluster, want all 60", cluster)
+	if cluster != int64(a.Requests) {
+		t.Fatalf("%d responses attributed a cluster, want all %d", cluster, a.Requests)
 	}
 	for _, e := range rep.Expectation {
 		if e.Verdict != assert.Pass {
@@ -120,14 +120,17 @@ func TestOverloadedAttributionIsCountedNotWaitedFor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Room for about three 60 KB bodies: most responses find it full.
-	rep, err := Run(context.Background(), sc, Options{AttributionQueue: 200_000, AttributionWorkers: 1, Record: rec})
+	// Room for one 60 KB body: most responses find it full.
+	rep, err := Run(context.Background(), sc, Options{AttributionQueue: 100_000, AttributionWorkers: 1, Record: rec})
 	if err != nil {
 		t.Fatal(err)
 	}
 	a := rep.Attack
 	t.Logf("attack: %d requests in %s, %.1f/s of %.1f/s; warnings %q", a.Requests, a.Elapsed, a.AchievedRate, a.RequestedRate, rep.Warnings)
-	if a.Requests != 60 || a.AchievedRate < 0.9*a.RequestedRate {
+	// The rule keeps a core busy: on a loaded machine the pacer may lose
+	// a request to the CPU, never the tens it lost waiting for the rules.
+	n := int64(a.Requests)
+	if n < 54 || a.AchievedRate < 0.9*a.RequestedRate {
 		t.Fatalf("%d requests at %.1f/s of %.1f/s: the overload held the attack back", a.Requests, a.AchievedRate, a.RequestedRate)
 	}
 	var attributed, unattributed, units int64
@@ -136,8 +139,8 @@ func TestOverloadedAttributionIsCountedNotWaitedFor(t *testing.T) {
 			attributed, unattributed, units = d.Attributed, d.Unattributed, d.Units
 		}
 	}
-	if attributed == 0 || unattributed == 0 || attributed+unattributed != 60 {
-		t.Fatalf("%d attributed + %d unattributed, want both > 0 and 60 in all", attributed, unattributed)
+	if attributed == 0 || unattributed == 0 || attributed+unattributed != n {
+		t.Fatalf("%d attributed + %d unattributed, want both > 0 and %d in all", attributed, unattributed, n)
 	}
 	warned := slices.ContainsFunc(rep.Warnings, func(w string) bool {
 		return strings.Contains(w, fmt.Sprintf("attribution overloaded: %d responses", unattributed))
@@ -148,7 +151,7 @@ func TestOverloadedAttributionIsCountedNotWaitedFor(t *testing.T) {
 	for _, e := range rep.Expectation {
 		switch e.Kind {
 		case "split":
-			if e.Verdict != assert.Inconclusive || !strings.Contains(e.Reason, fmt.Sprintf("%d of the 60 answered responses", unattributed)) {
+			if e.Verdict != assert.Inconclusive || !strings.Contains(e.Reason, fmt.Sprintf("%d of the %d answered responses", unattributed, n)) {
 				t.Errorf("split: %s (%s), want INCONCLUSIVE for the unread responses", e.Verdict, e.Reason)
 			}
 		case "successRate":
@@ -182,7 +185,7 @@ func TestOverloadedAttributionIsCountedNotWaitedFor(t *testing.T) {
 			conns[l.ConnID] = true
 		}
 	}
-	if len(seqs) != 60 || named != attributed || int64(len(conns)) != units {
+	if int64(len(seqs)) != n || named != attributed || int64(len(conns)) != units {
 		t.Errorf("attribution.jsonl: %d results, %d named on %d connections; report: %d attributed on %d", len(seqs), named, len(conns), attributed, units)
 	}
 }
