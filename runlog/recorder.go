@@ -78,8 +78,10 @@ func StallTimeout(d time.Duration) Option {
 	}
 }
 
-// Recorder streams results to a run directory. Record runs on the attack's
-// consumer goroutine and only copies the result into a batch; a writer
+// Recorder streams results to a run directory. Record runs on the runner's
+// collector goroutine (which the attack's results loop waits for only when
+// it falls behind, docs/architecture.md) and only copies the result into a
+// batch; a writer
 // goroutine encodes full batches into buffered files. Memory is bounded:
 // when the writer falls maxBatches behind, Record waits for it (the
 // attack is held back, nothing is dropped), and if the disk accepts

@@ -66,6 +66,10 @@ func line(t *tally.Tally, start time.Time, ao attack.Options) string {
 	if s.Total > 0 {
 		fmt.Fprintf(&b, "  success %.1f%%", 100*float64(ok)/float64(s.Total))
 	}
+	if s.Unread > 0 {
+		// Said while it happens: the split shown leaves these out.
+		fmt.Fprintf(&b, "  %d not attributed (attribution overloaded)", s.Unread)
+	}
 	c := s.Dimensions["cluster"]
 	var tot int64
 	for _, n := range c.N {

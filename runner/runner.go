@@ -22,7 +22,6 @@ import (
 	"github.com/mesh-verify/mesh-verify/attack"
 	"github.com/mesh-verify/mesh-verify/attribution"
 	"github.com/mesh-verify/mesh-verify/kube"
-	"github.com/mesh-verify/mesh-verify/podlogs"
 	"github.com/mesh-verify/mesh-verify/redact"
 	"github.com/mesh-verify/mesh-verify/reports"
 	"github.com/mesh-verify/mesh-verify/scenarios"
@@ -82,10 +81,18 @@ type Options struct {
 	// second Ctrl-C); ctx ending only stops new requests and lets those in
 	// flight finish, up to the attack's timeout.
 	Abort context.Context
+	// AttributionWorkers read the response bodies off the attack's
+	// results loop (default DefaultAttributionWorkers); AttributionQueue
+	// bounds the bytes of bodies waiting for them (default
+	// DefaultAttributionQueue). A response that finds the queue full is
+	// counted unattributed and said so (runner/sink.go). Negative values
+	// are invalid.
+	AttributionWorkers int
+	AttributionQueue   int64
 }
 
 // Recorder receives every result, with who served it and whether it
-// counted as answered, on the attack's consumer goroutine.
+// counted as answered, on one goroutine at a time (the sink's collector).
 type Recorder interface {
 	Record(r *attack.Result, id attribution.Identity, ok bool)
 	Close() error
@@ -96,6 +103,9 @@ type Recorder interface {
 // the target could not be measured at all.
 func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (*reports.Report, error) {
 	entered := time.Now()
+	if o.AttributionWorkers < 0 || o.AttributionQueue < 0 {
+		return nil, fmt.Errorf("runner: attribution workers %d, queue %d bytes: want positive numbers (0: the defaults)", o.AttributionWorkers, o.AttributionQueue)
+	}
 	runID := o.RunID
 	if runID == "" {
 		runID = NewRunID(time.Now())
@@ -163,7 +173,8 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (*reports.Repor
 	kubeCtx, stopKube := context.WithCancel(ctx)
 	defer stopKube()
 
-	sink := &sink{attr: attr, tally: tl, runID: runID, codes: sc.Attack.SuccessCodes, rec: o.Record}
+	sink := newSink(attr, tl, sc.Attack.SuccessCodes, runID, o.Record,
+		sinkConfig{workers: o.AttributionWorkers, budget: o.AttributionQueue, abort: o.Abort})
 	if attr.Empty() {
 		// Logs or metrics attribute; bodies are not expected to say anything.
 		tl.DisableSamples()
@@ -207,7 +218,13 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (*reports.Repor
 	} else {
 		close(progressDone)
 	}
+	sink.start()
 	sum := atk.Run(runCtx, sink)
+	// The attack is over: what waits in the attribution queue is read
+	// now, bounded by the queue's size (or dropped after an abort).
+	drainStart := time.Now()
+	sink.close()
+	drained := time.Since(drainStart)
 	stop()
 	var recErr error
 	if o.Record != nil {
@@ -245,8 +262,16 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (*reports.Repor
 		rep.Warnings = append(rep.Warnings, fmt.Sprintf("HTTP/2 multiplexes the %d requests over %d connections: a balancer that routes connections (L4, Skupper's router) made only that many choices, which is what the statistics count; set attack.http2: false (and keepAlive: false) for one choice per request",
 			sum.Requests, sum.Connections))
 	}
-	if w := behindRate(sum); w != "" {
+	qs := sink.stats()
+	if w := behindRate(sum, qs); w != "" {
 		rep.Warnings = append(rep.Warnings, w)
+	}
+	if w := unreadWarning(qs, sc.Attack.MaxBody); w != "" {
+		rep.Warnings = append(rep.Warnings, w)
+	}
+	if drained > drainReported && qs.attributed > 0 {
+		rep.Warnings = append(rep.Warnings, fmt.Sprintf("attribution read the last queued responses %s after the attack ended (the rules took %s per response): the report waited for them, the attack did not",
+			drained.Round(100*time.Millisecond), (qs.attributing/time.Duration(qs.attributed)).Round(time.Microsecond)))
 	}
 	if sum.Truncated > 0 {
 		rep.Warnings = append(rep.Warnings, fmt.Sprintf("%d responses were longer than attack.maxBody (%s) by more than %d KiB: the rest was not read and each closed its connection, so those requests did not reuse a keep-alive connection",
@@ -277,21 +302,54 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (*reports.Repor
 }
 
 // behindRate says why an open-loop attack achieved clearly less than the
-// rate asked for: the loop that attributes each result (a slow rule on
-// large bodies) or the target's answers (workers waiting on responses).
-// A run that fell behind measured fewer requests than planned, and the
-// load it put on the mesh was not the load asked for.
-func behindRate(sum attack.Summary) string {
+// rate asked for. Attribution runs beside the results loop (runner/sink.go)
+// and cannot hold it back; the loop still waits for the collector, which
+// counts and records each result (a disk slower than the attack), and the
+// workers wait for the target's answers. A run that fell behind measured
+// fewer requests than planned, and the load it put on the mesh was not the
+// load asked for.
+func behindRate(sum attack.Summary, qs queueStats) string {
 	if sum.RequestedRate <= 0 || sum.Interrupted || sum.Requests == 0 || sum.AchievedRate >= 0.9*sum.RequestedRate {
 		return ""
 	}
-	per := sum.Attributing / time.Duration(sum.Requests)
 	if sum.Elapsed > 0 && float64(sum.Attributing) > 0.5*float64(sum.Elapsed) {
-		return fmt.Sprintf("achieved %.1f/s of the %.1f/s requested: attributing the responses took %s of the attack's %s (%s per response), so the attribution rules held the attack back; simplify the rules or lower attack.maxBody",
-			sum.AchievedRate, sum.RequestedRate, sum.Attributing.Round(time.Millisecond), sum.Elapsed.Round(time.Millisecond), per)
+		return fmt.Sprintf("achieved %.1f/s of the %.1f/s requested: handing the results on took %s of the attack's %s, so counting and recording them (the run directory's disk) held the attack back",
+			sum.AchievedRate, sum.RequestedRate, sum.Attributing.Round(time.Millisecond), sum.Elapsed.Round(time.Millisecond))
 	}
-	return fmt.Sprintf("achieved %.1f/s of the %.1f/s requested: the target (or the tunnel) answered too slowly for the workers to keep the rate (attribution took %s per response)",
-		sum.AchievedRate, sum.RequestedRate, per)
+	w := fmt.Sprintf("achieved %.1f/s of the %.1f/s requested: the target (or the tunnel) answered too slowly for the workers to keep the rate",
+		sum.AchievedRate, sum.RequestedRate)
+	if qs.attributed > 0 {
+		w += fmt.Sprintf(" (attribution, off the attack's path, took %s per response)", (qs.attributing / time.Duration(qs.attributed)).Round(time.Microsecond))
+	}
+	return w
+}
+
+// drainReported is how long reading the queue after the attack may take
+// before the report says so: a run that ends long after its attack has a
+// reason, and it is the rules.
+const drainReported = 5 * time.Second
+
+// unreadWarning says how many responses attribution never read and why:
+// the queue was full (the rules are slower than the rate, on these bodies)
+// or the run was aborted. Expectations judged from the bodies are then
+// INCONCLUSIVE (evidence.unusable).
+func unreadWarning(qs queueStats, maxBody scenarios.Size) string {
+	var w string
+	if qs.overloaded > 0 {
+		per := "n/a"
+		if qs.attributed > 0 {
+			per = (qs.attributing / time.Duration(qs.attributed)).Round(time.Microsecond).String()
+		}
+		w = fmt.Sprintf("not attributed: attribution overloaded: %d responses found the attribution queue full (%s of bodies, %d workers; the rules took %s per response) and were counted with their bodies unread, so the attack kept its rate; expectations judged from the bodies are INCONCLUSIVE. Simplify the rules, lower attack.maxBody (%s) or the rate",
+			qs.overloaded, scenarios.Size(qs.budget), qs.workers, per, maxBody)
+	}
+	if qs.abort > 0 {
+		if w != "" {
+			w += "; "
+		}
+		w += fmt.Sprintf("not attributed: %d responses still waiting for attribution when the run was aborted", qs.abort)
+	}
+	return w
 }
 
 // NewRunID is sortable by time and unique enough to join logs to one run.
@@ -371,68 +429,3 @@ func setupFailure(s tally.Snapshot) error {
 	}
 	return nil
 }
-
-// sink attributes each result and counts it; it runs on the attack's
-// consumer goroutine, so the interim looks need no extra locking.
-type sink struct {
-	attr   *attribution.Attributor
-	tally  *tally.Tally
-	codes  scenarios.StatusCodes
-	looks  []int64
-	next   int
-	seen   int64
-	onLook func(int)
-	rec    Recorder
-
-	// recordConns keeps the connection of every request, indexed by its
-	// request sequence number, so log lines joined by request id get the
-	// same connection-aware statistics: 4 bytes per request, the one cost
-	// that grows with the run, paid only when logs attribute.
-	recordConns bool
-	runID       string
-	seqConn     []uint32
-}
-
-func (s *sink) Add(r *attack.Result) {
-	ok := answered(r, s.codes)
-	if r.Error != "" {
-		// Every error message is redacted here, once, before it reaches
-		// the tally, the recording or any report: net/http quotes the
-		// request's URL, credentials in the query included.
-		r.Error = redact.Message(r.Error)
-	}
-	var id attribution.Identity
-	if r.Code != 0 {
-		// Error responses are attributed too: errors per cluster and pod.
-		h := r.Headers
-		if len(r.Trailer) > 0 {
-			// gRPC puts metadata in trailers too: rules read both.
-			h = h.Clone()
-			for k, vs := range r.Trailer {
-				h[k] = append(h[k], vs...)
-			}
-		}
-		id = s.attr.Attribute(r.Body, h, ok)
-	}
-	s.tally.Add(r, id)
-	if s.rec != nil {
-		s.rec.Record(r, id, ok)
-	}
-	r.Body = nil // attributed and sampled; the body is not kept
-	if s.recordConns {
-		if seq, ok := podlogs.ParseRequestID(s.runID, r.RequestID); ok && seq < 1<<32 {
-			for uint64(len(s.seqConn)) <= seq {
-				s.seqConn = append(s.seqConn, 0)
-			}
-			s.seqConn[seq] = uint32(r.ConnID)
-		}
-	}
-	s.seen++
-	if s.onLook != nil && s.next < len(s.looks) && s.seen >= s.looks[s.next] {
-		look := s.next
-		s.next++
-		s.onLook(look)
-	}
-}
-
-func (s *sink) ConnClosed(id uint64) { s.tally.ConnClosed(id) }

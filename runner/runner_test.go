@@ -40,7 +40,7 @@ func coinServer(t *testing.T, p1 float64) (*httptest.Server, *atomic.Int64) {
 	return ts, &hits
 }
 
-func load(t *testing.T, url, attack, stats, expect string) *scenarios.Scenario {
+func load(t testing.TB, url, attack, stats, expect string) *scenarios.Scenario {
 	t.Helper()
 	sc, err := scenarios.Parse("test.yaml", []byte(fmt.Sprintf(`apiVersion: mesh-verify.io/v1alpha1
 kind: Scenario
@@ -185,28 +185,31 @@ func TestReportCarriesThePlannedDraws(t *testing.T) {
 
 func TestBehindRateSaysWhy(t *testing.T) {
 	base := attack.Summary{RequestedRate: 20, Requests: 60, Elapsed: 58 * time.Second, AchievedRate: 60.0 / 58}
-	slowRules := base
-	slowRules.Attributing = 57 * time.Second
+	slowSink := base
+	slowSink.Attributing = 57 * time.Second
 	slowTarget := base
 	slowTarget.Attributing = 30 * time.Millisecond
 	onRate := base
 	onRate.AchievedRate, onRate.Elapsed = 19.5, 3*time.Second
-	interrupted := slowRules
+	interrupted := slowSink
 	interrupted.Interrupted = true
-	closedLoop := slowRules
+	closedLoop := slowSink
 	closedLoop.RequestedRate = 0
+	rules := queueStats{attributed: 60, attributing: 60 * 250 * time.Millisecond}
 	for _, c := range []struct {
 		name string
 		sum  attack.Summary
+		qs   queueStats
 		want string
 	}{
-		{"slow rules", slowRules, "attribution rules held the attack back"},
-		{"slow target", slowTarget, "answered too slowly"},
-		{"on rate", onRate, ""},
-		{"interrupted", interrupted, ""},
-		{"closed loop", closedLoop, ""},
+		{"slow collector", slowSink, queueStats{}, "counting and recording them"},
+		{"slow target", slowTarget, queueStats{}, "answered too slowly"},
+		{"slow target, rules timed", slowTarget, rules, "took 250ms per response"},
+		{"on rate", onRate, rules, ""},
+		{"interrupted", interrupted, queueStats{}, ""},
+		{"closed loop", closedLoop, queueStats{}, ""},
 	} {
-		got := behindRate(c.sum)
+		got := behindRate(c.sum, c.qs)
 		if c.want == "" && got != "" || c.want != "" && !strings.Contains(got, c.want) {
 			t.Errorf("%s: %q, want %q", c.name, got, c.want)
 		}

@@ -59,6 +59,9 @@ type Tally struct {
 	// repeat across clusters, reports show cluster/pod.
 	podCluster map[string]string
 	noSamples  bool
+	// unread counts the results whose body attribution never read
+	// (runner's attribution queue was full, or the run was aborted).
+	unread, unreadAnswered int64
 
 	start      time.Time
 	sliceWidth time.Duration
@@ -186,6 +189,21 @@ func (t *Tally) DisableSamples() {
 func (t *Tally) Add(r *attack.Result, id attribution.Identity) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.add(r, id, false)
+}
+
+// AddUnread counts one result whose body attribution never read: it counts
+// for the success rate, latency and connections like any other, is
+// unattributed in every dimension, and Snapshot.Unread says how many such
+// answers the dimensions lack, so that no share is judged on the rest as if
+// they were a fair sample (runner/judge.go).
+func (t *Tally) AddUnread(r *attack.Result) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.add(r, attribution.Identity{}, true)
+}
+
+func (t *Tally) add(r *attack.Result, id attribution.Identity, unread bool) {
 	t.total++
 	// Errors are counted here, capped; vegeta's own list grows with every
 	// distinct message, which a long failing run would turn into a leak.
@@ -220,6 +238,12 @@ func (t *Tally) Add(r *attack.Result, id attribution.Identity) {
 			}
 		}
 	}
+	if unread {
+		t.unread++
+		if ok {
+			t.unreadAnswered++
+		}
+	}
 	if ok {
 		for _, f := range attribution.Fields() {
 			if v := id.Get(f); v != "" {
@@ -230,7 +254,7 @@ func (t *Tally) Add(r *attack.Result, id attribution.Identity) {
 				t.unattributed[string(f)]++
 			}
 		}
-		if id.Empty() && !t.noSamples && len(t.samples) < maxSamples {
+		if id.Empty() && !unread && !t.noSamples && len(t.samples) < maxSamples {
 			b := r.Body
 			if len(b) > sampleBytes {
 				b = b[:sampleBytes]
@@ -453,6 +477,10 @@ type Snapshot struct {
 	Connections int64
 	// PodClusters is the cluster each pod was attributed with.
 	PodClusters map[string]string
+	// Unread counts the results whose body attribution never read (see
+	// AddUnread), UnreadAnswered those among them that were answered: they
+	// are in Unattributed too.
+	Unread, UnreadAnswered int64
 }
 
 // Snapshot copies the counters; buckets are sorted by name.
@@ -472,6 +500,8 @@ func (t *Tally) Snapshot() Snapshot {
 		SliceWidth:           t.sliceWidth,
 		Connections:          t.dims[Outcome].units,
 		PodClusters:          copyMap(t.podCluster),
+		Unread:               t.unread,
+		UnreadAnswered:       t.unreadAnswered,
 	}
 	s.Metrics.StatusCodes = map[string]int{}
 	for k, v := range t.metrics.StatusCodes {
