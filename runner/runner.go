@@ -237,6 +237,10 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (*reports.Repor
 	var warnings []string
 	if kp != nil {
 		warnings = kp.collect(ctx, &ev, start, sum.Ended, grace, sink.seqConn)
+		// A Ctrl-C while the logs settle or the metrics are scraped cut
+		// that evidence short: the run is interrupted (130), not judged
+		// as if the evidence were whole.
+		sum.Interrupted = sum.Interrupted || ctx.Err() != nil
 	}
 	stopKube()
 	ev.config[scenarios.SourceBody] = bodyConfigErrors(sc, attr.Stats(), ev.body, kp != nil && kp.inv != nil)
