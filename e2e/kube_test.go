@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mesh-verify/mesh-verify/e2e/e2etest"
 	"github.com/mesh-verify/mesh-verify/lab/kwok"
-	"github.com/mesh-verify/mesh-verify/lab/labtest"
 )
 
 // threeClusterTopology: callme pods in c1, c2 and c3 (1/1/2), each with
@@ -81,8 +81,7 @@ expect:
 // restarted): the counts in the report must equal, per cluster, the
 // requests of the run the apps wrote to their log files.
 func TestLogAttributionAcrossThreeClustersSurvivesACut(t *testing.T) {
-	bin := labtest.Binaries(t)
-	l := upThreeClusters(t, bin)
+	l := mv.Lab(t, e2etest.LabSpec{Source: threeClusterTopology})
 	dir := l.Dir
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
