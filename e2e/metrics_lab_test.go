@@ -62,7 +62,9 @@ expect:
 // equal the run's access-log lines per pod exactly, and both equal the
 // answers the attack got.
 func TestMetricsAttributionThroughTheLabsAPIServers(t *testing.T) {
-	l := mv.Lab(t, e2etest.LabSpec{Topology: "kuma-canary"})
+	// Counts only its own run's lines (by run id): the seed experiments'
+	// kuma-canary lab serves it too.
+	l := mv.SharedLab(t, e2etest.LabSpec{Topology: "kuma-canary"})
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	r := runBinary(t, ctx, "run", writeScenario(t, kumaSidecarScenario), "--kubeconfig", l.Kubeconfig)

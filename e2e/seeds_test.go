@@ -46,7 +46,9 @@ func TestSeedExperimentsInTheLab(t *testing.T) {
 	}
 	for _, seed := range seeds {
 		t.Run(seed.topology, func(t *testing.T) {
-			l := mv.Lab(t, e2etest.LabSpec{Topology: seed.topology})
+			// The experiments only run scenarios and read the lab: where
+			// an earlier test shared a lab of the topology, they take it.
+			l := mv.TakeLab(t, e2etest.LabSpec{Topology: seed.topology})
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
 			for _, name := range slices.Sorted(maps.Keys(seed.scenarios)) {

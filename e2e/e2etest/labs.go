@@ -44,16 +44,21 @@ func (s LabSpec) String() string {
 // recorded) when the test ends.
 func (b *Binary) Lab(t testing.TB, spec LabSpec) *lab.Lab {
 	t.Helper()
-	up := b.up(t, spec)
+	return own(t, spec, b.up(t, spec))
+}
+
+// own makes a lab the test's: taken down when it ends.
+func own(t testing.TB, spec LabSpec, u *labUp) *lab.Lab {
+	t.Helper()
 	t.Cleanup(func() {
-		if err := up.down(); err != nil {
+		if err := u.down(); err != nil {
 			t.Errorf("lab down (%s): %v", spec, err)
 		}
 	})
-	if up.err != nil {
-		t.Fatalf("lab up %s: %v", spec, up.err)
+	if u.err != nil {
+		t.Fatalf("lab up %s: %v", spec, u.err)
 	}
-	return up.lab
+	return u.lab
 }
 
 // SharedLab is the package's one lab of spec, brought up by the first
@@ -115,12 +120,7 @@ func (b *Binary) TakeLab(t testing.TB, spec LabSpec) *lab.Lab {
 		return b.Lab(t, spec)
 	}
 	t.Logf("lab %s: taken over from the tests that shared it", spec)
-	t.Cleanup(func() {
-		if err := e.down(); err != nil {
-			t.Errorf("lab down (%s): %v", spec, err)
-		}
-	})
-	return e.lab
+	return own(t, spec, e)
 }
 
 // labs are the package's shared labs by spec.
