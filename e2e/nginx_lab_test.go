@@ -30,6 +30,7 @@ func TestNginxDataPlaneInTheLab(t *testing.T) {
 	catalog := func(name string) string { return filepath.Join("..", "scenarios", "catalog", name+".yaml") }
 
 	t.Run("kuma-canary split_clients 90/10", func(t *testing.T) {
+		t.Parallel() // a lab of its own: overlaps the other subtests' waits (see TestSeedExperimentsInTheLab)
 		l := mv.Lab(t, e2etest.LabSpec{Topology: "kuma-canary", DataPlane: "nginx"})
 		// Kuma's test-server names only its pod and logs nothing: the
 		// split is read from the kuma sidecars' metrics and access logs,
@@ -39,6 +40,7 @@ func TestNginxDataPlaneInTheLab(t *testing.T) {
 	})
 
 	t.Run("skupper-2 per-cluster as a weighted upstream", func(t *testing.T) {
+		t.Parallel()
 		// Skupper's own router balances by open connections + link cost,
 		// which nginx cannot play; per-cluster is the split Skupper's
 		// scenario 2 expects, and nginx makes it with weights 2:1:1.
@@ -61,6 +63,7 @@ func TestNginxDataPlaneInTheLab(t *testing.T) {
 	})
 
 	t.Run("istio-mirror 50% with the mirror module", func(t *testing.T) {
+		t.Parallel()
 		l := mv.Lab(t, e2etest.LabSpec{Topology: "istio-mirror", DataPlane: "nginx"})
 		// nginx mirrors at random per request (split_clients), like
 		// Envoy's runtime_fraction; the catalog's 1900 requests are

@@ -46,6 +46,11 @@ func TestSeedExperimentsInTheLab(t *testing.T) {
 	}
 	for _, seed := range seeds {
 		t.Run(seed.topology, func(t *testing.T) {
+			// Each lab is its own: two at a time (go test's -parallel is
+			// GOMAXPROCS, 2 on CI's machine) overlap one lab's waits
+			// (API servers starting, pods becoming ready, closed-loop
+			// attacks through port-forwards) with the other's work.
+			t.Parallel()
 			// The experiments only run scenarios and read the lab: where
 			// an earlier test shared a lab of the topology, they take it.
 			l := mv.TakeLab(t, e2etest.LabSpec{Topology: seed.topology})
