@@ -2,13 +2,13 @@ package e2e
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -100,7 +100,7 @@ func TestLogAttributionAcrossThreeClustersSurvivesACut(t *testing.T) {
 	// Cut once c2's logs are being read for this run: the first line of
 	// the run is in c2's log files (the streams follow from the attack's
 	// start), plus a moment for the stream to deliver it.
-	waitLogged(t, dir, "c2", 60*time.Second)
+	waitLogged(t, bg, dir, "c2", 60*time.Second)
 	time.Sleep(time.Second)
 	restart := cutKwokController(t, dir, "c2")
 	time.Sleep(2 * time.Second)
@@ -177,7 +177,7 @@ expect:
   - reached: {buckets: [c1, c2, c3]}
 `)
 	bg := startRun(t, ctx, cancel, scenario, l.Kubeconfig)
-	waitLogged(t, l.Dir, "c3", 60*time.Second)
+	waitLogged(t, bg, l.Dir, "c3", 60*time.Second)
 	time.Sleep(2 * time.Second)
 	e2etest.Kubectl(t, l, "c3", "scale", "deploy/callme-service", "--replicas", "1")
 	err := bg.wait()
@@ -245,24 +245,29 @@ expect:
 	})
 }
 
-// runRequestLine is a sidecar's line of a request of a mesh-verify run.
-var runRequestLine = regexp.MustCompile(`"GET /callme/ping HTTP/1\.1" 200 .*"\d{8}T\d{6}Z-[0-9a-f]+-\d+"`)
-
 // waitLogged waits until a sidecar in cluster has logged a request of
-// some run (this lab serves one run at a time).
-func waitLogged(t *testing.T, labDir, cluster string, limit time.Duration) {
+// the background run: a line with its request id ("<run id>-<seq>"), not
+// one of the lab's own requests nor of an earlier run on the same lab.
+// The run id is the name of the run directory the run makes under its
+// --out at its start.
+func waitLogged(t *testing.T, bg *background, labDir, cluster string, limit time.Duration) {
 	t.Helper()
+	runID := ""
 	for deadline := time.Now().Add(limit); ; time.Sleep(100 * time.Millisecond) {
+		if runID == "" {
+			if entries, _ := os.ReadDir(bg.out); len(entries) == 1 && entries[0].IsDir() {
+				runID = entries[0].Name()
+			}
+		}
 		files, _ := filepath.Glob(filepath.Join(labDir, "logs", cluster, "*_istio-proxy.log"))
 		for _, f := range files {
-			// A line with a run's request id ("<run id>-<seq>"), not one of
-			// the lab's own requests before the run.
-			if b, err := os.ReadFile(f); err == nil && runRequestLine.Match(b) {
+			if b, err := os.ReadFile(f); err == nil && runID != "" &&
+				bytes.Contains(b, []byte(`"GET /callme/ping HTTP/1.1" 200 `)) && bytes.Contains(b, []byte(`"`+runID+"-")) {
 				return
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no request logged in cluster %s after %v", cluster, limit)
+			t.Fatalf("no request of run %q logged in cluster %s after %v", runID, cluster, limit)
 		}
 	}
 }
