@@ -26,11 +26,12 @@ import (
 // with what nginx itself logged and with the apps' own logs — ground
 // truth that does not come from our routing code.
 func TestNginxDataPlaneInTheLab(t *testing.T) {
+	t.Parallel()   // labs of its own: runs beside the seed experiments
 	nginxBinary(t) // skips, or fails in CI, without nginx
 	catalog := func(name string) string { return filepath.Join("..", "scenarios", "catalog", name+".yaml") }
 
 	t.Run("kuma-canary split_clients 90/10", func(t *testing.T) {
-		t.Parallel() // a lab of its own: overlaps the other subtests' waits (see TestSeedExperimentsInTheLab)
+		t.Parallel()
 		l := mv.Lab(t, e2etest.LabSpec{Topology: "kuma-canary", DataPlane: "nginx"})
 		// Kuma's test-server names only its pod and logs nothing: the
 		// split is read from the kuma sidecars' metrics and access logs,

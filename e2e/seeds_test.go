@@ -26,6 +26,10 @@ import (
 // and sidecar access logs. The verdict each tutorial implies is asserted,
 // and a mirror's count against the copies the lab's data plane sent.
 func TestSeedExperimentsInTheLab(t *testing.T) {
+	// Runs after the package's serial tests, its labs two at a time
+	// beside the other parallel lab tests; by then the tests that shared
+	// an istio-mirror or kuma-canary lab are done, and it takes them.
+	t.Parallel()
 	seeds := []struct {
 		topology  string
 		scenarios map[string]assert.Verdict
