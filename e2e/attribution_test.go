@@ -15,9 +15,8 @@ import (
 	"time"
 
 	"github.com/mesh-verify/mesh-verify/assert"
+	"github.com/mesh-verify/mesh-verify/e2e/e2etest"
 	"github.com/mesh-verify/mesh-verify/lab"
-	"github.com/mesh-verify/mesh-verify/lab/kwok"
-	"github.com/mesh-verify/mesh-verify/lab/labtest"
 	"github.com/mesh-verify/mesh-verify/reports"
 )
 
@@ -53,8 +52,9 @@ expect:
 // (caller and callme v1 in c1, v2 in c2, 50% mirrored to v2): every count
 // is checked against the lines the apps wrote to their log files.
 func TestLogCountingWithoutRequestIDs(t *testing.T) {
-	bin := labtest.Binaries(t)
-	l := upLab(t, bin, "istio-mirror")
+	// Only runs scenarios and reads the apps' logs: the seed experiments'
+	// istio-mirror lab serves it too.
+	l := mv.SharedLab(t, e2etest.LabSpec{Topology: "istio-mirror"})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 
@@ -65,9 +65,9 @@ func TestLogCountingWithoutRequestIDs(t *testing.T) {
 		rep := mustReport(t, r)
 		rc := reconciliation(t, rep, "logs")
 		copies := labLines(t, l, "c2", "callme-service-v2", callmeV2, rep)
-		if r.code != 2 || rep.Expectation[0].Verdict.String() != "INCONCLUSIVE" || rc.Status != reports.ReconcileOver ||
+		if r.Code != 2 || rep.Expectation[0].Verdict.String() != "INCONCLUSIVE" || rc.Status != reports.ReconcileOver ||
 			!strings.Contains(rep.Expectation[0].Reason, fmt.Sprintf("more than the %d the attack sent", rep.Metrics.Requests)) {
-			t.Errorf("exit %d, %s: %q; reconciliation %s\n%s", r.code, rep.Expectation[0].Verdict, rep.Expectation[0].Reason, rc.Status, r.stdout)
+			t.Errorf("exit %d, %s: %q; reconciliation %s\n%s", r.Code, rep.Expectation[0].Verdict, rep.Expectation[0].Reason, rc.Status, r.Stdout)
 		}
 		if want := float64(rep.Metrics.Successes) + float64(copies); rc.Counted != want || copies == 0 {
 			t.Errorf("counted %v, want the %d answered and the %d copies the apps logged", rc.Counted, rep.Metrics.Successes, copies)
@@ -86,9 +86,9 @@ func TestLogCountingWithoutRequestIDs(t *testing.T) {
 		rc := reconciliation(t, rep, "logs")
 		served := labLines(t, l, "c1", "callme-service-v1", callmeV1, rep)
 		copies := labLines(t, l, "c2", "callme-service-v2", callmeV2, rep)
-		if r.code != 0 || rc.Status != reports.ReconcileOK || rc.Counted != float64(served) || served != rep.Metrics.Successes || rc.Copies != float64(copies) {
+		if r.Code != 0 || rc.Status != reports.ReconcileOK || rc.Counted != float64(served) || served != rep.Metrics.Successes || rc.Copies != float64(copies) {
 			t.Errorf("exit %d, reconciliation %s: counted %v served and %v copies; the apps logged %d served and %d copies, %d answered\n%s",
-				r.code, rc.Status, rc.Counted, rc.Copies, served, copies, rep.Metrics.Successes, r.stdout)
+				r.Code, rc.Status, rc.Counted, rc.Copies, served, copies, rep.Metrics.Successes, r.Stdout)
 		}
 		mirror := rep.Expectation[1]
 		if mirror.Verdict.String() != "PASS" || mirror.Split == nil || mirror.Split.Buckets[0].Count != copies || !strings.Contains(mirror.Reason, "attack window") {
@@ -101,8 +101,8 @@ func TestLogCountingWithoutRequestIDs(t *testing.T) {
 			"  - {name: callme, selector: app=callme-service, logs: {match: 'a line no app writes (?P<version>v9)'}}",
 			"  - reached: {by: version, buckets: [v1]}")), "--kubeconfig", l.Kubeconfig)
 		rep := mustReport(t, r)
-		if r.code != 4 || len(rep.ConfigErrors) != 1 {
-			t.Fatalf("exit %d, configuration errors %+v\n%s", r.code, rep.ConfigErrors, r.stdout)
+		if r.Code != 4 || len(rep.ConfigErrors) != 1 {
+			t.Fatalf("exit %d, configuration errors %+v\n%s", r.Code, rep.ConfigErrors, r.Stdout)
 		}
 		ce := rep.ConfigErrors[0]
 		if !strings.Contains(ce.Subject, "observe callme") || !strings.Contains(ce.Message, "matched none of the") || len(ce.Samples) == 0 {
@@ -113,102 +113,8 @@ func TestLogCountingWithoutRequestIDs(t *testing.T) {
 				t.Errorf("sample %q is no line the apps logged", s)
 			}
 		}
-		if e := rep.Expectation[0]; e.RequiredN != 0 || strings.Contains(e.Reason, "requests would settle") || !strings.Contains(r.stdout, "CONFIGURATION ERROR: observe callme") {
+		if e := rep.Expectation[0]; e.RequiredN != 0 || strings.Contains(e.Reason, "requests would settle") || !strings.Contains(r.Stdout, "CONFIGURATION ERROR: observe callme") {
 			t.Errorf("expectation %s %q (required n %d)", e.Verdict, e.Reason, e.RequiredN)
-		}
-	})
-}
-
-// A pod scaled down mid-attack keeps serving until its app stops: its
-// stream is read until its log ends, so every answered request is counted
-// (in the window, without request ids) and the counts per pod equal the
-// lines the apps wrote.
-func TestDeletedPodLinesAreCounted(t *testing.T) {
-	bin := labtest.Binaries(t)
-	l := upThreeClusters(t, bin)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	scenario := writeScenario(t, `apiVersion: mesh-verify.io/v1alpha1
-kind: Scenario
-metadata: {name: scale-down}
-clusters:
-  - {name: c1, context: kind-c1}
-  - {name: c2, context: kind-c2}
-  - {name: c3, context: kind-c3}
-target:
-  portForward: {cluster: c1, namespace: default, resource: svc/edge-gateway, port: http}
-  path: /callme/ping
-attack: {rate: 200/s, duration: 10s}
-observe:
-  - {name: callme, selector: app=callme-service, logs: {match: `+yamlQuote(anyCallme)+`}}
-expect:
-  - reached: {buckets: [c1, c2, c3]}
-`)
-	bg := startRun(t, ctx, cancel, scenario, l.Kubeconfig)
-	waitLogged(t, l.Dir, "c3", 60*time.Second)
-	time.Sleep(2 * time.Second)
-	kubectl(t, bin, l, "c3", "scale", "deploy/callme-service", "--replicas", "1")
-	err := bg.wait()
-	rep, _ := readReport(t, bg.out)
-	if rep == nil {
-		t.Fatalf("no report: %v\n%s\n%s", err, bg.stdout.String(), bg.stderr.String())
-	}
-	var deleted []string
-	for _, s := range rep.Kubernetes.Logs {
-		if s.Deleted {
-			deleted = append(deleted, s.Target)
-		}
-	}
-	if len(deleted) != 1 {
-		t.Fatalf("deleted pods' streams %v, want one: %+v", deleted, rep.Kubernetes.Logs)
-	}
-	rc := reconciliation(t, rep, "logs")
-	// Every answered request is counted. On a loaded machine some requests
-	// the apps served reach the client after its timeout: they are counted
-	// served and reported failed, so the count may exceed the answered by
-	// at most the failures, never fall short of the answered.
-	answered, failed := float64(rep.Metrics.Successes), float64(rep.Metrics.Requests-rep.Metrics.Successes)
-	if rc.Status != reports.ReconcileOK || rc.Counted < answered || rc.Counted > answered+failed || rep.ExitCode != 0 {
-		t.Errorf("reconciliation %s: counted %v of %v answered and %v failed (exit %d)\n%s", rc.Status, rc.Counted, answered, failed, rep.ExitCode, bg.stdout.String())
-	}
-	for _, p := range rc.Pods {
-		logged := labLines(t, l, p.Cluster, p.Pod, anyCallme, rep)
-		if p.Lines != logged {
-			t.Errorf("pod %s/%s: counted %d lines, the app logged %d", p.Cluster, p.Pod, p.Lines, logged)
-		}
-		if strings.HasSuffix(deleted[0], "/"+p.Pod) && logged == 0 {
-			t.Errorf("the deleted pod %s served nothing: the test cannot tell", p.Pod)
-		}
-	}
-
-	// The same lab, a second run: c3's API server is killed mid-attack and
-	// stays down. Every request is still answered through c1, but c3's
-	// log lines can no longer be read: an infrastructure fault, reported
-	// as a setup error or INCONCLUSIVE with its reason, never as a FAIL
-	// of the mesh.
-	t.Run("an API server killed mid-run is no FAIL", func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-		defer cancel()
-		split := writeScenario(t, strings.Replace(strings.Replace(readFileString(t, scenario), "name: scale-down", "name: api-server-killed", 1),
-			"  - reached: {buckets: [c1, c2, c3]}", "  - reached: {buckets: [c1, c2, c3]}\n  - split: {by: cluster, model: equal}", 1))
-		bg := startRun(t, ctx, cancel, split, l.Kubeconfig)
-		time.Sleep(6 * time.Second) // the attack starts 2 s after the run, then runs 10 s
-		killAPIServer(t, l.Dir, "c3")
-		err := bg.wait()
-		rep, _ := readReport(t, bg.out)
-		if rep == nil {
-			t.Fatalf("no report: %v\n%s\n%s", err, bg.stdout.String(), bg.stderr.String())
-		}
-		if rep.ExitCode != 2 && rep.ExitCode != 3 {
-			t.Fatalf("exit %d (%s), want 2 or 3\n%s", rep.ExitCode, rep.Verdict, bg.stdout.String())
-		}
-		why := rep.SetupError + " " + strings.Join(rep.Warnings, " ")
-		for _, e := range rep.Expectation {
-			why += " " + e.Reason
-		}
-		t.Logf("exit %d (%s): %s", rep.ExitCode, rep.Verdict, why)
-		if !strings.Contains(why, "c3") {
-			t.Errorf("exit %d, but nothing names c3: %s\n%s", rep.ExitCode, why, bg.stdout.String())
 		}
 	})
 }
@@ -244,16 +150,6 @@ func readFileString(t *testing.T, path string) string {
 // backslashes stay as they are.
 func yamlQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
-// upThreeClusters brings up threeClusterTopology's lab.
-func upThreeClusters(t *testing.T, bin kwok.Binaries) *lab.Lab {
-	t.Helper()
-	topo := filepath.Join(t.TempDir(), "three.yaml")
-	if err := os.WriteFile(topo, []byte(threeClusterTopology), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return upLab(t, bin, topo)
-}
-
 // background is a run of the binary going on while the test acts on the
 // lab; its report lands in out.
 type background struct {
@@ -267,7 +163,7 @@ type background struct {
 func startRun(t *testing.T, ctx context.Context, cancel context.CancelFunc, scenario, kubeconfig string) *background {
 	t.Helper()
 	b := &background{out: t.TempDir(), stdout: &strings.Builder{}, stderr: &strings.Builder{}}
-	cmd := exec.CommandContext(ctx, binary, "run", scenario, "--kubeconfig", kubeconfig, "--out", b.out, "--progress", "plain")
+	cmd := exec.CommandContext(ctx, mv.Path, "run", scenario, "--kubeconfig", kubeconfig, "--out", b.out, "--progress", "plain")
 	cmd.Stdout, cmd.Stderr = b.stdout, b.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -280,12 +176,12 @@ func startRun(t *testing.T, ctx context.Context, cancel context.CancelFunc, scen
 	return b
 }
 
-func mustReport(t *testing.T, r result) *reports.Report {
+func mustReport(t *testing.T, r e2etest.Result) *reports.Report {
 	t.Helper()
-	if r.report == nil {
-		t.Fatalf("no report (exit %d)\n%s\n%s", r.code, r.stdout, r.stderr)
+	if r.Report() == nil {
+		t.Fatalf("no report (exit %d)\n%s\n%s", r.Code, r.Stdout, r.Stderr)
 	}
-	return r.report
+	return r.Report()
 }
 
 func reconciliation(t *testing.T, rep *reports.Report, source string) reports.Reconciliation {
@@ -297,19 +193,6 @@ func reconciliation(t *testing.T, rep *reports.Report, source string) reports.Re
 	}
 	t.Fatalf("no reconciliation of %s in the report", source)
 	return reports.Reconciliation{}
-}
-
-// kubectl runs the lab's kubectl against one cluster, with its cache in
-// the lab (never ~/.kube).
-func kubectl(t *testing.T, bin kwok.Binaries, l *lab.Lab, cluster string, args ...string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin.Path("kubectl"), append([]string{"--kubeconfig", l.Kubeconfig, "--context", l.Context(cluster)}, args...)...)
-	cmd.Env = append(os.Environ(), "KUBECACHEDIR="+filepath.Join(l.Dir, "kubecache"))
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
 }
 
 // labLines counts, in the lab's log files of the pods of cluster whose
@@ -363,8 +246,8 @@ func eachLabLine(t *testing.T, file string, fn func(time.Time, string)) {
 // not an unobserved workload or a rule that matches nothing. Both ways of
 // counting the copies, from v2's own lines and from the istio-proxy logs.
 func TestMirrorOffFails(t *testing.T) {
-	bin := labtest.Binaries(t)
-	l := upLab(t, bin, editedTopology(t, "istio-mirror", []string{"\n      mirror: {version: v2, percent: 50}", ""}))
+	t.Parallel() // a lab of its own: runs beside the seed experiments
+	l := mv.Lab(t, e2etest.LabSpec{Topology: editedTopology(t, "istio-mirror", []string{"\n      mirror: {version: v2, percent: 50}", ""})})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	for _, name := range []string{"istio-mirror", "istio-mirror-sidecar"} {
@@ -379,8 +262,8 @@ func TestMirrorOffFails(t *testing.T) {
 		}
 		r := runBinary(t, ctx, "run", writeScenario(t, sc), "--kubeconfig", l.Kubeconfig)
 		rep := mustReport(t, r)
-		if r.code != 1 || len(rep.ConfigErrors) != 0 || mirroredCount(rep) != 0 {
-			t.Errorf("%s: exit %d, configuration errors %+v, mirrored %d; want FAIL (exit 1) on 0 copies\n%s", name, r.code, rep.ConfigErrors, mirroredCount(rep), r.stdout)
+		if r.Code != 1 || len(rep.ConfigErrors) != 0 || mirroredCount(rep) != 0 {
+			t.Errorf("%s: exit %d, configuration errors %+v, mirrored %d; want FAIL (exit 1) on 0 copies\n%s", name, r.Code, rep.ConfigErrors, mirroredCount(rep), r.Stdout)
 		}
 		for _, e := range rep.Expectation {
 			if e.Kind == "mirror" && (e.Verdict != assert.Fail || !strings.Contains(e.Reason, "0 of 100")) {

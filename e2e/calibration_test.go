@@ -17,7 +17,7 @@ import (
 	"gonum.org/v1/gonum/stat/distuv"
 
 	"github.com/mesh-verify/mesh-verify/assert"
-	"github.com/mesh-verify/mesh-verify/lab/labtest"
+	"github.com/mesh-verify/mesh-verify/e2e/e2etest"
 )
 
 // The lab calibration (make calibrate, docs/calibration-lab.md): every
@@ -79,7 +79,6 @@ func TestLabCalibration(t *testing.T) {
 	if !*calibrateLab {
 		t.Skip("the lab calibration runs with -calibrate-lab (make calibrate)")
 	}
-	bin := labtest.Binaries(t)
 	var mu sync.Mutex
 	rows := map[string]*verdictCount{}
 	start := time.Now()
@@ -103,20 +102,20 @@ func TestLabCalibration(t *testing.T) {
 					// Seeds apart from the e2e's (1) and the demo's (1).
 					seed := uint64(1000 + i)
 					t.Run(fmt.Sprint("seed-", seed), func(t *testing.T) {
-						l := upLabSeed(t, bin, topo, seed)
+						l := mv.Lab(t, e2etest.LabSpec{Topology: topo, Seed: seed})
 						ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 						defer cancel()
 						for _, sc := range c.scenarios {
 							r := runBinary(t, ctx, "run", filepath.Join("..", "scenarios", "catalog", sc+".yaml"), "--kubeconfig", l.Kubeconfig)
-							if r.report == nil {
-								t.Fatalf("%s seed %d: no report (exit %d)\n%s\n%s", sc, seed, r.code, r.stdout, r.stderr)
+							if r.Report() == nil {
+								t.Fatalf("%s seed %d: no report (exit %d)\n%s\n%s", sc, seed, r.Code, r.Stdout, r.Stderr)
 							}
 							mu.Lock()
 							row := rows[c.name+" / "+sc]
 							row.runs++
-							row.scenario[r.report.Verdict]++
-							row.power, row.alpha = r.report.Statistics.Power, 1-r.report.Statistics.Confidence
-							for _, e := range r.report.Expectation {
+							row.scenario[r.Report().Verdict]++
+							row.power, row.alpha = r.Report().Statistics.Power, 1-r.Report().Statistics.Confidence
+							for _, e := range r.Report().Expectation {
 								if row.expect[e.Name] == nil {
 									row.expect[e.Name] = map[assert.Verdict]int{}
 									row.order = append(row.order, e.Name)
@@ -126,11 +125,11 @@ func TestLabCalibration(t *testing.T) {
 									row.failures = append(row.failures, fmt.Sprintf("seed %d, %s: %s — %s", seed, e.Name, e.Verdict, e.Reason))
 								}
 							}
-							if c.broken && r.report.Verdict != assert.Fail {
-								row.failures = append(row.failures, fmt.Sprintf("seed %d: %s (exit %d)", seed, r.report.Verdict, r.code))
+							if c.broken && r.Report().Verdict != assert.Fail {
+								row.failures = append(row.failures, fmt.Sprintf("seed %d: %s (exit %d)", seed, r.Report().Verdict, r.Code))
 							}
 							mu.Unlock()
-							t.Logf("%s seed %d: %s", sc, seed, r.report.Verdict)
+							t.Logf("%s seed %d: %s", sc, seed, r.Report().Verdict)
 						}
 					})
 				}

@@ -7,8 +7,6 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -22,30 +20,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mesh-verify/mesh-verify/internal/schematest"
+	"github.com/mesh-verify/mesh-verify/e2e/e2etest"
 	"github.com/mesh-verify/mesh-verify/lab/nginx"
 	"github.com/mesh-verify/mesh-verify/reports"
 )
 
-var binary string
+// mv is the binary under test, built by TestMain.
+var mv = new(e2etest.Binary)
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "mesh-verify-e2e-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binary = filepath.Join(dir, "mesh-verify")
-	build := exec.Command("go", "build", "-o", binary, "../cmd/mesh-verify")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build mesh-verify:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(e2etest.Main(m, mv, nil)) }
 
 // pod is one backend: a real HTTP server on a loopback port that answers
 // like the tutorials' apps and counts what it served.
@@ -191,75 +174,20 @@ func upstreamLines(weights map[*pod]int) string {
 	return b.String()
 }
 
-// result is one run of the binary.
-type result struct {
-	code   int
-	stdout string
-	stderr string
-	report *reports.Report
-	dir    string
-}
-
-func runBinary(t *testing.T, ctx context.Context, args ...string) result {
+// runBinary runs the binary until it ends or ctx does.
+func runBinary(t *testing.T, ctx context.Context, args ...string) e2etest.Result {
 	t.Helper()
-	out := t.TempDir()
-	full := append([]string{}, args...)
-	if len(args) > 0 && args[0] == "run" {
-		full = append(full, "--out", out, "--progress", "plain")
-	}
-	cmd := exec.CommandContext(ctx, binary, full...)
-	var so, se bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &so, &se
-	err := cmd.Run()
-	r := result{stdout: so.String(), stderr: se.String()}
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-	case errors.As(err, &ee):
-		r.code = ee.ExitCode()
-	default:
-		t.Fatalf("run %v: %v", args, err)
-	}
-	r.report, r.dir = readReport(t, out)
-	return r
+	return mv.Run(t, e2etest.Cmd{Context: ctx}, args...)
 }
 
+// readReport is the report a run wrote under out, and its run directory.
 func readReport(t *testing.T, out string) (*reports.Report, string) {
 	t.Helper()
-	entries, _ := os.ReadDir(out)
-	for _, e := range entries {
-		p := filepath.Join(out, e.Name(), "report.json")
-		b, err := os.ReadFile(p)
-		if err != nil {
-			continue
-		}
-		if err := matchesReportSchema(b); err != nil {
-			t.Errorf("%s does not match report.schema.json: %v", p, err)
-		}
-		var r reports.Report
-		if err := json.Unmarshal(b, &r); err != nil {
-			t.Fatalf("%s: %v", p, err)
-		}
-		return &r, filepath.Join(out, e.Name())
-	}
-	return nil, ""
-}
-
-// matchesReportSchema validates a report.json against the schema the
-// reports package embeds (docs/report-format.md).
-func matchesReportSchema(report []byte) error {
-	s, err := schematest.Compile("report.schema.json", reports.JSONSchema())
-	if err != nil {
-		return err
-	}
-	return schematest.Validate(s, report)
+	r := e2etest.Result{Out: out, Reports: e2etest.ReadReports(t, out)}
+	return r.Report(), r.Dir()
 }
 
 func writeScenario(t *testing.T, body string) string {
 	t.Helper()
-	p := filepath.Join(t.TempDir(), "scenario.yaml")
-	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return e2etest.WriteFile(t, "scenario.yaml", body)
 }

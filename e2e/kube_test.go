@@ -2,21 +2,22 @@ package e2e
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/mesh-verify/mesh-verify/e2e/e2etest"
 	"github.com/mesh-verify/mesh-verify/lab/kwok"
-	"github.com/mesh-verify/mesh-verify/lab/labtest"
+	"github.com/mesh-verify/mesh-verify/reports"
 )
 
 // threeClusterTopology: callme pods in c1, c2 and c3 (1/1/2), each with
@@ -48,6 +49,9 @@ entries:
     policy:
       mode: per-pod
 `
+
+// threeClusterLab is threeClusterTopology's lab.
+var threeClusterLab = e2etest.LabSpec{Source: threeClusterTopology}
 
 const threeClusterScenario = `apiVersion: mesh-verify.io/v1alpha1
 kind: Scenario
@@ -81,8 +85,9 @@ expect:
 // restarted): the counts in the report must equal, per cluster, the
 // requests of the run the apps wrote to their log files.
 func TestLogAttributionAcrossThreeClustersSurvivesACut(t *testing.T) {
-	bin := labtest.Binaries(t)
-	l := upThreeClusters(t, bin)
+	// Reads the lab and restarts the controller it cut: the lab is as it
+	// was, and the next test takes it.
+	l := mv.SharedLab(t, threeClusterLab)
 	dir := l.Dir
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -95,7 +100,7 @@ func TestLogAttributionAcrossThreeClustersSurvivesACut(t *testing.T) {
 	// Cut once c2's logs are being read for this run: the first line of
 	// the run is in c2's log files (the streams follow from the attack's
 	// start), plus a moment for the stream to deliver it.
-	waitLogged(t, dir, "c2", 60*time.Second)
+	waitLogged(t, bg, dir, "c2", 60*time.Second)
 	time.Sleep(time.Second)
 	restart := cutKwokController(t, dir, "c2")
 	time.Sleep(2 * time.Second)
@@ -144,24 +149,125 @@ func TestLogAttributionAcrossThreeClustersSurvivesACut(t *testing.T) {
 	t.Logf("served per cluster %v, report %v, c2 reconnects %d", served, logs, reconnects)
 }
 
-// runRequestLine is a sidecar's line of a request of a mesh-verify run.
-var runRequestLine = regexp.MustCompile(`"GET /callme/ping HTTP/1\.1" 200 .*"\d{8}T\d{6}Z-[0-9a-f]+-\d+"`)
+// A pod scaled down mid-attack keeps serving until its app stops: its
+// stream is read until its log ends, so every answered request is counted
+// (in the window, without request ids) and the counts per pod equal the
+// lines the apps wrote.
+func TestDeletedPodLinesAreCounted(t *testing.T) {
+	// It scales a workload down and kills an API server: the last test of
+	// the three-cluster lab, it takes the lab TestLogAttributionAcross…
+	// shared (or brings up its own when run alone).
+	l := mv.TakeLab(t, threeClusterLab)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	scenario := writeScenario(t, `apiVersion: mesh-verify.io/v1alpha1
+kind: Scenario
+metadata: {name: scale-down}
+clusters:
+  - {name: c1, context: kind-c1}
+  - {name: c2, context: kind-c2}
+  - {name: c3, context: kind-c3}
+target:
+  portForward: {cluster: c1, namespace: default, resource: svc/edge-gateway, port: http}
+  path: /callme/ping
+attack: {rate: 200/s, duration: 10s}
+observe:
+  - {name: callme, selector: app=callme-service, logs: {match: `+yamlQuote(anyCallme)+`}}
+expect:
+  - reached: {buckets: [c1, c2, c3]}
+`)
+	bg := startRun(t, ctx, cancel, scenario, l.Kubeconfig)
+	waitLogged(t, bg, l.Dir, "c3", 60*time.Second)
+	time.Sleep(2 * time.Second)
+	e2etest.Kubectl(t, l, "c3", "scale", "deploy/callme-service", "--replicas", "1")
+	err := bg.wait()
+	rep, _ := readReport(t, bg.out)
+	if rep == nil {
+		t.Fatalf("no report: %v\n%s\n%s", err, bg.stdout.String(), bg.stderr.String())
+	}
+	var deleted []string
+	for _, s := range rep.Kubernetes.Logs {
+		if s.Deleted {
+			deleted = append(deleted, s.Target)
+		}
+	}
+	if len(deleted) != 1 {
+		t.Fatalf("deleted pods' streams %v, want one: %+v", deleted, rep.Kubernetes.Logs)
+	}
+	rc := reconciliation(t, rep, "logs")
+	// Every answered request is counted. On a loaded machine some requests
+	// the apps served reach the client after its timeout: they are counted
+	// served and reported failed, so the count may exceed the answered by
+	// at most the failures, never fall short of the answered.
+	answered, failed := float64(rep.Metrics.Successes), float64(rep.Metrics.Requests-rep.Metrics.Successes)
+	if rc.Status != reports.ReconcileOK || rc.Counted < answered || rc.Counted > answered+failed || rep.ExitCode != 0 {
+		t.Errorf("reconciliation %s: counted %v of %v answered and %v failed (exit %d)\n%s", rc.Status, rc.Counted, answered, failed, rep.ExitCode, bg.stdout.String())
+	}
+	for _, p := range rc.Pods {
+		logged := labLines(t, l, p.Cluster, p.Pod, anyCallme, rep)
+		if p.Lines != logged {
+			t.Errorf("pod %s/%s: counted %d lines, the app logged %d", p.Cluster, p.Pod, p.Lines, logged)
+		}
+		if strings.HasSuffix(deleted[0], "/"+p.Pod) && logged == 0 {
+			t.Errorf("the deleted pod %s served nothing: the test cannot tell", p.Pod)
+		}
+	}
+
+	// The same lab, a second run: c3's API server is killed mid-attack and
+	// stays down. Every request is still answered through c1, but c3's
+	// log lines can no longer be read: an infrastructure fault, reported
+	// as a setup error or INCONCLUSIVE with its reason, never as a FAIL
+	// of the mesh.
+	t.Run("an API server killed mid-run is no FAIL", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		split := writeScenario(t, strings.Replace(strings.Replace(readFileString(t, scenario), "name: scale-down", "name: api-server-killed", 1),
+			"  - reached: {buckets: [c1, c2, c3]}", "  - reached: {buckets: [c1, c2, c3]}\n  - split: {by: cluster, model: equal}", 1))
+		bg := startRun(t, ctx, cancel, split, l.Kubeconfig)
+		time.Sleep(6 * time.Second) // the attack starts 2 s after the run, then runs 10 s
+		killAPIServer(t, l.Dir, "c3")
+		err := bg.wait()
+		rep, _ := readReport(t, bg.out)
+		if rep == nil {
+			t.Fatalf("no report: %v\n%s\n%s", err, bg.stdout.String(), bg.stderr.String())
+		}
+		if rep.ExitCode != 2 && rep.ExitCode != 3 {
+			t.Fatalf("exit %d (%s), want 2 or 3\n%s", rep.ExitCode, rep.Verdict, bg.stdout.String())
+		}
+		why := rep.SetupError + " " + strings.Join(rep.Warnings, " ")
+		for _, e := range rep.Expectation {
+			why += " " + e.Reason
+		}
+		t.Logf("exit %d (%s): %s", rep.ExitCode, rep.Verdict, why)
+		if !strings.Contains(why, "c3") {
+			t.Errorf("exit %d, but nothing names c3: %s\n%s", rep.ExitCode, why, bg.stdout.String())
+		}
+	})
+}
 
 // waitLogged waits until a sidecar in cluster has logged a request of
-// some run (this lab serves one run at a time).
-func waitLogged(t *testing.T, labDir, cluster string, limit time.Duration) {
+// the background run: a line with its request id ("<run id>-<seq>"), not
+// one of the lab's own requests nor of an earlier run on the same lab.
+// The run id is the name of the run directory the run makes under its
+// --out at its start.
+func waitLogged(t *testing.T, bg *background, labDir, cluster string, limit time.Duration) {
 	t.Helper()
+	runID := ""
 	for deadline := time.Now().Add(limit); ; time.Sleep(100 * time.Millisecond) {
+		if runID == "" {
+			if entries, _ := os.ReadDir(bg.out); len(entries) == 1 && entries[0].IsDir() {
+				runID = entries[0].Name()
+			}
+		}
 		files, _ := filepath.Glob(filepath.Join(labDir, "logs", cluster, "*_istio-proxy.log"))
 		for _, f := range files {
-			// A line with a run's request id ("<run id>-<seq>"), not one of
-			// the lab's own requests before the run.
-			if b, err := os.ReadFile(f); err == nil && runRequestLine.Match(b) {
+			if b, err := os.ReadFile(f); err == nil && runID != "" &&
+				bytes.Contains(b, []byte(`"GET /callme/ping HTTP/1.1" 200 `)) && bytes.Contains(b, []byte(`"`+runID+"-")) {
 				return
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no request logged in cluster %s after %v", cluster, limit)
+			t.Fatalf("no request of run %q logged in cluster %s after %v", runID, cluster, limit)
 		}
 	}
 }

@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/mesh-verify/mesh-verify/assert"
+	"github.com/mesh-verify/mesh-verify/e2e/e2etest"
 	"github.com/mesh-verify/mesh-verify/lab/daemon"
 	"github.com/mesh-verify/mesh-verify/lab/envoylog"
-	"github.com/mesh-verify/mesh-verify/lab/labtest"
 	"github.com/mesh-verify/mesh-verify/reports"
 )
 
@@ -62,27 +62,28 @@ expect:
 // equal the run's access-log lines per pod exactly, and both equal the
 // answers the attack got.
 func TestMetricsAttributionThroughTheLabsAPIServers(t *testing.T) {
-	bin := labtest.Binaries(t)
-	l := upLab(t, bin, "kuma-canary")
+	// Counts only its own run's lines (by run id): the seed experiments'
+	// kuma-canary lab serves it too.
+	l := mv.SharedLab(t, e2etest.LabSpec{Topology: "kuma-canary"})
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	r := runBinary(t, ctx, "run", writeScenario(t, kumaSidecarScenario), "--kubeconfig", l.Kubeconfig)
-	if r.report == nil {
-		t.Fatalf("no report (exit %d)\n%s\n%s", r.code, r.stdout, r.stderr)
+	if r.Report() == nil {
+		t.Fatalf("no report (exit %d)\n%s\n%s", r.Code, r.Stdout, r.Stderr)
 	}
-	if r.report.Verdict != assert.Pass {
-		t.Fatalf("verdict %s (exit %d), want PASS\n%s\n%s", r.report.Verdict, r.code, r.stdout, r.stderr)
+	if r.Report().Verdict != assert.Pass {
+		t.Fatalf("verdict %s (exit %d), want PASS\n%s\n%s", r.Report().Verdict, r.Code, r.Stdout, r.Stderr)
 	}
-	for _, e := range r.report.Expectation {
+	for _, e := range r.Report().Expectation {
 		if e.Verdict != assert.Pass {
 			t.Errorf("expectation %q: %s", e.Name, e.Verdict)
 		}
 	}
 
-	metricsByPod, metricsByCluster := dimension(r.report, "metrics", "pod"), dimension(r.report, "metrics", "cluster")
-	logsByCluster := dimension(r.report, "logs", "cluster")
+	metricsByPod, metricsByCluster := dimension(r.Report(), "metrics", "pod"), dimension(r.Report(), "metrics", "cluster")
+	logsByCluster := dimension(r.Report(), "logs", "cluster")
 	if metricsByPod == nil || metricsByCluster == nil || logsByCluster == nil {
-		t.Fatalf("the report lacks metrics or logs counts: %+v", r.report.Dimensions)
+		t.Fatalf("the report lacks metrics or logs counts: %+v", r.Report().Dimensions)
 	}
 
 	// Ground truth: the run's lines in each sidecar's log file.
@@ -103,7 +104,7 @@ func TestMetricsAttributionThroughTheLabsAPIServers(t *testing.T) {
 				t.Errorf("%s: %v", p.SidecarLogFile, err)
 				return
 			}
-			if strings.HasPrefix(e.RequestID, r.report.RunID+"-") && e.Code == 200 {
+			if strings.HasPrefix(e.RequestID, r.Report().RunID+"-") && e.Code == 200 {
 				linesByPod[p.Name]++
 				linesByCluster[p.Cluster]++
 			}
@@ -129,10 +130,10 @@ func TestMetricsAttributionThroughTheLabsAPIServers(t *testing.T) {
 			t.Errorf("cluster %s: metrics %d, logs %d, sidecar lines %d", c, metricsByCluster[c], logsByCluster[c], n)
 		}
 	}
-	if total == 0 || total != r.report.Metrics.Successes || linesByCluster["c2"] == 0 {
-		t.Errorf("sidecars logged %d requests of the run (%v), the attack got %d answers", total, linesByCluster, r.report.Metrics.Successes)
+	if total == 0 || total != r.Report().Metrics.Successes || linesByCluster["c2"] == 0 {
+		t.Errorf("sidecars logged %d requests of the run (%v), the attack got %d answers", total, linesByCluster, r.Report().Metrics.Successes)
 	}
-	t.Logf("run %s: %d answers; sidecar lines %v; metrics %v; logs %v", r.report.RunID, r.report.Metrics.Successes, linesByCluster, metricsByCluster, logsByCluster)
+	t.Logf("run %s: %d answers; sidecar lines %v; metrics %v; logs %v", r.Report().RunID, r.Report().Metrics.Successes, linesByCluster, metricsByCluster, logsByCluster)
 }
 
 // dimension is the report's counts of one attribution source and dimension.

@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/mesh-verify/mesh-verify/assert"
+	"github.com/mesh-verify/mesh-verify/e2e/e2etest"
 	"github.com/mesh-verify/mesh-verify/lab"
 	"github.com/mesh-verify/mesh-verify/lab/daemon"
-	"github.com/mesh-verify/mesh-verify/lab/labtest"
 	"github.com/mesh-verify/mesh-verify/lab/topologies"
 	"github.com/mesh-verify/mesh-verify/reports"
 )
@@ -26,12 +26,13 @@ import (
 // with what nginx itself logged and with the apps' own logs — ground
 // truth that does not come from our routing code.
 func TestNginxDataPlaneInTheLab(t *testing.T) {
+	t.Parallel()   // labs of its own: runs beside the seed experiments
 	nginxBinary(t) // skips, or fails in CI, without nginx
-	bin := labtest.Binaries(t)
 	catalog := func(name string) string { return filepath.Join("..", "scenarios", "catalog", name+".yaml") }
 
 	t.Run("kuma-canary split_clients 90/10", func(t *testing.T) {
-		l := upLab(t, bin, "kuma-canary", "nginx")
+		t.Parallel()
+		l := mv.Lab(t, e2etest.LabSpec{Topology: "kuma-canary", DataPlane: "nginx"})
 		// Kuma's test-server names only its pod and logs nothing: the
 		// split is read from the kuma sidecars' metrics and access logs,
 		// which keep the request id nginx passes on.
@@ -40,6 +41,7 @@ func TestNginxDataPlaneInTheLab(t *testing.T) {
 	})
 
 	t.Run("skupper-2 per-cluster as a weighted upstream", func(t *testing.T) {
+		t.Parallel()
 		// Skupper's own router balances by open connections + link cost,
 		// which nginx cannot play; per-cluster is the split Skupper's
 		// scenario 2 expects, and nginx makes it with weights 2:1:1.
@@ -55,14 +57,15 @@ func TestNginxDataPlaneInTheLab(t *testing.T) {
 		if err := os.WriteFile(f, []byte(topo), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		l := upLab(t, bin, f, "nginx")
+		l := mv.Lab(t, e2etest.LabSpec{Topology: f, DataPlane: "nginx"})
 		checkAgainstNginxLog(t, l, runIn(t, l, catalog("skupper-2"), assert.Pass))
 		// Equal per pod is not what per-cluster balancing gives (50/25/25).
 		checkAgainstNginxLog(t, l, runIn(t, l, catalog("skupper-2-per-pod"), assert.Fail))
 	})
 
 	t.Run("istio-mirror 50% with the mirror module", func(t *testing.T) {
-		l := upLab(t, bin, "istio-mirror", "nginx")
+		t.Parallel()
+		l := mv.Lab(t, e2etest.LabSpec{Topology: "istio-mirror", DataPlane: "nginx"})
 		// nginx mirrors at random per request (split_clients), like
 		// Envoy's runtime_fraction; the catalog's 1900 requests are
 		// planned to pass a correct 50% at 99% power.
@@ -72,19 +75,19 @@ func TestNginxDataPlaneInTheLab(t *testing.T) {
 		// The caller does not pass mesh-verify's request id on, so nginx
 		// (the caller's outbound sidecar here) logs an id of its own: the
 		// run's requests are the lines of the attack window.
-		from := r.report.Attack.Started.Add(-2 * time.Second)
-		to := r.report.Attack.Ended.Add(3 * time.Second)
+		from := r.Report().Attack.Started.Add(-2 * time.Second)
+		to := r.Report().Attack.Ended.Add(3 * time.Second)
 		// nginx answers the daemon's check of its configuration itself
 		// (upstream "-"): those lines are no request of the run.
 		byCluster, total := nginxLogged(t, l, func(fs []string) bool {
 			ts, err := time.Parse(time.RFC3339, fs[0])
 			return err == nil && len(fs) > 2 && fs[2] != "-" && !ts.Before(from.Truncate(time.Second)) && !ts.After(to)
 		})
-		if byCluster["c1"] != total || total != r.report.Metrics.Successes {
-			t.Errorf("nginx sent %v of %d primaries of the run, want all %d to c1", byCluster, total, r.report.Metrics.Successes)
+		if byCluster["c1"] != total || total != r.Report().Metrics.Successes {
+			t.Errorf("nginx sent %v of %d primaries of the run, want all %d to c1", byCluster, total, r.Report().Metrics.Successes)
 		}
-		copies := labLines(t, l, "c2", "callme-service-v2", callmeV2, r.report)
-		if mirrored := mirroredCount(r.report); mirrored != copies || copies == 0 {
+		copies := labLines(t, l, "c2", "callme-service-v2", callmeV2, r.Report())
+		if mirrored := mirroredCount(r.Report()); mirrored != copies || copies == 0 {
 			t.Errorf("report counts %d mirrored requests, v2's log has %d copies in the run", mirrored, copies)
 		}
 		t.Logf("mirrored %d of %d (%.1f%%)", copies, total, 100*float64(copies)/float64(total))
@@ -93,7 +96,7 @@ func TestNginxDataPlaneInTheLab(t *testing.T) {
 
 // runIn runs a scenario against the lab and checks its verdict and that
 // an nginx entry served it.
-func runIn(t *testing.T, l *lab.Lab, scenario string, want assert.Verdict) result {
+func runIn(t *testing.T, l *lab.Lab, scenario string, want assert.Verdict) e2etest.Result {
 	t.Helper()
 	var entries int
 	for _, p := range l.Status.Pods {
@@ -110,32 +113,32 @@ func runIn(t *testing.T, l *lab.Lab, scenario string, want assert.Verdict) resul
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	r := runBinary(t, ctx, "run", scenario, "--kubeconfig", l.Kubeconfig)
-	if r.report == nil {
-		t.Fatalf("%s: no report (exit %d)\n%s\n%s", scenario, r.code, r.stdout, r.stderr)
+	if r.Report() == nil {
+		t.Fatalf("%s: no report (exit %d)\n%s\n%s", scenario, r.Code, r.Stdout, r.Stderr)
 	}
-	if r.report.Verdict != want {
-		t.Fatalf("%s: verdict %s, want %s (exit %d)\n%s\n%s", scenario, r.report.Verdict, want, r.code, r.stdout, r.stderr)
+	if r.Report().Verdict != want {
+		t.Fatalf("%s: verdict %s, want %s (exit %d)\n%s\n%s", scenario, r.Report().Verdict, want, r.Code, r.Stdout, r.Stderr)
 	}
 	return r
 }
 
 // checkAgainstNginxLog compares the report's per-cluster counts with the upstreams nginx logged for the run's ids.
-func checkAgainstNginxLog(t *testing.T, l *lab.Lab, r result) {
+func checkAgainstNginxLog(t *testing.T, l *lab.Lab, r e2etest.Result) {
 	t.Helper()
-	served, total := nginxServed(t, l, r.report.RunID)
+	served, total := nginxServed(t, l, r.Report().RunID)
 	// The cluster as the scenario attributes it: from response bodies
 	// (kuma's echo names it), else from the pods' logs (Skupper's sample
 	// app does not).
 	var body map[string]int64
 	for _, src := range []string{"body", "logs"} {
-		for _, d := range r.report.Dimensions {
+		for _, d := range r.Report().Dimensions {
 			if body == nil && d.Source == src && d.Name == "cluster" && d.Attributed > 0 {
 				body = bucketCounts(d)
 			}
 		}
 	}
-	if total == 0 || total != r.report.Metrics.Successes {
-		t.Errorf("nginx logged %d requests of run %s, the attack got %d answers", total, r.report.RunID, r.report.Metrics.Successes)
+	if total == 0 || total != r.Report().Metrics.Successes {
+		t.Errorf("nginx logged %d requests of run %s, the attack got %d answers", total, r.Report().RunID, r.Report().Metrics.Successes)
 	}
 	for _, m := range []map[string]int64{served, body} {
 		for c := range m {
@@ -144,7 +147,7 @@ func checkAgainstNginxLog(t *testing.T, l *lab.Lab, r result) {
 			}
 		}
 	}
-	t.Logf("run %s: nginx sent %v, report %v", r.report.RunID, served, body)
+	t.Logf("run %s: nginx sent %v, report %v", r.Report().RunID, served, body)
 }
 
 func bucketCounts(d reports.Dimension) map[string]int64 {

@@ -113,21 +113,21 @@ func TestRunVerdictsAgainstNginx(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			r := runBinary(t, ctx, "run", f)
-			if r.code != tc.code {
-				t.Fatalf("exit code %d, want %d\nstdout:\n%s\nstderr:\n%s", r.code, tc.code, r.stdout, r.stderr)
+			if r.Code != tc.code {
+				t.Fatalf("exit code %d, want %d\nstdout:\n%s\nstderr:\n%s", r.Code, tc.code, r.Stdout, r.Stderr)
 			}
-			if r.report == nil {
-				t.Fatalf("no report.json written\n%s", r.stderr)
+			if r.Report() == nil {
+				t.Fatalf("no report.json written\n%s", r.Stderr)
 			}
-			if r.report.Verdict != tc.verdict {
-				t.Fatalf("verdict %s, want %s\n%s", r.report.Verdict, tc.verdict, r.stdout)
+			if r.Report().Verdict != tc.verdict {
+				t.Fatalf("verdict %s, want %s\n%s", r.Report().Verdict, tc.verdict, r.Stdout)
 			}
 			after, afterPer := served(pods)
-			if got, want := r.report.Metrics.Requests, after-before; got != want {
+			if got, want := r.Report().Metrics.Requests, after-before; got != want {
 				t.Errorf("report counts %d requests, the servers saw %d", got, want)
 			}
 			// The per-cluster counts in the report are the servers' own.
-			for _, d := range r.report.Dimensions {
+			for _, d := range r.Report().Dimensions {
 				if d.Name != "cluster" {
 					continue
 				}
@@ -137,11 +137,11 @@ func TestRunVerdictsAgainstNginx(t *testing.T) {
 					}
 				}
 			}
-			if !strings.Contains(r.stdout, "VERDICT: "+tc.verdict.String()) {
-				t.Errorf("terminal summary lacks the verdict:\n%s", r.stdout)
+			if !strings.Contains(r.Stdout, "VERDICT: "+tc.verdict.String()) {
+				t.Errorf("terminal summary lacks the verdict:\n%s", r.Stdout)
 			}
 			for _, f := range []string{"report.json", "junit.xml", "summary.md"} {
-				if _, err := os.Stat(filepath.Join(r.dir, f)); err != nil {
+				if _, err := os.Stat(filepath.Join(r.Dir(), f)); err != nil {
 					t.Errorf("run directory lacks %s: %v", f, err)
 				}
 			}
@@ -155,15 +155,15 @@ func TestRequestIDsReachTheServers(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	r := runBinary(t, ctx, "run", f)
-	if r.code != 0 {
-		t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	if r.Code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", r.Code, r.Stdout, r.Stderr)
 	}
 	seen := 0
 	for _, p := range pods {
 		p.mu.Lock()
 		for id, n := range p.ids {
-			if !strings.HasPrefix(id, r.report.RunID+"-") {
-				t.Errorf("pod %s saw request id %q, not of run %s", p.name, id, r.report.RunID)
+			if !strings.HasPrefix(id, r.Report().RunID+"-") {
+				t.Errorf("pod %s saw request id %q, not of run %s", p.name, id, r.Report().RunID)
 			}
 			if n != 1 {
 				t.Errorf("request id %s seen %d times", id, n)
@@ -184,11 +184,11 @@ func TestUnreachableTargetIsASetupError(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	r := runBinary(t, ctx, "run", f)
-	if r.code != 3 {
-		t.Fatalf("exit %d, want 3\n%s", r.code, r.stderr)
+	if r.Code != 3 {
+		t.Fatalf("exit %d, want 3\n%s", r.Code, r.Stderr)
 	}
-	if !strings.Contains(r.stderr, "cannot reach target") || !strings.Contains(r.stderr, "connection refused") {
-		t.Errorf("stderr does not explain: %s", r.stderr)
+	if !strings.Contains(r.Stderr, "cannot reach target") || !strings.Contains(r.Stderr, "connection refused") {
+		t.Errorf("stderr does not explain: %s", r.Stderr)
 	}
 	if el := time.Since(start); el > 20*time.Second {
 		t.Errorf("took %s to give up", el)
@@ -199,7 +199,7 @@ func TestInterruptWritesWhatWasMeasured(t *testing.T) {
 	proxy, pods := threeClusters(t, 1, 1, 0)
 	f := writeScenario(t, scenario(proxy.url, "  rate: 100/s\n  duration: 60s", "  - reached: {buckets: [c1, c2]}"))
 	out := t.TempDir()
-	cmd := exec.Command(binary, "run", f, "--out", out, "--progress", "plain")
+	cmd := exec.Command(mv.Path, "run", f, "--out", out, "--progress", "plain")
 	var so strings.Builder
 	cmd.Stdout = &so
 	if err := cmd.Start(); err != nil {
@@ -250,8 +250,8 @@ func TestInterruptWritesWhatWasMeasured(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	again := runBinary(t, ctx, "report", runDir, "--format", "html,json,junit,md,plot", "--out", t.TempDir())
-	if again.code != 130 || strings.Count(again.stdout, "wrote ") != 5 {
-		t.Errorf("report of the interrupted run: exit %d, want 130 and 5 files\n%s\n%s", again.code, again.stdout, again.stderr)
+	if again.Code != 130 || strings.Count(again.Stdout, "wrote ") != 5 {
+		t.Errorf("report of the interrupted run: exit %d, want 130 and 5 files\n%s\n%s", again.Code, again.Stdout, again.Stderr)
 	}
 }
 
@@ -260,10 +260,10 @@ func TestInvalidScenarioExitsWithInputError(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	r := runBinary(t, ctx, "run", f)
-	if r.code != 4 {
-		t.Fatalf("exit %d, want 4: %s", r.code, r.stderr)
+	if r.Code != 4 {
+		t.Fatalf("exit %d, want 4: %s", r.Code, r.Stderr)
 	}
-	if !strings.Contains(r.stderr, f+":5:") || !strings.Contains(r.stderr, "attack.rate") {
-		t.Errorf("error does not name file:line and field: %s", r.stderr)
+	if !strings.Contains(r.Stderr, f+":5:") || !strings.Contains(r.Stderr, "attack.rate") {
+		t.Errorf("error does not name file:line and field: %s", r.Stderr)
 	}
 }

@@ -5,19 +5,16 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/mesh-verify/mesh-verify/assert"
+	"github.com/mesh-verify/mesh-verify/e2e/e2etest"
 	"github.com/mesh-verify/mesh-verify/lab"
 	"github.com/mesh-verify/mesh-verify/lab/daemon"
-	"github.com/mesh-verify/mesh-verify/lab/kwok"
-	"github.com/mesh-verify/mesh-verify/lab/labtest"
 	"github.com/mesh-verify/mesh-verify/lab/topologies"
 	"github.com/mesh-verify/mesh-verify/reports"
 )
@@ -29,7 +26,10 @@ import (
 // and sidecar access logs. The verdict each tutorial implies is asserted,
 // and a mirror's count against the copies the lab's data plane sent.
 func TestSeedExperimentsInTheLab(t *testing.T) {
-	bin := labtest.Binaries(t)
+	// Runs after the package's serial tests, its labs two at a time
+	// beside the other parallel lab tests; by then the tests that shared
+	// an istio-mirror or kuma-canary lab are done, and it takes them.
+	t.Parallel()
 	seeds := []struct {
 		topology  string
 		scenarios map[string]assert.Verdict
@@ -50,7 +50,14 @@ func TestSeedExperimentsInTheLab(t *testing.T) {
 	}
 	for _, seed := range seeds {
 		t.Run(seed.topology, func(t *testing.T) {
-			l := upLab(t, bin, seed.topology)
+			// Each lab is its own: two at a time (go test's -parallel is
+			// GOMAXPROCS, 2 on CI's machine) overlap one lab's waits
+			// (API servers starting, pods becoming ready, closed-loop
+			// attacks through port-forwards) with the other's work.
+			t.Parallel()
+			// The experiments only run scenarios and read the lab: where
+			// an earlier test shared a lab of the topology, they take it.
+			l := mv.TakeLab(t, e2etest.LabSpec{Topology: seed.topology})
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
 			for _, name := range slices.Sorted(maps.Keys(seed.scenarios)) {
@@ -61,30 +68,30 @@ func TestSeedExperimentsInTheLab(t *testing.T) {
 					copiesBefore = labMirrored(t, l, time.Now())
 				}
 				r := runBinary(t, ctx, "run", f, "--kubeconfig", l.Kubeconfig)
-				if r.report == nil {
-					t.Fatalf("%s: no report (exit %d)\n%s\n%s", name, r.code, r.stdout, r.stderr)
+				if r.Report() == nil {
+					t.Fatalf("%s: no report (exit %d)\n%s\n%s", name, r.Code, r.Stdout, r.Stderr)
 				}
-				if r.report.Verdict != want {
-					t.Errorf("%s: verdict %s, want %s (exit %d)\n%s\n%s", name, r.report.Verdict, want, r.code, r.stdout, r.stderr)
+				if r.Report().Verdict != want {
+					t.Errorf("%s: verdict %s, want %s (exit %d)\n%s\n%s", name, r.Report().Verdict, want, r.Code, r.Stdout, r.Stderr)
 					continue
 				}
-				if r.report.Kubernetes == nil || len(r.report.Kubernetes.Clusters) == 0 {
+				if r.Report().Kubernetes == nil || len(r.Report().Kubernetes.Clusters) == 0 {
 					t.Errorf("%s: the report does not describe the clusters", name)
 				}
-				if strings.Contains(r.stdout, "SETUP ERROR") {
-					t.Errorf("%s: setup error:\n%s", name, r.stdout)
+				if strings.Contains(r.Stdout, "SETUP ERROR") {
+					t.Errorf("%s: setup error:\n%s", name, r.Stdout)
 				}
-				if m := mirroredCount(r.report); m >= 0 {
+				if m := mirroredCount(r.Report()); m >= 0 {
 					// The data plane's own record of the copies it sent.
 					sent := labMirrored(t, l, time.Now()) - copiesBefore
 					if m != sent || sent == 0 {
 						t.Errorf("%s: the report counts %d mirrored requests, the lab's data plane sent %d copies", name, m, sent)
 					}
 				}
-				if msg := logTimelineMismatch(r.report); msg != "" {
+				if msg := logTimelineMismatch(r.Report()); msg != "" {
 					t.Errorf("%s: %s", name, msg)
 				}
-				t.Logf("%s: %s, %d requests", name, r.report.Verdict, r.report.Metrics.Requests)
+				t.Logf("%s: %s, %d requests", name, r.Report().Verdict, r.Report().Metrics.Requests)
 			}
 		})
 	}
@@ -121,57 +128,6 @@ func logTimelineMismatch(rep *reports.Report) string {
 		}
 	}
 	return ""
-}
-
-// upLab brings a lab up in a directory of its own for one test (a
-// built-in topology name or a file) and takes it down when the test ends;
-// dataPlane, when given, plays every entry with that data plane. Every lab
-// routes with the same recorded seed (MESH_VERIFY_E2E_SEED, default 1), so
-// a failure replays with `mesh-verify lab up --seed N`; `make calibrate`
-// is where verdicts are judged over many seeds.
-func upLab(t *testing.T, bin kwok.Binaries, topology string, dataPlane ...string) *lab.Lab {
-	t.Helper()
-	return upLabSeed(t, bin, topology, e2eSeed(t), dataPlane...)
-}
-
-// upLabSeed is upLab with the lab's routing seed.
-func upLabSeed(t *testing.T, bin kwok.Binaries, topology string, seed uint64, dataPlane ...string) *lab.Lab {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "mve2e-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts := lab.Options{Dir: dir, Topology: topology, Bin: string(bin), RepoRoot: labtest.RepoRoot(), Daemon: daemonFromBinary, Seed: &seed}
-	if len(dataPlane) > 0 {
-		opts.DataPlane = dataPlane[0]
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	l, err := lab.Up(ctx, opts)
-	t.Cleanup(func() {
-		dctx, dcancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer dcancel()
-		if _, err := lab.Down(dctx, opts); err != nil {
-			t.Errorf("lab down: %v", err)
-		}
-		os.RemoveAll(dir)
-	})
-	if err != nil {
-		t.Fatalf("lab up %s: %v", topology, err)
-	}
-	return l
-}
-
-func e2eSeed(t *testing.T) uint64 {
-	v := os.Getenv("MESH_VERIFY_E2E_SEED")
-	if v == "" {
-		return 1
-	}
-	n, err := strconv.ParseUint(v, 10, 64)
-	if err != nil {
-		t.Fatalf("MESH_VERIFY_E2E_SEED=%q: want a whole number: %v", v, err)
-	}
-	return n
 }
 
 // labMirrored is the number of mirror copies the lab's simulators have
@@ -214,12 +170,6 @@ func mirroredCount(rep *reports.Report) int64 {
 		}
 	}
 	return -1
-}
-
-// daemonFromBinary runs the lab daemon from the binary under test (the
-// default, this executable, is the test binary here).
-func daemonFromBinary(dir string) (*exec.Cmd, error) {
-	return exec.Command(binary, "lab", "serve", "--dir", dir), nil
 }
 
 // editedTopology writes the built-in topology with edits applied and

@@ -24,15 +24,15 @@ func TestValidateBadScenarios(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			r := runBinary(t, ctx, "validate", f)
-			if r.code != 4 {
-				t.Fatalf("exit %d, want 4\n%s", r.code, r.stderr)
+			if r.Code != 4 {
+				t.Fatalf("exit %d, want 4\n%s", r.Code, r.Stderr)
 			}
 			for _, w := range wants {
 				line, rest, _ := strings.Cut(w, ":")
 				prefix := f + ":" + line + ":"
 				field, msg, hasField := strings.Cut(strings.TrimSpace(rest), ": ")
 				found := false
-				for _, l := range strings.Split(r.stderr, "\n") {
+				for _, l := range strings.Split(r.Stderr, "\n") {
 					if !strings.HasPrefix(l, prefix) {
 						continue
 					}
@@ -42,7 +42,7 @@ func TestValidateBadScenarios(t *testing.T) {
 					}
 				}
 				if !found {
-					t.Errorf("want %q, got:\n%s", w, r.stderr)
+					t.Errorf("want %q, got:\n%s", w, r.Stderr)
 				}
 			}
 		})
@@ -57,11 +57,11 @@ func TestValidateGoodScenarios(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	r := runBinary(t, ctx, append([]string{"validate"}, files...)...)
-	if r.code != 0 {
-		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	if r.Code != 0 {
+		t.Fatalf("exit %d: %s", r.Code, r.Stderr)
 	}
-	if n := strings.Count(r.stdout, ": ok"); n != len(files) {
-		t.Errorf("%d ok lines for %d files:\n%s", n, len(files), r.stdout)
+	if n := strings.Count(r.Stdout, ": ok"); n != len(files) {
+		t.Errorf("%d ok lines for %d files:\n%s", n, len(files), r.Stdout)
 	}
 }
 

@@ -85,6 +85,9 @@ type AttackInfo struct {
 	MaxConnections int    `json:"maxConnections,omitempty"`
 	HTTP2          bool   `json:"http2"`
 	Method         string `json:"method"`
+	// GRPC is the method of attack.grpc's unary calls
+	// (/package.Service/Method); empty for plain HTTP requests.
+	GRPC string `json:"grpc,omitempty"`
 }
 
 // Metrics are the request outcomes.

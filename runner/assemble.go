@@ -25,7 +25,7 @@ func assemble(sc *scenarios.Scenario, runID, target string, o attack.Options, su
 		Scenario: reports.ScenarioInfo{Name: sc.Metadata.Name, File: sc.File, Description: sc.Metadata.Description},
 		Target:   target,
 		Attack: reports.AttackInfo{Summary: sum, Mode: mode(o), Concurrency: o.Concurrency,
-			KeepAlive: o.KeepAlive, MaxConnections: o.MaxConnections, HTTP2: o.HTTP2, Method: o.Method},
+			KeepAlive: o.KeepAlive, MaxConnections: o.MaxConnections, HTTP2: o.HTTP2, Method: o.Method, GRPC: grpcMethod(sc)},
 		Statistics: reports.StatisticsInfo{Confidence: st.Confidence, Power: st.Power, Margin: st.Margin.Fraction(),
 			Relative: st.Relative, Interval: st.Interval, Inconclusive: st.Inconclusive, Stop: st.Stop,
 			Balancing: st.Balancing, BalancingReason: st.BalancingReason},
@@ -268,4 +268,12 @@ func overflowWarnings(source string, s tally.Snapshot) []string {
 			source, dn, tally.MaxBuckets, s.Overflow[dn], tally.Other, dn))
 	}
 	return out
+}
+
+// grpcMethod is the method of a gRPC attack, for the report.
+func grpcMethod(sc *scenarios.Scenario) string {
+	if sc.Attack.GRPC == nil {
+		return ""
+	}
+	return sc.Attack.GRPC.Method
 }

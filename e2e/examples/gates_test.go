@@ -91,12 +91,12 @@ func verdictOf(t *testing.T, runs string) string {
 // a flag this build lacks is named as such.
 func checkRun(t *testing.T, what string, r run, want int) {
 	t.Helper()
-	if r.code == 4 && strings.Contains(r.stderr, "unknown flag") {
+	if r.Code == 4 && strings.Contains(r.Stderr, "unknown flag") {
 		t.Fatalf("%s: this build lacks a flag the example uses (one of %v, added by issue 11's other branches): %s",
-			what, newFlags, strings.TrimSpace(r.stderr))
+			what, newFlags, strings.TrimSpace(r.Stderr))
 	}
-	if r.code != want {
-		t.Fatalf("%s: exit %d, want %d\nstdout:\n%s\nstderr:\n%s", what, r.code, want, r.stdout, r.stderr)
+	if r.Code != want {
+		t.Fatalf("%s: exit %d, want %d\nstdout:\n%s\nstderr:\n%s", what, r.Code, want, r.Stdout, r.Stderr)
 	}
 }
 
@@ -139,7 +139,7 @@ func TestFlaggerGate(t *testing.T) {
 		}
 	}
 
-	l := sharedLab(t)
+	l := zonesLab(t)
 	tmp := t.TempDir()
 	pass := filepath.Join(tmp, "pass.yaml")
 	fail := filepath.Join(tmp, "fail.yaml")
@@ -155,7 +155,7 @@ func TestFlaggerGate(t *testing.T) {
 				t.Fatalf("the webhook's command has no %q any more; update the test: %s", s, cmd)
 			}
 		}
-		return strings.NewReplacer("mesh-verify run ", binary+" run ", mount+"/"+key, scenarioFile, zonesMount+"/kubeconfig", l.Kubeconfig,
+		return strings.NewReplacer("mesh-verify run ", binary.Path+" run ", mount+"/"+key, scenarioFile, zonesMount+"/kubeconfig", l.Kubeconfig,
 			"zone1=zone-1", "zone1=kind-c1", "zone2=zone-2", "zone2=kind-c2", "/tmp/mesh-verify-runs", runs).Replace(cmd)
 	}
 	for _, c := range []struct {
@@ -230,7 +230,7 @@ func readJob(t *testing.T, jobSpec any, configMaps string) jobContainer {
 // directory of the test.
 func runJob(t *testing.T, jc jobContainer, scenario string, env []string) (run, string) {
 	t.Helper()
-	l := sharedLab(t)
+	l := zonesLab(t)
 	if !strings.Contains(scenario, "context: in-cluster") {
 		t.Fatalf("the scenario names no context in-cluster any more; update the test:\n%s", scenario)
 	}
@@ -249,7 +249,7 @@ func runJob(t *testing.T, jc jobContainer, scenario string, env []string) (run, 
 		}
 	}
 	args = append(args, "--kubeconfig", l.Kubeconfig)
-	return runCmd(t, env, binary, args...), runs
+	return runCmd(t, env, binary.Path, args...), runs
 }
 
 // TestArgoRolloutsGate runs the AnalysisTemplate's Job as its pod would:
@@ -285,8 +285,8 @@ func TestArgoRolloutsGate(t *testing.T) {
 		if v := verdictOf(t, runs); v != "PASS" {
 			t.Errorf("verdict %s, want PASS", v)
 		}
-		if !strings.Contains(r.stdout, "VERDICT: PASS") {
-			t.Errorf("--output md: the Job's log has no Markdown verdict:\n%s", r.stdout)
+		if !strings.Contains(r.Stdout, "VERDICT: PASS") {
+			t.Errorf("--output md: the Job's log has no Markdown verdict:\n%s", r.Stdout)
 		}
 	})
 	t.Run("fail fails the Job", func(t *testing.T) {

@@ -218,7 +218,7 @@ func TestImageLayout(t *testing.T) {
 	if libs, err := f.ImportedLibraries(); err != nil || len(libs) > 0 {
 		t.Errorf("/mesh-verify needs shared libraries %v (%v)", libs, err)
 	}
-	built, err := os.ReadFile(binary)
+	built, err := os.ReadFile(binary.Path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,10 +229,10 @@ func TestImageLayout(t *testing.T) {
 	var v struct {
 		Name, Version string
 	}
-	if r.code != 0 {
-		t.Fatalf("mesh-verify version: exit %d\n%s", r.code, r.stderr)
+	if r.Code != 0 {
+		t.Fatalf("mesh-verify version: exit %d\n%s", r.Code, r.Stderr)
 	}
-	decode(t, "mesh-verify version -o json", []byte(r.stdout), &v)
+	decode(t, "mesh-verify version -o json", []byte(r.Stdout), &v)
 	if v.Version != imageVersion {
 		t.Errorf("the image's binary says version %q, want %q (make image stamps VERSION)", v.Version, imageVersion)
 	}
@@ -329,10 +329,10 @@ func TestImageBuilder(t *testing.T) {
 	decode(t, "manifest", blob(t, idx.Manifests[0]), &man)
 	decode(t, "config", blob(t, man.Config), &cfg)
 	again := filepath.Join(t.TempDir(), "oci")
-	r := imageTool(t, "-binary", binary, "-out", again, "-version", imageVersion,
+	r := imageTool(t, "-binary", binary.Path, "-out", again, "-version", imageVersion,
 		"-revision", cfg.Config.Labels["org.opencontainers.image.revision"])
-	if r.code != 0 {
-		t.Fatalf("tools/image: exit %d\n%s", r.code, r.stderr)
+	if r.Code != 0 {
+		t.Fatalf("tools/image: exit %d\n%s", r.Code, r.Stderr)
 	}
 	raw2, err := os.ReadFile(filepath.Join(again, "index.json"))
 	if err != nil {
@@ -350,8 +350,8 @@ func TestImageBuilder(t *testing.T) {
 	if err := os.WriteFile(src, []byte("package main\n\nimport \"os/user\"\n\nfunc main() { _, _ = user.Current() }\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if b := runCmd(t, []string{"CGO_ENABLED=1", "GOFLAGS="}, "go", "build", "-o", dynamic, src); b.code != 0 {
-		t.Skipf("no cgo toolchain to build a dynamically linked binary: %s", b.stderr)
+	if b := runCmd(t, []string{"CGO_ENABLED=1", "GOFLAGS="}, "go", "build", "-o", dynamic, src); b.Code != 0 {
+		t.Skipf("no cgo toolchain to build a dynamically linked binary: %s", b.Stderr)
 	}
 	if f, err := elf.Open(dynamic); err == nil {
 		interp := slices.ContainsFunc(f.Progs, func(p *elf.Prog) bool { return p.Type == elf.PT_INTERP })
@@ -361,7 +361,7 @@ func TestImageBuilder(t *testing.T) {
 		}
 	}
 	r = imageTool(t, "-binary", dynamic, "-out", filepath.Join(t.TempDir(), "oci"))
-	if r.code == 0 || !strings.Contains(r.stderr, "dynamically linked") || !strings.Contains(r.stderr, "CGO_ENABLED=0") {
-		t.Errorf("tools/image with a dynamically linked binary: exit %d, want a refusal naming it and CGO_ENABLED=0:\n%s", r.code, r.stderr)
+	if r.Code == 0 || !strings.Contains(r.Stderr, "dynamically linked") || !strings.Contains(r.Stderr, "CGO_ENABLED=0") {
+		t.Errorf("tools/image with a dynamically linked binary: exit %d, want a refusal naming it and CGO_ENABLED=0:\n%s", r.Code, r.Stderr)
 	}
 }

@@ -215,7 +215,7 @@ func TestExampleScenariosValidate(t *testing.T) {
 	if len(files) < 3 {
 		t.Fatalf("%d scenarios in the examples' ConfigMaps, want the Flagger, Argo Rollouts and Job ones", len(files))
 	}
-	if r := runCmd(t, nil, binary, append([]string{"validate"}, files...)...); r.code != 0 {
-		t.Errorf("mesh-verify validate: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	if r := runCmd(t, nil, binary.Path, append([]string{"validate"}, files...)...); r.Code != 0 {
+		t.Errorf("mesh-verify validate: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 }

@@ -28,12 +28,12 @@ func TestGitHubActionsWorkflow(t *testing.T) {
 		steps, _ = dig(j, "steps").([]any)
 	}
 	column := func(args ...string) []string {
-		r := runCmd(t, nil, binary, args...)
-		if r.code != 0 {
-			t.Fatalf("mesh-verify %s: exit %d: %s", strings.Join(args, " "), r.code, r.stderr)
+		r := runCmd(t, nil, binary.Path, args...)
+		if r.Code != 0 {
+			t.Fatalf("mesh-verify %s: exit %d: %s", strings.Join(args, " "), r.Code, r.Stderr)
 		}
 		var names []string
-		for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n")[1:] {
+		for _, line := range strings.Split(strings.TrimSpace(r.Stdout), "\n")[1:] {
 			names = append(names, strings.Fields(line)[0])
 		}
 		return names
@@ -130,11 +130,11 @@ func TestGitHubActionsWorkflow(t *testing.T) {
 // helpOf is `mesh-verify SUB... --help`.
 func helpOf(t *testing.T, sub []string) string {
 	t.Helper()
-	r := runCmd(t, nil, binary, append(slices.Clone(sub), "--help")...)
-	if r.code != 0 {
-		t.Fatalf("mesh-verify %s --help: exit %d: %s", strings.Join(sub, " "), r.code, r.stderr)
+	r := runCmd(t, nil, binary.Path, append(slices.Clone(sub), "--help")...)
+	if r.Code != 0 {
+		t.Fatalf("mesh-verify %s --help: exit %d: %s", strings.Join(sub, " "), r.Code, r.Stderr)
 	}
-	return r.stdout
+	return r.Stdout
 }
 
 // isSubcommand reports whether word is a subcommand of mesh-verify SUB...

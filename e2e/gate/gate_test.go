@@ -14,14 +14,14 @@ import (
 // another rate and duration; the report and the scenario as run say so,
 // and report.json's command keeps the flags.
 func TestSetChangesWhatRuns(t *testing.T) {
-	r := runBinary(t, time.Minute, "run", scenario, "--set", "target.portForward.resource=svc/gate-c",
+	r := runGate(t, time.Minute, "--set", "target.portForward.resource=svc/gate-c",
 		"--set", "attack.rate=60/s", "--set", "attack.duration=3s")
-	rep := r.final()
+	rep := r.Report()
 	if rep == nil {
-		t.Fatalf("no report (exit %d)\n%s\n%s", r.code, r.stdout, r.stderr)
+		t.Fatalf("no report (exit %d)\n%s\n%s", r.Code, r.Stdout, r.Stderr)
 	}
-	if r.code != 0 || rep.Verdict != assert.Pass {
-		t.Fatalf("exit %d, verdict %s; want a PASS through gate-c\n%s\n%s", r.code, rep.Verdict, r.stdout, r.stderr)
+	if r.Code != 0 || rep.Verdict != assert.Pass {
+		t.Fatalf("exit %d, verdict %s; want a PASS through gate-c\n%s\n%s", r.Code, rep.Verdict, r.Stdout, r.Stderr)
 	}
 	if a := rep.Attack; math.Abs(a.RequestedRate-60) > 0.5 || rep.Metrics.Requests < 170 || rep.Metrics.Requests > 190 {
 		t.Errorf("attack: requested %.1f/s, %d requests; want 60/s for 3 s (180)", a.RequestedRate, rep.Metrics.Requests)
@@ -32,36 +32,36 @@ func TestSetChangesWhatRuns(t *testing.T) {
 	if rep.Kubernetes == nil || !strings.Contains(rep.Target, "gate-c") {
 		t.Errorf("target %q, want gate-c", rep.Target)
 	}
-	t.Logf("--set run: %d requests in %s", rep.Metrics.Requests, r.took.Round(time.Millisecond))
+	t.Logf("--set run: %d requests in %s", rep.Metrics.Requests, r.Took.Round(time.Millisecond))
 
 	// An unknown field through --set is invalid input naming the flag.
-	bad := runBinary(t, 30*time.Second, "run", scenario, "--set", "attack.rat=5")
-	if bad.code != 4 || !strings.Contains(bad.stderr, `--set attack.rat=5: attack.rat: unknown field, did you mean "rate"?`) || len(bad.reports) != 0 {
-		t.Errorf("--set attack.rat=5: exit %d, %d reports, stderr:\n%s", bad.code, len(bad.reports), bad.stderr)
+	bad := runGate(t, 30*time.Second, "--set", "attack.rat=5")
+	if bad.Code != 4 || !strings.Contains(bad.Stderr, `--set attack.rat=5: attack.rat: unknown field, did you mean "rate"?`) || len(bad.Reports) != 0 {
+		t.Errorf("--set attack.rat=5: exit %d, %d reports, stderr:\n%s", bad.Code, len(bad.Reports), bad.Stderr)
 	}
 }
 
 // --wait-ready gives up in the time given, exit 3, naming what is not
 // ready: here a selector that matches no pod.
 func TestWaitReadyNamesWhatIsNotReady(t *testing.T) {
-	r := runBinary(t, time.Minute, "run", scenario, "--set", "observe[0].selector=app=callme-service,version=v9",
+	r := runGate(t, time.Minute, "--set", "observe[0].selector=app=callme-service,version=v9",
 		"--wait-ready", "3s")
-	if r.code != 3 {
-		t.Fatalf("exit %d, want 3\n%s\n%s", r.code, r.stdout, r.stderr)
+	if r.Code != 3 {
+		t.Fatalf("exit %d, want 3\n%s\n%s", r.Code, r.Stdout, r.Stderr)
 	}
 	for _, w := range []string{"--wait-ready 3s: not ready in time", "cluster c1: namespace sample: no pod matches selector app=callme-service,version=v9",
 		"cluster c2: namespace sample: no pod matches selector", "wait-ready: "} {
-		if !strings.Contains(r.stderr, w) {
-			t.Errorf("stderr does not say %q:\n%s", w, r.stderr)
+		if !strings.Contains(r.Stderr, w) {
+			t.Errorf("stderr does not say %q:\n%s", w, r.Stderr)
 		}
 	}
-	if r.took < 3*time.Second || r.took > 20*time.Second {
-		t.Errorf("took %s, want a little over 3 s", r.took)
+	if r.Took < 3*time.Second || r.Took > 20*time.Second {
+		t.Errorf("took %s, want a little over 3 s", r.Took)
 	}
 	// Everything ready: the run goes on and passes (gate-c is 50/50).
-	ok := runBinary(t, time.Minute, "run", scenario, "--set", "target.portForward.resource=svc/gate-c", "--wait-ready", "30s")
-	if ok.code != 0 || !strings.Contains(ok.stderr, "wait-ready: every observed workload is ready") {
-		t.Errorf("ready lab: exit %d\n%s", ok.code, ok.stderr)
+	ok := runGate(t, time.Minute, "--set", "target.portForward.resource=svc/gate-c", "--wait-ready", "30s")
+	if ok.Code != 0 || !strings.Contains(ok.Stderr, "wait-ready: every observed workload is ready") {
+		t.Errorf("ready lab: exit %d\n%s", ok.Code, ok.Stderr)
 	}
 }
 
@@ -69,15 +69,15 @@ func TestWaitReadyNamesWhatIsNotReady(t *testing.T) {
 // 8 s after its first request: the first attempts FAIL, then two pass,
 // exit 0, and the last report.json lists every attempt.
 func TestConvergeAfterPush(t *testing.T) {
-	r := runBinary(t, 2*time.Minute, "run", scenario, "--converge", "2", "--within", "90s")
-	rep := r.final()
+	r := runGate(t, 2*time.Minute, "--converge", "2", "--within", "90s")
+	rep := r.Report()
 	if rep == nil || rep.Converge == nil {
-		t.Fatalf("no converge report (exit %d)\n%s\n%s", r.code, r.stdout, r.stderr)
+		t.Fatalf("no converge report (exit %d)\n%s\n%s", r.Code, r.Stdout, r.Stderr)
 	}
 	c := rep.Converge
 	logAttempts(t, c.Attempts)
-	if r.code != 0 || !c.Converged || rep.ExitCode != 0 {
-		t.Fatalf("exit %d, converged %v, report exit %d; want 0, true, 0\n%s", r.code, c.Converged, rep.ExitCode, r.stderr)
+	if r.Code != 0 || !c.Converged || rep.ExitCode != 0 {
+		t.Fatalf("exit %d, converged %v, report exit %d; want 0, true, 0\n%s", r.Code, c.Converged, rep.ExitCode, r.Stderr)
 	}
 	n := len(c.Attempts)
 	if n < 3 || c.Attempts[0].Verdict != assert.Fail || c.Attempts[0].ExitCode != 1 {
@@ -88,42 +88,42 @@ func TestConvergeAfterPush(t *testing.T) {
 	}
 	// Every attempt has its own run directory with its report.
 	for i, a := range c.Attempts {
-		if got, ok := r.reports[a.RunID]; !ok || got.RunID != a.RunID {
+		if got, ok := r.Reports[a.RunID]; !ok || got.RunID != a.RunID {
 			t.Errorf("attempt %d (%s) has no run directory with its report.json", i+1, a.RunID)
 		}
 	}
 	if c.Need != 2 || c.Within != 90*time.Second || !strings.Contains(c.Reason, "2 consecutive passes") {
 		t.Errorf("converge record %+v", c)
 	}
-	if !strings.Contains(r.stdout, "converge: 2 consecutive passes within 1m30s — converged") {
-		t.Errorf("stdout does not list the attempts:\n%s", r.stdout)
+	if !strings.Contains(r.Stdout, "converge: 2 consecutive passes within 1m30s — converged") {
+		t.Errorf("stdout does not list the attempts:\n%s", r.Stdout)
 	}
 }
 
 // A deadline that ends before the push propagates: every attempt FAILs,
 // exit 1, and the report lists them all.
 func TestConvergeDeadlineTooShort(t *testing.T) {
-	r := runBinary(t, time.Minute, "run", scenario, "--set", "target.portForward.resource=svc/gate-b",
+	r := runGate(t, time.Minute, "--set", "target.portForward.resource=svc/gate-b",
 		"--converge", "2", "--within", "4s")
-	rep := r.final()
+	rep := r.Report()
 	if rep == nil || rep.Converge == nil {
-		t.Fatalf("no converge report (exit %d)\n%s\n%s", r.code, r.stdout, r.stderr)
+		t.Fatalf("no converge report (exit %d)\n%s\n%s", r.Code, r.Stdout, r.Stderr)
 	}
 	c := rep.Converge
 	logAttempts(t, c.Attempts)
-	if r.code != 1 || c.Converged || rep.ExitCode != 1 {
-		t.Fatalf("exit %d, converged %v, report exit %d; want 1, false, 1\n%s", r.code, c.Converged, rep.ExitCode, r.stderr)
+	if r.Code != 1 || c.Converged || rep.ExitCode != 1 {
+		t.Fatalf("exit %d, converged %v, report exit %d; want 1, false, 1\n%s", r.Code, c.Converged, rep.ExitCode, r.Stderr)
 	}
 	for i, a := range c.Attempts {
 		if a.Verdict != assert.Fail || a.ExitCode != 1 || a.Reason == "" {
 			t.Errorf("attempt %d: %+v; want a FAIL with its reason", i+1, a)
 		}
-		if _, ok := r.reports[a.RunID]; !ok {
+		if _, ok := r.Reports[a.RunID]; !ok {
 			t.Errorf("attempt %d (%s) has no run directory", i+1, a.RunID)
 		}
 	}
-	if len(c.Attempts) != len(r.reports) || !strings.Contains(c.Reason, "when --within 4s ended") {
-		t.Errorf("%d attempts, %d run directories, reason %q", len(c.Attempts), len(r.reports), c.Reason)
+	if len(c.Attempts) != len(r.Reports) || !strings.Contains(c.Reason, "when --within 4s ended") {
+		t.Errorf("%d attempts, %d run directories, reason %q", len(c.Attempts), len(r.Reports), c.Reason)
 	}
 }
 
@@ -136,9 +136,9 @@ func TestGateFlagsInvalid(t *testing.T) {
 		{[]string{"--converge", "0", "--within", "5s"}, "--converge 0: want N ≥ 1"},
 		{[]string{"--converge", "2"}, "--converge 2 needs --within"},
 	} {
-		r := runBinary(t, 30*time.Second, append([]string{"run", scenario}, tc.args...)...)
-		if r.code != 4 || !strings.Contains(r.stderr, tc.want) || len(r.reports) != 0 {
-			t.Errorf("%v: exit %d, %d reports, stderr %q; want 4 naming %q", tc.args, r.code, len(r.reports), r.stderr, tc.want)
+		r := runGate(t, 30*time.Second, tc.args...)
+		if r.Code != 4 || !strings.Contains(r.Stderr, tc.want) || len(r.Reports) != 0 {
+			t.Errorf("%v: exit %d, %d reports, stderr %q; want 4 naming %q", tc.args, r.Code, len(r.Reports), r.Stderr, tc.want)
 		}
 	}
 }

@@ -9,18 +9,11 @@
 package gate_test
 
 import (
-	"bytes"
-	"context"
-	"encoding/json"
-	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/mesh-verify/mesh-verify/internal/schematest"
-	"github.com/mesh-verify/mesh-verify/reports"
+	"github.com/mesh-verify/mesh-verify/e2e/e2etest"
 )
 
 // gateTopology: gate-a and gate-b switch from c1 only to half and half
@@ -110,117 +103,17 @@ expect:
       weights: {v1: 1, v2: 1}
 `
 
-var (
-	binary     string
-	kubeconfig string
-	scenario   string
-	topo       string
-)
+// mv is the binary under test, built by TestMain.
+var mv = new(e2etest.Binary)
 
-func TestMain(m *testing.M) { os.Exit(run(m)) }
+func TestMain(m *testing.M) { os.Exit(e2etest.Main(m, mv, nil)) }
 
-func run(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "mesh-verify-gate-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	binary = filepath.Join(dir, "mesh-verify")
-	build := exec.Command("go", "build", "-o", binary, "../../cmd/mesh-verify")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build mesh-verify:", err)
-		return 1
-	}
-	topo, scenario = filepath.Join(dir, "gate-push.yaml"), filepath.Join(dir, "scenario.yaml")
-	for f, body := range map[string]string{topo: gateTopology, scenario: gateScenario} {
-		if err := os.WriteFile(f, []byte(body), 0o644); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-	}
-	labDir := filepath.Join(dir, "lab")
-	kubeconfig = filepath.Join(labDir, "kubeconfig")
-	// The lab's own down stops its daemon and clusters by pid, whatever
-	// happened to the tests.
-	defer func() {
-		down := exec.Command(binary, "lab", "down", "--dir", labDir)
-		down.Stdout, down.Stderr = os.Stderr, os.Stderr
-		if err := down.Run(); err != nil {
-			fmt.Fprintln(os.Stderr, "lab down:", err)
-		}
-	}()
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	up := exec.CommandContext(ctx, binary, "lab", "up", "--topology", topo, "--dir", labDir, "--seed", "1")
-	var out bytes.Buffer
-	up.Stdout, up.Stderr = &out, &out
-	began := time.Now()
-	if err := up.Run(); err != nil {
-		fmt.Fprintf(os.Stderr, "lab up: %v\n%s", err, out.String())
-		return 1
-	}
-	fmt.Fprintf(os.Stderr, "lab up in %s\n", time.Since(began).Round(time.Second))
-	return m.Run()
-}
-
-// result is one run of the binary with every report it wrote.
-type result struct {
-	code           int
-	stdout, stderr string
-	took           time.Duration
-	// reports by run directory name (the run id).
-	reports map[string]*reports.Report
-}
-
-func runBinary(t *testing.T, timeout time.Duration, args ...string) result {
+// runGate runs gateScenario with args against the package's one lab
+// (every test reads it: gate-a, gate-b and gate-c each serve one test, so
+// each route's clock starts with that test's first request).
+func runGate(t *testing.T, timeout time.Duration, args ...string) e2etest.Result {
 	t.Helper()
-	out := t.TempDir()
-	full := append(append([]string{}, args...), "--out", out, "--progress", "plain", "--kubeconfig", kubeconfig)
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, binary, full...)
-	var so, se bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &so, &se
-	began := time.Now()
-	err := cmd.Run()
-	r := result{stdout: so.String(), stderr: se.String(), took: time.Since(began), reports: map[string]*reports.Report{}}
-	if ee, ok := err.(*exec.ExitError); ok {
-		r.code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatalf("run %v: %v", args, err)
-	}
-	s, err := schematest.Compile("report.schema.json", reports.JSONSchema())
-	if err != nil {
-		t.Fatal(err)
-	}
-	entries, _ := os.ReadDir(out)
-	for _, e := range entries {
-		p := filepath.Join(out, e.Name(), "report.json")
-		b, err := os.ReadFile(p)
-		if err != nil {
-			continue
-		}
-		if err := schematest.Validate(s, b); err != nil {
-			t.Errorf("%s does not match report.schema.json: %v", p, err)
-		}
-		var rep reports.Report
-		if err := json.Unmarshal(b, &rep); err != nil {
-			t.Fatalf("%s: %v", p, err)
-		}
-		r.reports[e.Name()] = &rep
-	}
-	return r
-}
-
-// final is the report with the most attempts: the last attempt's.
-func (r result) final() *reports.Report {
-	var best *reports.Report
-	for _, rep := range r.reports {
-		if best == nil || rep.Converge != nil && (best.Converge == nil || len(rep.Converge.Attempts) > len(best.Converge.Attempts)) {
-			best = rep
-		}
-	}
-	return best
+	l := mv.SharedLab(t, e2etest.LabSpec{Source: gateTopology})
+	sc := e2etest.WriteFile(t, "scenario.yaml", gateScenario)
+	return mv.Run(t, e2etest.Cmd{Timeout: timeout}, append([]string{"run", sc, "--kubeconfig", l.Kubeconfig}, args...)...)
 }

@@ -7,8 +7,6 @@
 package kubeaccess_test
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/url"
@@ -23,99 +21,44 @@ import (
 
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/mesh-verify/mesh-verify/e2e/e2etest"
+	"github.com/mesh-verify/mesh-verify/lab"
+	"github.com/mesh-verify/mesh-verify/reports"
 )
 
-var (
-	binary string
-	// labDir holds the shared lab (kubeconfig, contexts kind-c1, kind-c2).
-	labDir string
-)
+// binary is the mesh-verify under test, built by TestMain.
+var binary = new(e2etest.Binary)
 
-func TestMain(m *testing.M) {
-	os.Exit(run(m))
+func TestMain(m *testing.M) { os.Exit(e2etest.Main(m, binary, nil)) }
+
+// kubeLab is the package's one lab (topology cilium-c2; kubeconfig with
+// contexts kind-c1, kind-c2), shared by its tests.
+func kubeLab(t *testing.T) *lab.Lab {
+	t.Helper()
+	return binary.SharedLab(t, e2etest.LabSpec{Topology: "cilium-c2"})
 }
 
-func run(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "mesh-verify-kubeaccess-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	binary = filepath.Join(dir, "mesh-verify")
-	build := exec.Command("go", "build", "-o", binary, "../../cmd/mesh-verify")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build mesh-verify:", err)
-		return 1
-	}
-	labDir = filepath.Join(dir, "lab")
-	up := exec.Command(binary, "lab", "up", "--topology", "cilium-c2", "--dir", labDir)
-	up.Stdout, up.Stderr = os.Stderr, os.Stderr
-	defer func() {
-		down := exec.Command(binary, "lab", "down", "--dir", labDir)
-		down.Stdout, down.Stderr = os.Stderr, os.Stderr
-		if err := down.Run(); err != nil {
-			fmt.Fprintln(os.Stderr, "lab down:", err)
-		}
-	}()
-	if err := up.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "lab up cilium-c2:", err)
-		return 1
-	}
-	return m.Run()
-}
-
-func kubeconfig() string { return filepath.Join(labDir, "kubeconfig") }
-
-type result struct {
-	code           int
-	stdout, stderr string
-	took           time.Duration
-}
+func kubeconfig(t *testing.T) string { return kubeLab(t).Kubeconfig }
 
 // mv runs the binary with env added to a clean environment (no
 // KUBECONFIG from the caller).
-func mv(t *testing.T, env []string, args ...string) result {
+func mv(t *testing.T, env []string, args ...string) e2etest.Result {
 	t.Helper()
-	return runCmd(t, env, binary, args...)
+	return runCmd(t, env, binary.Path, args...)
 }
 
-func runCmd(t *testing.T, env []string, name string, args ...string) result {
+func runCmd(t *testing.T, env []string, name string, args ...string) e2etest.Result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}, env...)
+	c := e2etest.Cmd{Timeout: 3 * time.Minute, CleanEnv: true,
+		Env: append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}, env...),
+		// A hung exec plugin that client-go started may outlive the binary
+		// holding its stderr: do not wait for it (the test kills it).
+		WaitDelay: 2 * time.Second}
 	if b := os.Getenv("MESH_VERIFY_LAB_BIN"); b != "" {
-		cmd.Env = append(cmd.Env, "MESH_VERIFY_LAB_BIN="+b)
+		c.Env = append(c.Env, "MESH_VERIFY_LAB_BIN="+b)
 	}
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	// A hung exec plugin that client-go started may outlive the binary
-	// holding its stderr: do not wait for it (the test kills it).
-	cmd.WaitDelay = 2 * time.Second
-	start := time.Now()
-	err := cmd.Run()
-	r := result{code: cmd.ProcessState.ExitCode(), stdout: stdout.String(), stderr: stderr.String(), took: time.Since(start)}
-	if err != nil && r.code < 0 {
-		t.Fatalf("%s %v: %v\n%s", name, args, err, r.stderr)
-	}
-	return r
-}
-
-// kubectl runs the lab's kubectl against a lab cluster.
-func kubectl(t *testing.T, args ...string) string {
-	t.Helper()
-	bin := "kubectl"
-	if b := os.Getenv("MESH_VERIFY_LAB_BIN"); b != "" {
-		bin = filepath.Join(b, "kubectl")
-	}
-	out, err := exec.Command(bin, append([]string{"--kubeconfig", kubeconfig()}, args...)...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("kubectl %v: %v\n%s", args, err, out)
-	}
-	return string(out)
+	return c.Exec(t, name, args...)
 }
 
 // scenario is the catalog's cilium-c2 check, shortened, with the
@@ -153,31 +96,18 @@ expect:
 	return p
 }
 
-type report struct {
-	Command    []string `json:"command"`
-	Kubernetes struct {
-		Clusters []struct {
-			Name, Context, Server string
-		} `json:"clusters"`
-		Inventory json.RawMessage `json:"inventory"`
-	} `json:"kubernetes"`
-}
-
-func readReport(t *testing.T, out string) report {
+// readReport is the one report.json of a run written to out (checked
+// against the schema).
+func readReport(t *testing.T, out string) *reports.Report {
 	t.Helper()
-	m, _ := filepath.Glob(filepath.Join(out, "*", "report.json"))
-	if len(m) != 1 {
-		t.Fatalf("want one report.json under %s, found %v", out, m)
+	found := e2etest.ReadReports(t, out)
+	if len(found) != 1 {
+		t.Fatalf("want one report.json under %s, found %d", out, len(found))
 	}
-	b, err := os.ReadFile(m[0])
-	if err != nil {
-		t.Fatal(err)
+	for _, r := range found {
+		return r
 	}
-	var r report
-	if err := json.Unmarshal(b, &r); err != nil {
-		t.Fatalf("%s: %v", m[0], err)
-	}
-	return r
+	return nil
 }
 
 // TestContextOverride: a scenario whose contexts are wrong fails as a
@@ -185,16 +115,16 @@ func readReport(t *testing.T, out string) report {
 func TestContextOverride(t *testing.T) {
 	sc := scenario(t, "kind-wrong", "kind-c2", "")
 	out := t.TempDir()
-	r := mv(t, nil, "run", sc, "--kubeconfig", kubeconfig(), "--out", out, "-q")
-	if r.code != 3 || !strings.Contains(r.stderr, "context kind-wrong not found") {
-		t.Fatalf("without --context: exit %d, want 3 naming the context\n%s%s", r.code, r.stdout, r.stderr)
+	r := mv(t, nil, "run", sc, "--kubeconfig", kubeconfig(t), "--out", out, "-q")
+	if r.Code != 3 || !strings.Contains(r.Stderr, "context kind-wrong not found") {
+		t.Fatalf("without --context: exit %d, want 3 naming the context\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 	out = t.TempDir()
-	r = mv(t, nil, "run", sc, "--kubeconfig", kubeconfig(), "--context", "c1=kind-c1", "--out", out, "-q", "--token", "not-a-secret-but-hidden")
+	r = mv(t, nil, "run", sc, "--kubeconfig", kubeconfig(t), "--context", "c1=kind-c1", "--out", out, "-q", "--token", "not-a-secret-but-hidden")
 	// --token replaces the admin's client certificate as kubectl does: the
 	// API server authenticates the certificate first, so it still passes.
-	if r.code != 0 {
-		t.Fatalf("with --context c1=kind-c1: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	if r.Code != 0 {
+		t.Fatalf("with --context c1=kind-c1: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 	rep := readReport(t, out)
 	if got := rep.Kubernetes.Clusters; len(got) != 2 || got[0].Context != "kind-c1" {
@@ -204,7 +134,7 @@ func TestContextOverride(t *testing.T) {
 	if !strings.Contains(cmd, "--context c1=kind-c1") || strings.Contains(cmd, "not-a-secret-but-hidden") || !strings.Contains(cmd, "--token REDACTED") {
 		t.Errorf("report command %q: want the --context and the token redacted", cmd)
 	}
-	if strings.Contains(r.stdout+r.stderr, "not-a-secret-but-hidden") {
+	if strings.Contains(r.Stdout+r.Stderr, "not-a-secret-but-hidden") {
 		t.Errorf("output shows the token")
 	}
 }
@@ -212,36 +142,40 @@ func TestContextOverride(t *testing.T) {
 // TestNamespaceOverride: -n replaces the namespace the scenario leaves
 // unset (observe), not the one it names (the target's default).
 func TestNamespaceOverride(t *testing.T) {
-	kubectl(t, "--context", "kind-c1", "create", "namespace", "kubeaccess-empty")
-	kubectl(t, "--context", "kind-c2", "create", "namespace", "kubeaccess-empty")
+	e2etest.Kubectl(t, kubeLab(t), "c1", "create", "namespace", "kubeaccess-empty")
+	e2etest.Kubectl(t, kubeLab(t), "c2", "create", "namespace", "kubeaccess-empty")
 	sc := scenario(t, "kind-c1", "kind-c2", "")
 	out := t.TempDir()
-	r := mv(t, nil, "run", sc, "--kubeconfig", kubeconfig(), "--out", out, "-q", "-n", "kubeaccess-empty")
+	r := mv(t, nil, "run", sc, "--kubeconfig", kubeconfig(t), "--out", out, "-q", "-n", "kubeaccess-empty")
 	// The observed workload is looked for in the empty namespace: no pods,
 	// no log lines, so the split cannot be judged.
-	if r.code == 0 {
-		t.Fatalf("-n kubeaccess-empty: exit 0, want a run that sees no pods\n%s%s", r.stdout, r.stderr)
+	if r.Code == 0 {
+		t.Fatalf("-n kubeaccess-empty: exit 0, want a run that sees no pods\n%s%s", r.Stdout, r.Stderr)
 	}
 	var inv struct {
 		Workloads []struct{ Namespace string } `json:"workloads"`
 		Clusters  []struct{ Pods []any }       `json:"clusters"`
 	}
-	if err := json.Unmarshal(readReport(t, out).Kubernetes.Inventory, &inv); err != nil {
+	b, err := json.Marshal(readReport(t, out).Kubernetes.Inventory)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &inv); err != nil {
 		t.Fatal(err)
 	}
 	if len(inv.Workloads) != 1 || inv.Workloads[0].Namespace != "kubeaccess-empty" || len(inv.Clusters) != 2 || len(inv.Clusters[0].Pods)+len(inv.Clusters[1].Pods) != 0 {
 		t.Errorf("inventory %+v: want the workload in kubeaccess-empty with no pods", inv)
 	}
 	// A namespace that does not exist is a setup error naming it.
-	r = mv(t, nil, "run", sc, "--kubeconfig", kubeconfig(), "--out", t.TempDir(), "-q", "-n", "kubeaccess-missing")
-	if r.code != 3 || !strings.Contains(r.stderr, "kubeaccess-missing") {
-		t.Errorf("-n kubeaccess-missing: exit %d, want 3 naming the namespace\n%s", r.code, r.stderr)
+	r = mv(t, nil, "run", sc, "--kubeconfig", kubeconfig(t), "--out", t.TempDir(), "-q", "-n", "kubeaccess-missing")
+	if r.Code != 3 || !strings.Contains(r.Stderr, "kubeaccess-missing") {
+		t.Errorf("-n kubeaccess-missing: exit %d, want 3 naming the namespace\n%s", r.Code, r.Stderr)
 	}
 	// A namespace the scenario names is not replaced.
 	sc = scenario(t, "kind-c1", "kind-c2", "default")
 	out = t.TempDir()
-	if r := mv(t, nil, "run", sc, "--kubeconfig", kubeconfig(), "--out", out, "-q", "-n", "kubeaccess-empty"); r.code != 0 {
-		t.Fatalf("observe namespace named, -n given: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	if r := mv(t, nil, "run", sc, "--kubeconfig", kubeconfig(t), "--out", out, "-q", "-n", "kubeaccess-empty"); r.Code != 0 {
+		t.Fatalf("observe namespace named, -n given: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 }
 
@@ -250,7 +184,7 @@ func TestNamespaceOverride(t *testing.T) {
 // certificate file as $CRED.
 func execKubeconfig(t *testing.T, script string) (path, pids string) {
 	t.Helper()
-	cfg, err := clientcmd.LoadFromFile(kubeconfig())
+	cfg, err := clientcmd.LoadFromFile(kubeconfig(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -307,22 +241,22 @@ func TestExecPlugin(t *testing.T) {
 		t.Cleanup(func() { killPids(pids) })
 		out := t.TempDir()
 		r := mv(t, nil, "run", scenario(t, "kind-c1", "kind-c2", ""), "--kubeconfig", kc, "--out", out, "-q")
-		if r.code != 0 || r.took < 7*time.Second {
-			t.Fatalf("exit %d after %v, want 0 after at least 7s\n%s%s", r.code, r.took, r.stdout, r.stderr)
+		if r.Code != 0 || r.Took < 7*time.Second {
+			t.Fatalf("exit %d after %v, want 0 after at least 7s\n%s%s", r.Code, r.Took, r.Stdout, r.Stderr)
 		}
-		t.Logf("slow plugin: exit 0 after %v", r.took)
+		t.Logf("slow plugin: exit 0 after %v", r.Took)
 	})
 	t.Run("hangs", func(t *testing.T) {
 		kc, pids := execKubeconfig(t, `exec sleep 300`)
 		t.Cleanup(func() { killPids(pids) })
 		out := t.TempDir()
 		r := mv(t, nil, "run", scenario(t, "kind-c1", "kind-c2", ""), "--kubeconfig", kc, "--out", out, "-q", "--exec-timeout", "3s")
-		if r.code != 3 || r.took > 15*time.Second {
-			t.Fatalf("exit %d after %v, want 3 within the exec timeout\n%s%s", r.code, r.took, r.stdout, r.stderr)
+		if r.Code != 3 || r.Took > 15*time.Second {
+			t.Fatalf("exit %d after %v, want 3 within the exec timeout\n%s%s", r.Code, r.Took, r.Stdout, r.Stderr)
 		}
 		for _, w := range []string{"credential-plugin.sh", "kubeconfig user kwok-c1", "gave no credentials within 3s (--exec-timeout)"} {
-			if !strings.Contains(r.stderr, w) {
-				t.Errorf("stderr lacks %q:\n%s", w, r.stderr)
+			if !strings.Contains(r.Stderr, w) {
+				t.Errorf("stderr lacks %q:\n%s", w, r.Stderr)
 			}
 		}
 		b, _ := os.ReadFile(pids)
@@ -331,10 +265,10 @@ func TestExecPlugin(t *testing.T) {
 				t.Errorf("the hung plugin (pid %d) still runs after mesh-verify ended", pid)
 			}
 		}
-		if strings.Contains(r.stderr, "unreachable") {
-			t.Errorf("a hung plugin reported as an unreachable API server:\n%s", r.stderr)
+		if strings.Contains(r.Stderr, "unreachable") {
+			t.Errorf("a hung plugin reported as an unreachable API server:\n%s", r.Stderr)
 		}
-		t.Logf("hung plugin: exit 3 after %v", r.took)
+		t.Logf("hung plugin: exit 3 after %v", r.Took)
 	})
 }
 
@@ -347,10 +281,10 @@ func TestInCluster(t *testing.T) {
 	if out, err := exec.Command("unshare", "-m", "true").CombinedOutput(); err != nil {
 		t.Skipf("unshare -m is not permitted here (%v: %s): the in-cluster test needs a private mount namespace to place the ServiceAccount files at their fixed path", err, out)
 	}
-	kubectl(t, "--context", "kind-c1", "-n", "default", "create", "serviceaccount", "kubeaccess")
-	kubectl(t, "--context", "kind-c1", "create", "clusterrolebinding", "kubeaccess", "--clusterrole", "cluster-admin", "--serviceaccount", "default:kubeaccess")
-	token := strings.TrimSpace(kubectl(t, "--context", "kind-c1", "-n", "default", "create", "token", "kubeaccess", "--duration", "1h"))
-	cfg, err := clientcmd.LoadFromFile(kubeconfig())
+	e2etest.Kubectl(t, kubeLab(t), "c1", "-n", "default", "create", "serviceaccount", "kubeaccess")
+	e2etest.Kubectl(t, kubeLab(t), "c1", "create", "clusterrolebinding", "kubeaccess", "--clusterrole", "cluster-admin", "--serviceaccount", "default:kubeaccess")
+	token := strings.TrimSpace(e2etest.Kubectl(t, kubeLab(t), "c1", "-n", "default", "create", "token", "kubeaccess", "--duration", "1h"))
+	cfg, err := clientcmd.LoadFromFile(kubeconfig(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -394,17 +328,17 @@ cp "$SA"/token "$SA"/ca.crt "$SA"/namespace /run/secrets/kubernetes.io/serviceac
 exec "$@"`
 	env := []string{"SA=" + sa, "KUBERNETES_SERVICE_HOST=" + u.Hostname(), "KUBERNETES_SERVICE_PORT=" + u.Port()}
 	out := t.TempDir()
-	r := runCmd(t, env, "unshare", "-m", "sh", "-c", mountSA, "sh", binary, "run", sc, "--out", out, "-q")
-	if r.code != 0 {
-		t.Fatalf("in-cluster run: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	r := runCmd(t, env, "unshare", "-m", "sh", "-c", mountSA, "sh", binary.Path, "run", sc, "--out", out, "-q")
+	if r.Code != 0 {
+		t.Fatalf("in-cluster run: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 	rep := readReport(t, out)
 	if got := rep.Kubernetes.Clusters; len(got) != 1 || got[0].Context != "in-cluster" || got[0].Server != cl.Server {
 		t.Errorf("report clusters %+v, want c1 in-cluster at %s", got, cl.Server)
 	}
 	// A context named on the command line is not silently replaced.
-	r = runCmd(t, env, "unshare", "-m", "sh", "-c", mountSA, "sh", binary, "run", sc, "--out", t.TempDir(), "-q", "--context", "kind-c1")
-	if r.code != 3 || !strings.Contains(r.stderr, "context kind-c1 not found: no kubeconfig") || !strings.Contains(r.stderr, "running in a pod") {
-		t.Errorf("in-cluster with --context: exit %d, want 3 explaining in-cluster\n%s", r.code, r.stderr)
+	r = runCmd(t, env, "unshare", "-m", "sh", "-c", mountSA, "sh", binary.Path, "run", sc, "--out", t.TempDir(), "-q", "--context", "kind-c1")
+	if r.Code != 3 || !strings.Contains(r.Stderr, "context kind-c1 not found: no kubeconfig") || !strings.Contains(r.Stderr, "running in a pod") {
+		t.Errorf("in-cluster with --context: exit %d, want 3 explaining in-cluster\n%s", r.Code, r.Stderr)
 	}
 }

@@ -8,13 +8,11 @@ package rbac_test
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -27,29 +25,15 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/yaml"
 
+	"github.com/mesh-verify/mesh-verify/e2e/e2etest"
 	"github.com/mesh-verify/mesh-verify/kube"
-	"github.com/mesh-verify/mesh-verify/lab/labtest"
+	"github.com/mesh-verify/mesh-verify/lab"
 )
 
-var binary string
+// binary is the mesh-verify under test, built by TestMain.
+var binary = new(e2etest.Binary)
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "mesh-verify-e2e-rbac-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binary = filepath.Join(dir, "mesh-verify")
-	build := exec.Command("go", "build", "-o", binary, "../../cmd/mesh-verify")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build mesh-verify:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(e2etest.Main(m, binary, nil)) }
 
 const (
 	serviceAccount = "mesh-verify"
@@ -104,8 +88,7 @@ rules:
 var clusters = []string{"c1", "c2"}
 
 type env struct {
-	bin        string // lab binaries
-	labDir     string
+	lab        *lab.Lab
 	kubeconfig string // the lab's, admin
 	saConfig   string // the ServiceAccount's tokens
 	scenario   string
@@ -115,12 +98,7 @@ type env struct {
 
 func (e *env) kubectl(t *testing.T, stdin []byte, cluster string, args ...string) (string, error) {
 	t.Helper()
-	cmd := exec.Command(filepath.Join(e.bin, "kubectl"), append([]string{"--kubeconfig", e.kubeconfig, "--context", "kind-" + cluster}, args...)...)
-	if stdin != nil {
-		cmd.Stdin = bytes.NewReader(stdin)
-	}
-	out, err := cmd.CombinedOutput()
-	return string(out), err
+	return e2etest.KubectlErr(t, e.lab, stdin, cluster, args...)
 }
 
 func (e *env) mustKubectl(t *testing.T, stdin []byte, cluster string, args ...string) string {
@@ -138,33 +116,16 @@ func (e *env) mustKubectl(t *testing.T, stdin []byte, cluster string, args ...st
 // the cluster's logs/audit.log.
 func labUp(t *testing.T) *env {
 	t.Helper()
-	bin := labtest.Binaries(t)
 	work := t.TempDir()
-	labDir, err := os.MkdirTemp("", "mvrbac-") // short: kwokctl puts sockets under it
-	if err != nil {
-		t.Fatal(err)
-	}
 	policy := filepath.Join(work, "audit-policy.yaml")
 	if err := os.WriteFile(policy, []byte(auditPolicy), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	up := exec.Command(binary, "lab", "up", "--topology", "istio-mirror", "--dir", labDir, "--bin", string(bin), "--seed", "1")
-	up.Env = append(os.Environ(), "KWOK_KUBE_AUDIT_POLICY="+policy)
-	var upOut bytes.Buffer
-	up.Stdout, up.Stderr = &upOut, &upOut
-	t.Cleanup(func() {
-		down := exec.Command(binary, "lab", "down", "--dir", labDir)
-		if out, err := down.CombinedOutput(); err != nil {
-			t.Errorf("lab down: %v: %s", err, out)
-		}
-		os.RemoveAll(labDir)
-	})
-	start := time.Now()
-	if err := up.Run(); err != nil {
-		t.Fatalf("lab up: %v: %s", err, upOut.String())
-	}
-	t.Logf("lab up istio-mirror: %s", time.Since(start).Round(time.Millisecond))
-	e := &env{bin: string(bin), labDir: labDir, kubeconfig: filepath.Join(labDir, "kubeconfig"), work: work,
+	// Read by kwokctl when Up creates the clusters; a lab of this test's
+	// own, since no other test's API servers audit.
+	t.Setenv("KWOK_KUBE_AUDIT_POLICY", policy)
+	l := binary.Lab(t, e2etest.LabSpec{Topology: "istio-mirror"})
+	e := &env{lab: l, kubeconfig: l.Kubeconfig, work: work,
 		scenario: filepath.Join(work, "scenario.yaml"), saConfig: filepath.Join(work, "sa.kubeconfig")}
 	if err := os.WriteFile(e.scenario, []byte(scenario), 0o644); err != nil {
 		t.Fatal(err)
@@ -185,14 +146,7 @@ func labUp(t *testing.T) *env {
 // cluster (in the test's directory; ~/.kube is never touched).
 func (e *env) applyGenerated(t *testing.T) {
 	t.Helper()
-	cmd := exec.Command(binary, "rbac", e.scenario)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("mesh-verify rbac: %v: %s", err, stderr.String())
-	}
-	e.manifest = out
+	e.manifest = generate(t, e.scenario)
 	lab, err := clientcmd.LoadFromFile(e.kubeconfig)
 	if err != nil {
 		t.Fatal(err)
@@ -217,18 +171,19 @@ func (e *env) applyGenerated(t *testing.T) {
 // run runs a scenario file as the ServiceAccount.
 func (e *env) run(t *testing.T, scenario string) (code int, output string) {
 	t.Helper()
-	cmd := exec.Command(binary, "run", scenario, "--kubeconfig", e.saConfig, "--out", filepath.Join(e.work, "runs"), "-q")
-	cmd.Env = append(os.Environ(), "KUBECONFIG=") // only the file given
-	out, err := cmd.CombinedOutput()
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-		return 0, string(out)
-	case errors.As(err, &ee):
-		return ee.ExitCode(), string(out)
+	// KUBECONFIG empty: only the file given.
+	r := binary.Run(t, e2etest.Cmd{Env: []string{"KUBECONFIG="}}, "run", scenario, "--kubeconfig", e.saConfig, "--out", filepath.Join(e.work, "runs"), "-q")
+	return r.Code, r.Stdout + r.Stderr
+}
+
+// generate is `mesh-verify rbac ARGS`' manifest.
+func generate(t *testing.T, args ...string) []byte {
+	t.Helper()
+	r := binary.Run(t, e2etest.Cmd{Timeout: time.Minute}, append([]string{"rbac"}, args...)...)
+	if r.Code != 0 {
+		t.Fatalf("mesh-verify rbac %s: exit %d: %s", strings.Join(args, " "), r.Code, r.Stderr)
 	}
-	t.Fatalf("run: %v: %s", err, out)
-	return -1, ""
+	return []byte(r.Stdout)
 }
 
 // generatedRole is the Role a manifest has in namespace default.
@@ -270,7 +225,7 @@ type auditEvent struct {
 }
 
 func (e *env) auditLog(c string) string {
-	return filepath.Join(e.labDir, "kwok", "clusters", c, "logs", "audit.log")
+	return filepath.Join(e.lab.Dir, "kwok", "clusters", c, "logs", "audit.log")
 }
 
 // auditFrom reads the ServiceAccount's requests logged after offset, one
@@ -420,10 +375,7 @@ func TestGeneratedRBAC(t *testing.T) {
 		if err := os.WriteFile(sc, []byte(strings.Replace(scenario, "resource: svc/caller-service", "resource: deploy/caller-service", 1)), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		m, err := exec.Command(binary, "rbac", sc).Output()
-		if err != nil {
-			t.Fatal(err)
-		}
+		m := generate(t, sc)
 		if strings.Contains(string(m), "- services") || !strings.Contains(string(m), "- deployments") {
 			t.Fatalf("manifest for a deploy/ target:\n%s", m)
 		}
@@ -447,10 +399,7 @@ func TestGeneratedRBAC(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		wide, err := exec.Command(binary, "rbac", "--cluster-wide", "--service-account", "gate").Output()
-		if err != nil {
-			t.Fatal(err)
-		}
+		wide := generate(t, "--cluster-wide", "--service-account", "gate")
 		for name, m := range map[string][]byte{"examples/rbac.yaml": example, "rbac --cluster-wide": wide} {
 			out, err := e.kubectl(t, m, "c1", "apply", "--dry-run=server", "-f", "-")
 			if err != nil {
