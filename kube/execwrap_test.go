@@ -45,12 +45,7 @@ exec sleep 60
 	if err := os.WriteFile(plugin, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	kc := writeKubeconfigText(t, fmt.Sprintf(`apiVersion: v1
-kind: Config
-clusters: [{name: a, cluster: {server: %q, certificate-authority-data: %s}}]
-users: [{name: sso-user, user: {exec: {apiVersion: client.authentication.k8s.io/v1, command: %q, interactiveMode: Never}}}]
-contexts: [{name: a, context: {cluster: a, user: sso-user}}]
-`, srv.URL, srv.caData(), plugin))
+	kc := pluginKubeconfig(t, srv, plugin)
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)

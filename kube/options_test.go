@@ -171,12 +171,7 @@ func TestExecPluginPreflight(t *testing.T) {
 			if err := os.WriteFile(plugin, []byte("#!/bin/sh\n"+tc.script+"\n"), 0o755); err != nil {
 				t.Fatal(err)
 			}
-			kc := writeKubeconfigText(t, fmt.Sprintf(`apiVersion: v1
-kind: Config
-clusters: [{name: a, cluster: {server: %q, certificate-authority-data: %s}}]
-users: [{name: sso-user, user: {exec: {apiVersion: client.authentication.k8s.io/v1, command: %q, interactiveMode: Never}}}]
-contexts: [{name: a, context: {cluster: a, user: sso-user}}]
-`, srv.URL, srv.caData(), plugin))
+			kc := pluginKubeconfig(t, srv, plugin)
 			cfg, err := LoadConfig(Options{Kubeconfig: []string{kc}, ExecTimeout: tc.timeout, ProbeTimeout: 5 * time.Second})
 			if err != nil {
 				t.Fatal(err)
@@ -214,6 +209,17 @@ contexts: [{name: a, context: {cluster: a, user: sso-user}}]
 			}
 		})
 	}
+}
+
+// pluginKubeconfig is a kubeconfig whose only user is the exec plugin at
+// path plugin, for the server srv.
+func pluginKubeconfig(t *testing.T, srv *versionServer, plugin string) string {
+	return writeKubeconfigText(t, fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters: [{name: a, cluster: {server: %q, certificate-authority-data: %s}}]
+users: [{name: sso-user, user: {exec: {apiVersion: client.authentication.k8s.io/v1, command: %q, interactiveMode: Never}}}]
+contexts: [{name: a, context: {cluster: a, user: sso-user}}]
+`, srv.URL, srv.caData(), plugin))
 }
 
 // killPids kills the processes whose ids the file lists, one a line.
