@@ -152,7 +152,7 @@ def cleanup():
 # ---------------------------------------------------------------- targets
 
 def nginx_conf(d, port, pods_port, pods):
-    # One worker, as in issue 14's reference measurement: the target's CPU
+    # One worker, as in the reference measurement the targets come from: the target's CPU
     # is a fixed share of the 2 cores for every tool. The second server
     # names one of `pods` pods per request (split_clients over the request
     # id), for the memory of a run with that many distinct pods.
@@ -701,7 +701,7 @@ def write_report(info, thr, rt, mem, tun, ing, gob, cmds, errors):
         w("```")
         w("")
 
-    w("## Targets (issue 14)")
+    w("## Targets")
     w("")
     w("| target | measured | met? |")
     w("|---|---|---|")
