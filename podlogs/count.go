@@ -73,8 +73,13 @@ func intersect(a, b *seqSet) int {
 // ParseRequestID returns the sequence number of id when it is a request id
 // of run runID ("<runID>-<seq>", as the attack stamps them).
 func ParseRequestID(runID, id string) (uint64, bool) {
-	rest, ok := strings.CutPrefix(id, runID+"-")
-	if !ok || rest == "" || rest[0] == '+' {
+	// Not CutPrefix(id, runID+"-"): that concatenation allocated once per
+	// matched log line.
+	rest, ok := strings.CutPrefix(id, runID)
+	if !ok || len(rest) < 2 || rest[0] != '-' {
+		return 0, false
+	}
+	if rest = rest[1:]; rest[0] == '+' {
 		return 0, false
 	}
 	seq, err := strconv.ParseUint(rest, 10, 64)

@@ -64,7 +64,7 @@ func BenchmarkIngestFile(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	rule := Rule{Regex: regexp.MustCompile(p.Match)}
+	rule := NewRule(regexp.MustCompile(p.Match))
 	target := Target{Cluster: "c1", Namespace: "default", Pod: "callme-service-0", Container: "istio-proxy"}
 	var matched int
 	var ids uint64

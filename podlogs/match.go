@@ -19,6 +19,9 @@ type Rule struct {
 	// Targets limits the rule to some containers (nil: all), e.g. the
 	// istio-proxy access log of the mirror target.
 	Targets func(Target) bool
+
+	// fast is set by NewRule (nil: the regex alone).
+	fast *fastPath
 }
 
 // Match is a line that a Rule matched.
@@ -46,22 +49,37 @@ func (r Rule) Match(l Line) (Match, bool) {
 	if r.Regex == nil || (r.Targets != nil && !r.Targets(l.Target)) {
 		return Match{}, false
 	}
-	sub := r.Regex.FindStringSubmatch(l.Text)
-	if sub == nil {
+	var loc [2 * envoyGroups]int
+	var sub []int
+	switch f := r.fast; {
+	case f != nil && f.literal != "" && !strings.Contains(l.Text, f.literal):
 		return Match{}, false
+	case f != nil && f.envoy != "":
+		if !envoyFind(l.Text, f.envoy, &loc) {
+			return Match{}, false
+		}
+		sub = loc[:]
+	default:
+		if sub = r.Regex.FindStringSubmatchIndex(l.Text); sub == nil {
+			return Match{}, false
+		}
 	}
 	if r.Exclude != nil && r.Exclude.MatchString(l.Text) {
 		return Match{Line: l, Excluded: true}, false
 	}
 	m := Match{Line: l}
 	for i, name := range r.Regex.SubexpNames() {
-		if name == "" || sub[i] == "" || sub[i] == "-" {
+		if name == "" || sub[2*i] < 0 {
+			continue
+		}
+		v := l.Text[sub[2*i]:sub[2*i+1]]
+		if v == "" || v == "-" {
 			continue
 		}
 		if m.Fields == nil {
 			m.Fields = make(map[string]string, 4)
 		}
-		m.Fields[name] = sub[i]
+		m.Fields[name] = v
 	}
 	m.RequestID = m.Fields["request_id"]
 	if m.RequestID == "" {

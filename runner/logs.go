@@ -131,7 +131,7 @@ func (kp *kubePath) newLogSource(runID string, start time.Time) (*logSource, err
 		if err != nil {
 			return nil, fmt.Errorf("observe %s: logs.match: %w", w.Name, err)
 		}
-		rule := podlogs.Rule{Regex: re}
+		rule := podlogs.NewRule(re)
 		if w.Logs.Exclude != "" {
 			if rule.Exclude, err = regexp.Compile(w.Logs.Exclude); err != nil {
 				return nil, fmt.Errorf("observe %s: logs.exclude: %w", w.Name, err)
