@@ -130,8 +130,16 @@ func TestManifestsServerDryRun(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := kubectl(nil, "wait", "--for=condition=Established", "--timeout=60s", "crd", "--all"); err != nil {
-		t.Fatal(err)
+	// kubectl wait fails at once ("accessor error") on a CRD whose status
+	// has no conditions yet, a moment after it is created: ask again.
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+		_, err := kubectl(nil, "wait", "--for=condition=Established", "--timeout=30s", "crd", "--all")
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(err)
+		}
 	}
 	// The namespaces the examples use exist (a dry run creates none).
 	namespaces := map[string]bool{}
