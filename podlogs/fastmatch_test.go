@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 )
@@ -30,20 +29,9 @@ func referenceMatch(re, exclude *regexp.Regexp, l Line) (Match, bool) {
 		}
 		m.Fields[name] = sub[i]
 	}
-	m.RequestID = m.Fields["request_id"]
-	if m.RequestID == "" {
-		m.RequestID = m.Fields["rid"]
-	}
-	host := m.Fields["host"]
-	if host == "" {
-		host = m.Fields["authority"]
-	}
-	m.Shadow = IsShadowHost(host)
-	if st, err := strconv.Atoi(m.Fields["status"]); err == nil && st > 0 {
-		m.Status = st
-	}
-	m.Upstream = m.Fields["upstream"]
-	return m, true
+	// What the captures mean is shared; what is compared is which lines
+	// match and what each capture holds.
+	return withFields(m), true
 }
 
 // userPatterns are logs.match rules of the kind users write (README.md,

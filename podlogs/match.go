@@ -81,6 +81,12 @@ func (r Rule) Match(l Line) (Match, bool) {
 		}
 		m.Fields[name] = v
 	}
+	return withFields(m), true
+}
+
+// withFields fills what a match's named captures say (request id, shadow
+// host, status, upstream) from m.Fields.
+func withFields(m Match) Match {
 	m.RequestID = m.Fields["request_id"]
 	if m.RequestID == "" {
 		m.RequestID = m.Fields["rid"]
@@ -94,7 +100,7 @@ func (r Rule) Match(l Line) (Match, bool) {
 		m.Status = st
 	}
 	m.Upstream = m.Fields["upstream"]
-	return m, true
+	return m
 }
 
 // IsShadowHost reports whether host is a mirrored copy's Host/:authority.
