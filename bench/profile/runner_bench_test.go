@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mesh-verify/mesh-verify/lab/nginx"
 	"github.com/mesh-verify/mesh-verify/runlog"
 	"github.com/mesh-verify/mesh-verify/runner"
 	"github.com/mesh-verify/mesh-verify/scenarios"
@@ -25,11 +26,9 @@ import (
 // port, as bench/bench.py does; it is stopped by its pid at cleanup.
 func startNginx(b *testing.B) string {
 	b.Helper()
-	bin, err := exec.LookPath("nginx")
+	bin, err := nginx.Find()
 	if err != nil {
-		if bin = "/usr/sbin/nginx"; !fileExists(bin) {
-			b.Skip("nginx not installed (apt-get install nginx-light)")
-		}
+		b.Skip(err)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -76,8 +75,6 @@ http {
 	b.Fatalf("nginx does not answer on %s (log %s/error.log)", addr, d)
 	return ""
 }
-
-func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 
 // BenchmarkRunnerMaxRate is `mesh-verify run --out DIR` of bench/bench.py's
 // max-throughput scenario (attribution on, every result recorded), in
