@@ -147,9 +147,7 @@ func preflightExec(ctx context.Context, cfg *rest.Config, user string, timeout t
 	// group: its children (a shell's sleep, a helper it started) would
 	// otherwise outlive it and hold the pipes open. WaitDelay stops
 	// waiting for the pipes shortly after in any case.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = time.Second
+	killGroupOnCancel(cmd)
 	err = cmd.Run()
 	perr.Stderr = stderrTail(stderr.Bytes())
 	var exitErr *exec.ExitError
@@ -186,4 +184,13 @@ func preflightExec(ctx context.Context, cfg *rest.Config, user string, timeout t
 		return perr
 	}
 	return nil
+}
+
+// killGroupOnCancel gives cmd its own process group and makes its
+// context's end kill the whole group; WaitDelay stops waiting for the
+// pipes shortly after in any case.
+func killGroupOnCancel(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = time.Second
 }

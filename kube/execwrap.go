@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"syscall"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -52,9 +51,7 @@ func RunExecWrapper(args []string, stdin io.Reader, stdout, stderr io.Writer) in
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
 	// As in preflightExec: the group is killed, so a plugin's children
 	// cannot outlive it holding the pipes client-go reads.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = time.Second
+	killGroupOnCancel(cmd)
 	err = cmd.Run()
 	var exitErr *exec.ExitError
 	switch {
