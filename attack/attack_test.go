@@ -365,3 +365,52 @@ func TestHTTP2AndH2C(t *testing.T) {
 		})
 	}
 }
+
+// TestRequestTimeoutCoversHeadersAndBody: the timeout bounds a request from
+// sending it to the end of its body, as http.Client.Timeout did before the
+// transport took it over, and the error names it.
+func TestRequestTimeoutCoversHeadersAndBody(t *testing.T) {
+	release := make(chan struct{})
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/body" {
+			// Headers and the first bytes, then a body that never ends.
+			w.Write([]byte("partial"))
+			w.(http.Flusher).Flush()
+		}
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer ts.Close()
+	defer close(release)
+	for _, path := range []string{"/headers", "/body"} {
+		t.Run(path, func(t *testing.T) {
+			const timeout = 300 * time.Millisecond
+			// Abort bounds the test if the timeout does not work.
+			abort, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			a, err := New(Options{URL: ts.URL + path, Concurrency: 2, Requests: 2, RunID: "t", Timeout: timeout, KeepAlive: true, MaxBody: -1, Abort: abort})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var sink memSink
+			start := time.Now()
+			a.Run(context.Background(), &sink)
+			if took := time.Since(start); took > timeout+2*time.Second {
+				t.Errorf("the attack took %s with a %s timeout", took, timeout)
+			}
+			if len(sink.results) != 2 {
+				t.Fatalf("%d results, want 2", len(sink.results))
+			}
+			for _, r := range sink.results {
+				if !strings.Contains(r.Error, "request timeout (300ms) exceeded") {
+					t.Errorf("result error %q: want the request timeout named", r.Error)
+				}
+				if r.Latency < timeout {
+					t.Errorf("result ended after %s, before the timeout", r.Latency)
+				}
+			}
+		})
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -18,20 +19,31 @@ import (
 // in-flight request, its request id and the connection that carried it, so
 // results can be joined to connections even when the request failed.
 type tracker struct {
-	dial    DialFunc
-	next    atomic.Uint64
-	mu      sync.Mutex
-	sink    Sink
-	pending sync.Map // vegeta seq -> meta; entries live only while a request is in flight
+	dial DialFunc
+	next atomic.Uint64
+	mu   sync.Mutex
+	sink Sink
+	// pending holds the requests in flight by vegeta seq, sharded so the
+	// workers seldom share a lock; a plain map reuses its slots where
+	// sync.Map allocates two objects per store.
+	pending [pendingShards]pendingShard
 	// truncated counts bodies abandoned beyond maxBody+DrainLimit.
 	truncated atomic.Uint64
+}
+
+const pendingShards = 32
+
+type pendingShard struct {
+	mu sync.Mutex
+	m  map[uint64]*inflight
+	_  [40]byte // one shard per cache line: workers on other shards do not contend on its line
 }
 
 type meta struct {
 	rid  string
 	conn uint64
 	// trailer is set when the body is closed (recordingTransport.trailers).
-	trailer *http.Header
+	trailer http.Header
 }
 
 func newTracker(d DialFunc) *tracker {
@@ -39,7 +51,18 @@ func newTracker(d DialFunc) *tracker {
 		nd := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
 		d = nd.DialContext
 	}
-	return &tracker{dial: d}
+	t := &tracker{dial: d}
+	for i := range t.pending {
+		t.pending[i].m = map[uint64]*inflight{}
+	}
+	return t
+}
+
+func (t *tracker) store(seq uint64, f *inflight) {
+	sh := &t.pending[seq%pendingShards]
+	sh.mu.Lock()
+	sh.m[seq] = f
+	sh.mu.Unlock()
 }
 
 func (t *tracker) setSink(s Sink) {
@@ -68,11 +91,19 @@ func (t *tracker) closed(id uint64) {
 }
 
 func (t *tracker) take(seq uint64) (meta, bool) {
-	v, ok := t.pending.LoadAndDelete(seq)
+	sh := &t.pending[seq%pendingShards]
+	sh.mu.Lock()
+	f, ok := sh.m[seq]
+	if ok {
+		delete(sh.m, seq)
+	}
+	sh.mu.Unlock()
 	if !ok {
 		return meta{}, false
 	}
-	return *v.(*meta), true
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.meta, true
 }
 
 // trackedConn reports its close once so per-connection state can be folded.
@@ -90,10 +121,17 @@ func (c *trackedConn) Close() error {
 
 // recordingTransport notes which connection carried each request; vegeta
 // stamps X-Vegeta-Seq on every request, which keys the note to the Result.
+// It also bounds each request by the timeout: http.Client.Timeout around a
+// RoundTripper it does not know costs a goroutine, a timer and a dozen
+// allocations per request (net/http's setRequestCancel), a deadline on the
+// request's own context does the same for a fraction.
 type recordingTransport struct {
 	next      http.RoundTripper
 	tr        *tracker
 	ridHeader string
+	// timeout bounds a request from sending it to closing its body, as
+	// http.Client.Timeout does.
+	timeout time.Duration
 	// maxBody caps what is read of each body (< 0: no cap).
 	maxBody int64
 	// abort, when done, ends the requests in flight (Options.Abort).
@@ -102,74 +140,92 @@ type recordingTransport struct {
 	trailers bool
 }
 
+// inflight is what the transport keeps of one request, in one allocation:
+// the note its result is joined by, its trace hook and its body's wrapper.
+type inflight struct {
+	mu    sync.Mutex // the trace hook and the body's close write meta; take reads it
+	meta  meta
+	trace httptrace.ClientTrace
+	body  trackedBody
+}
+
+func (f *inflight) gotConn(info httptrace.GotConnInfo) {
+	c := info.Conn
+	if tc, ok := c.(*tls.Conn); ok {
+		c = tc.NetConn()
+	}
+	if tc, ok := c.(*trackedConn); ok {
+		f.mu.Lock()
+		f.meta.conn = tc.id
+		f.mu.Unlock()
+	}
+}
+
+// errRequestTimeout is the cause of a request that ran out of time, so
+// the report names the limit rather than a bare "context deadline exceeded".
+type errRequestTimeout time.Duration
+
+func (e errRequestTimeout) Error() string {
+	return fmt.Sprintf("request timeout (%s) exceeded", time.Duration(e))
+}
+
 func (rt *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	seq, err := strconv.ParseUint(req.Header.Get("X-Vegeta-Seq"), 10, 64)
 	if err != nil {
 		return rt.next.RoundTrip(req)
 	}
-	m := &meta{rid: req.Header.Get(rt.ridHeader)}
-	rt.tr.pending.Store(seq, m)
-	trace := &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) {
-		c := info.Conn
-		if tc, ok := c.(*tls.Conn); ok {
-			c = tc.NetConn()
-		}
-		if tc, ok := c.(*trackedConn); ok {
-			m.conn = tc.id
-		}
-	}}
-	ctx := httptrace.WithClientTrace(req.Context(), trace)
-	release := func() {}
+	f := &inflight{meta: meta{rid: req.Header.Get(rt.ridHeader)}}
+	f.trace.GotConn = f.gotConn
+	rt.tr.store(seq, f)
+	ctx := req.Context()
+	var cancel context.CancelFunc
 	if ab := rt.abort; ab != nil {
 		// A second Ctrl-C aborts what is in flight instead of waiting for
 		// the request timeout: the request's context ends with Abort's.
 		if ab.Err() != nil {
 			return nil, errAborted
 		}
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithCancel(ctx)
-		stop := context.AfterFunc(ab, cancel)
-		release = func() { stop(); cancel() }
+		if ctx == context.Background() {
+			// vegeta's requests carry no context of their own, so Abort
+			// can be the parent: one context per request, no callback.
+			ctx = ab
+		} else {
+			var c context.CancelFunc
+			ctx, c = context.WithCancel(ctx)
+			stop := context.AfterFunc(ab, c)
+			cancel = func() { stop(); c() }
+		}
 	}
+	if rt.timeout > 0 {
+		var c context.CancelFunc
+		ctx, c = context.WithDeadlineCause(ctx, time.Now().Add(rt.timeout), errRequestTimeout(rt.timeout))
+		if prev := cancel; prev != nil {
+			cancel = func() { c(); prev() }
+		} else {
+			cancel = c
+		}
+	}
+	ctx = httptrace.WithClientTrace(ctx, &f.trace)
 	resp, err := rt.next.RoundTrip(req.WithContext(ctx))
-	if err != nil {
-		release()
+	if err != nil || resp.Body == nil {
+		if cancel != nil {
+			cancel()
+		}
 		return resp, err
 	}
-	if rt.trailers && resp.Body != nil {
-		// Trailers are known once the body has been read to its end,
-		// which vegeta does before it closes it.
-		resp.Body = &releasingBody{ReadCloser: resp.Body, release: func() {
-			t := resp.Trailer.Clone()
-			m.trailer = &t
-		}}
+	// The deadline and Abort go on until vegeta has read and closed the
+	// body, as http.Client.Timeout's do.
+	f.body = trackedBody{ReadCloser: resp.Body, f: f, left: rt.maxBody, tr: rt.tr, cancel: cancel}
+	if rt.trailers {
+		f.body.resp = resp
 	}
-	if rt.maxBody >= 0 && resp.Body != nil {
-		resp.Body = &cappedBody{ReadCloser: resp.Body, left: rt.maxBody, tr: rt.tr}
-	}
-	if rt.abort != nil && resp.Body != nil {
-		resp.Body = &releasingBody{ReadCloser: resp.Body, release: release}
-	} else {
-		release()
-	}
+	resp.Body = &f.body
 	return resp, nil
 }
 
 // errAborted is the error of a request not sent because the attack was
 // aborted.
 var errAborted = errors.New("attack aborted")
-
-// releasingBody frees the request's abort hook when vegeta closes the body.
-type releasingBody struct {
-	io.ReadCloser
-	release func()
-}
-
-func (b *releasingBody) Close() error {
-	err := b.ReadCloser.Close()
-	b.release()
-	return err
-}
 
 // DrainLimit is how much of a body beyond maxBody is read (and thrown
 // away) so that its connection can carry the next request; a longer body
@@ -178,23 +234,33 @@ func (b *releasingBody) Close() error {
 // per request.
 const DrainLimit = 256 << 10
 
-// cappedBody ends a response body after maxBody bytes for its reader.
+// trackedBody ends a response body after maxBody bytes for its reader and,
+// when vegeta closes it, keeps its trailers and releases its deadline.
 // At the cap it drains up to DrainLimit more: a body that ends there
 // keeps its keep-alive connection (per-connection balancing sees the same
 // connections as without a cap); one that does not is counted truncated
 // and its connection is closed when vegeta closes the body unread.
-type cappedBody struct {
+type trackedBody struct {
 	io.ReadCloser
+	f *inflight
+	// left is what may still be read; < 0: no cap.
 	left int64
 	tr   *tracker
 	done bool
+	// resp is set when trailers are kept: they are known once the body
+	// has been read to its end, which vegeta does before it closes it.
+	resp   *http.Response
+	cancel context.CancelFunc
 }
 
-func (b *cappedBody) Read(p []byte) (int, error) {
+func (b *trackedBody) Read(p []byte) (int, error) {
+	if b.left < 0 {
+		return b.ReadCloser.Read(p)
+	}
 	if b.done {
 		return 0, io.EOF
 	}
-	if b.left <= 0 {
+	if b.left == 0 {
 		b.done = true
 		n, err := io.Copy(io.Discard, io.LimitReader(b.ReadCloser, DrainLimit+1))
 		if err == nil && n > DrainLimit {
@@ -208,6 +274,20 @@ func (b *cappedBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	b.left -= int64(n)
 	return n, err
+}
+
+func (b *trackedBody) Close() error {
+	err := b.ReadCloser.Close()
+	if b.resp != nil {
+		t := b.resp.Trailer.Clone()
+		b.f.mu.Lock()
+		b.f.meta.trailer = t
+		b.f.mu.Unlock()
+	}
+	if b.cancel != nil {
+		b.cancel()
+	}
+	return err
 }
 
 // CloseIdleConnections lets http.Client.CloseIdleConnections reach the pools.
