@@ -366,7 +366,7 @@ func TestStateValidate(t *testing.T) {
 		return m
 	}
 	for _, tc := range []struct {
-		name  string
+		name   string
 		break_ func(*State)
 	}{
 		{"zero slice width", func(s *State) { s.SliceWidth = 0 }},
@@ -428,7 +428,7 @@ func TestLatencyHistogramQuantiles(t *testing.T) {
 	var h LatencyHistogram
 	var all []time.Duration
 	for range 50000 {
-		d := time.Duration(math.Exp(rng.Float64()*math.Log(1e10))) // 1ns .. 10s, log-uniform
+		d := time.Duration(math.Exp(rng.Float64() * math.Log(1e10))) // 1ns .. 10s, log-uniform
 		h.Add(d)
 		all = append(all, d)
 	}
