@@ -249,24 +249,13 @@ func (a *Accumulator) putDims(p *part, old, s *State) {
 	}
 }
 
-// neededWidth is the accumulator's slice width once s is in: the widest
-// of the contributors', doubled while a slice would fall past maxSlices.
+// neededWidth is the accumulator's slice width once s is in: the wider of
+// its own and s's, doubled while s's last slice would fall past
+// maxSlices. The other contributors' slices already fit, and fit better
+// at a coarser width.
 func (a *Accumulator) neededWidth(s *State) time.Duration {
 	w := max(a.width, s.SliceWidth)
-	for _, p := range a.parts {
-		w = max(w, p.st.SliceWidth)
-	}
-	for range 64 {
-		ok := true
-		for _, p := range a.parts {
-			if n := len(p.st.Slices); n > 0 && a.sliceIndex(p.st, n-1, w) >= maxSlices {
-				ok = false
-				break
-			}
-		}
-		if ok {
-			break
-		}
+	for n := len(s.Slices); n > 0 && a.sliceIndex(s, n-1, w) >= maxSlices && w < maxSliceWidth; {
 		w *= 2
 	}
 	return w
