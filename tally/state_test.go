@@ -370,6 +370,7 @@ func TestStateValidate(t *testing.T) {
 		break_ func(*State)
 	}{
 		{"zero slice width", func(s *State) { s.SliceWidth = 0 }},
+		{"slice width too wide", func(s *State) { s.SliceWidth = maxSliceWidth + 1 }},
 		{"negative total", func(s *State) { s.Total = -1 }},
 		{"successes above total", func(s *State) { s.Successes = s.Total + 1 }},
 		{"too many dimensions", func(s *State) {
