@@ -43,7 +43,10 @@ type Tally struct {
 	conns map[uint64]*connState
 	grace time.Duration
 
-	metrics      vegeta.Metrics
+	metrics vegeta.Metrics
+	// latency is the whole run's mergeable latency histogram (State);
+	// vegeta's own estimator cannot be merged across processes.
+	latency      LatencyHistogram
 	total        int64
 	errors       map[string]int64
 	errorsOther  int64
@@ -211,6 +214,7 @@ func (t *Tally) add(r *attack.Result, id attribution.Identity, unread bool) {
 	r.Error = ""
 	t.metrics.Add(r.Result)
 	r.Error = e
+	t.latency.Add(r.Latency)
 	ok := r.Error == ""
 	outcome := Success
 	if !ok {
@@ -481,6 +485,22 @@ type Snapshot struct {
 	// AddUnread), UnreadAnswered those among them that were answered: they
 	// are in Unattributed too.
 	Unread, UnreadAnswered int64
+	// Latency is the whole run's latency histogram; merged snapshots have
+	// no vegeta estimator, so quantiles are read with LatencyQuantile.
+	Latency *LatencyHistogram
+}
+
+// LatencyQuantile is the q-quantile of the run's latencies from the
+// mergeable histogram (within LatencyRelativeError), or from vegeta's
+// estimator for a snapshot that has no histogram.
+func (s *Snapshot) LatencyQuantile(q float64) time.Duration {
+	if s.Latency != nil && s.Latency.Count > 0 {
+		return s.Latency.Quantile(q)
+	}
+	if s.Metrics.Requests == 0 {
+		return 0
+	}
+	return s.Metrics.Latencies.Quantile(q)
 }
 
 // Snapshot copies the counters; buckets are sorted by name.
@@ -503,6 +523,8 @@ func (t *Tally) Snapshot() Snapshot {
 		Unread:               t.unread,
 		UnreadAnswered:       t.unreadAnswered,
 	}
+	lat := t.latency
+	s.Latency = &lat
 	s.Metrics.StatusCodes = map[string]int{}
 	for k, v := range t.metrics.StatusCodes {
 		s.Metrics.StatusCodes[k] = v

@@ -1,0 +1,286 @@
+package fleet
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	vegeta "github.com/tsenart/vegeta/v12/lib"
+
+	"github.com/mesh-verify/mesh-verify/attack"
+	"github.com/mesh-verify/mesh-verify/attribution"
+	"github.com/mesh-verify/mesh-verify/tally"
+)
+
+// workers runs k real tallies over one stream of results split by
+// connection and returns each worker's state at the middle and the end.
+func workers(t testing.TB, k, n int, start time.Time) (mid, final []tally.State) {
+	rng := rand.New(rand.NewPCG(uint64(k), uint64(n)))
+	tls := make([]*tally.Tally, k)
+	for i := range tls {
+		tls[i] = tally.New(start, time.Minute)
+	}
+	for i := range n {
+		conn := uint64(1 + rng.IntN(40))
+		r := &attack.Result{Result: &vegeta.Result{Code: 200, Timestamp: start.Add(time.Duration(i) * time.Millisecond),
+			Latency: time.Duration(rng.ExpFloat64() * float64(time.Millisecond))}, ConnID: conn}
+		id := attribution.Identity{Cluster: fmt.Sprintf("c%d", 1+rng.IntN(3))}
+		id.Pod = id.Cluster + "-pod"
+		if rng.IntN(20) == 0 {
+			r.Code, r.Error = 503, "503 Service Unavailable"
+		}
+		w := int(conn) % k
+		tls[w].Add(r, id)
+		if i == n/2 {
+			for _, tl := range tls {
+				mid = append(mid, tl.State())
+			}
+		}
+	}
+	for _, tl := range tls {
+		final = append(final, tl.State())
+	}
+	return mid, final
+}
+
+func encode(t testing.TB, recs ...Record) string {
+	var b bytes.Buffer
+	for _, r := range recs {
+		if err := Encode(&b, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return b.String()
+}
+
+// A pod's log mixes records with other output: the decoder returns the
+// records, counts the rest by reason, and stops at a version it cannot
+// read with an error naming the worker and the line.
+func TestDecoder(t *testing.T) {
+	start := time.Unix(1700000000, 0)
+	_, final := workers(t, 1, 200, start)
+	rec := Record{Kind: KindFinal, Worker: 3, Pod: "mv-w-3", Seq: 9, Time: start, State: &final[0]}
+	good := encode(t, rec)
+	v2 := strings.Replace(good, `"meshVerifyWorker":"v1"`, `"meshVerifyWorker":"v2"`, 1)
+	v11 := strings.Replace(good, `"meshVerifyWorker":"v1"`, `"meshVerifyWorker":"v1.3","future":1`, 1)
+	for _, tc := range []struct {
+		name    string
+		in      string
+		records int
+		skipped Skipped
+		errLine int64 // line of the version error, 0 for none
+	}{
+		{"records among klog and a panic", "I1201 10:00:00.000000 1 main.go:1] starting\n" + good + "panic: oops\n\ngoroutine 1 [running]:\n" + good,
+			2, Skipped{NotRecord: 4}, 0},
+		{"no newline at the end", strings.TrimSuffix(good, "\n"), 1, Skipped{}, 0},
+		{"CRLF", strings.Replace(good, "\n", "\r\n", 1), 1, Skipped{}, 0},
+		{"a line cut short", good[:len(good)/2] + "\n" + good, 1, Skipped{Invalid: 1}, 0},
+		{"a line too long", strings.Repeat("x", MaxLineBytes) + "\n" + good, 1, Skipped{TooLong: 1}, 0},
+		{"a record too long", `{"meshVerifyWorker":"v1","pad":"` + strings.Repeat("x", MaxLineBytes) + "\"}\n" + good, 1, Skipped{TooLong: 1}, 0},
+		{"an invalid state", strings.Replace(good, `"total":200`, `"total":-5`, 1), 0, Skipped{Invalid: 1}, 0},
+		{"a newer minor version", v11, 1, Skipped{}, 0},
+		{"an unknown major version", "hello\n" + v2 + good, 1, Skipped{NotRecord: 1}, 2},
+		{"not a version", strings.Replace(good, `"v1"`, `"one"`, 1), 0, Skipped{}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := NewDecoder(strings.NewReader(tc.in))
+			var got []Record
+			var verr error
+			var verrLine int64
+			for range 100 {
+				r, err := d.Next()
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					if !errors.Is(err, ErrVersion) || verr != nil {
+						t.Fatalf("unexpected error %v", err)
+					}
+					verr, verrLine = err, d.Line()
+					continue
+				}
+				got = append(got, r)
+			}
+			if len(got) != tc.records {
+				t.Errorf("%d records, want %d", len(got), tc.records)
+			}
+			sk := d.Skipped()
+			sk.LastInvalid = ""
+			if sk != tc.skipped {
+				t.Errorf("skipped %+v, want %+v", d.Skipped(), tc.skipped)
+			}
+			if tc.skipped.Invalid > 0 && !strings.Contains(d.Skipped().LastInvalid, "line") {
+				t.Errorf("invalid line not explained: %q", d.Skipped().LastInvalid)
+			}
+			if tc.errLine != verrLine {
+				t.Errorf("version error at line %d (%v), want line %d", verrLine, verr, tc.errLine)
+			}
+			if verr != nil && !strings.Contains(verr.Error(), "worker 3") {
+				t.Errorf("version error does not name the worker: %v", verr)
+			}
+			for _, r := range got {
+				if r.Worker != 3 || r.Pod != "mv-w-3" || r.Seq != 9 || !reflect.DeepEqual(*r.State, final[0]) {
+					t.Errorf("record changed through the log: %+v", r)
+				}
+			}
+		})
+	}
+}
+
+func TestEncodeRejectsInvalidRecords(t *testing.T) {
+	for _, r := range []Record{
+		{Kind: "done", Worker: 1},
+		{Kind: KindFinal, Worker: 1},
+		{Kind: KindError, Worker: 1},
+		{Kind: KindReady, Worker: -1},
+		{Kind: KindReady, Worker: MaxWorkers},
+		{Kind: KindReady, Worker: 1, Seq: -1},
+		{Kind: KindReady, Worker: 1, Pod: strings.Repeat("p", MaxPodBytes+1)},
+		{Kind: KindError, Worker: 1, Error: strings.Repeat("e", MaxErrorBytes+1)},
+		{Kind: KindInterval, Worker: 1, State: &tally.State{}},
+	} {
+		if err := Encode(io.Discard, r); err == nil {
+			t.Errorf("encoded %+v", r)
+		}
+	}
+	if err := Encode(io.Discard, Record{Kind: KindReady, Worker: MaxWorkers - 1}); err != nil {
+		t.Errorf("a ready record: %v", err)
+	}
+}
+
+// Records delivered twice, late or out of order count once: the merged
+// snapshot is that of the workers' final states, and the rows say who
+// sent what.
+func TestMergerIsIdempotent(t *testing.T) {
+	start := time.Unix(1700000000, 0)
+	mid, final := workers(t, 3, 6000, start)
+	var recs []Record
+	for i := range final {
+		recs = append(recs,
+			Record{Kind: KindReady, Worker: i, Pod: fmt.Sprintf("mv-%d", i), Seq: 0, Time: start},
+			Record{Kind: KindInterval, Worker: i, Seq: 1, Time: start.Add(time.Second), State: &mid[i]},
+			Record{Kind: KindFinal, Worker: i, Seq: 2, Time: start.Add(2 * time.Second), State: &final[i]})
+	}
+	recs[len(recs)-1] = Record{Kind: KindError, Worker: 2, Seq: 2, Time: start.Add(2 * time.Second), State: &final[2], Error: "attack: context canceled"}
+	// Through a log: every line once, then the whole log again after a
+	// reconnect, then the mid-run records once more.
+	log := encode(t, recs...)
+	log += log + encode(t, recs[1], recs[4], recs[7])
+	m := NewMerger(start)
+	d := NewDecoder(strings.NewReader(log))
+	var accepted int
+	for range 100 {
+		r, err := d.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		ok, err := m.Add(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok {
+			accepted++
+		}
+	}
+	if accepted != len(recs) {
+		t.Errorf("accepted %d records, want %d", accepted, len(recs))
+	}
+	got, want := m.Snapshot(), tally.Merge(final...).Snapshot()
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("merged snapshot differs from the final states' merge:\n%+v\n%+v", got.Dimensions, want.Dimensions)
+	}
+	rows := m.Workers()
+	var share float64
+	for i, r := range rows {
+		share += r.Share
+		oc := final[i].Dimensions[tally.Outcome]
+		var failed int64
+		for k, b := range oc.Buckets {
+			if b == tally.Failure {
+				failed = oc.N[k]
+			}
+		}
+		wantRate := float64(final[i].Total) / final[i].Latest.Sub(final[i].Earliest).Seconds()
+		if r.Index != i || r.Pod != fmt.Sprintf("mv-%d", i) || r.Requests != final[i].Total || r.Errors != failed || failed == 0 ||
+			math.Abs(r.Rate-wantRate) > 1e-9 || !r.LastSeen.Equal(start.Add(2*time.Second)) {
+			t.Errorf("row %+v: want requests %d, errors %d, rate %v", r, final[i].Total, failed, wantRate)
+		}
+		if (i < 2) != r.Final || (i == 2) != (r.Error != "") {
+			t.Errorf("row %d: final %v error %q", i, r.Final, r.Error)
+		}
+	}
+	if math.Abs(share-1) > 1e-12 || len(rows) != 3 {
+		t.Errorf("%d rows, shares add up to %v", len(rows), share)
+	}
+}
+
+func FuzzDecode(f *testing.F) {
+	start := time.Unix(1700000000, 0)
+	_, final := workers(f, 1, 50, start)
+	good := encode(f, Record{Kind: KindFinal, Worker: 1, Seq: 1, Time: start, State: &final[0]})
+	f.Add([]byte(good))
+	f.Add([]byte("klog line\n" + good[:len(good)/3]))
+	f.Add([]byte(`{"meshVerifyWorker":"v1","kind":"interval","worker":1,"seq":2,"state":{"sliceWidth":1000000000,"latency":{"count":1,"max":5,"bins":[5,1]}}}` + "\n"))
+	f.Add([]byte(`{"meshVerifyWorker":"v9","worker":4}` + "\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		d := NewDecoder(bytes.NewReader(data))
+		m := NewMerger(start)
+		var records int64
+		for range 10000 {
+			r, err := d.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				if !errors.Is(err, ErrVersion) {
+					t.Fatalf("error %v is neither EOF nor a version error", err)
+				}
+				continue
+			}
+			records++
+			if err := r.Validate(); err != nil {
+				t.Fatalf("decoded an invalid record: %v", err)
+			}
+			if _, err := m.Add(r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		s := d.Skipped()
+		if records+s.NotRecord+s.TooLong+s.Invalid > d.Line() {
+			t.Fatalf("%d records and %+v skipped from %d lines", records, s, d.Line())
+		}
+		_ = m.Snapshot()
+		_ = m.Workers()
+	})
+}
+
+// The JSON a worker prints for a state does not grow with its requests,
+// beyond the digits of its numbers (1e6 requests fill every bin already).
+func TestRecordSizeDoesNotGrowWithRequests(t *testing.T) {
+	var sizes []int
+	for _, n := range []int64{1e6, 1e9} {
+		st := syntheticState(rand.New(rand.NewPCG(1, 1)), time.Unix(0, 0), n, 50, 60)
+		b, err := json.Marshal(st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		sizes = append(sizes, len(b))
+	}
+	if float64(sizes[1]) > 1.5*float64(sizes[0]) {
+		t.Errorf("a state of 1e9 requests takes %d bytes, of 1e6 %d", sizes[1], sizes[0])
+	}
+}
