@@ -333,13 +333,15 @@ func margin(p *scenarios.Percent) float64 {
 	return p.Fraction()
 }
 
-// latency compares the estimated percentile with the bound. Percentiles come
-// from vegeta's t-digest, an estimate, so no interval is claimed.
+// latency compares the percentile with the bound. Percentiles come from
+// tally's latency histogram (within tally.LatencyRelativeError of the
+// exact order statistic, for one process's run or workers' merged), the
+// same the report shows; no interval is claimed.
 func latency(l *scenarios.Latency, s tally.Snapshot) assert.Result {
 	if s.Metrics.Requests == 0 {
 		return assert.Result{Verdict: assert.Inconclusive, Reason: "no requests, no latency"}
 	}
-	q := s.Metrics.Latencies.Quantile(l.Percentile / 100)
+	q := s.LatencyQuantile(l.Percentile / 100)
 	res := assert.Result{Observed: q.Seconds()}
 	if q < l.Below.Duration {
 		res.Verdict = assert.Pass

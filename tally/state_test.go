@@ -133,6 +133,10 @@ func TestMergeEqualsOneTally(t *testing.T) {
 			}
 			checkQuantile(t, "P99", m.P99, lats[int(0.99*float64(len(lats))+0.999999999)-1])
 			checkQuantile(t, "P50", m.P50, lats[int(0.5*float64(len(lats))+0.999999999)-1])
+			// One process's snapshot reports (and judges by) the same
+			// bounded-error quantiles as a merged one.
+			checkQuantile(t, "one tally's P99", want.Metrics.Latencies.P99, lats[int(0.99*float64(len(lats))+0.999999999)-1])
+			checkQuantile(t, "one tally's P95", want.Metrics.Latencies.P95, lats[int(0.95*float64(len(lats))+0.999999999)-1])
 		})
 	}
 }

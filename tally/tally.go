@@ -530,6 +530,13 @@ func (t *Tally) Snapshot() Snapshot {
 		s.Metrics.StatusCodes[k] = v
 	}
 	s.Metrics.Close()
+	if lat.Count > 0 {
+		// The quantiles a report shows are the ones a latency expectation
+		// is judged by, and a merged run's: the histogram's, whose error
+		// is bounded (LatencyRelativeError), not the t-digest's.
+		l := &s.Metrics.Latencies
+		l.P50, l.P90, l.P95, l.P99 = lat.Quantile(0.5), lat.Quantile(0.9), lat.Quantile(0.95), lat.Quantile(0.99)
+	}
 	for _, sl := range t.slices {
 		sl.Clusters = copyMap(sl.Clusters)
 		lat := make(map[string]*Histogram, len(sl.Latency))
