@@ -83,28 +83,66 @@ def wait_port(port, timeout=10):
 
 
 class Run:
-    """One finished child: exit code, CPU seconds and peak RSS from its rusage."""
+    """One finished child: exit code, CPU seconds and peak RSS from its rusage,
+    and the split of its resident memory sampled while it ran."""
 
     def __init__(self, cmd, code, ru, wall, out, err):
         self.cmd, self.code, self.wall = cmd, code, wall
         self.cpu = ru.ru_utime + ru.ru_stime
         self.maxrss_mb = ru.ru_maxrss / 1024  # Linux reports KiB
+        self.anon_mb, self.file_mb = ru.anon_mb, ru.file_mb
         self.out, self.err = out, err
+
+
+class Rusage:
+    """wait4's rusage plus the peak of the sampled memory split."""
+
+    def __init__(self, ru, anon_mb, file_mb):
+        self.ru_utime, self.ru_stime, self.ru_maxrss = ru.ru_utime, ru.ru_stime, ru.ru_maxrss
+        self.anon_mb, self.file_mb = anon_mb, file_mb
+
+
+MEM_SAMPLE = 0.02  # seconds between two reads of /proc/PID/status
+
+
+def sample_memory(pid, stop_ev, peak):
+    """Reads RssAnon (private: heap, stacks) and RssFile (pages of the
+    executable and libraries mapped from their files: shared, clean, the
+    kernel can drop them) every MEM_SAMPLE s; keeps the highest RssAnon and
+    the highest RssFile. ru_maxrss is their sum's high-water mark."""
+    path = f"/proc/{pid}/status"
+    while not stop_ev.is_set():
+        try:
+            with open(path) as f:
+                txt = f.read()
+        except OSError:
+            return
+        a = re.search(r"^RssAnon:\s+(\d+) kB", txt, re.M)
+        fl = re.search(r"^RssFile:\s+(\d+) kB", txt, re.M)
+        if a and fl:
+            peak[0] = max(peak[0], int(a.group(1)) / 1024)
+            peak[1] = max(peak[1], int(fl.group(1)) / 1024)
+        stop_ev.wait(MEM_SAMPLE)
 
 
 def reap(p, timeout):
     """Waits for p with wait4 (its own rusage, not its siblings'), killing it
-    by pid after timeout seconds."""
+    by pid after timeout seconds; samples its memory split meanwhile."""
     timer = threading.Timer(timeout, lambda: p.poll() is None and p.kill())
     timer.start()
+    stop_ev, peak = threading.Event(), [0.0, 0.0]
+    sampler = threading.Thread(target=sample_memory, args=(p.pid, stop_ev, peak), daemon=True)
+    sampler.start()
     try:
         _, status, ru = os.wait4(p.pid, 0)
     finally:
         timer.cancel()
+        stop_ev.set()
+        sampler.join()
     p.returncode = os.waitstatus_to_exitcode(status)
     if p in started:
         started.remove(p)
-    return p.returncode, ru
+    return p.returncode, Rusage(ru, peak[0], peak[1])
 
 
 def run(cmd, timeout=None, stdin=None, env_extra=None):
@@ -416,7 +454,15 @@ def memory(url, pods_url):
     log(f"  mesh-verify, {MEM_REQUESTS} requests naming {PODS} distinct pods")
     out["mesh-verify, 10k pods"] = mesh_verify("mesh-verify", bound, pods_url, "mem-pods")
     os.remove(tfile)
-    return out
+    # What each process holds before its first request: the executable's
+    # pages its start-up touched (package initialisation) and the
+    # runtime's first heap, against the executable's size.
+    startup = {}
+    for name, cmd in (("mesh-verify", [BIN, "version"]), ("vegeta", [VEGETA, "-version"])):
+        r = run(cmd, timeout=60)
+        need(r.code == 0, " ".join(cmd), r)
+        startup[name] = {"maxrss_mb": r.maxrss_mb, "binary_mb": os.path.getsize(cmd[0]) / 1e6, "cmd": " ".join(os.path.basename(c) for c in cmd)}
+    return {"runs": out, "startup": startup}
 
 
 def forward_addr(logfile, p, timeout=60):
@@ -429,6 +475,38 @@ def forward_addr(logfile, p, timeout=60):
             break
         time.sleep(0.1)
     raise RuntimeError(f"{' '.join(p.args)}: no Forwarding line (log {logfile}): {open(logfile).read()[-800:]}")
+
+
+def proc_cpu(pids):
+    """User + system CPU seconds of each pid so far, from /proc/PID/stat."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out = {}
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            out[pid] = (int(fields[11]) + int(fields[12])) / tick
+        except (OSError, IndexError, ValueError):
+            pass
+    return out
+
+
+def lab_processes(labdir):
+    """The lab's processes (kwokctl's components run from inside the lab
+    directory, the daemon names it): pid -> short name."""
+    out = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/cmdline", "rb") as f:
+                argv = [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
+        except OSError:
+            continue
+        if argv and any(labdir in a for a in argv):
+            name = os.path.basename(argv[0])
+            out[int(d)] = "lab daemon (app, kwok objects)" if "serve" in argv else name
+    return out
 
 
 def tunnel():
@@ -461,7 +539,17 @@ def tunnel():
             try:
                 url = f"http://{forward_addr(lf, p)}/callme/ping"
                 log(f"  {name}: probe {TUNNEL_PROBE}s")
+                # Every process a forwarded request crosses, charged its CPU
+                # over the probe: where the tunnel's ceiling comes from.
+                procs = dict(lab_processes(labdir), **{p.pid: name.split()[0]})
+                cpu0 = proc_cpu(procs)
                 probe = vegeta(name, url, ["-rate=0", f"-workers={TUNNEL_CONNS}", f"-max-workers={TUNNEL_CONNS}", f"-duration={TUNNEL_PROBE}s"])
+                cpu1 = proc_cpu(procs)
+                chain = {}
+                for pid, pname in procs.items():
+                    if pid in cpu0 and pid in cpu1:
+                        chain[pname] = chain.get(pname, 0) + cpu1[pid] - cpu0[pid]
+                chain["vegeta (client)"] = probe.run.cpu
                 tries = []
                 for frac in (0.9, 0.7, 0.5, 0.3):
                     want = max(50, int(probe.rate * frac / 50) * 50)
@@ -472,7 +560,7 @@ def tunnel():
                     if held or len(tries) >= 3:
                         break
                 stop(p)
-                res[name] = {"probe": probe, "tries": tries, "pod": pod}
+                res[name] = {"probe": probe, "tries": tries, "pod": pod, "chain": chain}
             finally:
                 stop(p)
         return res
@@ -533,6 +621,57 @@ def gobench():
     return lines
 
 
+PROFILE_GROUPS = [
+    # (share of the client's CPU, what runs there), first match wins; the
+    # patterns read pprof's function names.
+    ("system calls (socket read/write, epoll)", r"^(syscall\.|internal/runtime/syscall|internal/poll\.|runtime\.(netpoll|epoll))"),
+    ("allocation and garbage collection", r"^runtime\.(mallocgc|newobject|makeslice|growslice|memclr|memmove|.*[gG][cC]|.*[mM]ark|scan|.*[sS]weep|heap|mcache|mcentral|mspan|greyobject|findObject|wbBuf|bulkBarrier|typePointers|nextFreeFast|.*Alloc|deductAssistCredit)"),
+    ("goroutine scheduling, channels, timers (runtime)", r"^runtime\."),
+    ("net/http client (hey and vegeta run it too)", r"^(net/http|net/textproto|net/url|bufio|net\.|mime|io\.|golang\.org/x/net)"),
+    ("maps, hashing, strings, formatting (every package)", r"^(internal/runtime/maps|aeshash|memhash|indexbyte|bytes\.|strings\.|strconv\.|internal/strconv|internal/bytealg|unicode|fmt\.|sort\.|slices\.)"),
+    ("vegeta (pacing, hit, results)", r"^github\.com/tsenart/vegeta"),
+    ("context, locks, time (per request)", r"^(context|sync|time|internal/sync)\."),
+    ("mesh-verify attack (ids, connection tracking, deadline)", r"^github\.com/mesh-verify/mesh-verify/attack"),
+    ("mesh-verify attribution (rules' regexps)", r"^(regexp|github\.com/mesh-verify/mesh-verify/attribution)"),
+    ("mesh-verify recording (results.bin, attribution.jsonl)", r"^(encoding/|github\.com/mesh-verify/mesh-verify/runlog)"),
+    ("mesh-verify tally and sink", r"^github\.com/mesh-verify/mesh-verify/"),
+]
+
+
+def profile():
+    """Where a whole mesh-verify run's client CPU goes: bench/profile's
+    BenchmarkRunnerMaxRate (attack, attribution, tally and recording, against
+    its own nginx) under -cpuprofile, each function's own time grouped by
+    what it belongs to."""
+    prof = os.path.join(OUT, "runner.cpu.prof")
+    n = 100_000 if not QUICK else 30_000
+    args = ["-run", "^$", "-bench", "^BenchmarkRunnerMaxRate$", "-benchtime", "1x", "-cpuprofile", prof, "-o", os.path.join(OUT, "profile.test")]
+    log(f"  go test ./bench/profile/ {' '.join(args)} ({n} requests)")
+    b = run(["go", "test", "./bench/profile/", "-count", "1"] + args, timeout=600,
+            env_extra={"BENCH_PROFILE_REQUESTS": str(n)})
+    m = re.search(r"([\d.]+) allocs/req\s+([\d.]+) req/s", b.out) or re.search(r"([\d.]+) req/s", b.out)
+    need(b.code == 0 and "BenchmarkRunnerMaxRate" in b.out, "go test -bench RunnerMaxRate ./bench/profile", b)
+    top = run(["go", "tool", "pprof", "-top", "-nodecount=1000000", "-unit=ms", prof], timeout=120)
+    need(top.code == 0, "go tool pprof -top", top)
+    groups = {g: 0.0 for g, _ in PROFILE_GROUPS}
+    other, total = 0.0, 0.0
+    for ln in top.out.splitlines():
+        f = ln.split(None, 5)
+        if len(f) < 6 or not f[0].endswith("ms"):
+            continue
+        flat, name = float(f[0][:-2]), f[5].strip()
+        total += flat
+        for g, pat in PROFILE_GROUPS:
+            if re.match(pat, name):
+                groups[g] += flat
+                break
+        else:
+            other += flat
+    groups["other"] = other
+    line = next((ln.strip() for ln in b.out.splitlines() if ln.startswith("BenchmarkRunnerMaxRate")), "")
+    return {"groups": groups, "total_ms": total, "requests": n, "bench": line}
+
+
 # ---------------------------------------------------------------- report
 
 def fmt_rate(x):
@@ -551,7 +690,66 @@ def verdict(ok):
     return "met" if ok else "**not met**"
 
 
-def write_report(info, thr, rt, mem, tun, ing, gob, cmds, errors):
+def gaps(w, ratios, cpus, mem, tun, prof):
+    """What the unmet targets come down to, in this run's own figures."""
+    L = []
+    c = 32
+    mv = [t for t in ("mesh-verify open loop", "mesh-verify closed loop") if cpus.get((c, t))]
+    unmet = [peer for peer, goal in (("hey", 1.0), ("wrk", 0.55))
+             if ratios.get((c, peer)) and max((ratios.get((c, t)) or 0) for t in mv or ["-"]) < goal * ratios[(c, peer)]]
+    if mv and unmet and cpus.get((c, "hey")) and prof:
+        best = max(mv, key=lambda t: ratios.get((c, t)) or 0)
+        us = {t: cpus[(c, t)] * 10 for t in (best, "hey", "wrk", "vegeta") if cpus.get((c, t))}  # CPU s / 100k -> µs / request
+        g, tot = prof["groups"], prof["total_ms"] or 1
+        shared = sum(g[k] for k in g if k.startswith(("system calls", "goroutine scheduling", "net/http client"))) / tot * 100
+        ours = sum(g[k] for k in g if k.startswith("mesh-verify")) / tot * 100
+        gc = g.get("allocation and garbage collection", 0) / tot * 100
+        allocs = prof["bench"].split("allocs/req")[0].split()[-1] if "allocs/req" in prof["bench"] else "?"
+        text = (f"- **Throughput at {c} connections** (not met against {' and '.join(unmet)}). The client's CPU is what limits every tool "
+                f"here (nginx has one core of the two). Client CPU per request, from each process's rusage: {best} {us[best]:.1f} µs, "
+                f"hey {us['hey']:.1f} µs" + (f", vegeta {us['vegeta']:.1f} µs" if "vegeta" in us else "")
+                + (f", wrk {us['wrk']:.1f} µs" if "wrk" in us else "") + ". "
+                f"In mesh-verify's profile, {shared:.0f}% of that time is system calls, goroutine scheduling and net/http's client: "
+                "the machinery hey and vegeta run too (net/http with a reader and a writer goroutine per connection, goroutine "
+                "hand-offs and a write and a read system call per request), which is why no Go client here comes near wrk, a C "
+                "event loop with no per-request hand-off. "
+                f"mesh-verify's own packages (request ids, connection tracking, attribution, tally, recording) take {ours:.0f}%, "
+                f"allocation and GC {gc:.0f}% (every package's allocations: {allocs} per request, most of them net/http's).")
+        if us[best] > us["hey"]:
+            text += (" What it spends over hey is vegeta's attacker (a pacer, a results channel) and each result's way to "
+                     "attribution and the run directory: hey keeps no per-request record, attributes nothing and writes nothing.")
+        L.append(text)
+    if mem:
+        r, v, st = mem["runs"]["mesh-verify"].run, mem["runs"]["vegeta"].run, mem["startup"]
+        L.append(f"- **Peak RSS.** {r.file_mb:.0f} of mesh-verify's {r.maxrss_mb:.0f} MB are pages of its own executable "
+                 f"(RssFile; vegeta {v.file_mb:.0f} MB): the binary is {st['mesh-verify']['binary_mb']:.0f} MB against vegeta's "
+                 f"{st['vegeta']['binary_mb']:.0f} MB — client-go's typed clients register every Kubernetes API group at start-up — and "
+                 f"`mesh-verify version` alone peaks at {st['mesh-verify']['maxrss_mb']:.0f} MB. Those pages are clean and shared, and "
+                 f"the kernel can drop them. Private memory (RssAnon) is {r.anon_mb:.1f} MB against vegeta's {v.anon_mb:.1f} MB "
+                 f"({r.anon_mb / v.anon_mb:.2f}×): the attribution queue, the tally, the run directory's writers and the Kubernetes "
+                 "client's initialised state, none of which grows with the number of requests.")
+    if tun:
+        a, b = tun.get("mesh-verify port-forward"), tun.get("kubectl port-forward")
+        if a and b and not (b.get("best") and a.get("best", 0) >= 2 * b["best"]):
+            ca, cb = a["chain"], b["chain"]
+            na, nb = a["probe"].requests or 1, b["probe"].requests or 1
+            own = ca.get("mesh-verify", 0) / na * 1e6
+            kub = cb.get("kubectl", 0) / nb * 1e6
+            rest = sum(v for k, v in ca.items() if k not in ("mesh-verify",)) / na * 1e6
+            L.append(f"- **Tunnel.** Every forwarded request crosses the forwarder, the kube-apiserver, kwok and the lab's app, all on this "
+                     f"machine's {NPROC} cores. Per 1,000 requests the forwarder costs {own:.0f} ms of CPU (mesh-verify) against {kub:.0f} ms "
+                     f"(kubectl), while the rest of the chain, the load generator included, costs {rest:.0f} ms: even a forwarder that cost "
+                     f"nothing would raise the CPU-bound ceiling at most {(own + rest) / max(rest, 1e-9):.2f}× over mesh-verify's own. On a real cluster the API server and the kubelet "
+                     "run elsewhere, and the forwarder's own cost is what the user's machine pays.")
+    if L:
+        w("## What the unmet targets come down to")
+        w("")
+        for ln in L:
+            w(ln)
+        w("")
+
+
+def write_report(info, thr, rt, mem, tun, ing, gob, prof, cmds, errors):
     tools, res, failed = thr if thr else ([], {}, [])
     L = []
     w = L.append
@@ -581,7 +779,7 @@ def write_report(info, thr, rt, mem, tun, ing, gob, cmds, errors):
             w(f"- {e}")
         w("")
 
-    ratios = {}
+    ratios, cpus = {}, {}
     if thr:
         w(f"## Max throughput ({DUR} s a run, {ROUNDS} interleaved round{'s' if ROUNDS > 1 else ''}, tool order rotated each round)")
         w("")
@@ -608,6 +806,7 @@ def write_report(info, thr, rt, mem, tun, ing, gob, cmds, errors):
                 m = meds[t]
                 ratios[(c, t)] = m
                 cpu = med([r.cpu_per_100k for r in rs])
+                cpus[(c, t)] = cpu
                 w(f"| {t} | {fmt_rate(m)} | {spread([r.rate for r in rs])} | {ratio(m, wrk_med)} | {ratio(m, peers.get(best_peer))} | "
                   f"{sum(r.errors for r in rs)} | {'-' if cpu is None else f'{cpu:.2f}'} | {len(rs)} |")
             w("")
@@ -645,11 +844,25 @@ def write_report(info, thr, rt, mem, tun, ing, gob, cmds, errors):
           f"The 10k-pods run's target names one of {PODS:,} pods per request (nginx `split_clients` over `$request_id`): "
           "mesh-verify keeps at most 1,000 distinct values per dimension (README.md, Limits), the rest count as `(other)`.")
         w("")
-        w("| run | requests | req/s | errors | peak RSS | × vegeta |")
-        w("|---|---:|---:|---:|---:|---:|")
-        v = mem["vegeta"].run.maxrss_mb
-        for k, r in mem.items():
-            w(f"| {k} | {r.requests:,} | {fmt_rate(r.rate)} | {r.errors} | {r.run.maxrss_mb:.0f} MB | {r.run.maxrss_mb / v:.2f} |")
+        w("| run | requests | req/s | errors | peak RSS | × vegeta | peak private (RssAnon) | × vegeta | peak file-backed (RssFile) |")
+        w("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+        runs = mem["runs"]
+        v = runs["vegeta"].run
+        for k, r in runs.items():
+            w(f"| {k} | {r.requests:,} | {fmt_rate(r.rate)} | {r.errors} | {r.run.maxrss_mb:.0f} MB | {r.run.maxrss_mb / v.maxrss_mb:.2f} | "
+              f"{r.run.anon_mb:.1f} MB | {r.run.anon_mb / v.anon_mb:.2f} | {r.run.file_mb:.1f} MB |")
+        w("")
+        w(f"RssAnon and RssFile are read from `/proc/PID/status` every {MEM_SAMPLE * 1000:.0f} ms while the process runs (samples, "
+          "each column its own maximum). RssAnon is the process's private memory (heap, stacks); RssFile is the pages of "
+          "its executable and libraries mapped from their files: clean, shared with every other process running the same file, "
+          "and the kernel can drop them under pressure. ru_maxrss counts both.")
+        w("")
+        w("Before the first request (the process started and exited at once):")
+        w("")
+        w("| tool | command | peak RSS | executable size |")
+        w("|---|---|---:|---:|")
+        for k, st in mem["startup"].items():
+            w(f"| {k} | `{st['cmd']}` | {st['maxrss_mb']:.0f} MB | {st['binary_mb']:.0f} MB |")
         w("")
 
     if tun:
@@ -668,6 +881,21 @@ def write_report(info, thr, rt, mem, tun, ing, gob, cmds, errors):
             best = max([want for want, _, held in t["tries"] if held], default=0)
             t["best"] = best
             w(f"| {name} | {fmt_rate(pr.rate)} ({pr.errors}) | {tries} | {best:,}/s |")
+        w("")
+        w("CPU of every process a forwarded request crosses, during each probe (from `/proc/PID/stat`), in ms per 1,000 requests: "
+          "on this machine's cores the forwarder is one of several processes of like cost, so even a forwarder that cost "
+          "nothing would raise the ceiling only by its own share.")
+        w("")
+        names = sorted({k for t in tun.values() for k in t["chain"]})
+        w("| process | " + " | ".join(tun) + " |")
+        w("|---|" + "---:|" * len(tun))
+        for pn in names:
+            cells = []
+            for t in tun.values():
+                n = t["probe"].requests
+                v = t["chain"].get(pn)
+                cells.append("-" if v is None or not n else f"{v / n * 1000 * 1000:.0f}")
+            w(f"| {pn} | " + " | ".join(cells) + " |")
         w("")
 
     if ing:
@@ -701,6 +929,24 @@ def write_report(info, thr, rt, mem, tun, ing, gob, cmds, errors):
         w("```")
         w("")
 
+    if prof:
+        w("## Where mesh-verify's client CPU goes")
+        w("")
+        w(f"`go test ./bench/profile/ -bench RunnerMaxRate -cpuprofile` runs one whole `mesh-verify run` in process "
+          f"({prof['requests']:,} requests, 32 connections, closed loop, attribution on, recording its run directory) against its own nginx; "
+          "each function's own CPU time (pprof's flat) is grouped by what it belongs to. The allocation and GC row is paid "
+          "for every package's allocations, ours and net/http's alike.")
+        w("")
+        w(f"    {prof['bench']}")
+        w("")
+        w("| where | share of the client's CPU | µs per request |")
+        w("|---|---:|---:|")
+        tot = prof["total_ms"] or 1
+        for g, ms in sorted(prof["groups"].items(), key=lambda kv: -kv[1]):
+            w(f"| {g} | {ms / tot * 100:.1f}% | {ms * 1000 / prof['requests']:.1f} |")
+        w(f"| total | 100% | {tot * 1000 / prof['requests']:.1f} |")
+        w("")
+
     w("## Targets")
     w("")
     w("| target | measured | met? |")
@@ -724,14 +970,29 @@ def write_report(info, thr, rt, mem, tun, ing, gob, cmds, errors):
     if thr and 128 in CONNS:
         target("max throughput with attribution ≥ 1.0× vegeta at 128 connections", 128, "vegeta", 1.0)
     if rt:
+        def held(r, rate):
+            return r.rate >= 0.99 * rate and r.errors == 0
         top = [p for r, p in rt if r == max(RATES)][0]
         x = top["mesh-verify"].p99 / top["vegeta"].p99
-        short = [t for t in ("mesh-verify", "vegeta") if top[t].rate < 0.95 * max(RATES)]
-        judged = verdict(x <= 1.5) if not short else f"not judged: {' and '.join(short)} did not reach the rate (a backlog, not latency)"
-        w(f"| p99 at {max(RATES):,}/s ≤ 1.5× vegeta's | {x:.2f}× ({fmt_ms(top['mesh-verify'].p99)} vs {fmt_ms(top['vegeta'].p99)}) | {judged} |")
+        short = [t for t in ("mesh-verify", "vegeta") if not held(top[t], max(RATES))]
+        if not short:
+            w(f"| p99 at {max(RATES):,}/s ≤ 1.5× vegeta's | {x:.2f}× ({fmt_ms(top['mesh-verify'].p99)} vs {fmt_ms(top['vegeta'].p99)}) | {verdict(x <= 1.5)} |")
+        else:
+            # Past the rate a tool can send, its p99 is the age of a
+            # backlog, not a latency: the target is judged at the highest
+            # rate both held, and the unheld one is shown for the record.
+            both = [(r, p) for r, p in rt if held(p["mesh-verify"], r) and held(p["vegeta"], r)]
+            w(f"| p99 at {max(RATES):,}/s ≤ 1.5× vegeta's | {x:.2f}× ({fmt_ms(top['mesh-verify'].p99)} vs {fmt_ms(top['vegeta'].p99)}) | "
+              f"not judged: {' and '.join(short)} did not hold the rate (a backlog, not latency) |")
+            if both:
+                r, p = both[-1]
+                y = p["mesh-verify"].p99 / p["vegeta"].p99
+                w(f"| p99 ≤ 1.5× vegeta's at the highest rate both held ({r:,}/s) | {y:.2f}× ({fmt_ms(p['mesh-verify'].p99)} vs {fmt_ms(p['vegeta'].p99)}) | {verdict(y <= 1.5)} |")
     if mem:
-        x = mem["mesh-verify"].run.maxrss_mb / mem["vegeta"].run.maxrss_mb
-        w(f"| peak RSS ≤ 1.5× vegeta's ({mem['mesh-verify'].requests:,} and {mem['vegeta'].requests:,} requests) | {x:.2f}× ({mem['mesh-verify'].run.maxrss_mb:.0f} vs {mem['vegeta'].run.maxrss_mb:.0f} MB) | {verdict(x <= 1.5)} |")
+        mv, vg = mem["runs"]["mesh-verify"], mem["runs"]["vegeta"]
+        x = mv.run.maxrss_mb / vg.run.maxrss_mb
+        w(f"| peak RSS ≤ 1.5× vegeta's ({mv.requests:,} and {vg.requests:,} requests) | {x:.2f}× ({mv.run.maxrss_mb:.0f} vs {vg.run.maxrss_mb:.0f} MB); "
+          f"private memory {mv.run.anon_mb / vg.run.anon_mb:.2f}× ({mv.run.anon_mb:.1f} vs {vg.run.anon_mb:.1f} MB) | {verdict(x <= 1.5)} |")
     if tun:
         a, b = tun["mesh-verify port-forward"]["best"], tun["kubectl port-forward"]["best"]
         x = a / b if b else float("inf")
@@ -740,6 +1001,7 @@ def write_report(info, thr, rt, mem, tun, ing, gob, cmds, errors):
         x = ing["mesh-verify cpu"]
         w(f"| log ingestion ≥ 300k matched lines/s on one core | {x:,.0f} lines per CPU second ({x / ing['grep cpu']:.2f}× grep -c) | {verdict(x >= 300_000)} |")
     w("")
+    gaps(w, ratios, cpus, mem, tun, prof)
     w("## Commands")
     w("")
     w("Exactly as run (N connections, D seconds, R rate; scenario files are written to bench/out/):")
@@ -774,14 +1036,15 @@ def main():
     ng = start([nginx, "-p", nd, "-c", f"{nd}/nginx.conf"], open(f"{nd}/stdout.log", "w"))
     url = f"http://127.0.0.1:{port}/callme/ping"
     pods_url = f"http://127.0.0.1:{pods_port}/callme/ping"
-    thr = rt = mem = tun = ing = gob = None
+    thr = rt = mem = tun = ing = gob = prof = None
     errors = []
     try:
         wait_port(port)
         wait_port(pods_port)
-        only = set(os.environ.get("BENCH_ONLY", "throughput rates memory tunnel ingestion go").split())
+        only = set(os.environ.get("BENCH_ONLY", "throughput rates memory tunnel ingestion go profile").split())
         sections = [("throughput", lambda: throughput(url)), ("rates", lambda: rates(url)),
-                    ("memory", lambda: memory(url, pods_url)), ("tunnel", tunnel), ("ingestion", ingestion), ("go", gobench)]
+                    ("memory", lambda: memory(url, pods_url)), ("tunnel", tunnel), ("ingestion", ingestion), ("go", gobench),
+                    ("profile", profile)]
         got = {}
         for name, fn in sections:
             if name not in only:
@@ -792,7 +1055,7 @@ def main():
             except Exception as e:  # noqa: BLE001 - one broken section is reported, the others still run
                 errors.append(f"{name}: {e}".replace("\n", " "))
                 log(f"{name} failed: {e}")
-        thr, rt, mem, tun, ing, gob = (got.get(k) for k in ("throughput", "rates", "memory", "tunnel", "ingestion", "go"))
+        thr, rt, mem, tun, ing, gob, prof = (got.get(k) for k in ("throughput", "rates", "memory", "tunnel", "ingestion", "go", "profile"))
     finally:
         stop(ng)
         shutil.rmtree(nd, ignore_errors=True)
@@ -822,7 +1085,7 @@ def main():
         "BENCH_INGEST_FILE=F go test ./podlogs/ -run '^$' -bench '^BenchmarkIngestFile$' -benchtime 1x -cpu 1",
         "LC_ALL=C grep -c -F 'inbound|' F",
     ]
-    write_report(info, thr, rt, mem, tun, ing, gob, cmds, errors)
+    write_report(info, thr, rt, mem, tun, ing, gob, prof, cmds, errors)
     if tun:
         log("tunnel: " + ", ".join(f"{k} {v['best']}/s" for k, v in tun.items()))
     return 1 if errors else 0
