@@ -34,7 +34,23 @@ const (
 	// DefaultSuccessCodes: only 2xx answers count as answered; a redirect
 	// is not the page that was asked for.
 	DefaultSuccessCodes = "2xx"
+	// DefaultWorkerServiceAccount is what `mesh-verify rbac` names the
+	// workers' ServiceAccount.
+	DefaultWorkerServiceAccount = "mesh-verify-worker"
+	// WorkerImageRepository is the workers' image without its tag; the tag
+	// is the version of the binary that starts them (WorkerImage).
+	WorkerImageRepository = "ghcr.io/mesh-verify/mesh-verify"
 )
+
+// WorkerImage is the image the worker pods run: attack.image, else the
+// repository at version (the coordinator's own version, so workers and
+// coordinator speak the same record format).
+func (a *Attack) WorkerImage(version string) string {
+	if a.Image != "" {
+		return a.Image
+	}
+	return WorkerImageRepository + ":" + version
+}
 
 // ApplyDefaults fills in what the scenario leaves out. Parse calls it
 // before validation; it is idempotent, so calling it again is harmless.
@@ -60,6 +76,19 @@ func (s *Scenario) ApplyDefaults() {
 	if len(a.SuccessCodes) == 0 {
 		r, _ := ParseStatusRange(DefaultSuccessCodes)
 		a.SuccessCodes = StatusCodes{r}
+	}
+	if a.Workers > 0 {
+		if a.From == "" {
+			switch {
+			case s.Target.Forward != nil:
+				a.From = s.Target.Forward.Cluster
+			case len(s.Clusters) == 1:
+				a.From = s.Clusters[0].Name
+			}
+		}
+		if a.ServiceAccount == "" {
+			a.ServiceAccount = DefaultWorkerServiceAccount
+		}
 	}
 
 	if f := s.Target.Forward; f != nil {

@@ -117,6 +117,20 @@ type Attack struct {
 	// SuccessCodes are the HTTP statuses that count as answered: codes
 	// (200), classes ("2xx") and ranges ("200-299"). Default 2xx.
 	SuccessCodes StatusCodes `yaml:"successCodes"`
+	// Workers runs the attack from this many worker pods, an Indexed Job
+	// of `mesh-verify worker` in cluster From (docs/distributed.md), each
+	// sending its share of the rate, concurrency, requests and
+	// connections to the target's in-cluster address. 0 (the default)
+	// attacks from this process.
+	Workers int `yaml:"workers"`
+	// From is the scenario cluster the workers run in (default: the
+	// cluster of target.portForward, or the only declared cluster).
+	From string `yaml:"from"`
+	// Image is the workers' container image (default:
+	// ghcr.io/mesh-verify/mesh-verify at this binary's version).
+	Image string `yaml:"image"`
+	// ServiceAccount the worker pods run as (default mesh-verify-worker).
+	ServiceAccount string `yaml:"serviceAccount"`
 }
 
 // GRPC is a unary call: the method's full path and a message whose

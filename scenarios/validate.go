@@ -121,6 +121,7 @@ func (s *Scenario) check() []issue {
 	s.checkClusters(c)
 	s.checkTarget(c)
 	s.checkAttack(c)
+	s.checkWorkers(c)
 	s.checkAttribution(c)
 	s.checkObserve(c)
 	s.checkStatistics(c)

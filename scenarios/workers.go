@@ -1,0 +1,177 @@
+package scenarios
+
+import (
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"unicode"
+)
+
+// MaxAttackWorkers bounds attack.workers: every worker is a pod whose
+// records the coordinator follows and merges each interval, and the merge
+// was measured for 1,000 workers (docs/distributed.md, Merging).
+const MaxAttackWorkers = 1000
+
+// ClusterDomain is the DNS domain of a Service's in-cluster name
+// (NAME.NAMESPACE.svc.cluster.local), Kubernetes' default.
+const ClusterDomain = "cluster.local"
+
+// checkWorkers validates attack.workers and what goes with it
+// (docs/distributed.md, The worker). Called once the defaults are in.
+func (s *Scenario) checkWorkers(c *checker) {
+	a := s.Attack
+	if a.Workers == 0 {
+		for _, f := range []struct{ path, val string }{
+			{"attack.from", a.From}, {"attack.image", a.Image}, {"attack.serviceAccount", a.ServiceAccount},
+		} {
+			if f.val != "" {
+				c.add(f.path, "applies to distributed runs only: set attack.workers (or run --workers N)")
+			}
+		}
+		return
+	}
+	if a.Workers < 0 || a.Workers > MaxAttackWorkers {
+		c.add("attack.workers", "want 0 (attack from this process) or 1 to %d worker pods, got %d", MaxAttackWorkers, a.Workers)
+		return
+	}
+	switch {
+	case a.From == "":
+		c.add("attack.from", "required with several clusters and a url target: the cluster the workers run in (%s)", declaredList(s))
+	case !s.declared(a.From):
+		c.add("attack.from", "%s", s.unknownCluster(a.From))
+	default:
+		if k, ok := s.hasContext(a.From); !ok {
+			c.add("attack.from", "%s", noContext(a.From, k, "the workers' ConfigMap and Job are created through the cluster's API server"))
+		}
+	}
+	if !isDNSName(a.ServiceAccount) {
+		c.add("attack.serviceAccount", "invalid ServiceAccount name %q: want lowercase letters, digits, '-' and '.'", a.ServiceAccount)
+	}
+	if a.Image != "" && strings.ContainsFunc(a.Image, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) {
+		c.add("attack.image", "invalid image %q: an image reference has no spaces", a.Image)
+	}
+	// Every worker sends at least one request, holds at least one user:
+	// a share of 0 would be a worker that waits for nothing.
+	n := a.Workers
+	for _, q := range []struct {
+		path string
+		v    int64
+	}{
+		{"attack.concurrency", int64(a.Concurrency)},
+		{"attack.requests", int64(min(a.Requests, uint64(MaxRequests)+1))},
+		{"attack.rate", rateFreq(a.Rate)},
+		{"attack.ramp.from", rateFreq(rampRate(a.Ramp, false))},
+		{"attack.ramp.to", rateFreq(rampRate(a.Ramp, true))},
+	} {
+		if q.v > 0 && q.v < int64(n) {
+			c.add(q.path, "%d is less than attack.workers (%d): every worker needs a share of at least 1", q.v, n)
+		}
+	}
+	if s.Target.Forward != nil {
+		if _, err := s.InClusterURL(); err != nil {
+			c.add("target.portForward", "%v", err)
+		}
+	}
+}
+
+func rateFreq(r *Rate) int64 {
+	if r == nil {
+		return 0
+	}
+	return int64(r.Freq)
+}
+
+// InClusterURL is the address workers inside a cluster attack: a url
+// target as it is (it must resolve inside the cluster), a port-forward to
+// a Service as the Service's DNS name, scheme://NAME.NAMESPACE.svc.
+// cluster.local:PORT/path, reached through the mesh like any in-cluster
+// client. A pod or a Deployment has no such name, and a named port is not
+// a URL's port: both are errors saying what to write instead.
+func (s *Scenario) InClusterURL() (string, error) {
+	t := s.Target
+	if t.Forward == nil {
+		if t.URL == "" {
+			return "", fmt.Errorf("no target: set target.url or target.portForward")
+		}
+		return t.URL, nil
+	}
+	f := t.Forward
+	kind, name, _ := strings.Cut(f.Resource, "/")
+	if kind != "svc" && kind != "service" {
+		return "", fmt.Errorf("workers reach the target by its in-cluster DNS name, which only a Service has: forward to svc/NAME instead of %s, or give target.url", f.Resource)
+	}
+	if _, err := strconv.Atoi(f.Port); err != nil {
+		return "", fmt.Errorf("workers dial the Service's port by number: port %q is a name, give the Service port's number", f.Port)
+	}
+	scheme := f.Scheme
+	if scheme == "" {
+		scheme = DefaultScheme
+	}
+	ns := f.Namespace
+	if ns == "" {
+		ns = DefaultNamespace
+	}
+	u := url.URL{Scheme: scheme, Host: name + "." + ns + ".svc." + ClusterDomain + ":" + f.Port}
+	path := t.Path
+	if path == "" {
+		path = "/"
+	}
+	u.Path = path
+	if p, q, ok := strings.Cut(path, "?"); ok {
+		u.Path, u.RawQuery = p, q
+	}
+	// The path may be a template ({{.RequestID}}): its braces stay as written.
+	return strings.NewReplacer("%7B", "{", "%7D", "}").Replace(u.String()), nil
+}
+
+// WorkerShare is the attack of worker index of n: the rate (of a ramp,
+// both ends), concurrency, requests and vegeta workers divided by n with
+// the remainder spread over the first indices, so the shares add up to
+// the scenario's exactly; connections and maxConnections divided likewise,
+// at least 1. Duration, repetitions and everything else stay. The
+// scenario itself is not changed.
+func (a Attack) WorkerShare(index, n int) (Attack, error) {
+	if n < 1 || n > MaxAttackWorkers || index < 0 || index >= n {
+		return Attack{}, fmt.Errorf("worker %d of %d: want 0 ≤ index < workers ≤ %d", index, n, MaxAttackWorkers)
+	}
+	out := a
+	share := func(v int64) int64 {
+		q, r := v/int64(n), v%int64(n)
+		if int64(index) < r {
+			q++
+		}
+		return q
+	}
+	atLeast1 := func(v int) int {
+		if v <= 0 {
+			return v
+		}
+		return int(max(1, share(int64(v))))
+	}
+	if a.Rate != nil {
+		r := *a.Rate
+		r.Freq = int(share(int64(r.Freq)))
+		out.Rate = &r
+	}
+	if a.Ramp != nil {
+		r := *a.Ramp
+		r.From.Freq = int(share(int64(r.From.Freq)))
+		r.To.Freq = int(share(int64(r.To.Freq)))
+		out.Ramp = &r
+	}
+	out.Concurrency = int(share(int64(a.Concurrency)))
+	out.Requests = uint64(share(int64(min(a.Requests, uint64(MaxRequests)))))
+	out.MaxWorkers = uint64(atLeast1(int(min(a.MaxWorkers, uint64(MaxConcurrency)))))
+	out.Connections = atLeast1(a.Connections)
+	out.MaxConnections = atLeast1(a.MaxConnections)
+	for _, q := range []struct {
+		what string
+		v    int64
+	}{{"rate", rateFreq(out.Rate)}, {"concurrency", int64(out.Concurrency)}, {"requests", int64(out.Requests)}} {
+		if q.v == 0 && (q.what == "rate" && a.Rate != nil || q.what == "concurrency" && a.Concurrency > 0 || q.what == "requests" && a.Requests > 0) {
+			return Attack{}, fmt.Errorf("worker %d of %d: its share of attack.%s is 0 (fewer than %d)", index, n, q.what, n)
+		}
+	}
+	return out, nil
+}
