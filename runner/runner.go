@@ -124,27 +124,11 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (*reports.Repor
 			target, dial = kp.targetURL(), kp.tunnel.DialContext
 		}
 	}
-	ao := attackOptions(sc, target, runID)
-	ao.Dial = dial
-	tlsCfg, insecure, err := targetTLS(sc)
-	if err != nil {
-		return nil, err
-	}
-	ao.TLS = tlsCfg
-	ao.Abort = o.Abort
-	attr, err := attributor(sc)
-	if err != nil {
-		return nil, err
-	}
+	var res attribution.Resolver
 	if kp != nil && kp.inv != nil {
-		attr.WithResolver(kp) // a pod a response names maps to its cluster
+		res = kp // a pod a response names maps to its cluster
 	}
-	if dial == nil {
-		if err := preflight(ctx, target, ao.Timeout, tlsCfg); err != nil {
-			return nil, &SetupError{err}
-		}
-	}
-	atk, err := attack.New(ao)
+	atk, ao, attr, insecure, err := prepareAttack(ctx, sc, target, runID, dial, o.Abort, res)
 	if err != nil {
 		return nil, err
 	}

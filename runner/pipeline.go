@@ -1,0 +1,211 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/mesh-verify/mesh-verify/attack"
+	"github.com/mesh-verify/mesh-verify/attribution"
+	"github.com/mesh-verify/mesh-verify/kube"
+	"github.com/mesh-verify/mesh-verify/scenarios"
+	"github.com/mesh-verify/mesh-verify/tally"
+)
+
+// prepareAttack builds what every attack of a scenario needs: the attack
+// options for target (a URL) and runID, the target's TLS, the attributor
+// (with the inventory's resolver, when there is one) and, when the target
+// is dialled directly, the preflight that makes an unreachable target one
+// setup error. Run and Attack share it, so a worker attacks exactly as a
+// local run does.
+func prepareAttack(ctx context.Context, sc *scenarios.Scenario, target, runID string, dial attack.DialFunc, abort context.Context, res attribution.Resolver) (*attack.Attack, attack.Options, *attribution.Attributor, bool, error) {
+	ao := attackOptions(sc, target, runID)
+	ao.Dial = dial
+	tlsCfg, insecure, err := targetTLS(sc)
+	if err != nil {
+		return nil, ao, nil, false, err
+	}
+	ao.TLS = tlsCfg
+	ao.Abort = abort
+	attr, err := attributor(sc)
+	if err != nil {
+		return nil, ao, nil, false, err
+	}
+	if res != nil {
+		attr.WithResolver(res)
+	}
+	if dial == nil {
+		if err := preflight(ctx, target, ao.Timeout, tlsCfg); err != nil {
+			return nil, ao, nil, false, &SetupError{err}
+		}
+	}
+	atk, err := attack.New(ao)
+	if err != nil {
+		return nil, ao, nil, false, err
+	}
+	return atk, ao, attr, insecure, nil
+}
+
+// AttackOptions are the inputs of Attack that a scenario does not carry:
+// a distributed worker's run id, address, start and inventory
+// (docs/distributed.md, The worker).
+type AttackOptions struct {
+	// RunID prefixes every request id: <RunID>-<seq>. Required.
+	RunID string
+	// Target is the URL attacked; empty means the scenario's target.url.
+	Target string
+	// Start is the tally's start, where its time slices begin, so that
+	// processes given the same start have aligned slices; zero means when
+	// Attack is called. Attack does not wait for it.
+	Start time.Time
+	// Resolver maps a pod (or address) a response names to its cluster
+	// and version, as the inventory does in a local run; nil for none.
+	Resolver attribution.Resolver
+	// OnInterval, when set, receives the tally's cumulative state every
+	// Every while the attack runs (on a goroutine of its own, one call at a
+	// time); it is not called after Attack returns.
+	OnInterval func(tally.State)
+	Every      time.Duration
+	// Abort, AttributionWorkers and AttributionQueue are as in Options.
+	Abort              context.Context
+	AttributionWorkers int
+	AttributionQueue   int64
+}
+
+// AttackResult is what Attack measured.
+type AttackResult struct {
+	Summary attack.Summary
+	// State is the tally's complete cumulative state, every result counted.
+	State tally.State
+	// Warnings say what made the numbers less than asked for (rate not
+	// achieved, bodies not attributed, responses truncated), as a report's
+	// warnings would.
+	Warnings []string
+}
+
+// MinInterval bounds AttackOptions.Every from below: every state costs a
+// tally snapshot, and a worker's records are read by a coordinator.
+const MinInterval = 100 * time.Millisecond
+
+// Attack runs the scenario's attack, attribution and tally, and nothing
+// else: no Kubernetes, no judging, no report. It is the part of Run a
+// distributed worker runs (same attack options, same sink, same tally);
+// the coordinator judges the merged states. ctx ending stops the attack
+// (requests in flight finish and are counted) and Attack returns what was
+// measured; err is a *SetupError when the target cannot be reached.
+func Attack(ctx context.Context, sc *scenarios.Scenario, o AttackOptions) (AttackResult, error) {
+	if o.RunID == "" {
+		return AttackResult{}, fmt.Errorf("runner: attack without a run id")
+	}
+	if o.AttributionWorkers < 0 || o.AttributionQueue < 0 {
+		return AttackResult{}, fmt.Errorf("runner: attribution workers %d, queue %d bytes: want positive numbers (0: the defaults)", o.AttributionWorkers, o.AttributionQueue)
+	}
+	if o.OnInterval != nil && o.Every < MinInterval {
+		return AttackResult{}, fmt.Errorf("runner: interval %s: want at least %s", o.Every, MinInterval)
+	}
+	target := o.Target
+	if target == "" {
+		target = sc.Target.URL
+	}
+	atk, ao, attr, insecure, err := prepareAttack(ctx, sc, target, o.RunID, nil, o.Abort, o.Resolver)
+	if err != nil {
+		return AttackResult{}, err
+	}
+	start := o.Start
+	if start.IsZero() {
+		start = time.Now()
+	}
+	tl := tally.New(start, ao.Timeout+5*time.Second)
+	if attr.Empty() {
+		tl.DisableSamples()
+	}
+	sink := newSink(attr, tl, sc.Attack.SuccessCodes, o.RunID, nil,
+		sinkConfig{workers: o.AttributionWorkers, budget: o.AttributionQueue, abort: o.Abort})
+
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	ticking := make(chan struct{})
+	if o.OnInterval != nil {
+		go func() {
+			defer close(ticking)
+			tick := time.NewTicker(o.Every)
+			defer tick.Stop()
+			for {
+				select {
+				case <-runCtx.Done():
+					return
+				case <-tick.C:
+					o.OnInterval(tl.State())
+				}
+			}
+		}()
+	} else {
+		close(ticking)
+	}
+	sink.start()
+	sum := atk.Run(runCtx, sink)
+	sink.close()
+	stop()
+	<-ticking
+	sum.Interrupted = ctx.Err() != nil
+
+	res := AttackResult{Summary: sum, State: tl.State()}
+	qs := sink.stats()
+	for _, w := range []string{behindRate(sum, qs), unreadWarning(qs, sc.Attack.MaxBody)} {
+		if w != "" {
+			res.Warnings = append(res.Warnings, w)
+		}
+	}
+	if insecure {
+		res.Warnings = append(res.Warnings, "the target's TLS certificate was not verified (target.tls.insecureSkipVerify: true)")
+	}
+	if sum.Truncated > 0 {
+		res.Warnings = append(res.Warnings, fmt.Sprintf("%d responses were longer than attack.maxBody (%s) by more than %d KiB and closed their connection",
+			sum.Truncated, sc.Attack.MaxBody, attack.DrainLimit>>10))
+	}
+	return res, nil
+}
+
+// PodIndex resolves pod names and addresses from a list of pods (a
+// distributed worker's inventory.json, docs/distributed.md) with the
+// rules of a local run's inventory: a name or an IP that pods of several
+// clusters share resolves to nothing, never to a guess.
+type PodIndex struct{ pods []kube.Pod }
+
+// NewPodIndex indexes pods; the slice is not copied and must not change.
+func NewPodIndex(pods []kube.Pod) *PodIndex { return &PodIndex{pods: pods} }
+
+// ByPod implements attribution.Resolver.
+func (x *PodIndex) ByPod(name string) (attribution.Identity, bool) {
+	return x.unique(func(p *kube.Pod) bool { return p.Name == name })
+}
+
+// ByAddress implements attribution.Resolver; the port is left out.
+func (x *PodIndex) ByAddress(addr string) (attribution.Identity, bool) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = addr
+	}
+	return x.unique(func(p *kube.Pod) bool { return p.IP != "" && p.IP == host })
+}
+
+func (x *PodIndex) unique(match func(*kube.Pod) bool) (attribution.Identity, bool) {
+	var found *kube.Pod
+	for i := range x.pods {
+		p := &x.pods[i]
+		if !match(p) {
+			continue
+		}
+		if found != nil && found.Cluster != p.Cluster {
+			return attribution.Identity{}, false
+		}
+		if found == nil || found.Version == "" {
+			found = p
+		}
+	}
+	if found == nil {
+		return attribution.Identity{}, false
+	}
+	return attribution.Identity{Cluster: found.Cluster, Pod: found.Name, Version: found.Version}, true
+}
