@@ -1,0 +1,348 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/mesh-verify/mesh-verify/fleet"
+	"github.com/mesh-verify/mesh-verify/kube"
+	"github.com/mesh-verify/mesh-verify/runner"
+	"github.com/mesh-verify/mesh-verify/tally"
+)
+
+// DefaultStartTimeout bounds the wait for the start signal; MaxStartTimeout
+// bounds --start-timeout (a Job pod that waits longer holds its node for
+// nothing: the coordinator has given up by then).
+const (
+	DefaultStartTimeout = 2 * time.Minute
+	MaxStartTimeout     = time.Hour
+)
+
+// retryEvery is the pause before the ConfigMap is read again after a
+// failed read or watch.
+const retryEvery = time.Second
+
+// Options say which worker this is and where its ConfigMap is.
+type Options struct {
+	// ConfigMap is the ConfigMap's name, Namespace its namespace (empty:
+	// POD_NAMESPACE as the caller read it, else the context's namespace,
+	// else "default").
+	ConfigMap string
+	Namespace string
+	// Index is the Job completion index (JOB_COMPLETION_INDEX), Pod the
+	// pod's name (POD_NAME), shown in every record.
+	Index int
+	Pod   string
+	// StartTimeout bounds the wait for the start signal (default
+	// DefaultStartTimeout).
+	StartTimeout time.Duration
+	// Kube says how to reach the worker's own cluster: the in-cluster
+	// config in a pod, else the kubeconfig's current context.
+	Kube kube.Options
+	// Records receives the records (stdout); Log the log lines (stderr).
+	Records io.Writer
+	Log     io.Writer
+}
+
+// Run is one worker from start to finish. It returns nil after a final
+// record (the attack ended, ctx ended — SIGTERM —, or the stop annotation
+// was set) and an error after an error record (or, when the options are
+// unusable, with none): the process then exits non-zero.
+func Run(ctx context.Context, o Options) error {
+	if o.Index < 0 || o.Index >= fleet.MaxWorkers {
+		return fmt.Errorf("worker index %d: want 0 to %d (JOB_COMPLETION_INDEX)", o.Index, fleet.MaxWorkers-1)
+	}
+	if o.ConfigMap == "" {
+		return errors.New("--configmap: required")
+	}
+	if o.StartTimeout == 0 {
+		o.StartTimeout = DefaultStartTimeout
+	}
+	if o.StartTimeout < 0 || o.StartTimeout > MaxStartTimeout {
+		return fmt.Errorf("--start-timeout %s: want a duration up to %s", o.StartTimeout, MaxStartTimeout)
+	}
+	if o.Log == nil {
+		o.Log = io.Discard
+	}
+	out := &emitter{w: o.Records, worker: o.Index, pod: o.Pod}
+	w := &run{o: o, out: out}
+	err := w.run(ctx)
+	if err != nil {
+		if eerr := out.emit(fleet.KindError, w.state, err.Error()); eerr != nil {
+			fmt.Fprintf(o.Log, "worker %d: %v\n", o.Index, eerr)
+		}
+	}
+	return err
+}
+
+type run struct {
+	o   Options
+	out *emitter
+	cl  *kube.Cluster
+	ns  string
+	// state is the last state measured, sent with an error record.
+	mu    sync.Mutex
+	state *tally.State
+}
+
+func (w *run) logf(format string, args ...any) {
+	fmt.Fprintf(w.o.Log, "worker %d: "+format+"\n", append([]any{w.o.Index}, args...)...)
+}
+
+func (w *run) run(ctx context.Context) error {
+	cfg, err := kube.LoadConfig(w.o.Kube)
+	if err != nil {
+		return fmt.Errorf("load kubeconfig: %w", err)
+	}
+	w.cl, err = cfg.Connect(ctx, kube.ClusterRef{Name: "worker"})
+	if err != nil {
+		return err
+	}
+	w.ns = w.o.Namespace
+	if w.ns == "" {
+		w.ns = w.cl.Namespace
+	}
+	if w.ns == "" {
+		w.ns = "default"
+	}
+	name := w.ns + "/" + w.o.ConfigMap
+	cm, err := w.cl.Client.CoreV1().ConfigMaps(w.ns).Get(ctx, w.o.ConfigMap, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("get configmap %s in %s: %w", name, w.cl, err)
+	}
+	c, err := ParseConfig(name, cm.Data)
+	if err != nil {
+		return err
+	}
+	sc, runID, err := c.Share(w.o.Index)
+	if err != nil {
+		return fmt.Errorf("configmap %s: %w", name, err)
+	}
+	w.logf("ready: %s, run id %s, attacking %s", name, runID, c.Run.Target)
+	if err := w.out.emit(fleet.KindReady, nil, ""); err != nil {
+		return err
+	}
+
+	// Wait for the start signal, bounded by --start-timeout. SIGTERM or
+	// the stop annotation before it: nothing was measured, and the final
+	// record says so.
+	wctx, cancel := context.WithTimeout(ctx, w.o.StartTimeout)
+	sig, err := w.follow(wctx, cm, func(cm *corev1.ConfigMap) (bool, error) {
+		if cm.Annotations[AnnotationStop] == "true" {
+			return true, nil
+		}
+		_, ok := cm.Annotations[AnnotationStartAt]
+		return ok, nil
+	})
+	cancel()
+	var startAt time.Time
+	switch {
+	case ctx.Err() != nil:
+		w.logf("stopped before the start signal")
+		return w.final(tally.New(time.Now(), 0).State())
+	case err != nil && wctx.Err() != nil:
+		return fmt.Errorf("no start signal (annotation %s on configmap %s) within --start-timeout %s%s", AnnotationStartAt, name, w.o.StartTimeout, lastErr(err))
+	case err != nil:
+		return err
+	case sig.Annotations[AnnotationStop] == "true":
+		w.logf("stop annotation before the start signal")
+		return w.final(tally.New(time.Now(), 0).State())
+	}
+	raw := sig.Annotations[AnnotationStartAt]
+	if startAt, err = time.Parse(time.RFC3339Nano, raw); err != nil {
+		return fmt.Errorf("configmap %s: annotation %s %q: want an RFC 3339 time like 2026-12-01T10:00:00.5Z", name, AnnotationStartAt, raw)
+	}
+	if d := time.Until(startAt); d > 0 {
+		w.logf("starting at %s (in %s)", startAt.Format(time.RFC3339Nano), d.Round(time.Millisecond))
+		select {
+		case <-time.After(d):
+		case <-ctx.Done():
+			return w.final(tally.New(startAt, 0).State())
+		}
+	}
+
+	// The attack; the stop annotation ends it like SIGTERM does.
+	actx, stop := context.WithCancel(ctx)
+	defer stop()
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		_, err := w.follow(actx, sig, func(cm *corev1.ConfigMap) (bool, error) {
+			return cm.Annotations[AnnotationStop] == "true", nil
+		})
+		if err == nil {
+			w.logf("stop annotation: ending the attack")
+			stop()
+		}
+	}()
+	res, err := runner.Attack(actx, sc, runner.AttackOptions{
+		RunID: runID, Target: c.Run.Target, Start: startAt, Resolver: runner.NewPodIndex(c.Pods),
+		Every: c.Interval, OnInterval: func(s tally.State) {
+			w.mu.Lock()
+			w.state = &s
+			w.mu.Unlock()
+			if err := w.out.emit(fleet.KindInterval, &s, ""); err != nil {
+				w.logf("%v", err)
+			}
+		},
+	})
+	stop()
+	<-stopped
+	if err != nil {
+		return fmt.Errorf("attack %s: %w", c.Run.Target, err)
+	}
+	for _, warn := range res.Warnings {
+		w.logf("warning: %s", warn)
+	}
+	s := res.Summary
+	w.logf("attack ended: %d requests in %s, %.1f/s", s.Requests, s.Elapsed.Round(time.Millisecond), s.AchievedRate)
+	return w.final(res.State)
+}
+
+func (w *run) final(s tally.State) error {
+	w.mu.Lock()
+	w.state = &s
+	w.mu.Unlock()
+	return w.out.emit(fleet.KindFinal, &s, "")
+}
+
+// follow reads the ConfigMap until done says so: it starts from cm (a
+// read already made), then watches from its resourceVersion, and reads it
+// again whenever the watch fails or ends. It returns the ConfigMap done
+// accepted, or ctx's error joined with the last read error. A deleted
+// ConfigMap is an error: the coordinator is gone.
+func (w *run) follow(ctx context.Context, cm *corev1.ConfigMap, done func(*corev1.ConfigMap) (bool, error)) (*corev1.ConfigMap, error) {
+	api := w.cl.Client.CoreV1().ConfigMaps(w.ns)
+	var last error
+	for {
+		if cm != nil {
+			if ok, err := done(cm); err != nil || ok {
+				return cm, err
+			}
+		}
+		if ctx.Err() != nil {
+			return nil, errors.Join(ctx.Err(), last)
+		}
+		if cm == nil {
+			got, err := api.Get(ctx, w.o.ConfigMap, metav1.GetOptions{})
+			switch {
+			case apierrors.IsNotFound(err):
+				return nil, fmt.Errorf("configmap %s/%s was deleted: the coordinator is gone", w.ns, w.o.ConfigMap)
+			case err != nil:
+				last = fmt.Errorf("get configmap %s/%s in %s: %w", w.ns, w.o.ConfigMap, w.cl, err)
+				w.logf("%v (retrying)", last)
+				sleep(ctx, retryEvery)
+				continue
+			}
+			cm = got
+			continue
+		}
+		watcher, err := api.Watch(ctx, metav1.ListOptions{
+			FieldSelector:   fields.OneTermEqualSelector("metadata.name", w.o.ConfigMap).String(),
+			ResourceVersion: cm.ResourceVersion,
+		})
+		if err != nil {
+			last = fmt.Errorf("watch configmap %s/%s in %s: %w", w.ns, w.o.ConfigMap, w.cl, err)
+			w.logf("%v (retrying)", last)
+			cm = nil
+			sleep(ctx, retryEvery)
+			continue
+		}
+		cm, last = w.events(ctx, watcher, done)
+		watcher.Stop()
+		if cm != nil {
+			return cm, nil
+		}
+		if errors.Is(last, errDeleted) {
+			return nil, fmt.Errorf("configmap %s/%s was deleted: the coordinator is gone", w.ns, w.o.ConfigMap)
+		}
+		// The watch ended (a timeout, a compacted resourceVersion): read
+		// the ConfigMap afresh, then watch from there.
+	}
+}
+
+var errDeleted = errors.New("deleted")
+
+// events reads one watch until done accepts a ConfigMap (returned) or the
+// watch ends (nil, why).
+func (w *run) events(ctx context.Context, watcher watch.Interface, done func(*corev1.ConfigMap) (bool, error)) (*corev1.ConfigMap, error) {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case ev, ok := <-watcher.ResultChan():
+			if !ok {
+				return nil, errors.New("watch ended")
+			}
+			switch ev.Type {
+			case watch.Deleted:
+				return nil, errDeleted
+			case watch.Error:
+				return nil, fmt.Errorf("watch configmap %s/%s: %v", w.ns, w.o.ConfigMap, apierrors.FromObject(ev.Object))
+			case watch.Added, watch.Modified:
+				cm, isCM := ev.Object.(*corev1.ConfigMap)
+				if !isCM {
+					continue
+				}
+				if ok, err := done(cm); ok || err != nil {
+					return cm, err
+				}
+			}
+		}
+	}
+}
+
+func lastErr(err error) string {
+	var ce interface{ Unwrap() []error }
+	if errors.As(err, &ce) {
+		for _, e := range ce.Unwrap() {
+			if e != nil && !errors.Is(e, context.DeadlineExceeded) && !errors.Is(e, context.Canceled) {
+				return " (last error: " + e.Error() + ")"
+			}
+		}
+	}
+	return ""
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+// emitter prints records one at a time, with a growing seq.
+type emitter struct {
+	mu     sync.Mutex
+	w      io.Writer
+	seq    int64
+	worker int
+	pod    string
+}
+
+func (e *emitter) emit(kind fleet.Kind, s *tally.State, errText string) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(errText) > fleet.MaxErrorBytes {
+		errText = errText[:fleet.MaxErrorBytes-3] + "..."
+	}
+	pod := e.pod
+	if len(pod) > fleet.MaxPodBytes {
+		pod = pod[:fleet.MaxPodBytes]
+	}
+	rec := fleet.Record{Kind: kind, Worker: e.worker, Pod: pod, Seq: e.seq, Time: time.Now().UTC(), State: s, Error: errText}
+	e.seq++
+	return fleet.Encode(e.w, rec)
+}
