@@ -49,6 +49,8 @@ type Options struct {
 	// Kube says how to reach the worker's own cluster: the in-cluster
 	// config in a pod, else the kubeconfig's current context.
 	Kube kube.Options
+	// Context is the kubeconfig context (empty: the current one).
+	Context string
 	// Records receives the records (stdout); Log the log lines (stderr).
 	Records io.Writer
 	Log     io.Writer
@@ -104,7 +106,7 @@ func (w *run) run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("load kubeconfig: %w", err)
 	}
-	w.cl, err = cfg.Connect(ctx, kube.ClusterRef{Name: "worker"})
+	w.cl, err = cfg.Connect(ctx, kube.ClusterRef{Name: "worker", Context: w.o.Context})
 	if err != nil {
 		return err
 	}

@@ -20,6 +20,7 @@ import (
 func newWorkerCmd() *cobra.Command {
 	var (
 		configMap, namespace string
+		kubeContext          string
 		kubeconfig           []string
 		startTimeout         time.Duration
 	)
@@ -59,6 +60,7 @@ exits 1.`,
 				ConfigMap: configMap, Namespace: namespace, Index: index, Pod: os.Getenv("POD_NAME"),
 				StartTimeout: startTimeout,
 				Kube:         kube.Options{Kubeconfig: kubeconfig, UserAgent: "mesh-verify-worker", ExecWrapper: kube.ExecWrapper()},
+				Context:      kubeContext,
 				Records:      cmd.OutOrStdout(), Log: cmd.ErrOrStderr(),
 			})
 			if err != nil {
@@ -70,6 +72,7 @@ exits 1.`,
 	cmd.Flags().StringVar(&configMap, "configmap", "", "the run's ConfigMap (required)")
 	cmd.Flags().StringVarP(&namespace, "namespace", "n", "", "the ConfigMap's namespace (default: $POD_NAMESPACE, else the context's or the pod's)")
 	cmd.Flags().StringSliceVar(&kubeconfig, "kubeconfig", nil, "kubeconfig files (default: the in-cluster config in a pod, else $KUBECONFIG; only read)")
+	cmd.Flags().StringVar(&kubeContext, "context", "", "kubeconfig context of the worker's cluster (default: the current context; in a pod without a kubeconfig, the pod's own cluster)")
 	cmd.Flags().DurationVar(&startTimeout, "start-timeout", worker.DefaultStartTimeout, "how long to wait for the start signal")
 	_ = cmd.MarkFlagRequired("configmap")
 	return cmd

@@ -1,0 +1,126 @@
+package worker
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/mesh-verify/mesh-verify/kube"
+)
+
+const testScenario = `apiVersion: mesh-verify.io/v1alpha1
+kind: Scenario
+metadata: {name: w}
+clusters: [{name: c1, context: kind-c1}, {name: c2, context: kind-c2}]
+target: {portForward: {cluster: c1, namespace: demo, resource: svc/web, port: "8080"}, path: /x}
+attack: {rate: 11/s, duration: 2s, workers: 2}
+attribution:
+  rules: [{body: 'pod=(?P<pod>\S+)'}]
+expect:
+  - successRate: {atLeast: 99%}
+`
+
+func goodData(t testing.TB) map[string]string {
+	t.Helper()
+	d, err := ConfigMapData([]byte(testScenario), []kube.Pod{{Cluster: "c1", Namespace: "demo", Name: "web-0", Version: "v1"}},
+		RunConfig{RunID: "20261201T100000Z-abc123", Workers: 2, Target: "http://127.0.0.1:8080/x", Interval: "2s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func TestParseConfig(t *testing.T) {
+	c, err := ParseConfig("demo/mv", goodData(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Interval.Seconds() != 2 || len(c.Pods) != 1 || c.Run.Workers != 2 {
+		t.Fatalf("config %+v", c)
+	}
+	sc0, id0, err := c.Share(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc1, id1, _ := c.Share(1)
+	if id0 != "20261201T100000Z-abc123-w0" || id1 != "20261201T100000Z-abc123-w1" {
+		t.Errorf("run ids %q %q", id0, id1)
+	}
+	if sc0.Attack.Rate.Freq != 6 || sc1.Attack.Rate.Freq != 5 || c.Scenario.Attack.Rate.Freq != 11 {
+		t.Errorf("rates %d+%d of %d, want 6+5 of 11", sc0.Attack.Rate.Freq, sc1.Attack.Rate.Freq, c.Scenario.Attack.Rate.Freq)
+	}
+	if _, _, err := c.Share(2); err == nil || !strings.Contains(err.Error(), "worker index 2: want 0 to 1") {
+		t.Errorf("index 2 of 2: %v", err)
+	}
+
+	edit := func(key, val string) map[string]string {
+		d := goodData(t)
+		if val == "\x00delete" {
+			delete(d, key)
+		} else {
+			d[key] = val
+		}
+		return d
+	}
+	run := func(f func(*RunConfig)) string {
+		r := RunConfig{RunID: "r1", Workers: 2, Target: "http://a:1/", Interval: "2s"}
+		f(&r)
+		b, _ := json.Marshal(r)
+		return string(b)
+	}
+	for _, tc := range []struct {
+		name string
+		data map[string]string
+		want string
+	}{
+		{"missing scenario", edit(KeyScenario, "\x00delete"), `configmap demo/mv: missing key "scenario.yaml"`},
+		{"missing run", edit(KeyRun, "\x00delete"), `configmap demo/mv: missing key "run.json"`},
+		{"run not json", edit(KeyRun, "{runId: x"), "configmap demo/mv, key run.json: invalid character"},
+		{"run unknown field", edit(KeyRun, `{"runId":"r","workers":2,"target":"http://a/","interval":"2s","extra":1}`), `key run.json: json: unknown field "extra"`},
+		{"run trailing", edit(KeyRun, run(func(*RunConfig) {})+"{}"), "key run.json: trailing data"},
+		{"empty run id", edit(KeyRun, run(func(r *RunConfig) { r.RunID = "" })), "key run.json: runId: required"},
+		{"bad run id", edit(KeyRun, run(func(r *RunConfig) { r.RunID = "a b" })), `key run.json: runId "a b"`},
+		{"long run id", edit(KeyRun, run(func(r *RunConfig) { r.RunID = strings.Repeat("a", MaxRunIDBytes+1) })), "at most 128 letters"},
+		{"workers 0", edit(KeyRun, run(func(r *RunConfig) { r.Workers = 0 })), "key run.json: workers 0: want 1 to 1000"},
+		{"workers disagree", edit(KeyRun, run(func(r *RunConfig) { r.Workers = 3 })), "key run.json says workers 3, key scenario.yaml attack.workers 2"},
+		{"bad target", edit(KeyRun, run(func(r *RunConfig) { r.Target = "ftp://x" })), `key run.json: target "ftp://x"`},
+		{"bad interval", edit(KeyRun, run(func(r *RunConfig) { r.Interval = "soon" })), `key run.json: interval "soon"`},
+		{"short interval", edit(KeyRun, run(func(r *RunConfig) { r.Interval = "10ms" })), "key run.json: interval 10ms: want 500ms to 5m0s"},
+		{"bad scenario", edit(KeyScenario, strings.Replace(testScenario, "rate: 11/s", "rate: -1", 1)), "configmap demo/mv, key scenario.yaml:6:"},
+		{"inventory not a list", edit(KeyInventory, `{"cluster":"c1"}`), "key inventory.json: want a JSON list of pods"},
+		{"inventory unknown cluster", edit(KeyInventory, `[{"cluster":"c9","namespace":"d","name":"p","phase":"","ready":true,"restarts":0}]`), `key inventory.json: [0].cluster: "c9" is not a cluster of the scenario`},
+		{"inventory pod without name", edit(KeyInventory, `[{"cluster":"c1","namespace":"d","name":"","phase":"","ready":true,"restarts":0}]`), "key inventory.json: [0].name: required"},
+		{"too large", edit("big", strings.Repeat("x", MaxConfigMapBytes)), "bytes of data, at most 1048576"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ParseConfig("demo/mv", tc.data)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v\nwant %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// FuzzParseConfig: whatever a ConfigMap holds, ParseConfig returns a
+// config or an error, never panics, and a config it returns can be shared
+// out to every worker.
+func FuzzParseConfig(f *testing.F) {
+	d := goodData(f)
+	f.Add(d[KeyScenario], d[KeyInventory], d[KeyRun])
+	f.Add(testScenario, "[]", `{"runId":"r","workers":1000,"target":"http://a/","interval":"5m"}`)
+	f.Add("", "null", "{}")
+	f.Fuzz(func(t *testing.T, sc, inv, run string) {
+		c, err := ParseConfig("ns/cm", map[string]string{KeyScenario: sc, KeyInventory: inv, KeyRun: run})
+		if err != nil {
+			return
+		}
+		if c.Run.Workers < 1 || c.Interval < MinInterval || c.Interval > MaxInterval || c.Scenario == nil {
+			t.Fatalf("accepted %+v", c.Run)
+		}
+		for i := range min(c.Run.Workers, 3) {
+			if _, _, err := c.Share(i); err != nil && !strings.Contains(err.Error(), "share of") {
+				t.Fatalf("share %d: %v", i, err)
+			}
+		}
+	})
+}

@@ -1,0 +1,454 @@
+package worker_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/mesh-verify/mesh-verify/fleet"
+	"github.com/mesh-verify/mesh-verify/kube"
+	"github.com/mesh-verify/mesh-verify/lab/labtest"
+	"github.com/mesh-verify/mesh-verify/tally"
+	"github.com/mesh-verify/mesh-verify/worker"
+)
+
+// target is a real HTTP server on 127.0.0.1 that plays two pods: it
+// answers "pod=web-<n mod 2>" and counts, per run id (the request id up
+// to "-w"), the requests and what each pod served, by its own count.
+type target struct {
+	url  string
+	mu   sync.Mutex
+	seq  int
+	hits map[string]map[string]int64 // run → pod → requests
+	ids  map[string][]string         // run → request ids
+}
+
+func newTarget(t *testing.T) *target {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg := &target{url: "http://" + ln.Addr().String() + "/hello", hits: map[string]map[string]int64{}, ids: map[string][]string{}}
+	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get("X-Request-Id")
+		run, _, _ := strings.Cut(id, "-w")
+		tg.mu.Lock()
+		pod := fmt.Sprintf("web-%d", tg.seq%2)
+		tg.seq++
+		if tg.hits[run] == nil {
+			tg.hits[run] = map[string]int64{}
+		}
+		tg.hits[run][pod]++
+		tg.ids[run] = append(tg.ids[run], id)
+		tg.mu.Unlock()
+		fmt.Fprintf(w, "hello from pod=%s\n", pod)
+	})}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return tg
+}
+
+func (tg *target) count(run string) (total int64, pods map[string]int64, ids []string) {
+	tg.mu.Lock()
+	defer tg.mu.Unlock()
+	pods = map[string]int64{}
+	for p, n := range tg.hits[run] {
+		pods[p] = n
+		total += n
+	}
+	return total, pods, append([]string(nil), tg.ids[run]...)
+}
+
+// buildBinary builds mesh-verify once for the test: the workers run as
+// real processes of the binary, as in a Job's pod.
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "mesh-verify")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/mesh-verify")
+	cmd.Dir = labtest.RepoRoot()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// proc is one worker process and the records it printed.
+type proc struct {
+	cmd     *exec.Cmd
+	stderr  bytes.Buffer
+	records chan fleet.Record
+	done    chan error // the process's exit, once
+	decErr  error
+}
+
+func startWorker(t *testing.T, bin string, env []string, index int, args ...string) *proc {
+	t.Helper()
+	p := &proc{records: make(chan fleet.Record, 1000), done: make(chan error, 1)}
+	p.cmd = exec.Command(bin, append([]string{"worker"}, args...)...)
+	p.cmd.Env = append(env, fmt.Sprintf("JOB_COMPLETION_INDEX=%d", index), fmt.Sprintf("POD_NAME=mv-w-%d", index), "POD_NAMESPACE=default")
+	p.cmd.Stderr = &p.stderr
+	out, err := p.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := p.cmd.Process.Pid
+	t.Cleanup(func() {
+		// Stopped by its pid if the test did not see it end.
+		if p.cmd.ProcessState == nil {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	go func() {
+		dec := fleet.NewDecoder(out)
+		for {
+			rec, err := dec.Next()
+			if err != nil {
+				if !errors.Is(err, io.EOF) {
+					p.decErr = err
+				}
+				break
+			}
+			p.records <- rec
+		}
+		close(p.records)
+		if s := dec.Skipped(); s.NotRecord+s.Invalid+s.TooLong > 0 {
+			p.decErr = fmt.Errorf("stdout had lines that are not records: %+v", s)
+		}
+		p.done <- p.cmd.Wait()
+	}()
+	return p
+}
+
+// next waits for the worker's next record.
+func (p *proc) next(t *testing.T, within time.Duration) (fleet.Record, bool) {
+	t.Helper()
+	select {
+	case rec, ok := <-p.records:
+		return rec, ok
+	case <-time.After(within):
+		t.Fatalf("worker %v: no record within %s; stderr:\n%s", p.cmd.Args, within, p.stderr.String())
+	}
+	return fleet.Record{}, false
+}
+
+// rest reads the records up to the end and the exit status.
+func (p *proc) rest(t *testing.T, within time.Duration) ([]fleet.Record, error) {
+	t.Helper()
+	var recs []fleet.Record
+	deadline := time.After(within)
+	for {
+		select {
+		case rec, ok := <-p.records:
+			if !ok {
+				select {
+				case err := <-p.done:
+					if p.decErr != nil {
+						t.Errorf("worker %v: %v", p.cmd.Args, p.decErr)
+					}
+					return recs, err
+				case <-deadline:
+					t.Fatalf("worker %v did not exit; stderr:\n%s", p.cmd.Args, p.stderr.String())
+				}
+			}
+			recs = append(recs, rec)
+		case <-deadline:
+			t.Fatalf("worker %v: not finished within %s; stderr:\n%s", p.cmd.Args, within, p.stderr.String())
+		}
+	}
+}
+
+type labEnv struct {
+	bin  string
+	env  []string
+	args []string // --context when the kubeconfig's current context is not c1's
+	cl   *kube.Cluster
+	tg   *target
+}
+
+func setupLab(t *testing.T) *labEnv {
+	lab := labtest.Clusters(t, "c1")
+	bin := buildBinary(t)
+	ctx := context.Background()
+	cfg, err := kube.LoadConfig(kube.Options{Kubeconfig: []string{lab.Kubeconfig}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := cfg.Connect(ctx, kube.ClusterRef{Name: "c1", Context: lab.Context("c1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &labEnv{bin: bin, cl: cl, tg: newTarget(t)}
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "KUBECONFIG=") && !strings.HasPrefix(kv, "KUBERNETES_SERVICE_") {
+			e.env = append(e.env, kv)
+		}
+	}
+	e.env = append(e.env, "KUBECONFIG="+lab.Kubeconfig)
+	if cfg.CurrentContext() != lab.Context("c1") {
+		e.args = []string{"--context", lab.Context("c1")}
+	}
+	return e
+}
+
+const labScenario = `apiVersion: mesh-verify.io/v1alpha1
+kind: Scenario
+metadata: {name: workers}
+clusters: [{name: c1, context: kind-c1}]
+target: {url: "http://web.default.svc.cluster.local:8080/hello"}
+attack: {%s, workers: %d}
+attribution:
+  rules: [{body: 'pod=(?P<pod>\S+)'}]
+expect:
+  - successRate: {atLeast: 99%%}
+`
+
+// createConfigMap writes a worker ConfigMap for run in namespace default.
+func (e *labEnv) createConfigMap(t *testing.T, name, run, attack string, workers int) {
+	t.Helper()
+	data, err := worker.ConfigMapData([]byte(fmt.Sprintf(labScenario, attack, workers)),
+		[]kube.Pod{{Cluster: "c1", Namespace: "default", Name: "web-0", Version: "v1"}, {Cluster: "c1", Namespace: "default", Name: "web-1", Version: "v2"}},
+		worker.RunConfig{RunID: run, Workers: workers, Target: e.tg.url, Interval: "1s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.putConfigMap(t, name, data)
+}
+
+func (e *labEnv) putConfigMap(t *testing.T, name string, data map[string]string) {
+	t.Helper()
+	_, err := e.cl.Client.CoreV1().ConfigMaps("default").Create(context.Background(),
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: data}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (e *labEnv) annotate(t *testing.T, name, key, val string) {
+	t.Helper()
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, key, val)
+	if _, err := e.cl.Client.CoreV1().ConfigMaps("default").Patch(context.Background(), name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestLabWorkers(t *testing.T) {
+	e := setupLab(t)
+
+	t.Run("two workers, merged", func(t *testing.T) {
+		const run = "run-two"
+		e.createConfigMap(t, "mv-two", run, "rate: 40/s, duration: 3s", 2)
+		var ps []*proc
+		for i := range 2 {
+			ps = append(ps, startWorker(t, e.bin, e.env, i, append([]string{"--configmap", "mv-two"}, e.args...)...))
+		}
+		for i, p := range ps {
+			rec, ok := p.next(t, 90*time.Second)
+			if !ok || rec.Kind != fleet.KindReady || rec.Worker != i || rec.Pod != fmt.Sprintf("mv-w-%d", i) {
+				t.Fatalf("worker %d: first record %+v (ok %v), want ready; stderr:\n%s", i, rec, ok, p.stderr.String())
+			}
+		}
+		if n, _, _ := e.tg.count(run); n != 0 {
+			t.Fatalf("%d requests before the start signal", n)
+		}
+		startAt := time.Now().Add(1500 * time.Millisecond).UTC()
+		e.annotate(t, "mv-two", worker.AnnotationStartAt, startAt.Format(time.RFC3339Nano))
+		m := fleet.NewMerger(startAt)
+		for i, p := range ps {
+			recs, err := p.rest(t, 60*time.Second)
+			if err != nil {
+				t.Fatalf("worker %d exited: %v; stderr:\n%s", i, err, p.stderr.String())
+			}
+			kinds := map[fleet.Kind]int{}
+			for _, rec := range recs {
+				kinds[rec.Kind]++
+				if rec.State != nil && !rec.State.Start.Equal(startAt.Round(0)) {
+					t.Errorf("worker %d: state start %v, want start-at %v", i, rec.State.Start, startAt)
+				}
+				if _, err := m.Add(rec); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if kinds[fleet.KindFinal] != 1 || kinds[fleet.KindInterval] < 1 || kinds[fleet.KindError] != 0 {
+				t.Errorf("worker %d: records %v, want intervals and one final", i, kinds)
+			}
+		}
+		total, pods, ids := e.tg.count(run)
+		snap := m.Snapshot()
+		if snap.Total != total || total == 0 {
+			t.Fatalf("merged %d requests, the server counted %d", snap.Total, total)
+		}
+		rows := m.Workers()
+		for _, r := range rows {
+			// 40/s for 3s: 120 requests, 60 each (vegeta paces exactly;
+			// one either way for the last tick).
+			if r.Requests < 59 || r.Requests > 61 || !r.Final {
+				t.Errorf("worker %d: %d requests (want 60 at 20/s for 3s), final %v", r.Index, r.Requests, r.Final)
+			}
+		}
+		byWorker := map[string]int{}
+		for _, id := range ids {
+			switch {
+			case strings.HasPrefix(id, run+"-w0-"):
+				byWorker["w0"]++
+			case strings.HasPrefix(id, run+"-w1-"):
+				byWorker["w1"]++
+			default:
+				t.Fatalf("request id %q is neither worker's", id)
+			}
+		}
+		if byWorker["w0"] == 0 || byWorker["w1"] == 0 {
+			t.Errorf("request ids per worker %v", byWorker)
+		}
+		got := map[string]int64{}
+		d := snap.Dimensions["pod"]
+		for i, b := range d.Buckets {
+			got[b] = d.N[i]
+		}
+		for pod, n := range pods {
+			if got[pod] != n {
+				t.Errorf("pod %s: merged %d, the server served %d (all %v vs %v)", pod, got[pod], n, got, pods)
+			}
+		}
+		c := snap.Dimensions["cluster"]
+		if len(c.Buckets) != 1 || c.Buckets[0] != "c1" || c.N[0] != total {
+			t.Errorf("clusters %v %v: the inventory did not resolve the pods to c1", c.Buckets, c.N)
+		}
+	})
+
+	t.Run("no start signal", func(t *testing.T) {
+		e.createConfigMap(t, "mv-wait", "run-wait", "rate: 10/s, duration: 2s", 1)
+		began := time.Now()
+		p := startWorker(t, e.bin, e.env, 0, append([]string{"--configmap", "mv-wait", "--start-timeout", "3s"}, e.args...)...)
+		recs, err := p.rest(t, 60*time.Second)
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+			t.Fatalf("exit %v, want 1; stderr:\n%s", err, p.stderr.String())
+		}
+		if len(recs) != 2 || recs[0].Kind != fleet.KindReady || recs[1].Kind != fleet.KindError ||
+			!strings.Contains(recs[1].Error, "no start signal (annotation mesh-verify.io/start-at on configmap default/mv-wait) within --start-timeout 3s") {
+			t.Fatalf("records %+v", recs)
+		}
+		if el := time.Since(began); el > 30*time.Second {
+			t.Errorf("gave up after %s with a 3s start timeout", el)
+		}
+	})
+
+	t.Run("SIGTERM mid-attack", func(t *testing.T) {
+		const run = "run-term"
+		e.createConfigMap(t, "mv-term", run, "rate: 50/s, duration: 2m", 1)
+		p := startWorker(t, e.bin, e.env, 0, append([]string{"--configmap", "mv-term"}, e.args...)...)
+		if rec, _ := p.next(t, 60*time.Second); rec.Kind != fleet.KindReady {
+			t.Fatalf("first record %+v", rec)
+		}
+		e.annotate(t, "mv-term", worker.AnnotationStartAt, time.Now().Add(500*time.Millisecond).UTC().Format(time.RFC3339Nano))
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			if n, _, _ := e.tg.count(run); n >= 50 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the attack did not start; stderr:\n%s", p.stderr.String())
+			}
+		}
+		if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		recs, err := p.rest(t, 30*time.Second)
+		if err != nil {
+			t.Fatalf("exit %v after SIGTERM, want 0; stderr:\n%s", err, p.stderr.String())
+		}
+		last := recs[len(recs)-1]
+		total, _, _ := e.tg.count(run)
+		if last.Kind != fleet.KindFinal || last.State == nil || last.State.Total != total {
+			t.Fatalf("last record %s with %v requests; the server counted %d", last.Kind, stateTotal(last.State), total)
+		}
+		if total >= 50*60 {
+			t.Errorf("%d requests: the attack was not stopped", total)
+		}
+	})
+
+	t.Run("stop annotation", func(t *testing.T) {
+		const run = "run-stop"
+		e.createConfigMap(t, "mv-stop", run, "rate: 50/s, duration: 2m", 1)
+		p := startWorker(t, e.bin, e.env, 0, append([]string{"--configmap", "mv-stop"}, e.args...)...)
+		if rec, _ := p.next(t, 60*time.Second); rec.Kind != fleet.KindReady {
+			t.Fatalf("first record %+v", rec)
+		}
+		e.annotate(t, "mv-stop", worker.AnnotationStartAt, time.Now().Add(200*time.Millisecond).UTC().Format(time.RFC3339Nano))
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			if n, _, _ := e.tg.count(run); n >= 30 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the attack did not start; stderr:\n%s", p.stderr.String())
+			}
+		}
+		e.annotate(t, "mv-stop", worker.AnnotationStop, "true")
+		recs, err := p.rest(t, 30*time.Second)
+		if err != nil {
+			t.Fatalf("exit %v after the stop annotation, want 0; stderr:\n%s", err, p.stderr.String())
+		}
+		last := recs[len(recs)-1]
+		total, _, _ := e.tg.count(run)
+		if last.Kind != fleet.KindFinal || last.State == nil || last.State.Total != total {
+			t.Fatalf("last record %s with %v requests; the server counted %d", last.Kind, stateTotal(last.State), total)
+		}
+	})
+
+	t.Run("bad configmap", func(t *testing.T) {
+		good, err := worker.ConfigMapData([]byte(fmt.Sprintf(labScenario, "rate: 10/s, duration: 1s", 1)), nil,
+			worker.RunConfig{RunID: "run-bad", Workers: 1, Target: e.tg.url, Interval: "1s"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		noRun := map[string]string{worker.KeyScenario: good[worker.KeyScenario], worker.KeyInventory: good[worker.KeyInventory]}
+		badRun := map[string]string{worker.KeyScenario: good[worker.KeyScenario], worker.KeyInventory: good[worker.KeyInventory], worker.KeyRun: `{"runId":"r","workers":1,"target":"http://x/","interval":"0s"}`}
+		e.putConfigMap(t, "mv-norun", noRun)
+		e.putConfigMap(t, "mv-badrun", badRun)
+		for _, c := range []struct{ cm, want string }{
+			{"mv-norun", `configmap default/mv-norun: missing key "run.json"`},
+			{"mv-badrun", "configmap default/mv-badrun, key run.json: interval 0s: want 500ms to 5m0s"},
+			{"mv-absent", `get configmap default/mv-absent`},
+		} {
+			p := startWorker(t, e.bin, e.env, 0, append([]string{"--configmap", c.cm}, e.args...)...)
+			recs, err := p.rest(t, 60*time.Second)
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+				t.Errorf("%s: exit %v, want 1", c.cm, err)
+			}
+			if len(recs) != 1 || recs[0].Kind != fleet.KindError || !strings.Contains(recs[0].Error, c.want) {
+				t.Errorf("%s: records %+v, want one error record with %q", c.cm, recs, c.want)
+			}
+			if !strings.Contains(p.stderr.String(), c.want) {
+				t.Errorf("%s: stderr %q lacks %q", c.cm, p.stderr.String(), c.want)
+			}
+		}
+	})
+}
+
+func stateTotal(s *tally.State) any {
+	if s == nil {
+		return "no state"
+	}
+	return s.Total
+}
