@@ -28,6 +28,15 @@ func FuzzParse(f *testing.F) {
 		}
 		return nil
 	})
+	f.Add([]byte(`apiVersion: mesh-verify.io/v1alpha1
+kind: Scenario
+metadata: {name: w}
+clusters: [{name: c1, context: k}]
+target: {portForward: {cluster: c1, resource: svc/web, port: "80"}}
+attack: {rate: 7/s, requests: 23, workers: 3}
+attribution: {preset: tutorial}
+expect: [{successRate: {atLeast: 99%}}]
+`))
 	f.Add([]byte("a: &a [*a]\n"))
 	f.Add([]byte("<<: {<<: {<<: {}}}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -46,6 +55,22 @@ func FuzzParse(f *testing.F) {
 		}
 		if s == nil || s.File != "fuzz.yaml" {
 			t.Fatalf("accepted without a scenario: %+v", s)
+		}
+		// A distributed scenario that loads can be shared out: every
+		// worker gets a non-zero share and the shares add up.
+		if n := s.Attack.Workers; n > 0 {
+			var rate, reqs int64
+			for i := range n {
+				a, err := s.Attack.WorkerShare(i, n)
+				if err != nil {
+					t.Fatalf("loaded with workers %d, but worker %d: %v", n, i, err)
+				}
+				rate += rateFreq(a.Rate)
+				reqs += int64(a.Requests)
+			}
+			if rate != rateFreq(s.Attack.Rate) || reqs != int64(s.Attack.Requests) {
+				t.Fatalf("shares of %d workers add up to rate %d, requests %d; the scenario says %d, %d", n, rate, reqs, rateFreq(s.Attack.Rate), s.Attack.Requests)
+			}
 		}
 	})
 }
