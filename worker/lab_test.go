@@ -82,7 +82,11 @@ func buildBinary(t *testing.T) string {
 	bin := filepath.Join(t.TempDir(), "mesh-verify")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/mesh-verify")
+	args := []string{"build", "-o", bin}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	cmd := exec.CommandContext(ctx, "go", append(args, "./cmd/mesh-verify")...)
 	cmd.Dir = labtest.RepoRoot()
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
@@ -90,10 +94,29 @@ func buildBinary(t *testing.T) string {
 	return bin
 }
 
+// lockedBuffer is stderr, written by exec's copying goroutine and read
+// by the test while the process runs.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
 // proc is one worker process and the records it printed.
 type proc struct {
 	cmd     *exec.Cmd
-	stderr  bytes.Buffer
+	stderr  lockedBuffer
 	records chan fleet.Record
 	done    chan error // the process's exit, once
 	decErr  error
@@ -135,7 +158,11 @@ func startWorker(t *testing.T, bin string, env []string, index int, args ...stri
 		if s := dec.Skipped(); s.NotRecord+s.Invalid+s.TooLong > 0 {
 			p.decErr = fmt.Errorf("stdout had lines that are not records: %+v", s)
 		}
-		p.done <- p.cmd.Wait()
+		err := p.cmd.Wait()
+		if err == nil && strings.Contains(p.stderr.String(), "WARNING: DATA RACE") {
+			err = fmt.Errorf("data race:\n%s", p.stderr.String())
+		}
+		p.done <- err
 	}()
 	return p
 }
