@@ -67,6 +67,9 @@ func jobsLab(t *testing.T) (*lab.Lab, kubernetes.Interface) {
 				}
 			}
 		}
+		if t.Failed() {
+			t.Logf("daemon log:\n%s", readFile(filepath.Join(dir, "daemon.log")))
+		}
 		os.RemoveAll(dir)
 	})
 	upCtx, upCancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -343,5 +346,26 @@ func TestJobPodsRunTheBinary(t *testing.T) {
 			t.Errorf("the worker took %v to go after its Job's deletion", took)
 		}
 		t.Logf("Job deleted → worker process ended and pod gone in %v", time.Since(deleted).Round(time.Millisecond))
+	})
+
+	// A worker still running when the lab goes down: `lab down` stops the
+	// daemon, which stops it (jobsLab's cleanup checks its pid is gone).
+	t.Run("lab down stops a running worker", func(t *testing.T) {
+		job := meshVerifyJob("mv-stay", 1, 30, []string{"port-forward", "svc/gateway", ":8080"})
+		if _, err := cs.BatchV1().Jobs("default").Create(ctx, job, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the worker to run", time.Minute, func() (bool, string) {
+			st, err := daemon.ReadStatus(l.Dir)
+			if err != nil {
+				return false, err.Error()
+			}
+			for _, j := range st.Jobs {
+				if strings.HasPrefix(j.Name, "mv-stay-") && j.PID != 0 && kwok.Alive(j.PID) {
+					return true, ""
+				}
+			}
+			return false, fmt.Sprintf("%+v", st.Jobs)
+		})
 	})
 }
