@@ -114,11 +114,19 @@ func benchRecords(b *testing.B, requests int64) [][]Record {
 	start := time.Unix(1700000000, 0)
 	rng := rand.New(rand.NewPCG(1, uint64(requests)))
 	recs := make([][]Record, benchRounds)
+	var whole0 []tally.State // each worker's previous whole state
 	for r := range benchRounds {
 		for w := range benchWorkers {
 			st := syntheticState(rng, start, requests*int64(r+1)/benchRounds, benchBuckets, benchSlices)
 			if r > 0 {
 				copy(st.Slices, recs[0][w].State.Slices[:benchSlices-1])
+				// What a worker sends between its first and its last
+				// record: the slices that changed (tally.State.Trim).
+				whole := st
+				st = st.Trim(&whole0[w])
+				whole0[w] = whole
+			} else {
+				whole0 = append(whole0, st)
 			}
 			if err := st.Validate(); err != nil {
 				b.Fatal(err)
@@ -190,18 +198,28 @@ func BenchmarkMergeFromScratch(b *testing.B) {
 }
 
 // BenchmarkDecodeRecord is what reading one worker's record from its log
-// costs (done as lines arrive, one follower per pod).
+// costs (done as lines arrive, one follower per pod): a whole record (a
+// worker's first and last) and an interval record, which carries only
+// the slices that changed.
 func BenchmarkDecodeRecord(b *testing.B) {
 	recs := benchRecords(b, 1e9)
-	var buf bytes.Buffer
-	if err := Encode(&buf, recs[0][0]); err != nil {
-		b.Fatal(err)
-	}
-	line := buf.String()
-	b.SetBytes(int64(len(line)))
-	for b.Loop() {
-		if _, err := NewDecoder(strings.NewReader(line)).Next(); err != nil {
-			b.Fatal(err)
-		}
+	for _, tc := range []struct {
+		name string
+		rec  Record
+	}{{"whole", recs[0][0]}, {"interval", recs[1][0]}} {
+		b.Run(tc.name, func(b *testing.B) {
+			var buf bytes.Buffer
+			if err := Encode(&buf, tc.rec); err != nil {
+				b.Fatal(err)
+			}
+			line := buf.String()
+			b.SetBytes(int64(len(line)))
+			b.ReportMetric(float64(len(line)), "bytes/record")
+			for b.Loop() {
+				if _, err := NewDecoder(strings.NewReader(line)).Next(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

@@ -284,3 +284,93 @@ func TestRecordSizeDoesNotGrowWithRequests(t *testing.T) {
 		t.Errorf("a state of 1e9 requests takes %d bytes, of 1e6 %d", sizes[1], sizes[0])
 	}
 }
+
+// statesEvery is each of k workers' cumulative state after every step
+// requests of n (1 ms apart, so 1 s slices fill one after the other).
+func statesEvery(k, n, step int, start time.Time) [][]tally.State {
+	rng := rand.New(rand.NewPCG(7, uint64(n)))
+	tls := make([]*tally.Tally, k)
+	for i := range tls {
+		tls[i] = tally.New(start, time.Minute)
+	}
+	var out [][]tally.State
+	for i := range n {
+		conn := uint64(1 + rng.IntN(40))
+		r := &attack.Result{Result: &vegeta.Result{Code: 200, Timestamp: start.Add(time.Duration(i) * time.Millisecond),
+			Latency: time.Duration(rng.ExpFloat64() * float64(time.Millisecond))}, ConnID: conn}
+		id := attribution.Identity{Cluster: fmt.Sprintf("c%d", 1+rng.IntN(3))}
+		tls[int(conn)%k].Add(r, id)
+		if (i+1)%step == 0 {
+			var row []tally.State
+			for _, tl := range tls {
+				row = append(row, tl.State())
+			}
+			out = append(out, row)
+		}
+	}
+	return out
+}
+
+// Interval records carry only the slices that changed (tally.State.Trim);
+// the merger composes them with what each worker sent before, so the
+// merged view after every interval, timeline included, equals the merge
+// of the whole states. A lost interval record leaves the counts whole and
+// the final record restores the timeline.
+func TestTrimmedRecordsMergeAsWholeOnes(t *testing.T) {
+	start := time.Unix(1700000000, 0)
+	const k = 3
+	steps := statesEvery(k, 8000, 500, start) // 16 intervals over 8 one-second slices
+	whole, trimmed, lossy := NewMerger(start), NewMerger(start), NewMerger(start)
+	prev := make([]*tally.State, k)
+	var sentBytes, wholeBytes int
+	for si, row := range steps {
+		last := si == len(steps)-1
+		for w := range row {
+			kind := KindInterval
+			st := row[w]
+			tr := st
+			if last {
+				kind = KindFinal // the last record is whole
+			} else {
+				tr = st.Trim(prev[w])
+			}
+			prev[w] = &row[w]
+			if si > 2 && !last && tr.SlicesFrom == 0 {
+				t.Fatalf("interval %d worker %d: nothing trimmed", si, w)
+			}
+			wr := Record{Kind: kind, Worker: w, Seq: int64(si), Time: start, State: &st}
+			tw := Record{Kind: kind, Worker: w, Seq: int64(si), Time: start, State: &tr}
+			wholeBytes += len(encode(t, wr))
+			line := encode(t, tw)
+			sentBytes += len(line)
+			rec, err := NewDecoder(strings.NewReader(line)).Next()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := whole.Add(wr); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := trimmed.Add(rec); err != nil {
+				t.Fatal(err)
+			}
+			if si != 5 || w != 1 { // worker 1's sixth record is lost on the way to lossy
+				if _, err := lossy.Add(rec); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		got, want := trimmed.Snapshot(), whole.Snapshot()
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("after interval %d the trimmed records merge to\n%+v\nthe whole ones to\n%+v", si, got.Slices, want.Slices)
+		}
+		if l := lossy.Snapshot(); si != 5 && (!reflect.DeepEqual(l.Dimensions, want.Dimensions) || l.Total != want.Total) {
+			t.Errorf("after interval %d, with a record lost, the counts differ: %d vs %d requests", si, l.Total, want.Total)
+		}
+	}
+	if got, want := lossy.Snapshot(), whole.Snapshot(); !reflect.DeepEqual(got, want) {
+		t.Errorf("after the final records, the merge with a lost interval record differs:\n%+v\n%+v", got.Slices, want.Slices)
+	}
+	if sentBytes >= wholeBytes {
+		t.Errorf("trimmed records took %d bytes, whole ones %d", sentBytes, wholeBytes)
+	}
+}

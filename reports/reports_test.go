@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -229,6 +230,40 @@ func TestResponseTextCannotForgeTheSummary(t *testing.T) {
 	for name, out := range map[string]string{"summary.md": md.String(), "terminal": term.String()} {
 		if strings.ContainsAny(out, "\x1b\x07\r") {
 			t.Errorf("%s passes control characters through: %q", name, out)
+		}
+	}
+}
+
+// The protocol an attack spoke is in the attack row: a gRPC method and
+// HTTP/2 are told apart from plain HTTP/1.1.
+func TestAttackRowNamesTheProtocol(t *testing.T) {
+	for _, tc := range []struct {
+		grpc  string
+		http2 bool
+		want  string
+		never string
+	}{
+		{grpc: "/grpc.health.v1.Health/Check", http2: true, want: "gRPC /grpc.health.v1.Health/Check", never: "HTTP/2"},
+		{http2: true, want: "HTTP/2", never: "gRPC"},
+		{never: "HTTP/2"},
+	} {
+		r := sample()
+		r.Attack.GRPC, r.Attack.HTTP2 = tc.grpc, tc.http2
+		for name, render := range map[string]func(io.Writer, *Report) error{"terminal": Terminal, "markdown": Markdown, "html": HTML} {
+			var b bytes.Buffer
+			if err := render(&b, r); err != nil {
+				t.Fatal(err)
+			}
+			out := b.String()
+			if name == "html" {
+				out = regexp.MustCompile(`<[^>]*>`).ReplaceAllString(out, "")
+			}
+			if tc.want != "" && !strings.Contains(out, tc.want) {
+				t.Errorf("%s output lacks %q:\n%s", name, tc.want, out)
+			}
+			if strings.Contains(out, tc.never) {
+				t.Errorf("%s output has %q (grpc %q, http2 %v)", name, tc.never, tc.grpc, tc.http2)
+			}
 		}
 	}
 }

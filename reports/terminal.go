@@ -70,6 +70,12 @@ func render(w io.Writer, r *Report, table func(io.Writer) *tablewriter.Table, he
 	if !a.KeepAlive {
 		mode += ", no keep-alive"
 	}
+	switch {
+	case a.GRPC != "":
+		mode += ", gRPC " + p.esc(a.GRPC)
+	case a.HTTP2:
+		mode += ", HTTP/2"
+	}
 	if a.Interrupted {
 		mode += ", INTERRUPTED"
 	}

@@ -30,6 +30,11 @@ type Attribution struct {
 	// run counted the request as answered (a success code).
 	Code uint16 `json:"code"`
 	OK   bool   `json:"ok"`
+	// Unread says the response's body was never read: the run's
+	// attribution queue was full, or a second Ctrl-C cut attribution
+	// short (README.md, Limits). Such a line names no one, and not
+	// because no rule matched.
+	Unread bool `json:"unread,omitempty"`
 }
 
 // SourceBody marks an identity read from the response (its body or
@@ -60,11 +65,14 @@ func appendAttribution(b []byte, a *Attribution) []byte {
 	b = append(b, `,"code":`...)
 	b = strconv.AppendUint(b, uint64(a.Code), 10)
 	if a.OK {
-		b = append(b, `,"ok":true}`...)
+		b = append(b, `,"ok":true`...)
 	} else {
-		b = append(b, `,"ok":false}`...)
+		b = append(b, `,"ok":false`...)
 	}
-	return append(b, '\n')
+	if a.Unread {
+		b = append(b, `,"unread":true`...)
+	}
+	return append(b, '}', '\n')
 }
 
 // jsonSafe marks the ASCII bytes a JSON string carries as they are:

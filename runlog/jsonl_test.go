@@ -51,12 +51,17 @@ func TestAttributionLineRoundTrip(t *testing.T) {
 	for i, s := range hostile {
 		a := Attribution{Seq: uint64(i) * 1e15, RequestID: s, ConnID: uint64(i), Source: SourceBody, Code: 503, OK: i%2 == 0,
 			Identity: attribution.Identity{Cluster: s, Pod: s + "-pod", Version: "v" + s, Service: s}}
+		keys := 10
+		if i%3 == 0 {
+			a.Unread, keys = true, 11
+		}
 		line := appendAttribution(nil, &a)
+
 		if bytes.Count(line, []byte("\n")) != 1 || line[len(line)-1] != '\n' {
 			t.Fatalf("%q: not one line: %q", s, line)
 		}
 		var m map[string]any
-		if err := json.Unmarshal(line, &m); err != nil || len(m) != 10 {
+		if err := json.Unmarshal(line, &m); err != nil || len(m) != keys {
 			t.Fatalf("%q: %v, %d keys: %s", s, err, len(m), line)
 		}
 		got, err := ParseAttribution(line[:len(line)-1])

@@ -126,6 +126,8 @@ type rec struct {
 	conn uint64
 	id   attribution.Identity
 	ok   bool
+	// unread: the body was never read (RecordUnread).
+	unread bool
 }
 
 type batch struct {
@@ -182,6 +184,16 @@ func (r *Recorder) newBatch() *batch {
 // It keeps no reference to res itself; the body is never written. Safe on
 // a nil recorder, a no-op once recording stopped or the recorder closed.
 func (r *Recorder) Record(res *attack.Result, id attribution.Identity, ok bool) {
+	r.record(res, id, ok, false)
+}
+
+// RecordUnread queues a result whose body attribution never read: its
+// attribution.jsonl line says so ("unread": true).
+func (r *Recorder) RecordUnread(res *attack.Result, ok bool) {
+	r.record(res, attribution.Identity{}, ok, true)
+}
+
+func (r *Recorder) record(res *attack.Result, id attribution.Identity, ok, unread bool) {
 	if r == nil || r.closed || r.stopped.Load() {
 		return
 	}
@@ -195,7 +207,7 @@ func (r *Recorder) Record(res *attack.Result, id attribution.Identity, ok bool) 
 			Latency: res.Latency, BytesOut: res.BytesOut, BytesIn: res.BytesIn,
 			Error: res.Error, Method: res.Method, URL: res.URL,
 		},
-		rid: res.RequestID, conn: res.ConnID, id: id, ok: ok,
+		rid: res.RequestID, conn: res.ConnID, id: id, ok: ok, unread: unread,
 	})
 	if len(b.recs) == cap(b.recs) || res.Timestamp.Sub(b.first) >= batchAge {
 		r.handOver()
@@ -349,7 +361,7 @@ func (r *Recorder) writeOne(x *rec) error {
 	if err := r.enc.Encode(res); err != nil {
 		return fmt.Errorf("%s: %w", ResultsFile, err)
 	}
-	a := Attribution{Seq: res.Seq, RequestID: x.rid, ConnID: x.conn, Identity: x.id, Code: res.Code, OK: x.ok}
+	a := Attribution{Seq: res.Seq, RequestID: x.rid, ConnID: x.conn, Identity: x.id, Code: res.Code, OK: x.ok, Unread: x.unread}
 	if !x.id.Empty() {
 		a.Source = SourceBody
 	}

@@ -172,7 +172,7 @@ func TestOverloadedAttributionIsCountedNotWaitedFor(t *testing.T) {
 	}
 	defer f.Close()
 	seqs, conns := map[uint64]bool{}, map[uint64]bool{}
-	var named int64
+	var named, unread int64
 	sc2 := bufio.NewScanner(f)
 	for sc2.Scan() {
 		var l runlog.Attribution
@@ -180,10 +180,20 @@ func TestOverloadedAttributionIsCountedNotWaitedFor(t *testing.T) {
 			t.Fatal(err)
 		}
 		seqs[l.Seq] = true
+		if l.Unread {
+			unread++
+			if l.Cluster != "" || l.Source != "" {
+				t.Errorf("unread line names %q from %q", l.Cluster, l.Source)
+			}
+		}
 		if l.Cluster != "" {
 			named++
 			conns[l.ConnID] = true
 		}
+	}
+	// Every body names its pod here, so the unattributed are the unread.
+	if unread != unattributed {
+		t.Errorf("attribution.jsonl marks %d lines unread, the report %d responses not attributed", unread, unattributed)
 	}
 	if int64(len(seqs)) != n || named != attributed || int64(len(conns)) != units {
 		t.Errorf("attribution.jsonl: %d results, %d named on %d connections; report: %d attributed on %d", len(seqs), named, len(conns), attributed, units)

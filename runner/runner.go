@@ -95,6 +95,8 @@ type Options struct {
 // counted as answered, on one goroutine at a time (the sink's collector).
 type Recorder interface {
 	Record(r *attack.Result, id attribution.Identity, ok bool)
+	// RecordUnread records a result whose body was never read.
+	RecordUnread(r *attack.Result, ok bool)
 	Close() error
 }
 

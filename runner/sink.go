@@ -261,7 +261,11 @@ func (s *sink) collect(j job) {
 	} else {
 		s.tally.Add(r, j.id)
 	}
-	if s.rec != nil {
+	switch {
+	case s.rec == nil:
+	case j.unread:
+		s.rec.RecordUnread(r, j.ok)
+	default:
 		s.rec.Record(r, j.id, j.ok)
 	}
 	r.Body = nil // attributed and sampled; the body is not kept

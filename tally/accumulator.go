@@ -90,6 +90,9 @@ func (a *Accumulator) Put(id int, s *State) {
 		a.parts[id] = p
 	}
 	old := p.st
+	if s.SlicesFrom > 0 {
+		s = withEarlierSlices(s, old)
+	}
 	if old != nil {
 		a.scalars(old, -1)
 	}
@@ -102,6 +105,22 @@ func (a *Accumulator) Put(id int, s *State) {
 	} else {
 		a.replaceSlices(old, s)
 	}
+}
+
+// withEarlierSlices completes a trimmed state with the slices before
+// SlicesFrom from the contributor's previous state. After a lost record
+// those may be short (a slice the previous state lacks stays empty) until
+// a whole state comes; only the timeline is affected: every other count
+// is whole in every state.
+func withEarlierSlices(s, old *State) *State {
+	c := *s
+	c.SlicesFrom = 0
+	c.Slices = make([]SliceState, s.SlicesFrom, s.SlicesFrom+len(s.Slices))
+	if old != nil && old.Start.Equal(s.Start) && old.SliceWidth == s.SliceWidth {
+		copy(c.Slices, old.Slices)
+	}
+	c.Slices = append(c.Slices, s.Slices...)
+	return &c
 }
 
 // Remove takes id's contribution out.

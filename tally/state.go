@@ -44,8 +44,30 @@ type State struct {
 	Latest      time.Time        `json:"latest"`
 	End         time.Time        `json:"end"`
 	Latency     HistogramState   `json:"latency"`
-	// Slices[i] covers [Start + i·SliceWidth, Start + (i+1)·SliceWidth).
+	// Slices[i] covers [Start + (SlicesFrom+i)·SliceWidth, ... + SliceWidth).
 	Slices []SliceState `json:"slices,omitempty"`
+	// SlicesFrom > 0 marks a trimmed state (Trim): the slices before it
+	// are as in the contributor's previous state, so a worker's interval
+	// record carries the slices that changed, not the whole timeline.
+	SlicesFrom int `json:"slicesFrom,omitempty"`
+}
+
+// Trim returns s with the leading slices that are the same as in prev
+// left out (SlicesFrom says how many). A slice only ever gains results,
+// so one whose request count did not change did not change at all. With
+// a different start or slice width (the timeline was coarsened) nothing
+// is left out. An Accumulator composes a trimmed state with the
+// contributor's previous one; a contributor's last state is sent whole.
+func (s State) Trim(prev *State) State {
+	if prev == nil || prev.SlicesFrom != 0 || !prev.Start.Equal(s.Start) || prev.SliceWidth != s.SliceWidth || s.SlicesFrom != 0 {
+		return s
+	}
+	k := 0
+	for k < len(s.Slices) && k < len(prev.Slices) && s.Slices[k].Requests == prev.Slices[k].Requests && s.Slices[k].Errors == prev.Slices[k].Errors {
+		k++
+	}
+	s.SlicesFrom, s.Slices = k, s.Slices[k:]
+	return s
 }
 
 // DimState is one dimension's counts and per-connection sums
@@ -190,8 +212,8 @@ func (s *State) Validate() error {
 	if err := s.Latency.validate(fineBuckets); err != nil {
 		return fmt.Errorf("state: latency %w", err)
 	}
-	if len(s.Slices) > maxSlices {
-		return fmt.Errorf("state: %d slices, at most %d", len(s.Slices), maxSlices)
+	if s.SlicesFrom < 0 || s.SlicesFrom+len(s.Slices) > maxSlices || len(s.Slices) > maxSlices {
+		return fmt.Errorf("state: slices %d to %d, at most %d", s.SlicesFrom, s.SlicesFrom+len(s.Slices), maxSlices)
 	}
 	for i, sl := range s.Slices {
 		if sl.Requests < 0 || sl.Errors < 0 || sl.Errors > sl.Requests {

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/mesh-verify/mesh-verify/attack"
 	"github.com/mesh-verify/mesh-verify/redact"
 	"github.com/mesh-verify/mesh-verify/reports"
 	"github.com/mesh-verify/mesh-verify/runlog"
@@ -111,6 +112,10 @@ type runFlags struct {
 	// workers is --workers: attack.workers, set before the scenario is
 	// validated like --set attack.workers=N.
 	workers int
+	// connectTo are the --connect-to values; connect is them and
+	// $MESH_VERIFY_CONNECT_TO parsed (connectToEnv).
+	connectTo []string
+	connect   *attack.ConnectTo
 	// argv is the command line, recorded (redacted) in the report.
 	argv []string
 }
@@ -150,6 +155,11 @@ When $GITHUB_STEP_SUMMARY is set, summary.md is appended to it.`,
 				}
 				f.gate.set = append(f.gate.set, "attack.workers="+strconv.Itoa(f.workers))
 			}
+			ct, err := attack.ParseConnectTo(append(slices.Clone(f.connectTo), os.Getenv(connectToEnv))...)
+			if err != nil {
+				return invalidInput("--connect-to or $%s: %w", connectToEnv, err)
+			}
+			f.connect = ct
 			return runGate(cmd, args[0], f)
 		},
 	}
@@ -160,10 +170,16 @@ When $GITHUB_STEP_SUMMARY is set, summary.md is appended to it.`,
 	cmd.Flags().BoolVarP(&f.quiet, "quiet", "q", false, "no live progress")
 	cmd.Flags().StringVar(&f.progress, "progress", "auto", "live progress style: auto, tty or plain")
 	cmd.Flags().IntVar(&f.workers, "workers", 0, "attack from N worker pods in cluster attack.from (sets attack.workers; docs/distributed.md)")
+	cmd.Flags().StringArrayVar(&f.connectTo, "connect-to", nil, "HOST:PORT:CONNECT_HOST:CONNECT_PORT (repeatable, or comma-separated; curl's --connect-to): connections to HOST:PORT go to CONNECT_HOST:CONNECT_PORT, the request keeps its URL; entries with the same HOST:PORT are picked at random per connection; $"+connectToEnv+" adds entries after these")
 	addKubeFlags(cmd.Flags(), &f.kube, scenarioContextHelp, scenarioNamespaceHelp)
 	addGateFlags(cmd, &f.gate)
 	return cmd
 }
+
+// connectToEnv adds connect-to entries to `run` (after --connect-to's):
+// the lab sets it in the processes of mesh-verify's Job pods, mapping
+// Service names to where the lab's data plane listens (lab/README.md).
+const connectToEnv = "MESH_VERIFY_CONNECT_TO"
 
 // validOutput refuses an unknown --output; -o used to take the run
 // directory, so a path gets a hint instead of silently becoming one.
@@ -213,6 +229,9 @@ func runScenario(cmd *cobra.Command, file string, f runFlags) error {
 	defer rec.Close() // Run closes it; this covers a run that ends before the attack
 	o := runner.Options{Kube: ko, RunID: runID, Tool: toolInfo(), Command: append([]string{"mesh-verify"}, f.argv...),
 		Record: rec, Abort: abort, WaitReady: f.gate.waitReady}
+	if len(f.connect.Entries()) > 0 {
+		o.Dial = f.connect.Dial(nil)
+	}
 	if !f.quiet {
 		o.Progress = cmd.ErrOrStderr()
 		switch f.progress {

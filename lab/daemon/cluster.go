@@ -119,10 +119,14 @@ func (c *Cluster) applyKwok(ctx context.Context, pod *corev1.Pod, logs []contain
 	}
 	lg := meta("Logs")
 	lg["spec"] = map[string]any{"logs": entries}
-	for _, o := range []struct {
+	objs := []struct {
 		gvr schema.GroupVersionResource
 		obj map[string]any
-	}{{portForwardGVR, pf}, {logsGVR, lg}} {
+	}{{portForwardGVR, pf}, {logsGVR, lg}}
+	if len(fwds) == 0 {
+		objs = objs[1:] // a pod without ports (a mesh-verify Job pod) has logs only
+	}
+	for _, o := range objs {
 		u := &unstructured.Unstructured{Object: o.obj}
 		_, err := c.dyn.Resource(o.gvr).Namespace(pod.Namespace).Apply(ctx, pod.Name, u,
 			metav1.ApplyOptions{FieldManager: fieldManager, Force: true})

@@ -12,6 +12,12 @@
 // milliseconds, and the API servers are not hammered. One worker handles
 // the pod events in order, so starting and stopping backends needs no
 // locking beyond the state that verifiers and the status writer share.
+//
+// Pods of mesh-verify's own image (its Job's workers, labelled
+// app.kubernetes.io/name=mesh-verify) get a real process of the daemon's
+// executable instead (jobs.go), watched by informers of their own and
+// handled by a worker of their own, so a process starting never holds up
+// the app pods' events.
 package daemon
 
 import (
@@ -100,8 +106,13 @@ type Daemon struct {
 	clusters map[string]*Cluster
 	listers  map[string]corelisters.PodLister
 	queue    workqueue.TypedRateLimitingInterface[podRef]
-	started  time.Time
-	dirty    chan struct{}
+	// jobListers and jobQueue are the Job pods' (jobs.go); exe is what
+	// their processes run: this executable, the built mesh-verify.
+	jobListers map[string]corelisters.PodLister
+	jobQueue   workqueue.TypedRateLimitingInterface[podRef]
+	exe        string
+	started    time.Time
+	dirty      chan struct{}
 
 	nginx nginxBinary
 
@@ -109,6 +120,8 @@ type Daemon struct {
 	pods      map[podRef]*podRT
 	synced    bool
 	instances map[string]int // simulators and app pods started per entry@cluster (app:name@cluster), for their seeds
+	jobs      map[podRef]*jobRT
+	dying     map[*jobRT]bool // Job processes of pods that are gone, until they end
 }
 
 // Run serves until ctx ends, then stops every backend it started.
@@ -126,11 +139,21 @@ func Run(ctx context.Context, cfg Config) error {
 		listers:  map[string]corelisters.PodLister{},
 		queue: workqueue.NewTypedRateLimitingQueue(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[podRef](100*time.Millisecond, 5*time.Second)),
-		started:   time.Now(),
-		dirty:     make(chan struct{}, 1),
-		pods:      map[podRef]*podRT{},
-		instances: map[string]int{},
+		started:    time.Now(),
+		dirty:      make(chan struct{}, 1),
+		pods:       map[podRef]*podRT{},
+		instances:  map[string]int{},
+		jobListers: map[string]corelisters.PodLister{},
+		jobQueue: workqueue.NewTypedRateLimitingQueue(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[podRef](100*time.Millisecond, 5*time.Second)),
+		jobs:  map[podRef]*jobRT{},
+		dying: map[*jobRT]bool{},
 	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("lab daemon: find its own executable for mesh-verify's Job pods: %w", err)
+	}
+	d.exe = exe
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return fmt.Errorf("lab daemon: create lab directory %s: %w", cfg.Dir, err)
 	}
@@ -161,13 +184,23 @@ func (d *Daemon) run(ctx context.Context) error {
 		f := informers.NewSharedInformerFactoryWithOptions(d.clusters[c].cs, 0,
 			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = topology.LabelManaged + "=true" }))
 		inf := f.Core().V1().Pods()
-		if _, err := inf.Informer().AddEventHandler(d.handler(c)); err != nil {
+		if _, err := inf.Informer().AddEventHandler(d.handler(c, d.queue)); err != nil {
 			return fmt.Errorf("watch pods in cluster %s: %w", c, err)
 		}
 		d.listers[c] = inf.Lister()
 		syncs = append(syncs, inf.Informer().HasSynced)
 		factories = append(factories, f)
 		f.Start(runCtx.Done())
+		jf := informers.NewSharedInformerFactoryWithOptions(d.clusters[c].cs, 0,
+			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = JobLabel + "=" + JobLabelValue }))
+		jinf := jf.Core().V1().Pods()
+		if _, err := jinf.Informer().AddEventHandler(d.handler(c, d.jobQueue)); err != nil {
+			return fmt.Errorf("watch mesh-verify's Job pods in cluster %s: %w", c, err)
+		}
+		d.jobListers[c] = jinf.Lister()
+		syncs = append(syncs, jinf.Informer().HasSynced)
+		factories = append(factories, jf)
+		jf.Start(runCtx.Done())
 	}
 	defer func() {
 		cancel()
@@ -191,7 +224,7 @@ func (d *Daemon) run(ctx context.Context) error {
 	d.log.Info("watching pods", "clusters", d.cfg.Topology.Clusters, "topology", d.cfg.Topology.Metadata.Name)
 
 	var wg sync.WaitGroup
-	wg.Add(3)
+	wg.Add(4)
 	go func() { defer wg.Done(); d.statusLoop(runCtx) }()
 	go func() { defer wg.Done(); d.watchdog(runCtx, cancel) }()
 	go func() {
@@ -199,9 +232,16 @@ func (d *Daemon) run(ctx context.Context) error {
 		for d.processNext(runCtx) {
 		}
 	}()
+	go func() {
+		defer wg.Done()
+		for d.processNextJob(runCtx) {
+		}
+	}()
 	<-runCtx.Done()
 	d.queue.ShutDown()
+	d.jobQueue.ShutDown()
 	wg.Wait()
+	d.stopJobs()
 	d.stopAll()
 	// A stopped daemon publishes nothing: `lab status` must not show
 	// addresses nobody listens on.
@@ -232,7 +272,7 @@ func (d *Daemon) watchdog(ctx context.Context, stop context.CancelFunc) {
 	}
 }
 
-func (d *Daemon) handler(cluster string) cache.ResourceEventHandler {
+func (d *Daemon) handler(cluster string, queue workqueue.TypedRateLimitingInterface[podRef]) cache.ResourceEventHandler {
 	enqueue := func(obj any) {
 		key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
 		if err != nil {
@@ -242,7 +282,7 @@ func (d *Daemon) handler(cluster string) cache.ResourceEventHandler {
 		if err != nil {
 			return
 		}
-		d.queue.Add(podRef{cluster: cluster, namespace: ns, name: name})
+		queue.Add(podRef{cluster: cluster, namespace: ns, name: name})
 	}
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc:    enqueue,
@@ -682,6 +722,11 @@ func (d *Daemon) snapshot() *Status {
 			}
 		}
 		s.Pods = append(s.Pods, p)
+	}
+	for _, rt := range d.jobs {
+		j := rt.status
+		j.Args = slices.Clone(j.Args)
+		s.Jobs = append(s.Jobs, j)
 	}
 	return s
 }

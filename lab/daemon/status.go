@@ -27,6 +27,9 @@ type Status struct {
 	// Synced is true once every cluster's pod watch has listed its pods.
 	Synced bool  `json:"synced"`
 	Pods   []Pod `json:"pods"`
+	// Jobs are mesh-verify's own Job pods and their processes
+	// (lab/README.md, "mesh-verify's Job pods"); never data plane backends.
+	Jobs []JobPod `json:"jobs,omitempty"`
 	// Stopping is set when the daemon begins to shut down.
 	Stopping bool `json:"stopping,omitempty"`
 }
@@ -104,6 +107,31 @@ type Pod struct {
 	Error       string `json:"error,omitempty"`
 }
 
+// JobPod is one pod of mesh-verify's image and the process that plays
+// its container.
+type JobPod struct {
+	Cluster   string `json:"cluster"`
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	Container string `json:"container"`
+	// PID is the process's (0 when it never started); Args what it was
+	// started with; Dir its working directory (with its kubeconfig).
+	PID     int      `json:"pid,omitempty"`
+	Args    []string `json:"args,omitempty"`
+	Dir     string   `json:"dir"`
+	LogFile string   `json:"logFile"`
+	// ConnectTo counts the entries of its $MESH_VERIFY_CONNECT_TO.
+	ConnectTo int        `json:"connectTo"`
+	Started   time.Time  `json:"started"`
+	Finished  *time.Time `json:"finished,omitempty"`
+	ExitCode  *int       `json:"exitCode,omitempty"`
+	// Error says why the process could not start (the pod's message).
+	Error string `json:"error,omitempty"`
+}
+
+// Key is cluster/namespace/name.
+func (j JobPod) Key() string { return j.Cluster + "/" + j.Namespace + "/" + j.Name }
+
 // Routed summarises meshsim.Stats.
 type Routed struct {
 	Requests    int64            `json:"requests"`
@@ -137,6 +165,7 @@ func ReadStatus(dir string) (*Status, error) {
 
 func writeStatus(dir string, s *Status) error {
 	sort.Slice(s.Pods, func(i, j int) bool { return s.Pods[i].Key() < s.Pods[j].Key() })
+	sort.Slice(s.Jobs, func(i, j int) bool { return s.Jobs[i].Key() < s.Jobs[j].Key() })
 	b, err := json.MarshalIndent(s, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode lab status for %s: %w", filepath.Join(dir, StatusFile), err)
