@@ -59,6 +59,9 @@ type AttackOptions struct {
 	// processes given the same start have aligned slices; zero means when
 	// Attack is called. Attack does not wait for it.
 	Start time.Time
+	// Dial reaches the target instead of a direct TCP dial (a connect-to
+	// list, attack.ConnectTo); with it there is no preflight, as in Run.
+	Dial attack.DialFunc
 	// Resolver maps a pod (or address) a response names to its cluster
 	// and version, as the inventory does in a local run; nil for none.
 	Resolver attribution.Resolver
@@ -108,7 +111,7 @@ func Attack(ctx context.Context, sc *scenarios.Scenario, o AttackOptions) (Attac
 	if target == "" {
 		target = sc.Target.URL
 	}
-	atk, ao, attr, insecure, err := prepareAttack(ctx, sc, target, o.RunID, nil, o.Abort, o.Resolver)
+	atk, ao, attr, insecure, err := prepareAttack(ctx, sc, target, o.RunID, o.Dial, o.Abort, o.Resolver)
 	if err != nil {
 		return AttackResult{}, err
 	}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -253,9 +254,14 @@ expect:
 // createConfigMap writes a worker ConfigMap for run in namespace default.
 func (e *labEnv) createConfigMap(t *testing.T, name, run, attack string, workers int) {
 	t.Helper()
+	e.createConfigMapFor(t, name, run, attack, workers, e.tg.url)
+}
+
+func (e *labEnv) createConfigMapFor(t *testing.T, name, run, attack string, workers int, target string) {
+	t.Helper()
 	data, err := worker.ConfigMapData([]byte(fmt.Sprintf(labScenario, attack, workers)),
 		[]kube.Pod{{Cluster: "c1", Namespace: "default", Name: "web-0", Version: "v1"}, {Cluster: "c1", Namespace: "default", Name: "web-1", Version: "v2"}},
-		worker.RunConfig{RunID: run, Workers: workers, Target: e.tg.url, Interval: "1s"})
+		worker.RunConfig{RunID: run, Workers: workers, Target: target, Interval: "1s"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,11 +289,15 @@ func TestLabWorkers(t *testing.T) {
 	e := setupLab(t)
 
 	t.Run("two workers, merged", func(t *testing.T) {
+		// The target is the Service's in-cluster name, reached as in a lab
+		// Job pod: through the connect-to list the lab daemon sets.
 		const run = "run-two"
-		e.createConfigMap(t, "mv-two", run, "rate: 40/s, duration: 3s", 2)
+		e.createConfigMapFor(t, "mv-two", run, "rate: 40/s, duration: 3s", 2, "http://web.default.svc.cluster.local:8080/hello")
+		_, port, _ := net.SplitHostPort(strings.TrimPrefix(strings.TrimSuffix(e.tg.url, "/hello"), "http://"))
+		env := append(slices.Clone(e.env), "MESH_VERIFY_CONNECT_TO=web.default.svc.cluster.local:8080:127.0.0.1:"+port)
 		var ps []*proc
 		for i := range 2 {
-			ps = append(ps, startWorker(t, e.bin, e.env, i, append([]string{"--configmap", "mv-two"}, e.args...)...))
+			ps = append(ps, startWorker(t, e.bin, env, i, append([]string{"--configmap", "mv-two"}, e.args...)...))
 		}
 		for i, p := range ps {
 			rec, ok := p.next(t, 90*time.Second)
@@ -301,6 +311,7 @@ func TestLabWorkers(t *testing.T) {
 		startAt := time.Now().Add(1500 * time.Millisecond).UTC()
 		e.annotate(t, "mv-two", worker.AnnotationStartAt, startAt.Format(time.RFC3339Nano))
 		m := fleet.NewMerger(startAt)
+		trimmed := 0
 		for i, p := range ps {
 			recs, err := p.rest(t, 60*time.Second)
 			if err != nil {
@@ -312,6 +323,12 @@ func TestLabWorkers(t *testing.T) {
 				if rec.State != nil && !rec.State.Start.Equal(startAt.Round(0)) {
 					t.Errorf("worker %d: state start %v, want start-at %v", i, rec.State.Start, startAt)
 				}
+				if rec.State != nil && rec.State.SlicesFrom > 0 {
+					trimmed++
+					if rec.Kind != fleet.KindInterval {
+						t.Errorf("worker %d: a trimmed %s record: the last record is whole", i, rec.Kind)
+					}
+				}
 				if _, err := m.Add(rec); err != nil {
 					t.Fatal(err)
 				}
@@ -319,6 +336,9 @@ func TestLabWorkers(t *testing.T) {
 			if kinds[fleet.KindFinal] != 1 || kinds[fleet.KindInterval] < 1 || kinds[fleet.KindError] != 0 {
 				t.Errorf("worker %d: records %v, want intervals and one final", i, kinds)
 			}
+		}
+		if trimmed == 0 {
+			t.Error("no interval record was trimmed to the slices that changed")
 		}
 		total, pods, ids := e.tg.count(run)
 		snap := m.Snapshot()

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/mesh-verify/mesh-verify/attack"
 	"github.com/mesh-verify/mesh-verify/fleet"
 	"github.com/mesh-verify/mesh-verify/kube"
 	"github.com/mesh-verify/mesh-verify/runner"
@@ -51,6 +52,10 @@ type Options struct {
 	Kube kube.Options
 	// Context is the kubeconfig context (empty: the current one).
 	Context string
+	// Dial reaches the target instead of a direct dial: the lab's
+	// Service names through $MESH_VERIFY_CONNECT_TO (lab/README.md). nil
+	// dials the target's address as cluster DNS resolves it.
+	Dial attack.DialFunc
 	// Records receives the records (stdout); Log the log lines (stderr).
 	Records io.Writer
 	Log     io.Writer
@@ -188,12 +193,17 @@ func (w *run) run(ctx context.Context) error {
 		}
 	}()
 	res, err := runner.Attack(actx, sc, runner.AttackOptions{
-		RunID: runID, Target: c.Run.Target, Start: startAt, Resolver: runner.NewPodIndex(c.Pods),
+		RunID: runID, Target: c.Run.Target, Start: startAt, Resolver: runner.NewPodIndex(c.Pods), Dial: w.o.Dial,
 		Every: c.Interval, OnInterval: func(s tally.State) {
+			// An interval record carries the slices that changed since
+			// the previous one (tally.State.Trim, docs/distributed.md,
+			// Merging); the first and the last records are whole.
 			w.mu.Lock()
+			prev := w.state
 			w.state = &s
 			w.mu.Unlock()
-			if err := w.out.emit(fleet.KindInterval, &s, ""); err != nil {
+			sent := s.Trim(prev)
+			if err := w.out.emit(fleet.KindInterval, &sent, ""); err != nil {
 				w.logf("%v", err)
 			}
 		},

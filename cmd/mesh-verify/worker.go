@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/mesh-verify/mesh-verify/attack"
 	"github.com/mesh-verify/mesh-verify/kube"
 	"github.com/mesh-verify/mesh-verify/worker"
 )
@@ -21,6 +23,7 @@ func newWorkerCmd() *cobra.Command {
 	var (
 		configMap, namespace string
 		kubeContext          string
+		connectTo            []string
 		kubeconfig           []string
 		startTimeout         time.Duration
 	)
@@ -48,6 +51,17 @@ exits 1.`,
 			if namespace != "" && !isDNSLabel(namespace) {
 				return invalidInput("--namespace %q: want a namespace name (lowercase letters, digits and '-')", namespace)
 			}
+			// In the lab, Service names reach the data plane through the
+			// connect-to list the daemon sets (lab/README.md); on a real
+			// cluster the variable is unset and cluster DNS resolves them.
+			ct, err := attack.ParseConnectTo(append(slices.Clone(connectTo), os.Getenv(connectToEnv))...)
+			if err != nil {
+				return invalidInput("--connect-to or $%s: %w", connectToEnv, err)
+			}
+			var dial attack.DialFunc
+			if len(ct.Entries()) > 0 {
+				dial = ct.Dial(nil)
+			}
 			parent := cmd.Context()
 			if parent == nil {
 				parent = context.Background()
@@ -61,6 +75,7 @@ exits 1.`,
 				StartTimeout: startTimeout,
 				Kube:         kube.Options{Kubeconfig: kubeconfig, UserAgent: "mesh-verify-worker", ExecWrapper: kube.ExecWrapper()},
 				Context:      kubeContext,
+				Dial:         dial,
 				Records:      cmd.OutOrStdout(), Log: cmd.ErrOrStderr(),
 			})
 			if err != nil {
@@ -73,6 +88,7 @@ exits 1.`,
 	cmd.Flags().StringVarP(&namespace, "namespace", "n", "", "the ConfigMap's namespace (default: $POD_NAMESPACE, else the context's or the pod's)")
 	cmd.Flags().StringSliceVar(&kubeconfig, "kubeconfig", nil, "kubeconfig files (default: the in-cluster config in a pod, else $KUBECONFIG; only read)")
 	cmd.Flags().StringVar(&kubeContext, "context", "", "kubeconfig context of the worker's cluster (default: the current context; in a pod without a kubeconfig, the pod's own cluster)")
+	cmd.Flags().StringArrayVar(&connectTo, "connect-to", nil, "HOST:PORT:CONNECT_HOST:CONNECT_PORT (repeatable; curl's --connect-to), as for run; $"+connectToEnv+" adds entries after these")
 	cmd.Flags().DurationVar(&startTimeout, "start-timeout", worker.DefaultStartTimeout, "how long to wait for the start signal")
 	_ = cmd.MarkFlagRequired("configmap")
 	return cmd
