@@ -1,0 +1,260 @@
+package worker_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/mesh-verify/mesh-verify/fleet"
+	"github.com/mesh-verify/mesh-verify/kube"
+	"github.com/mesh-verify/mesh-verify/lab"
+	"github.com/mesh-verify/mesh-verify/lab/daemon"
+	"github.com/mesh-verify/mesh-verify/lab/kwok"
+	"github.com/mesh-verify/mesh-verify/lab/labtest"
+	"github.com/mesh-verify/mesh-verify/worker"
+)
+
+// The whole path a worker pod takes, on the lab: an Indexed Job of
+// mesh-verify's image whose pods the lab daemon runs as processes of the
+// built binary (lab/README.md, "mesh-verify's Job pods"), with the
+// Job controller's JOB_COMPLETION_INDEX, the downward API's pod name and
+// namespace, the pod's kubeconfig, and the gateway Service reached by its
+// in-cluster name through the daemon's connect-to list. The records are
+// read from the pods' logs through the API server, as the coordinator
+// will, and merged.
+func TestLabWorkerJob(t *testing.T) {
+	bin := labtest.Binaries(t)
+	exe := buildBinary(t)
+	dir, err := os.MkdirTemp("", "mvlab-") // short: kwokctl puts unix sockets in it
+	if err != nil {
+		t.Fatal(err)
+	}
+	topo := filepath.Join(t.TempDir(), "one.yaml")
+	if err := os.WriteFile(topo, []byte(labtest.OneCluster), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	opts := lab.Options{Dir: dir, Topology: topo, Bin: string(bin), RepoRoot: labtest.RepoRoot(), ReadyTimeout: time.Minute, Out: io.Discard,
+		Daemon: func(dir string) (*exec.Cmd, error) { return exec.Command(exe, "lab", "serve", "--dir", dir), nil }}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if _, err := lab.Down(ctx, opts); err != nil {
+			t.Errorf("lab down: %v", err)
+		}
+		if k, err := kwok.New(bin, dir); err == nil {
+			if left := k.Leftovers(); len(left) > 0 {
+				t.Errorf("processes left behind by the lab: %v", left)
+			}
+		}
+		if t.Failed() {
+			b, _ := os.ReadFile(filepath.Join(dir, "daemon.log"))
+			t.Logf("daemon log:\n%s", b)
+		}
+		os.RemoveAll(dir)
+	})
+	upCtx, upCancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer upCancel()
+	l, err := lab.Up(upCtx, opts)
+	if err != nil {
+		t.Fatalf("lab up: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	cfg, err := kube.LoadConfig(kube.Options{Kubeconfig: []string{l.Kubeconfig}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := cfg.Connect(ctx, kube.ClusterRef{Name: "c1", Context: l.Context("c1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv, err := kube.Inventory(ctx, []*kube.Cluster{cl}, []kube.Workload{{Namespace: "default", Selector: "app=echo", Name: "echo"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods := inv.Pods()
+	if len(pods) == 0 {
+		t.Fatal("no echo pod in the lab")
+	}
+
+	const run, name = "run-job", "mv-job"
+	sc := `apiVersion: mesh-verify.io/v1alpha1
+kind: Scenario
+metadata: {name: job}
+clusters: [{name: c1, context: kind-c1}]
+target: {portForward: {cluster: c1, resource: svc/gateway, port: "8080"}}
+attack: {rate: 20/s, duration: 3s, workers: 2}
+attribution: {preset: istio-echo}
+expect:
+  - successRate: {atLeast: 99%}
+`
+	data, err := worker.ConfigMapData([]byte(sc), pods,
+		worker.RunConfig{RunID: run, Workers: 2, Target: "http://gateway.default.svc.cluster.local:8080/", Interval: "1s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := cl.Client
+	if _, err := api.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: data}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	n, grace := int32(2), int64(5)
+	indexed := batchv1.IndexedCompletion
+	field := func(env, path string) corev1.EnvVar {
+		return corev1.EnvVar{Name: env, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: path}}}
+	}
+	job := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+		Spec: batchv1.JobSpec{
+			CompletionMode: &indexed, Completions: &n, Parallelism: &n, BackoffLimit: new(int32(0)),
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{daemon.JobLabel: daemon.JobLabelValue, "run": run}},
+				Spec: corev1.PodSpec{
+					RestartPolicy: corev1.RestartPolicyNever, TerminationGracePeriodSeconds: &grace,
+					NodeSelector: map[string]string{"type": "kwok"},
+					Containers: []corev1.Container{{
+						Name: "worker", Image: "ghcr.io/mesh-verify/mesh-verify:test", Command: []string{"/mesh-verify"},
+						Args: []string{"worker", "--configmap", name, "--start-timeout", "2m"},
+						Env:  []corev1.EnvVar{field("POD_NAME", "metadata.name"), field("POD_NAMESPACE", "metadata.namespace")},
+					}},
+				},
+			},
+		},
+	}
+	if _, err := api.BatchV1().Jobs("default").Create(ctx, job, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	// Follow each pod's log once it runs; records go to one channel.
+	type got struct {
+		rec fleet.Record
+		err error
+	}
+	records := make(chan got, 1000)
+	following := map[string]bool{}
+	for ready := 0; ready < 2; {
+		list, err := api.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "run=" + run})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range list.Items {
+			if following[p.Name] || p.Status.Phase != corev1.PodRunning {
+				continue
+			}
+			following[p.Name] = true
+			stream, err := api.CoreV1().Pods("default").GetLogs(p.Name, &corev1.PodLogOptions{Follow: true}).Stream(ctx)
+			if err != nil {
+				t.Fatalf("logs of %s: %v", p.Name, err)
+			}
+			go func() {
+				defer stream.Close()
+				dec := fleet.NewDecoder(stream)
+				for {
+					rec, err := dec.Next()
+					if err != nil {
+						if !errors.Is(err, io.EOF) && ctx.Err() == nil {
+							records <- got{err: err}
+						}
+						return
+					}
+					records <- got{rec: rec}
+				}
+			}()
+		}
+		select {
+		case g := <-records:
+			if g.err != nil {
+				t.Fatal(g.err)
+			}
+			if g.rec.Kind != fleet.KindReady {
+				t.Fatalf("first record %+v, want ready", g.rec)
+			}
+			ready++
+		case <-time.After(500 * time.Millisecond):
+		case <-ctx.Done():
+			t.Fatalf("the workers did not get ready: following %v", following)
+		}
+	}
+	startAt := time.Now().Add(1500 * time.Millisecond).UTC()
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, worker.AnnotationStartAt, startAt.Format(time.RFC3339Nano))
+	if _, err := api.CoreV1().ConfigMaps("default").Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	m := fleet.NewMerger(startAt)
+	workers := map[int]string{}
+	for finals := 0; finals < 2; {
+		select {
+		case g := <-records:
+			if g.err != nil {
+				t.Fatal(g.err)
+			}
+			if g.rec.Kind == fleet.KindError {
+				t.Fatalf("worker %d: %s", g.rec.Worker, g.rec.Error)
+			}
+			if _, err := m.Add(g.rec); err != nil {
+				t.Fatal(err)
+			}
+			workers[g.rec.Worker] = g.rec.Pod
+			if g.rec.Kind == fleet.KindFinal {
+				finals++
+			}
+		case <-ctx.Done():
+			t.Fatalf("no final records from both workers: %+v", m.Workers())
+		}
+	}
+	if len(workers) != 2 || !strings.HasPrefix(workers[0], name+"-0-") || !strings.HasPrefix(workers[1], name+"-1-") {
+		t.Errorf("workers %v: want indices 0 and 1 with their pods' names", workers)
+	}
+	snap := m.Snapshot()
+	var successes int64
+	oc := snap.Dimensions["outcome"]
+	for i, b := range oc.Buckets {
+		if b == "success" {
+			successes = oc.N[i]
+		}
+	}
+	if snap.Total < 58 || snap.Total > 62 || successes != snap.Total {
+		t.Errorf("%d requests, %d answered: want 60 (20/s for 3s), all answered; errors %v", snap.Total, successes, snap.Errors)
+	}
+	names := map[string]bool{}
+	for _, p := range pods {
+		names[p.Name] = true
+	}
+	var served int64
+	pd := snap.Dimensions["pod"]
+	for i, b := range pd.Buckets {
+		if !names[b] {
+			t.Errorf("pod %q is none of the echo pods %v", b, slices.Sorted(maps.Keys(names)))
+		}
+		served += pd.N[i]
+	}
+	if served != snap.Total {
+		t.Errorf("the echo pods served %d of %d requests", served, snap.Total)
+	}
+	// Both pods exit 0, so the Job succeeds.
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		j, err := api.BatchV1().Jobs("default").Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if j.Status.Succeeded == 2 {
+			break
+		}
+		if j.Status.Failed > 0 || time.Now().After(deadline) {
+			t.Fatalf("job status %+v", j.Status)
+		}
+	}
+}
