@@ -395,7 +395,9 @@ func (p WorkerPod) Failed() bool {
 // parseCompletionIndex reads the Job controller's completion index
 // annotation: a decimal in [0, MaxWorkers).
 func parseCompletionIndex(s string) (int, bool) {
-	if s == "" || len(s) > 5 || (len(s) > 1 && s[0] == '0') {
+	// Exactly the controller's strconv.Itoa form: digits, no sign, no
+	// leading zero.
+	if s == "" || len(s) > 5 || (len(s) > 1 && s[0] == '0') || strings.Trim(s, "0123456789") != "" {
 		return -1, false
 	}
 	n, err := strconv.Atoi(s)
@@ -408,7 +410,11 @@ func parseCompletionIndex(s string) (int, bool) {
 // workerPod reads what the coordinator needs of a pod.
 func workerPod(p *corev1.Pod) WorkerPod {
 	out := WorkerPod{Name: p.Name, Index: -1, Phase: p.Status.Phase, Reason: p.Status.Reason, Message: p.Status.Message, Deleting: p.DeletionTimestamp != nil}
+	// The annotation is on every Indexed Job's pod; the label of the same
+	// name only from Kubernetes 1.28.
 	if i, ok := parseCompletionIndex(p.Annotations[annotationCompletionIndex]); ok {
+		out.Index = i
+	} else if i, ok := parseCompletionIndex(p.Labels[annotationCompletionIndex]); ok {
 		out.Index = i
 	}
 	for _, cs := range p.Status.ContainerStatuses {
