@@ -236,6 +236,13 @@ func TestLabWorkers(t *testing.T) {
 		if !slices.Equal(indexes, []string{"0", "1", "2"}) {
 			t.Errorf("completion indexes %v, want 0, 1, 2", indexes)
 		}
+		poll(t, 30*time.Second, "the Job's status to count 3 pods", func() error {
+			st, err := w.Status(ctx)
+			if err == nil && (st.Suspended || st.Active+st.Succeeded+st.Failed != 3) {
+				err = fmt.Errorf("status %+v", st)
+			}
+			return err
+		})
 		wp, err := w.Pods(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -316,6 +323,15 @@ func TestLabWorkers(t *testing.T) {
 		if _, err := coord.CreateWorkers(ctx, workerSpec(live.RunID, 1, time.Hour)); err == nil || !strings.Contains(err.Error(), "run id "+live.RunID+" was used before") {
 			t.Errorf("a second run with run id %s: %v", live.RunID, err)
 		}
+		// The 1 s deadline ends the old run's Job (unless kwok completed its
+		// pod first).
+		poll(t, 30*time.Second, "the 1 s run's Job to end", func() error {
+			st, err := old.Status(ctx)
+			if err == nil && (!st.Done || (!st.Complete && st.Reason != "DeadlineExceeded")) {
+				err = fmt.Errorf("status %+v", st)
+			}
+			return err
+		})
 		// A labelled ConfigMap without expires-at is not known to be dead.
 		unknown := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "mv-unknown", Namespace: workersNS,
 			Labels: map[string]string{"app.kubernetes.io/name": "mesh-verify", "app.kubernetes.io/component": "worker"}}}

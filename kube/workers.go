@@ -458,6 +458,53 @@ func (w *WorkerRun) Pods(ctx context.Context) ([]WorkerPod, error) {
 	return out, nil
 }
 
+// WorkerJobStatus is the worker Job's status as the Job controller
+// reports it.
+type WorkerJobStatus struct {
+	// Active, Ready, Succeeded and Failed count pods.
+	Active, Ready, Succeeded, Failed int
+	// Done: the Job completed or failed; Reason and Message of the failure
+	// (DeadlineExceeded, BackoffLimitExceeded) are then set when it failed.
+	Done, Complete  bool
+	Reason, Message string
+	// Suspended: not resumed yet.
+	Suspended bool
+}
+
+// Status reads the Job's status: a Job that failed (a worker died, the
+// deadline passed) is how the coordinator learns the run cannot finish.
+func (w *WorkerRun) Status(ctx context.Context) (WorkerJobStatus, error) {
+	job, err := w.Cluster.Client.BatchV1().Jobs(w.Namespace).Get(ctx, w.Name, metav1.GetOptions{})
+	if err != nil {
+		return WorkerJobStatus{}, w.Cluster.wrap(fmt.Sprintf("get jobs.batch %s in namespace %s", w.Name, w.Namespace), err)
+	}
+	if job.UID != w.JobUID {
+		return WorkerJobStatus{}, w.Cluster.wrap(fmt.Sprintf("get jobs.batch %s in namespace %s", w.Name, w.Namespace),
+			fmt.Errorf("the Job was replaced (uid %s, created as %s)", job.UID, w.JobUID))
+	}
+	return jobStatus(job), nil
+}
+
+func jobStatus(job *batchv1.Job) WorkerJobStatus {
+	st := WorkerJobStatus{Active: int(job.Status.Active), Succeeded: int(job.Status.Succeeded), Failed: int(job.Status.Failed),
+		Suspended: job.Spec.Suspend != nil && *job.Spec.Suspend}
+	if job.Status.Ready != nil {
+		st.Ready = int(*job.Status.Ready)
+	}
+	for _, c := range job.Status.Conditions {
+		if c.Status != corev1.ConditionTrue {
+			continue
+		}
+		switch c.Type {
+		case batchv1.JobComplete:
+			st.Done, st.Complete = true, true
+		case batchv1.JobFailed:
+			st.Done, st.Reason, st.Message = true, c.Reason, c.Message
+		}
+	}
+	return st
+}
+
 // background deletes an object's dependents after it: the Job's pods and
 // ConfigMap go through the garbage collector.
 func background() metav1.DeleteOptions {

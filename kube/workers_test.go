@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -228,5 +229,32 @@ func TestExpired(t *testing.T) {
 	}
 	if expired(nil, now) {
 		t.Errorf("an object without annotations is expired")
+	}
+}
+
+func TestJobStatus(t *testing.T) {
+	two, yes := int32(2), true
+	cond := func(ty batchv1.JobConditionType, st corev1.ConditionStatus, reason string) batchv1.JobCondition {
+		return batchv1.JobCondition{Type: ty, Status: st, Reason: reason, Message: reason + "!"}
+	}
+	for _, tc := range []struct {
+		name string
+		job  batchv1.Job
+		want WorkerJobStatus
+	}{
+		{"suspended", batchv1.Job{Spec: batchv1.JobSpec{Suspend: &yes}}, WorkerJobStatus{Suspended: true}},
+		{"running", batchv1.Job{Status: batchv1.JobStatus{Active: 3, Ready: &two, Succeeded: 1}}, WorkerJobStatus{Active: 3, Ready: 2, Succeeded: 1}},
+		{"deadline", batchv1.Job{Status: batchv1.JobStatus{Failed: 2, Conditions: []batchv1.JobCondition{
+			cond(batchv1.JobFailureTarget, corev1.ConditionTrue, "DeadlineExceeded"), cond(batchv1.JobFailed, corev1.ConditionTrue, "DeadlineExceeded")}}},
+			WorkerJobStatus{Failed: 2, Done: true, Reason: "DeadlineExceeded", Message: "DeadlineExceeded!"}},
+		{"complete", batchv1.Job{Status: batchv1.JobStatus{Succeeded: 4, Conditions: []batchv1.JobCondition{
+			cond(batchv1.JobSuccessCriteriaMet, corev1.ConditionTrue, "x"), cond(batchv1.JobComplete, corev1.ConditionTrue, "")}}},
+			WorkerJobStatus{Succeeded: 4, Done: true, Complete: true}},
+		{"a condition not true", batchv1.Job{Status: batchv1.JobStatus{Conditions: []batchv1.JobCondition{cond(batchv1.JobFailed, corev1.ConditionFalse, "x")}}},
+			WorkerJobStatus{}},
+	} {
+		if got := jobStatus(&tc.job); got != tc.want {
+			t.Errorf("%s: %+v, want %+v", tc.name, got, tc.want)
+		}
 	}
 }
