@@ -309,6 +309,61 @@ func TestLabWorkers(t *testing.T) {
 		}
 	})
 
+	t.Run("the pod watch sees a worker die", func(t *testing.T) {
+		w, err := coord.CreateWorkers(ctx, workerSpec(newRunID(t, "d1ed00"), 2, time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = w.Delete(context.Background()) })
+		wctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		snaps := make(chan []kube.WorkerPod, 1000)
+		done := make(chan error, 1)
+		go func() {
+			done <- w.WatchPods(wctx, func(p []kube.WorkerPod) {
+				select {
+				case snaps <- slices.Clone(p):
+				default: // the test stopped reading
+				}
+			})
+		}()
+		// next waits for a snapshot that satisfies ok.
+		next := func(what string, ok func([]kube.WorkerPod) bool) []kube.WorkerPod {
+			t.Helper()
+			timeout := time.After(60 * time.Second)
+			for {
+				select {
+				case p := <-snaps:
+					if ok(p) {
+						return p
+					}
+				case err := <-done:
+					t.Fatalf("WatchPods ended while waiting for %s: %v", what, err)
+				case <-timeout:
+					t.Fatalf("the watch saw no %s", what)
+				}
+			}
+		}
+		pods := next("2 pods", func(p []kube.WorkerPod) bool { return len(p) == 2 && p[0].Index == 0 && p[1].Index == 1 })
+		victim := pods[1].Name
+		zero := int64(0)
+		if err := admin.Client.CoreV1().Pods(workersNS).Delete(ctx, victim, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+			t.Fatal(err)
+		}
+		next("pod "+victim+" deleted", func(p []kube.WorkerPod) bool {
+			return !slices.ContainsFunc(p, func(wp kube.WorkerPod) bool { return wp.Name == victim && !wp.Deleting })
+		})
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("WatchPods after cancel: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("WatchPods did not return after its context ended")
+		}
+	})
+
 	t.Run("sweep removes expired runs only", func(t *testing.T) {
 		old, err := coord.CreateWorkers(ctx, workerSpec(newRunID(t, "0ld0ld"), 1, time.Second))
 		if err != nil {
@@ -378,6 +433,11 @@ func TestLabWorkers(t *testing.T) {
 			if !strings.Contains(err.Error(), w) {
 				t.Errorf("error %q does not say %q", err, w)
 			}
+		}
+		other := &kube.WorkerRun{Cluster: nobody, Namespace: workersNS, Name: kube.WorkerName(runID), RunID: runID}
+		err = other.WatchPods(ctx, func([]kube.WorkerPod) { t.Error("WatchPods called fn after a denied list") })
+		if !kube.IsDenied(err) || !strings.Contains(err.Error(), "forbidden to list pods of job "+other.Name+" in namespace "+workersNS) {
+			t.Errorf("WatchPods as an unbound ServiceAccount: %v", err)
 		}
 		_, err = nobody.SweepWorkers(ctx, workersNS, time.Now())
 		if !kube.IsDenied(err) || !strings.Contains(err.Error(), "forbidden to list jobs.batch in namespace "+workersNS) {

@@ -172,8 +172,8 @@ func workerPermissions() []Permission {
 		w("list", "", "configmaps", "", "Cluster.SweepWorkers", "earlier runs' ConfigMaps whose expires-at has passed"),
 		w("watch", "", "configmaps", "", "the coordinator (issue 12, not built yet)", "follow the ConfigMap during the run"),
 		w("delete", "", "configmaps", "", "Cluster.SweepWorkers", "an expired ConfigMap left without its Job"),
-		w("list", "", "pods", "", "WorkerRun.Pods", "the workers' pods: index, phase, exit code"),
-		w("watch", "", "pods", "", "the coordinator (issue 12, not built yet)", "notice a worker pod dying during the run"),
+		w("list", "", "pods", "", "WorkerRun.Pods, WorkerRun.WatchPods", "the workers' pods: index, phase, exit code"),
+		w("watch", "", "pods", "", "WorkerRun.WatchPods", "notice a worker pod dying during the run"),
 		w("get", "", "pods", "log", "podlogs, from the coordinator (issue 12, not built yet)", "follow the workers' logs, which carry their records"),
 	}
 	for _, verb := range []string{"get", "list", "watch"} {

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/watch"
 )
 
 // The contract between the coordinator and `mesh-verify worker`
@@ -456,6 +458,109 @@ func (w *WorkerRun) Pods(ctx context.Context) ([]WorkerPod, error) {
 	}
 	slices.SortFunc(out, func(a, b WorkerPod) int { return cmp.Or(cmp.Compare(a.Index, b.Index), cmp.Compare(a.Name, b.Name)) })
 	return out, nil
+}
+
+// Limits of WatchPods.
+const (
+	// MaxWatchFailures is how many list or watch failures in a row
+	// WatchPods takes before it gives up; a watch that ends within
+	// minWatchLife counts as one, so a server that closes every watch at
+	// once cannot make it spin.
+	MaxWatchFailures = 5
+	minWatchLife     = time.Second
+	watchBackoff     = 500 * time.Millisecond
+)
+
+// WatchPods calls fn with the Job's pods, as Pods returns them, at once
+// and after every change the API server reports (a pod created, its
+// container ending, a pod deleted), until ctx ends (nil) or the API
+// server fails MaxWatchFailures times in a row. A denied list or watch
+// is returned at once. fn runs on the caller's goroutine and must not
+// keep the slice.
+func (w *WorkerRun) WatchPods(ctx context.Context, fn func([]WorkerPod)) error {
+	pods := w.Cluster.Client.CoreV1().Pods(w.Namespace)
+	opts := metav1.ListOptions{LabelSelector: labels.SelectorFromSet(workerLabels(w.RunID)).String()}
+	ours := func(p *corev1.Pod) bool {
+		return slices.ContainsFunc(p.OwnerReferences, func(o metav1.OwnerReference) bool { return o.UID == w.JobUID })
+	}
+	emit := func(byName map[string]WorkerPod) {
+		out := slices.Collect(maps.Values(byName))
+		slices.SortFunc(out, func(a, b WorkerPod) int { return cmp.Or(cmp.Compare(a.Index, b.Index), cmp.Compare(a.Name, b.Name)) })
+		fn(out)
+	}
+	failures := 0
+	fail := func(call string, err error) error {
+		failures++
+		if IsDenied(err) || failures >= MaxWatchFailures {
+			return w.Cluster.wrap(fmt.Sprintf("%s pods of job %s in namespace %s", call, w.Name, w.Namespace), err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(watchBackoff * time.Duration(failures)):
+		}
+		return nil
+	}
+	for ctx.Err() == nil {
+		list, err := pods.List(ctx, opts)
+		if err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			if err := fail("list", err); err != nil {
+				return err
+			}
+			continue
+		}
+		byName := map[string]WorkerPod{}
+		for i := range list.Items {
+			if p := &list.Items[i]; ours(p) {
+				byName[p.Name] = workerPod(p)
+			}
+		}
+		emit(byName)
+		wopts := opts
+		wopts.ResourceVersion = list.ResourceVersion
+		wi, err := pods.Watch(ctx, wopts)
+		if err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			if err := fail("watch", err); err != nil {
+				return err
+			}
+			continue
+		}
+		opened := time.Now()
+		var werr error
+		for ev := range wi.ResultChan() {
+			if ev.Type == watch.Error {
+				werr = apierrors.FromObject(ev.Object) // e.g. 410 Gone: list again
+				break
+			}
+			p, ok := ev.Object.(*corev1.Pod)
+			if !ok || !ours(p) {
+				continue
+			}
+			if ev.Type == watch.Deleted {
+				delete(byName, p.Name)
+			} else {
+				byName[p.Name] = workerPod(p)
+			}
+			emit(byName)
+		}
+		wi.Stop()
+		if ctx.Err() != nil {
+			break
+		}
+		if time.Since(opened) >= minWatchLife && !IsDenied(werr) {
+			failures = 0
+			continue
+		}
+		if err := fail("watch", cmp.Or(werr, errors.New("the watch ended at once"))); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // WorkerJobStatus is the worker Job's status as the Job controller
