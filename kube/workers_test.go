@@ -1,10 +1,15 @@
 package kube
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,6 +17,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/mesh-verify/mesh-verify/fleet"
 )
@@ -257,4 +264,68 @@ func TestJobStatus(t *testing.T) {
 			t.Errorf("%s: %+v, want %+v", tc.name, got, tc.want)
 		}
 	}
+}
+
+// TestWatchPodsGivesUp runs WatchPods against an HTTP server standing in
+// for an API server that keeps failing (a real kube-apiserver cannot be
+// made to fail on demand): it gives up after MaxWatchFailures failures in
+// a row, whether the list fails or every watch ends at once.
+func TestWatchPodsGivesUp(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		listOK         bool
+		lists, watches int64
+		err            string
+	}{
+		{"the list fails", false, MaxWatchFailures, 0, "list pods of job mv-x in namespace load"},
+		{"every watch ends at once", true, MaxWatchFailures, MaxWatchFailures, "the watch ended at once"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var lists, watches atomic.Int64
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				switch {
+				case r.URL.Query().Get("watch") == "true":
+					watches.Add(1)
+					w.WriteHeader(http.StatusOK) // and no event: the watch ends
+				case tc.listOK:
+					lists.Add(1)
+					fmt.Fprint(w, `{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"7"},"items":[]}`)
+				default:
+					lists.Add(1)
+					w.WriteHeader(http.StatusInternalServerError)
+					fmt.Fprint(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","message":"etcd is down","reason":"InternalError","code":500}`)
+				}
+			}))
+			defer srv.Close()
+			client, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL})
+			if err != nil {
+				t.Fatal(err)
+			}
+			wr := &WorkerRun{Cluster: &Cluster{Name: "c1", Context: "kind-c1", Server: srv.URL, Client: client}, Namespace: "load", Name: "mv-x", RunID: "r"}
+			calls := 0
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			err = wr.WatchPods(ctx, func(p []WorkerPod) {
+				calls++
+				if len(p) != 0 {
+					t.Errorf("pods %v from an empty list", p)
+				}
+			})
+			if err == nil || !strings.Contains(err.Error(), tc.err) || !strings.Contains(err.Error(), "cluster c1") {
+				t.Errorf("error %v, want one naming the cluster and %q", err, tc.err)
+			}
+			if lists.Load() != tc.lists || watches.Load() != tc.watches || int64(calls) != tc.lists*btoi(tc.listOK) {
+				t.Errorf("%d lists, %d watches, %d callbacks; want %d, %d, one per list", lists.Load(), watches.Load(), calls, tc.lists, tc.watches)
+			}
+		})
+	}
+}
+
+func btoi(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
 }
