@@ -379,7 +379,7 @@ func TestLabWorkers(t *testing.T) {
 			t.Errorf("a second run with run id %s: %v", live.RunID, err)
 		}
 		// The 1 s deadline ends the old run's Job (unless kwok completed its
-		// pod first).
+		// pod first); Status says so while the pod is still terminating.
 		poll(t, 30*time.Second, "the 1 s run's Job to end", func() error {
 			st, err := old.Status(ctx)
 			if err == nil && (!st.Done || (!st.Complete && st.Reason != "DeadlineExceeded")) {

@@ -568,8 +568,11 @@ func (w *WorkerRun) WatchPods(ctx context.Context, fn func([]WorkerPod)) error {
 type WorkerJobStatus struct {
 	// Active, Ready, Succeeded and Failed count pods.
 	Active, Ready, Succeeded, Failed int
-	// Done: the Job completed or failed; Reason and Message of the failure
-	// (DeadlineExceeded, BackoffLimitExceeded) are then set when it failed.
+	// Done: the Job completed or failed, or the Job controller decided
+	// so and is terminating its pods (conditions SuccessCriteriaMet and
+	// FailureTarget, which come first by the pods' grace period); Reason
+	// and Message of a failure (DeadlineExceeded, BackoffLimitExceeded)
+	// are then set.
 	Done, Complete  bool
 	Reason, Message string
 	// Suspended: not resumed yet.
@@ -601,9 +604,9 @@ func jobStatus(job *batchv1.Job) WorkerJobStatus {
 			continue
 		}
 		switch c.Type {
-		case batchv1.JobComplete:
+		case batchv1.JobComplete, batchv1.JobSuccessCriteriaMet:
 			st.Done, st.Complete = true, true
-		case batchv1.JobFailed:
+		case batchv1.JobFailed, batchv1.JobFailureTarget:
 			st.Done, st.Reason, st.Message = true, c.Reason, c.Message
 		}
 	}

@@ -254,6 +254,9 @@ func TestJobStatus(t *testing.T) {
 		{"deadline", batchv1.Job{Status: batchv1.JobStatus{Failed: 2, Conditions: []batchv1.JobCondition{
 			cond(batchv1.JobFailureTarget, corev1.ConditionTrue, "DeadlineExceeded"), cond(batchv1.JobFailed, corev1.ConditionTrue, "DeadlineExceeded")}}},
 			WorkerJobStatus{Failed: 2, Done: true, Reason: "DeadlineExceeded", Message: "DeadlineExceeded!"}},
+		{"failing: its pods are being terminated", batchv1.Job{Status: batchv1.JobStatus{Active: 1, Failed: 1, Conditions: []batchv1.JobCondition{
+			cond(batchv1.JobFailureTarget, corev1.ConditionTrue, "DeadlineExceeded")}}},
+			WorkerJobStatus{Active: 1, Failed: 1, Done: true, Reason: "DeadlineExceeded", Message: "DeadlineExceeded!"}},
 		{"complete", batchv1.Job{Status: batchv1.JobStatus{Succeeded: 4, Conditions: []batchv1.JobCondition{
 			cond(batchv1.JobSuccessCriteriaMet, corev1.ConditionTrue, "x"), cond(batchv1.JobComplete, corev1.ConditionTrue, "")}}},
 			WorkerJobStatus{Succeeded: 4, Done: true, Complete: true}},
