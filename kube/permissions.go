@@ -27,12 +27,15 @@ const (
 	FeatureMetricsProxy Feature = "metrics-proxy"
 	// FeatureMetricsPortForward scrapes metrics through a port-forward.
 	FeatureMetricsPortForward Feature = "metrics-port-forward"
+	// FeatureWorkers runs the attack from worker pods, an Indexed Job
+	// (attack.workers > 0, docs/distributed.md).
+	FeatureWorkers Feature = "workers"
 )
 
 // Features lists every feature, in the order the README's table shows them.
 func Features() []Feature {
 	return []Feature{FeatureConnect, FeatureNamespaceCheck, FeatureInventory, FeatureTunnel, FeatureLogs,
-		FeatureMetricsProxy, FeatureMetricsPortForward}
+		FeatureMetricsProxy, FeatureMetricsPortForward, FeatureWorkers}
 }
 
 // Scope says where a permission has to be granted.
@@ -73,6 +76,9 @@ type Permission struct {
 	// default ClusterRoles (system:public-info-viewer), so a manifest need
 	// not grant it.
 	Default bool
+	// Worker: the call is made by the worker pods with their own
+	// ServiceAccount (mesh-verify-worker), not by mesh-verify's.
+	Worker bool
 	// Call is the code that makes the call; Why is what needs it.
 	Call string
 	Why  string
@@ -143,7 +149,39 @@ func Permissions() []Permission {
 			Call: "Tunnel.connect", Why: "the scrape's port-forward watches its pod like every tunnel"},
 	)
 	all = append(all, portForward(FeatureMetricsPortForward, "scrapeForward", "GET the metrics through a port-forward (observe[].metrics via: portForward)")...)
-	return all
+	return append(all, workerPermissions()...)
+}
+
+// workerPermissions are a distributed run's: the coordinator's on the
+// Job, its ConfigMap and its pods in the namespace the workers run in,
+// and the workers' own on the ConfigMap.
+func workerPermissions() []Permission {
+	w := func(verb, group, resource, sub, call, why string) Permission {
+		return Permission{Feature: FeatureWorkers, Verb: verb, Group: group, Resource: resource, Subresource: sub, Scope: ScopeNamespace, Call: call, Why: why}
+	}
+	out := []Permission{
+		w("create", "batch", "jobs", "", "Cluster.CreateWorkers", "the workers' Indexed Job, created suspended"),
+		w("patch", "batch", "jobs", "", "Cluster.CreateWorkers", "resume the Job once its ConfigMap exists"),
+		w("get", "batch", "jobs", "", "WorkerRun.Status", "the Job's status (active, failed, deadline exceeded)"),
+		w("list", "batch", "jobs", "", "Cluster.SweepWorkers", "earlier runs' Jobs whose expires-at has passed"),
+		w("watch", "batch", "jobs", "", "the coordinator (issue 12, not built yet)", "notice the Job failing or being deleted during the run"),
+		w("delete", "batch", "jobs", "", "WorkerRun.Delete, Cluster.SweepWorkers", "remove the Job (its pods and ConfigMap follow) at the end of a run, and expired ones"),
+		w("create", "", "configmaps", "", "Cluster.CreateWorkers", "the scenario, inventory and run config the workers read"),
+		w("patch", "", "configmaps", "", "WorkerRun.Start, WorkerRun.Stop", "the start-at and stop annotations"),
+		w("get", "", "configmaps", "", "the coordinator (issue 12, not built yet)", "read the ConfigMap back"),
+		w("list", "", "configmaps", "", "Cluster.SweepWorkers", "earlier runs' ConfigMaps whose expires-at has passed"),
+		w("watch", "", "configmaps", "", "the coordinator (issue 12, not built yet)", "follow the ConfigMap during the run"),
+		w("delete", "", "configmaps", "", "Cluster.SweepWorkers", "an expired ConfigMap left without its Job"),
+		w("list", "", "pods", "", "WorkerRun.Pods, WorkerRun.WatchPods", "the workers' pods: index, phase, exit code"),
+		w("watch", "", "pods", "", "WorkerRun.WatchPods", "notice a worker pod dying during the run"),
+		w("get", "", "pods", "log", "podlogs, from the coordinator (issue 12, not built yet)", "follow the workers' logs, which carry their records"),
+	}
+	for _, verb := range []string{"get", "list", "watch"} {
+		p := w(verb, "", "configmaps", "", "mesh-verify worker", "the worker reads its ConfigMap and watches it for the start and stop annotations")
+		p.Worker = true
+		out = append(out, p)
+	}
+	return out
 }
 
 // portForward is the pods/portforward pair: client-go dials SPDY over

@@ -15,7 +15,7 @@ import (
 )
 
 func TestPermissionsAreWellFormed(t *testing.T) {
-	verbs := []string{"get", "list", "watch", "create"}
+	verbs := []string{"get", "list", "watch", "create", "patch", "delete"}
 	seen := map[Feature]bool{}
 	for _, p := range Permissions() {
 		seen[p.Feature] = true
@@ -33,6 +33,9 @@ func TestPermissionsAreWellFormed(t *testing.T) {
 		}
 		if len(p.TargetKinds) > 0 && p.Feature != FeatureTunnel {
 			t.Errorf("%s: target kinds on a %s permission", p, p.Feature)
+		}
+		if p.Worker && (p.Feature != FeatureWorkers || p.Scope != ScopeNamespace) {
+			t.Errorf("%s: a worker's permission is a namespaced one of the workers feature", p)
 		}
 	}
 	for _, f := range Features() {
@@ -70,8 +73,14 @@ func TestPermissionsForTargetKind(t *testing.T) {
 }
 
 // decode reads a manifest back with the same YAML library kubectl's
-// decoders use, by kind.
+// decoders use, by kind; roles are mesh-verify's by namespace, the
+// workers' Roles (named DefaultWorkerServiceAccount) are left out.
 func decode(t *testing.T, objs []runtime.Object) (roles map[string]*rbacv1.Role, cluster []*rbacv1.ClusterRole, text string) {
+	roles, _, cluster, text = decodeAll(t, objs)
+	return roles, cluster, text
+}
+
+func decodeAll(t *testing.T, objs []runtime.Object) (roles, workerRoles map[string]*rbacv1.Role, cluster []*rbacv1.ClusterRole, text string) {
 	t.Helper()
 	var b strings.Builder
 	if err := WriteManifest(&b, "header", objs); err != nil {
@@ -79,6 +88,7 @@ func decode(t *testing.T, objs []runtime.Object) (roles map[string]*rbacv1.Role,
 	}
 	text = b.String()
 	roles = map[string]*rbacv1.Role{}
+	workerRoles = map[string]*rbacv1.Role{}
 	for _, doc := range strings.Split(text, "---\n")[1:] {
 		var tm struct {
 			Kind string `json:"kind"`
@@ -92,7 +102,11 @@ func decode(t *testing.T, objs []runtime.Object) (roles map[string]*rbacv1.Role,
 			if err := yaml.UnmarshalStrict([]byte(doc), &r); err != nil {
 				t.Fatal(err)
 			}
-			roles[r.Namespace] = &r
+			if r.Name == DefaultWorkerServiceAccount {
+				workerRoles[r.Namespace] = &r
+			} else {
+				roles[r.Namespace] = &r
+			}
 		case "ClusterRole":
 			var r rbacv1.ClusterRole
 			if err := yaml.UnmarshalStrict([]byte(doc), &r); err != nil {
@@ -101,7 +115,7 @@ func decode(t *testing.T, objs []runtime.Object) (roles map[string]*rbacv1.Role,
 			cluster = append(cluster, &r)
 		}
 	}
-	return roles, cluster, text
+	return roles, workerRoles, cluster, text
 }
 
 func TestManifestGrantsExactlyTheNeeds(t *testing.T) {
@@ -159,7 +173,7 @@ func TestManifestClusterWideAndGeneric(t *testing.T) {
 	roles, _, _ = decode(t, Manifest(ManifestOptions{Namespace: "ci"}))
 	for _, p := range Permissions() {
 		rules := cluster[0].Rules
-		if p.Scope == ScopeNonResource {
+		if p.Scope == ScopeNonResource || p.Worker {
 			continue
 		}
 		if !Grants(rules, p.Verb, p.Group, p.RBACResource(), "any") {
@@ -194,5 +208,73 @@ func TestIsDenied(t *testing.T) {
 	err := c.wrap("create pods/portforward for pod d/p", deniedError{errors.New(`unable to upgrade connection: pods "p" is forbidden: User "u" cannot create resource "pods/portforward"`)})
 	if !strings.Contains(err.Error(), "forbidden to create pods/portforward for pod d/p") {
 		t.Errorf("refused upgrade: %v", err)
+	}
+}
+
+func TestManifestWorkers(t *testing.T) {
+	if WorkerNeeds("c1", "load", 0) != nil {
+		t.Errorf("a run without workers needs no workers' RBAC")
+	}
+	needs := append([]Need{{Cluster: "c1", Namespace: "apps", Feature: FeatureInventory}}, WorkerNeeds("c1", "load", 3)...)
+	objs := Manifest(ManifestOptions{Needs: needs, Namespace: "ops"})
+	roles, workers, _, text := decodeAll(t, objs)
+	if roles["load"] == nil || workers["load"] == nil || workers["apps"] != nil || len(workers) != 1 {
+		t.Fatalf("want mesh-verify's Role and the workers' Role in load, none for apps: roles %v, workers' %v", roles, workers)
+	}
+	coordinator := []string{"create jobs.batch", "patch jobs.batch", "get jobs.batch", "list jobs.batch", "watch jobs.batch", "delete jobs.batch",
+		"create configmaps", "patch configmaps", "get configmaps", "list configmaps", "watch configmaps", "delete configmaps",
+		"list pods", "watch pods", "get pods/log"}
+	allow := func(rules []rbacv1.PolicyRule, s string) bool {
+		verb, res, _ := strings.Cut(s, " ")
+		res, group, _ := strings.Cut(res, ".")
+		return Grants(rules, verb, group, res, "mv-x")
+	}
+	for _, s := range coordinator {
+		if !allow(roles["load"].Rules, s) {
+			t.Errorf("mesh-verify's Role in load does not grant %s", s)
+		}
+		if allow(roles["apps"].Rules, s) && s != "list pods" && s != "watch pods" { // the inventory's
+			t.Errorf("mesh-verify's Role in apps grants %s, which only the workers' namespace needs", s)
+		}
+	}
+	for _, s := range []string{"delete pods", "create pods", "update jobs.batch", "delete jobs/status.batch", "create serviceaccounts"} {
+		if allow(roles["load"].Rules, s) {
+			t.Errorf("mesh-verify's Role in load grants %s, which nothing calls", s)
+		}
+	}
+	for _, s := range []string{"get configmaps", "list configmaps", "watch configmaps"} {
+		if !allow(workers["load"].Rules, s) {
+			t.Errorf("the workers' Role does not grant %s", s)
+		}
+	}
+	for _, s := range []string{"create configmaps", "patch configmaps", "delete configmaps", "list pods", "get secrets", "create jobs.batch"} {
+		if allow(workers["load"].Rules, s) {
+			t.Errorf("the workers' Role grants %s, which a worker never calls", s)
+		}
+	}
+	for _, want := range []string{
+		"kind: ServiceAccount\nmetadata:\n  labels:\n    app.kubernetes.io/name: mesh-verify\n  name: mesh-verify-worker\n  namespace: load\n",
+		"kind: RoleBinding\nmetadata:\n  labels:\n    app.kubernetes.io/name: mesh-verify\n  name: mesh-verify-worker\n  namespace: load\nroleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: Role\n  name: mesh-verify-worker\nsubjects:\n- kind: ServiceAccount\n  name: mesh-verify-worker\n  namespace: load\n",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("manifest lacks\n%s\nin:\n%s", want, text)
+		}
+	}
+
+	// Cluster-wide: mesh-verify's grants go to its ClusterRole, the
+	// workers' stay a Role in their namespace, named after
+	// WorkerServiceAccount (decodeAll counts it among roles).
+	roles, _, cluster, _ := decodeAll(t, Manifest(ManifestOptions{Needs: needs, ClusterWide: true, WorkerServiceAccount: "w"}))
+	if len(cluster) != 1 || !allow(cluster[0].Rules, "create jobs.batch") || allow(cluster[0].Rules, "delete pods") {
+		t.Errorf("cluster-wide: want one ClusterRole granting create jobs, not delete pods, got %+v", cluster)
+	}
+	if len(roles) != 1 || roles["load"] == nil || roles["load"].Name != "w" || !allow(roles["load"].Rules, "watch configmaps") || allow(roles["load"].Rules, "create jobs.batch") {
+		t.Errorf("cluster-wide: want only the workers' Role w in load, got %+v", roles)
+	}
+
+	// The generic manifest has the workers' objects in its namespace.
+	_, workers, _, _ = decodeAll(t, Manifest(ManifestOptions{Namespace: "ci"}))
+	if workers["ci"] == nil {
+		t.Errorf("the generic manifest has no workers' Role in ci")
 	}
 }

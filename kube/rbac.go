@@ -36,6 +36,20 @@ type ManifestOptions struct {
 	// Needs are what a scenario uses; none means every feature with every
 	// target kind, in Namespace (or in every namespace when ClusterWide).
 	Needs []Need
+	// WorkerServiceAccount names the ServiceAccount the worker pods of a
+	// FeatureWorkers need run as, created with its Role in each such
+	// namespace (default DefaultWorkerServiceAccount).
+	WorkerServiceAccount string
+}
+
+// WorkerNeeds are the needs of a distributed run whose workers (workers
+// pods, none when 0) run in namespace of cluster: what a scenario with
+// attack.workers > 0 adds to its needs.
+func WorkerNeeds(cluster, namespace string, workers int) []Need {
+	if workers <= 0 {
+		return nil
+	}
+	return []Need{{Cluster: cluster, Namespace: namespace, Feature: FeatureWorkers}}
 }
 
 // Defaults of ManifestOptions.
@@ -48,7 +62,10 @@ const (
 // that grant exactly the permissions the needs call for: one Role per
 // namespace, a ClusterRole only for cluster-scoped resources (nodes).
 // Permissions every authenticated user already has (GET /version) are
-// left out.
+// left out. A namespace workers run in (FeatureWorkers) also gets the
+// workers' ServiceAccount, a Role with what the worker calls (read its
+// ConfigMap) and its binding, whether ClusterWide or not: the worker's
+// pods only ever run in that namespace.
 func Manifest(o ManifestOptions) []runtime.Object {
 	sa := cmp.Or(o.ServiceAccount, DefaultServiceAccount)
 	saNS := cmp.Or(o.Namespace, DefaultRBACNamespace)
@@ -61,6 +78,7 @@ func Manifest(o ManifestOptions) []runtime.Object {
 	// grants per namespace ("" for cluster-scoped), deduplicated.
 	type grant struct{ group, resource, name, verb string }
 	byNS := map[string]map[grant]bool{}
+	workerNS := map[string]map[grant]bool{}
 	add := func(ns string, g grant) {
 		if byNS[ns] == nil {
 			byNS[ns] = map[grant]bool{}
@@ -70,6 +88,13 @@ func Manifest(o ManifestOptions) []runtime.Object {
 	for _, n := range needs {
 		for _, p := range PermissionsFor(n.Feature, n.TargetKind) {
 			g := grant{group: p.Group, resource: p.RBACResource(), verb: p.Verb}
+			if p.Worker {
+				if workerNS[n.Namespace] == nil {
+					workerNS[n.Namespace] = map[grant]bool{}
+				}
+				workerNS[n.Namespace][g] = true
+				continue
+			}
 			switch p.Scope {
 			case ScopeNonResource:
 				continue // Default: granted to every authenticated user
@@ -134,7 +159,7 @@ func Manifest(o ManifestOptions) []runtime.Object {
 			}
 		}
 		clusterRole(all)
-		return objs
+		return append(objs, workerObjects(o, workerNS, rulesOf)...)
 	}
 	namespaces := make([]string, 0, len(byNS))
 	for ns := range byNS {
@@ -151,6 +176,27 @@ func Manifest(o ManifestOptions) []runtime.Object {
 	}
 	if set := byNS[""]; len(set) > 0 {
 		clusterRole(set)
+	}
+	return append(objs, workerObjects(o, workerNS, rulesOf)...)
+}
+
+// workerObjects are the workers' ServiceAccount, Role and RoleBinding in
+// every namespace of grants, in namespace order.
+func workerObjects[G comparable](o ManifestOptions, grants map[string]map[G]bool, rulesOf func(map[G]bool) []rbacv1.PolicyRule) []runtime.Object {
+	name := cmp.Or(o.WorkerServiceAccount, DefaultWorkerServiceAccount)
+	namespaces := make([]string, 0, len(grants))
+	for ns := range grants {
+		namespaces = append(namespaces, ns)
+	}
+	slices.Sort(namespaces)
+	var objs []runtime.Object
+	for _, ns := range namespaces {
+		objs = append(objs,
+			&corev1.ServiceAccount{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"}, ObjectMeta: meta(name, ns)},
+			&rbacv1.Role{TypeMeta: typeMeta("Role"), ObjectMeta: meta(name, ns), Rules: rulesOf(grants[ns])},
+			&rbacv1.RoleBinding{TypeMeta: typeMeta("RoleBinding"), ObjectMeta: meta(name, ns),
+				RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
+				Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: ns}}})
 	}
 	return objs
 }

@@ -88,7 +88,7 @@ func printRBAC(cmd *cobra.Command, args []string, f rbacFlags) error {
 	} else if len(f.set) > 0 {
 		return invalidInput("--set needs a scenario")
 	} else {
-		header = append(header, "Every feature (inventory, port-forward to pod/svc/deploy, logs, metrics via proxy or portForward).")
+		header = append(header, "Every feature (inventory, port-forward to pod/svc/deploy, logs, metrics via proxy or portForward, worker Jobs and their ServiceAccount).")
 	}
 	if err := kube.WriteManifest(cmd.OutOrStdout(), strings.Join(header, "\n"), kube.Manifest(o)); err != nil {
 		return &codedError{code: exitSetup, err: fmt.Errorf("print the RBAC manifest: %w", err)}

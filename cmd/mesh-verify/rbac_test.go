@@ -61,8 +61,10 @@ func TestRBACCommand(t *testing.T) {
 		{[]string{"rbac", "skupper-1", "--cluster", "c2"}, exitPass,
 			[]string{"- pods/log"}, []string{"- services", "- pods/portforward"}},
 		{[]string{"rbac", "--cluster-wide", "--service-account", "gate", "-n", "ci"}, exitPass,
-			[]string{"kind: ClusterRole\n", "name: ci:gate", "kind: ClusterRoleBinding", "- nodes", "- deployments"},
-			[]string{"kind: Role\n", "resourceNames"}},
+			// The workers' ServiceAccount keeps its Role in its namespace.
+			[]string{"kind: ClusterRole\n", "name: ci:gate", "kind: ClusterRoleBinding", "- nodes", "- deployments", "- jobs",
+				"kind: Role\nmetadata:\n  labels:\n    app.kubernetes.io/name: mesh-verify\n  name: mesh-verify-worker\n  namespace: ci\n"},
+			[]string{"kind: Role\nmetadata:\n  labels:\n    app.kubernetes.io/name: mesh-verify\n  name: gate\n", "resourceNames"}},
 		{[]string{"rbac", "skupper-1", "--cluster", "c9"}, exitInvalidInput, []string{"--cluster c9: scenario skupper-1 declares no such cluster"}, nil},
 		{[]string{"rbac", "url-split"}, exitInvalidInput, []string{"makes no Kubernetes API call"}, nil},
 		{[]string{"rbac", "-n", "Not_A_Namespace"}, exitInvalidInput, []string{`--namespace "Not_A_Namespace"`}, nil},

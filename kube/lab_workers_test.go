@@ -1,0 +1,535 @@
+package kube_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	authzv1 "k8s.io/api/authorization/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/mesh-verify/mesh-verify/kube"
+	"github.com/mesh-verify/mesh-verify/lab/labtest"
+)
+
+const (
+	workersNS       = "load"
+	coordinatorUser = "system:serviceaccount:" + workersNS + ":" + kube.DefaultServiceAccount
+	workerUser      = "system:serviceaccount:" + workersNS + ":" + kube.DefaultWorkerServiceAccount
+)
+
+// connectAs connects to a lab cluster as user, impersonated by the lab's
+// admin: the API server authorizes every call as that user's.
+func connectAs(t *testing.T, lab *labtest.Lab, cluster, user string) *kube.Cluster {
+	t.Helper()
+	cfg, err := kube.LoadConfig(kube.Options{Kubeconfig: []string{lab.Kubeconfig}, Impersonate: user})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := cfg.Connect(context.Background(), kube.ClusterRef{Name: cluster, Context: lab.Context(cluster)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// can asks the API server's authorizer (a SubjectAccessReview, what
+// kubectl auth can-i --as asks) whether user may verb resource in the
+// workers' namespace.
+func can(t *testing.T, admin *kube.Cluster, user, verb, group, resource string) bool {
+	t.Helper()
+	res, sub, _ := strings.Cut(resource, "/")
+	r, err := admin.Client.AuthorizationV1().SubjectAccessReviews().Create(context.Background(), &authzv1.SubjectAccessReview{
+		Spec: authzv1.SubjectAccessReviewSpec{User: user, Groups: []string{"system:serviceaccounts", "system:authenticated"},
+			ResourceAttributes: &authzv1.ResourceAttributes{Namespace: workersNS, Verb: verb, Group: group, Resource: res, Subresource: sub}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.Status.Allowed
+}
+
+// newRunID is a run id of runner.NewRunID's form.
+func newRunID(t *testing.T, suffix string) string {
+	t.Helper()
+	return time.Now().UTC().Format("20060102T150405Z") + "-" + suffix
+}
+
+func workerSpec(runID string, n int, deadline time.Duration) kube.WorkerSpec {
+	return kube.WorkerSpec{
+		RunID: runID, Namespace: workersNS, Workers: n, Image: "ghcr.io/mesh-verify/mesh-verify:test",
+		Scenario:  []byte("apiVersion: mesh-verify.io/v1alpha1\nkind: Scenario\nmetadata: {name: w}\n"),
+		Inventory: []byte(`[{"cluster":"c1","namespace":"demo","pod":"web-1","version":"v1"}]`),
+		Run:       []byte(`{"runId":"` + runID + `","workers":` + fmt.Sprint(n) + `,"target":"http://web.demo.svc.cluster.local:80/","interval":"2s"}`),
+		Deadline:  deadline,
+	}
+}
+
+// TestLabWorkers runs the worker Job's life on a real kube-apiserver with
+// the real Job controller and garbage collector of kube-controller-manager,
+// as mesh-verify's ServiceAccount bound by exactly what Manifest generates
+// for a distributed run (impersonated), so a call the manifest lacks fails
+// here. kwok may move the pods to any phase on its own: nothing here
+// depends on it.
+func TestLabWorkers(t *testing.T) {
+	lab := labtest.Clusters(t, "c1")
+	admin := connect(t, lab, "c1")
+	ctx := context.Background()
+	lab.Apply(t, "c1", labtest.Node("node-1"))
+	lab.Apply(t, "c1", "apiVersion: v1\nkind: Namespace\nmetadata: {name: "+workersNS+"}\n")
+
+	// The manifest `mesh-verify rbac` prints for workers in load, applied
+	// server-side.
+	var manifest bytes.Buffer
+	objs := kube.Manifest(kube.ManifestOptions{Namespace: workersNS, Needs: kube.WorkerNeeds("c1", workersNS, 3)})
+	if err := kube.WriteManifest(&manifest, "workers", objs); err != nil {
+		t.Fatal(err)
+	}
+	actx, cancel := context.WithTimeout(ctx, time.Minute)
+	out, err := lab.Lab.Kubectl(actx, "c1", manifest.Bytes(), "apply", "--server-side", "-f", "-")
+	cancel()
+	if err != nil {
+		t.Fatalf("apply the generated manifest: %v: %s", err, out)
+	}
+	// RBAC reaches the authorizer through an informer.
+	poll(t, 30*time.Second, "the generated bindings to take effect", func() error {
+		if !can(t, admin, coordinatorUser, "create", "batch", "jobs") || !can(t, admin, workerUser, "watch", "", "configmaps") {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	coord := connectAs(t, lab, "c1", coordinatorUser)
+
+	t.Run("RBAC grants exactly the workers' calls", func(t *testing.T) {
+		for _, tc := range []struct {
+			user, verb, group, resource string
+			want                        bool
+		}{
+			{coordinatorUser, "create", "batch", "jobs", true},
+			{coordinatorUser, "get", "batch", "jobs", true},
+			{coordinatorUser, "list", "batch", "jobs", true},
+			{coordinatorUser, "watch", "batch", "jobs", true},
+			{coordinatorUser, "patch", "batch", "jobs", true},
+			{coordinatorUser, "delete", "batch", "jobs", true},
+			{coordinatorUser, "create", "", "configmaps", true},
+			{coordinatorUser, "get", "", "configmaps", true},
+			{coordinatorUser, "list", "", "configmaps", true},
+			{coordinatorUser, "watch", "", "configmaps", true},
+			{coordinatorUser, "patch", "", "configmaps", true},
+			{coordinatorUser, "delete", "", "configmaps", true},
+			{coordinatorUser, "list", "", "pods", true},
+			{coordinatorUser, "watch", "", "pods", true},
+			{coordinatorUser, "get", "", "pods/log", true},
+			{coordinatorUser, "delete", "", "pods", false},
+			{coordinatorUser, "create", "", "pods", false},
+			{coordinatorUser, "update", "batch", "jobs", false},
+			{coordinatorUser, "update", "batch", "jobs/status", false},
+			{coordinatorUser, "get", "", "secrets", false},
+			{coordinatorUser, "create", "", "serviceaccounts", false},
+			{workerUser, "get", "", "configmaps", true},
+			{workerUser, "list", "", "configmaps", true},
+			{workerUser, "watch", "", "configmaps", true},
+			{workerUser, "patch", "", "configmaps", false},
+			{workerUser, "create", "", "configmaps", false},
+			{workerUser, "list", "", "pods", false},
+			{workerUser, "get", "", "secrets", false},
+			{workerUser, "create", "batch", "jobs", false},
+		} {
+			if got := can(t, admin, tc.user, tc.verb, tc.group, tc.resource); got != tc.want {
+				t.Errorf("%s may %s %s.%s in %s: %v, want %v", tc.user, tc.verb, tc.resource, tc.group, workersNS, got, tc.want)
+			}
+		}
+	})
+
+	t.Run("create, start, stop, pods, delete", func(t *testing.T) {
+		runID := newRunID(t, "a1b2c3")
+		spec := workerSpec(runID, 3, 90*time.Second)
+		before := time.Now()
+		w, err := coord.CreateWorkers(ctx, spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = w.Delete(context.Background()) })
+		if w.Name != kube.WorkerName(runID) || w.Namespace != workersNS || w.Workers != 3 || w.JobUID == "" {
+			t.Fatalf("WorkerRun %+v", w)
+		}
+		labels := map[string]string{"app.kubernetes.io/name": "mesh-verify", "app.kubernetes.io/component": "worker", "mesh-verify.io/run": runID}
+
+		// Read back through the API, as the admin.
+		job, err := admin.Client.BatchV1().Jobs(workersNS).Get(ctx, w.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkJob(t, job, w.Name, labels, spec)
+		expires, err := time.Parse(time.RFC3339, job.Annotations["mesh-verify.io/expires-at"])
+		if err != nil || expires.Before(before.Add(spec.Deadline+kube.WorkerExpiryMargin)) || expires.After(time.Now().Add(spec.Deadline+kube.WorkerExpiryMargin+2*time.Second)) {
+			t.Errorf("Job's expires-at %q (%v): want creation + deadline + margin", job.Annotations["mesh-verify.io/expires-at"], err)
+		}
+		cm, err := admin.Client.CoreV1().ConfigMaps(workersNS).Get(ctx, w.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !maps.Equal(cm.Labels, labels) || cm.Annotations["mesh-verify.io/expires-at"] != job.Annotations["mesh-verify.io/expires-at"] {
+			t.Errorf("ConfigMap labels %v annotations %v", cm.Labels, cm.Annotations)
+		}
+		want := map[string]string{"scenario.yaml": string(spec.Scenario), "inventory.json": string(spec.Inventory), "run.json": string(spec.Run)}
+		if !maps.Equal(cm.Data, want) {
+			t.Errorf("ConfigMap data %v, want %v", cm.Data, want)
+		}
+		if len(cm.OwnerReferences) != 1 || cm.OwnerReferences[0].UID != job.UID || cm.OwnerReferences[0].Kind != "Job" || cm.OwnerReferences[0].APIVersion != "batch/v1" {
+			t.Errorf("ConfigMap owner references %+v: want the Job %s", cm.OwnerReferences, job.UID)
+		}
+
+		// The Job controller creates one pod per index, each with the
+		// index in its env.
+		var pods []corev1.Pod
+		poll(t, 60*time.Second, "3 worker pods", func() error {
+			list, err := admin.Client.CoreV1().Pods(workersNS).List(ctx, metav1.ListOptions{LabelSelector: "mesh-verify.io/run=" + runID})
+			if err != nil {
+				return err
+			}
+			pods = list.Items
+			if len(pods) != 3 {
+				return fmt.Errorf("%d pods", len(pods))
+			}
+			return nil
+		})
+		var indexes []string
+		for _, p := range pods {
+			indexes = append(indexes, p.Annotations["batch.kubernetes.io/job-completion-index"])
+			for k, v := range labels {
+				if p.Labels[k] != v {
+					t.Errorf("pod %s: label %s=%q, want %q", p.Name, k, p.Labels[k], v)
+				}
+			}
+			if p.Spec.ServiceAccountName != kube.DefaultWorkerServiceAccount {
+				t.Errorf("pod %s runs as %q", p.Name, p.Spec.ServiceAccountName)
+			}
+			env := map[string]string{}
+			for _, e := range p.Spec.Containers[0].Env {
+				if e.ValueFrom != nil && e.ValueFrom.FieldRef != nil {
+					env[e.Name] = e.ValueFrom.FieldRef.FieldPath
+				}
+			}
+			// The Job controller reads the index from the pod's label
+			// (Kubernetes 1.28 on) or annotation.
+			if ix := env["JOB_COMPLETION_INDEX"]; ix == "metadata.labels['batch.kubernetes.io/job-completion-index']" {
+				env["JOB_COMPLETION_INDEX"] = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+			}
+			wantEnv := map[string]string{"JOB_COMPLETION_INDEX": "metadata.annotations['batch.kubernetes.io/job-completion-index']",
+				"POD_NAME": "metadata.name", "POD_NAMESPACE": "metadata.namespace"}
+			if !maps.Equal(env, wantEnv) {
+				t.Errorf("pod %s: env from fields %v, want %v", p.Name, env, wantEnv)
+			}
+		}
+		slices.Sort(indexes)
+		if !slices.Equal(indexes, []string{"0", "1", "2"}) {
+			t.Errorf("completion indexes %v, want 0, 1, 2", indexes)
+		}
+		poll(t, 30*time.Second, "the Job's status to count 3 pods", func() error {
+			st, err := w.Status(ctx)
+			if err == nil && (st.Suspended || st.Active+st.Succeeded+st.Failed != 3) {
+				err = fmt.Errorf("status %+v", st)
+			}
+			return err
+		})
+		wp, err := w.Pods(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(wp) != 3 || wp[0].Index != 0 || wp[1].Index != 1 || wp[2].Index != 2 {
+			t.Errorf("Pods: %+v, want indexes 0, 1, 2", wp)
+		}
+		for _, p := range wp {
+			t.Logf("worker %d: pod %s phase %s state %q reason %q exit %d", p.Index, p.Name, p.Phase, p.State, p.Reason, p.ExitCode)
+		}
+
+		// The start and stop signals, read back; a worker (impersonated)
+		// reads and watches its ConfigMap with its own ServiceAccount.
+		worker := connectAs(t, lab, "c1", workerUser)
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		seen, err := worker.Client.CoreV1().ConfigMaps(workersNS).Get(wctx, w.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("the worker reads its ConfigMap: %v", err)
+		}
+		watcher, err := worker.Client.CoreV1().ConfigMaps(workersNS).Watch(wctx, metav1.ListOptions{FieldSelector: "metadata.name=" + w.Name, ResourceVersion: seen.ResourceVersion})
+		if err != nil {
+			t.Fatalf("the worker watches its ConfigMap: %v", err)
+		}
+		defer watcher.Stop()
+		at := time.Now().Add(1500 * time.Millisecond).Round(time.Nanosecond)
+		if err := w.Start(ctx, at); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case ev := <-watcher.ResultChan():
+			got, ok := ev.Object.(*corev1.ConfigMap)
+			if ev.Type != watch.Modified || !ok {
+				t.Fatalf("the worker's watch saw %s %T", ev.Type, ev.Object)
+			}
+			start, err := time.Parse(time.RFC3339Nano, got.Annotations[kube.AnnotationStartAt])
+			if err != nil || !start.Equal(at) {
+				t.Errorf("start-at %q (%v), want %s", got.Annotations[kube.AnnotationStartAt], err, at.UTC().Format(time.RFC3339Nano))
+			}
+		case <-wctx.Done():
+			t.Fatal("the worker's watch saw no start signal")
+		}
+		if err := w.Stop(ctx); err != nil {
+			t.Fatal(err)
+		}
+		cm, err = admin.Client.CoreV1().ConfigMaps(workersNS).Get(ctx, w.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cm.Annotations[kube.AnnotationStop] != "true" || cm.Annotations[kube.AnnotationStartAt] != at.UTC().Format(time.RFC3339Nano) {
+			t.Errorf("annotations after Stop: %v", cm.Annotations)
+		}
+
+		// Delete: the Job goes, the garbage collector takes its pods and
+		// the ConfigMap.
+		if err := w.Delete(ctx); err != nil {
+			t.Fatal(err)
+		}
+		poll(t, 90*time.Second, "the Job, its pods and its ConfigMap to be gone", func() error {
+			return gone(ctx, admin, w.Name, runID)
+		})
+		if err := w.Delete(ctx); err != nil {
+			t.Errorf("deleting again: %v", err)
+		}
+	})
+
+	t.Run("the pod watch sees a worker die", func(t *testing.T) {
+		w, err := coord.CreateWorkers(ctx, workerSpec(newRunID(t, "d1ed00"), 2, time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = w.Delete(context.Background()) })
+		wctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		snaps := make(chan []kube.WorkerPod, 1000)
+		done := make(chan error, 1)
+		go func() {
+			done <- w.WatchPods(wctx, func(p []kube.WorkerPod) {
+				select {
+				case snaps <- slices.Clone(p):
+				default: // the test stopped reading
+				}
+			})
+		}()
+		// next waits for a snapshot that satisfies ok.
+		next := func(what string, ok func([]kube.WorkerPod) bool) []kube.WorkerPod {
+			t.Helper()
+			timeout := time.After(60 * time.Second)
+			for {
+				select {
+				case p := <-snaps:
+					if ok(p) {
+						return p
+					}
+				case err := <-done:
+					t.Fatalf("WatchPods ended while waiting for %s: %v", what, err)
+				case <-timeout:
+					t.Fatalf("the watch saw no %s", what)
+				}
+			}
+		}
+		pods := next("2 pods", func(p []kube.WorkerPod) bool { return len(p) == 2 && p[0].Index == 0 && p[1].Index == 1 })
+		victim := pods[1].Name
+		zero := int64(0)
+		if err := admin.Client.CoreV1().Pods(workersNS).Delete(ctx, victim, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+			t.Fatal(err)
+		}
+		next("pod "+victim+" deleted", func(p []kube.WorkerPod) bool {
+			return !slices.ContainsFunc(p, func(wp kube.WorkerPod) bool { return wp.Name == victim && !wp.Deleting })
+		})
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("WatchPods after cancel: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("WatchPods did not return after its context ended")
+		}
+	})
+
+	t.Run("sweep removes expired runs only", func(t *testing.T) {
+		old, err := coord.CreateWorkers(ctx, workerSpec(newRunID(t, "0ld0ld"), 1, time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		live, err := coord.CreateWorkers(ctx, workerSpec(newRunID(t, "11fe11"), 1, 2*time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = old.Delete(context.Background()); _ = live.Delete(context.Background()) })
+		// The same run id again: refused, and the first run's Job is kept.
+		if _, err := coord.CreateWorkers(ctx, workerSpec(live.RunID, 1, time.Hour)); err == nil || !strings.Contains(err.Error(), "run id "+live.RunID+" was used before") {
+			t.Errorf("a second run with run id %s: %v", live.RunID, err)
+		}
+		// The 1 s deadline ends the old run's Job (unless kwok completed its
+		// pod first); Status says so while the pod is still terminating.
+		poll(t, 30*time.Second, "the 1 s run's Job to end", func() error {
+			st, err := old.Status(ctx)
+			if err == nil && (!st.Done || (!st.Complete && st.Reason != "DeadlineExceeded")) {
+				err = fmt.Errorf("status %+v", st)
+			}
+			return err
+		})
+		// A labelled ConfigMap without expires-at is not known to be dead.
+		unknown := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "mv-unknown", Namespace: workersNS,
+			Labels: map[string]string{"app.kubernetes.io/name": "mesh-verify", "app.kubernetes.io/component": "worker"}}}
+		if _, err := admin.Client.CoreV1().ConfigMaps(workersNS).Create(ctx, unknown, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		// Before anything expired nothing goes.
+		if deleted, err := coord.SweepWorkers(ctx, workersNS, time.Now()); err != nil || len(deleted) != 0 {
+			t.Fatalf("sweep now: deleted %v, %v; want nothing", deleted, err)
+		}
+		// Half an hour on: the 1 s run's expiry (10 min margin) has passed,
+		// the 2 h run's has not.
+		deleted, err := coord.SweepWorkers(ctx, workersNS, time.Now().Add(30*time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(deleted, "job/"+old.Name) || slices.ContainsFunc(deleted, func(s string) bool { return strings.HasSuffix(s, "/"+live.Name) || strings.HasSuffix(s, "/mv-unknown") }) {
+			t.Errorf("sweep deleted %v: want job/%s and nothing of %s or mv-unknown", deleted, old.Name, live.Name)
+		}
+		poll(t, 90*time.Second, "the expired run to be gone", func() error { return gone(ctx, admin, old.Name, old.RunID) })
+		if _, err := admin.Client.BatchV1().Jobs(workersNS).Get(ctx, live.Name, metav1.GetOptions{}); err != nil {
+			t.Errorf("the live run's Job: %v", err)
+		}
+		if _, err := admin.Client.CoreV1().ConfigMaps(workersNS).Get(ctx, live.Name, metav1.GetOptions{}); err != nil {
+			t.Errorf("the live run's ConfigMap: %v", err)
+		}
+		if _, err := admin.Client.CoreV1().ConfigMaps(workersNS).Get(ctx, "mv-unknown", metav1.GetOptions{}); err != nil {
+			t.Errorf("the ConfigMap without expires-at: %v", err)
+		}
+	})
+
+	t.Run("a denied call names the verb, resource and namespace", func(t *testing.T) {
+		if _, err := admin.Client.CoreV1().ServiceAccounts(workersNS).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "nobody"}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		nobody := connectAs(t, lab, "c1", "system:serviceaccount:"+workersNS+":nobody")
+		runID := newRunID(t, "dead00")
+		_, err := nobody.CreateWorkers(ctx, workerSpec(runID, 2, time.Minute))
+		var ce *kube.ClusterError
+		if !errors.As(err, &ce) || ce.Reason != kube.ReasonForbidden || !kube.IsDenied(err) {
+			t.Fatalf("CreateWorkers as an unbound ServiceAccount: %v, want a Forbidden *ClusterError", err)
+		}
+		for _, w := range []string{"cluster c1", "forbidden to create jobs.batch " + kube.WorkerName(runID) + " in namespace " + workersNS, `cannot create resource "jobs" in API group "batch"`} {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("error %q does not say %q", err, w)
+			}
+		}
+		other := &kube.WorkerRun{Cluster: nobody, Namespace: workersNS, Name: kube.WorkerName(runID), RunID: runID}
+		err = other.WatchPods(ctx, func([]kube.WorkerPod) { t.Error("WatchPods called fn after a denied list") })
+		if !kube.IsDenied(err) || !strings.Contains(err.Error(), "forbidden to list pods of job "+other.Name+" in namespace "+workersNS) {
+			t.Errorf("WatchPods as an unbound ServiceAccount: %v", err)
+		}
+		_, err = nobody.SweepWorkers(ctx, workersNS, time.Now())
+		if !kube.IsDenied(err) || !strings.Contains(err.Error(), "forbidden to list jobs.batch in namespace "+workersNS) {
+			t.Errorf("SweepWorkers as an unbound ServiceAccount: %v", err)
+		}
+	})
+}
+
+// gone reports what is left of a run: its Job, its pods or its ConfigMap.
+func gone(ctx context.Context, admin *kube.Cluster, name, runID string) error {
+	if _, err := admin.Client.BatchV1().Jobs(workersNS).Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		return fmt.Errorf("Job %s: %v", name, err)
+	}
+	pods, err := admin.Client.CoreV1().Pods(workersNS).List(ctx, metav1.ListOptions{LabelSelector: "mesh-verify.io/run=" + runID})
+	if err != nil || len(pods.Items) > 0 {
+		return fmt.Errorf("%d pods left (%v)", len(pods.Items), err)
+	}
+	if _, err := admin.Client.CoreV1().ConfigMaps(workersNS).Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		return fmt.Errorf("ConfigMap %s: %v", name, err)
+	}
+	return nil
+}
+
+// checkJob checks every field CreateWorkers promises, on the Job the API
+// server stored.
+func checkJob(t *testing.T, job *batchv1.Job, name string, labels map[string]string, spec kube.WorkerSpec) {
+	t.Helper()
+	js := job.Spec
+	i32 := func(p *int32) string {
+		if p == nil {
+			return "nil"
+		}
+		return fmt.Sprint(*p)
+	}
+	i64 := func(p *int64) string {
+		if p == nil {
+			return "nil"
+		}
+		return fmt.Sprint(*p)
+	}
+	b := func(p *bool) string {
+		if p == nil {
+			return "nil"
+		}
+		return fmt.Sprint(*p)
+	}
+	mode := "nil"
+	if js.CompletionMode != nil {
+		mode = string(*js.CompletionMode)
+	}
+	n := fmt.Sprint(spec.Workers)
+	for _, c := range []struct{ what, got, want string }{
+		{"completionMode", mode, "Indexed"},
+		{"completions", i32(js.Completions), n},
+		{"parallelism", i32(js.Parallelism), n},
+		{"backoffLimit", i32(js.BackoffLimit), "0"},
+		{"ttlSecondsAfterFinished", i32(js.TTLSecondsAfterFinished), "300"},
+		{"activeDeadlineSeconds", i64(js.ActiveDeadlineSeconds), fmt.Sprint(int64(spec.Deadline / time.Second))},
+		{"suspend (resumed once the ConfigMap exists)", b(js.Suspend), "false"},
+	} {
+		if c.got != c.want {
+			t.Errorf("Job %s: %s %s, want %s", name, c.what, c.got, c.want)
+		}
+	}
+	if !maps.Equal(job.Labels, labels) {
+		t.Errorf("Job labels %v, want %v", job.Labels, labels)
+	}
+	for k, v := range labels {
+		if job.Spec.Template.Labels[k] != v {
+			t.Errorf("pod template label %s=%q, want %q", k, job.Spec.Template.Labels[k], v)
+		}
+	}
+	ps := job.Spec.Template.Spec
+	if ps.RestartPolicy != corev1.RestartPolicyNever || ps.ServiceAccountName != kube.DefaultWorkerServiceAccount || b(ps.AutomountServiceAccountToken) != "true" {
+		t.Errorf("pod spec: restartPolicy %s, serviceAccountName %s, automount %s", ps.RestartPolicy, ps.ServiceAccountName, b(ps.AutomountServiceAccountToken))
+	}
+	if sc := ps.SecurityContext; sc == nil || b(sc.RunAsNonRoot) != "true" || sc.SeccompProfile == nil || sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		t.Errorf("pod security context %+v: want runAsNonRoot and seccomp RuntimeDefault", sc)
+	}
+	if len(ps.Containers) != 1 {
+		t.Fatalf("%d containers", len(ps.Containers))
+	}
+	c := ps.Containers[0]
+	if c.Image != spec.Image || !slices.Equal(c.Args, []string{"worker", "--configmap", name, "--namespace", workersNS}) || len(c.Command) != 0 {
+		t.Errorf("container image %s command %v args %v", c.Image, c.Command, c.Args)
+	}
+	if sc := c.SecurityContext; sc == nil || b(sc.ReadOnlyRootFilesystem) != "true" || b(sc.AllowPrivilegeEscalation) != "false" ||
+		sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) {
+		t.Errorf("container security context %+v: want a read-only root, no privilege escalation, ALL capabilities dropped", sc)
+	}
+	if c.Resources.Requests.Cpu().IsZero() || c.Resources.Requests.Memory().IsZero() || c.Resources.Limits.Memory().IsZero() ||
+		c.Resources.Limits.Memory().Cmp(*c.Resources.Requests.Memory()) < 0 {
+		t.Errorf("container resources %+v: want requests and a memory limit above them", c.Resources)
+	}
+}
