@@ -3,7 +3,6 @@ package worker_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"maps"
 	"os"
@@ -14,17 +13,15 @@ import (
 	"testing"
 	"time"
 
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/mesh-verify/mesh-verify/fleet"
 	"github.com/mesh-verify/mesh-verify/kube"
 	"github.com/mesh-verify/mesh-verify/lab"
-	"github.com/mesh-verify/mesh-verify/lab/daemon"
 	"github.com/mesh-verify/mesh-verify/lab/kwok"
 	"github.com/mesh-verify/mesh-verify/lab/labtest"
+	"github.com/mesh-verify/mesh-verify/scenarios"
 	"github.com/mesh-verify/mesh-verify/worker"
 )
 
@@ -91,7 +88,7 @@ func TestLabWorkerJob(t *testing.T) {
 		t.Fatal("no echo pod in the lab")
 	}
 
-	const run, name = "run-job", "mv-job"
+	const run = "run-job"
 	sc := `apiVersion: mesh-verify.io/v1alpha1
 kind: Scenario
 metadata: {name: job}
@@ -102,40 +99,36 @@ attribution: {preset: istio-echo}
 expect:
   - successRate: {atLeast: 99%}
 `
-	data, err := worker.ConfigMapData([]byte(sc), pods,
-		worker.RunConfig{RunID: run, Workers: 2, Target: "http://gateway.default.svc.cluster.local:8080/", Interval: "1s"})
+	parsed, err := scenarios.Parse("job.yaml", []byte(sc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	target, err := parsed.InClusterURL()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := worker.ConfigMapData([]byte(sc), pods, worker.RunConfig{RunID: run, Workers: 2, Target: target, Interval: "1s"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	api := cl.Client
-	if _, err := api.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: data}, metav1.CreateOptions{}); err != nil {
+	// The pods run as the workers' ServiceAccount, which `mesh-verify
+	// rbac` creates; the API server refuses pods of a missing one.
+	if _, err := api.CoreV1().ServiceAccounts("default").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: parsed.Attack.ServiceAccount}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	n, grace := int32(2), int64(5)
-	indexed := batchv1.IndexedCompletion
-	field := func(env, path string) corev1.EnvVar {
-		return corev1.EnvVar{Name: env, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: path}}}
-	}
-	job := &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
-		Spec: batchv1.JobSpec{
-			CompletionMode: &indexed, Completions: &n, Parallelism: &n, BackoffLimit: new(int32(0)),
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{daemon.JobLabel: daemon.JobLabelValue, "run": run}},
-				Spec: corev1.PodSpec{
-					RestartPolicy: corev1.RestartPolicyNever, TerminationGracePeriodSeconds: &grace,
-					NodeSelector: map[string]string{"type": "kwok"},
-					Containers: []corev1.Container{{
-						Name: "worker", Image: "ghcr.io/mesh-verify/mesh-verify:test", Command: []string{"/mesh-verify"},
-						Args: []string{"worker", "--configmap", name, "--start-timeout", "2m"},
-						Env:  []corev1.EnvVar{field("POD_NAME", "metadata.name"), field("POD_NAMESPACE", "metadata.namespace")},
-					}},
-				},
-			},
-		},
-	}
-	if _, err := api.BatchV1().Jobs("default").Create(ctx, job, metav1.CreateOptions{}); err != nil {
+	// The Job and ConfigMap as the coordinator creates them (kube/workers.go).
+	wr, err := cl.CreateWorkers(ctx, kube.WorkerSpec{
+		RunID: run, Namespace: "default", Workers: 2, Image: parsed.Attack.WorkerImage("test"), ServiceAccount: parsed.Attack.ServiceAccount,
+		Scenario: []byte(data[worker.KeyScenario]), Inventory: []byte(data[worker.KeyInventory]), Run: []byte(data[worker.KeyRun]),
+		Deadline: 5 * time.Minute,
+	})
+	if err != nil {
 		t.Fatal(err)
+	}
+	name := wr.Name
+	if target != "http://gateway.default.svc.cluster.local:8080/" {
+		t.Fatalf("in-cluster URL %s", target)
 	}
 
 	// Follow each pod's log once it runs; records go to one channel.
@@ -146,7 +139,7 @@ expect:
 	records := make(chan got, 1000)
 	following := map[string]bool{}
 	for ready := 0; ready < 2; {
-		list, err := api.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "run=" + run})
+		list, err := api.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "mesh-verify.io/run=" + run})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -189,8 +182,7 @@ expect:
 		}
 	}
 	startAt := time.Now().Add(1500 * time.Millisecond).UTC()
-	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, worker.AnnotationStartAt, startAt.Format(time.RFC3339Nano))
-	if _, err := api.CoreV1().ConfigMaps("default").Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+	if err := wr.Start(ctx, startAt); err != nil {
 		t.Fatal(err)
 	}
 	m := fleet.NewMerger(startAt)
@@ -246,15 +238,15 @@ expect:
 	}
 	// Both pods exit 0, so the Job succeeds.
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
-		j, err := api.BatchV1().Jobs("default").Get(ctx, name, metav1.GetOptions{})
+		st, err := wr.Status(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if j.Status.Succeeded == 2 {
+		if st.Complete && st.Succeeded == 2 {
 			break
 		}
-		if j.Status.Failed > 0 || time.Now().After(deadline) {
-			t.Fatalf("job status %+v", j.Status)
+		if st.Failed > 0 || st.Done && !st.Complete || time.Now().After(deadline) {
+			t.Fatalf("job status %+v", st)
 		}
 	}
 }
