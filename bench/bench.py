@@ -541,7 +541,8 @@ def tunnel():
                 log(f"  {name}: probe {TUNNEL_PROBE}s")
                 # Every process a forwarded request crosses, charged its CPU
                 # over the probe: where the tunnel's ceiling comes from.
-                procs = dict(lab_processes(labdir), **{p.pid: name.split()[0]})
+                procs = lab_processes(labdir)
+                procs[p.pid] = name.split()[0]
                 cpu0 = proc_cpu(procs)
                 probe = vegeta(name, url, ["-rate=0", f"-workers={TUNNEL_CONNS}", f"-max-workers={TUNNEL_CONNS}", f"-duration={TUNNEL_PROBE}s"])
                 cpu1 = proc_cpu(procs)
