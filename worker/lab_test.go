@@ -268,6 +268,27 @@ func (e *labEnv) createConfigMapFor(t *testing.T, name, run, attack string, work
 	e.putConfigMap(t, name, data)
 }
 
+// startAttacking starts one worker (of one) on a 50/s, 2 min attack
+// through ConfigMap cm, gives the start signal lead ahead, and returns
+// once the server has counted n of the run's requests.
+func (e *labEnv) startAttacking(t *testing.T, cm, run string, lead time.Duration, n int64) *proc {
+	t.Helper()
+	e.createConfigMap(t, cm, run, "rate: 50/s, duration: 2m", 1)
+	p := startWorker(t, e.bin, e.env, 0, append([]string{"--configmap", cm}, e.args...)...)
+	if rec, _ := p.next(t, 60*time.Second); rec.Kind != fleet.KindReady {
+		t.Fatalf("first record %+v", rec)
+	}
+	e.annotate(t, cm, worker.AnnotationStartAt, time.Now().Add(lead).UTC().Format(time.RFC3339Nano))
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if got, _, _ := e.tg.count(run); got >= n {
+			return p
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the attack did not start; stderr:\n%s", p.stderr.String())
+		}
+	}
+}
+
 func (e *labEnv) putConfigMap(t *testing.T, name string, data map[string]string) {
 	t.Helper()
 	_, err := e.cl.Client.CoreV1().ConfigMaps("default").Create(context.Background(),
@@ -403,20 +424,7 @@ func TestLabWorkers(t *testing.T) {
 
 	t.Run("SIGTERM mid-attack", func(t *testing.T) {
 		const run = "run-term"
-		e.createConfigMap(t, "mv-term", run, "rate: 50/s, duration: 2m", 1)
-		p := startWorker(t, e.bin, e.env, 0, append([]string{"--configmap", "mv-term"}, e.args...)...)
-		if rec, _ := p.next(t, 60*time.Second); rec.Kind != fleet.KindReady {
-			t.Fatalf("first record %+v", rec)
-		}
-		e.annotate(t, "mv-term", worker.AnnotationStartAt, time.Now().Add(500*time.Millisecond).UTC().Format(time.RFC3339Nano))
-		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-			if n, _, _ := e.tg.count(run); n >= 50 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the attack did not start; stderr:\n%s", p.stderr.String())
-			}
-		}
+		p := e.startAttacking(t, "mv-term", run, 500*time.Millisecond, 50)
 		if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
 		}
@@ -436,20 +444,7 @@ func TestLabWorkers(t *testing.T) {
 
 	t.Run("stop annotation", func(t *testing.T) {
 		const run = "run-stop"
-		e.createConfigMap(t, "mv-stop", run, "rate: 50/s, duration: 2m", 1)
-		p := startWorker(t, e.bin, e.env, 0, append([]string{"--configmap", "mv-stop"}, e.args...)...)
-		if rec, _ := p.next(t, 60*time.Second); rec.Kind != fleet.KindReady {
-			t.Fatalf("first record %+v", rec)
-		}
-		e.annotate(t, "mv-stop", worker.AnnotationStartAt, time.Now().Add(200*time.Millisecond).UTC().Format(time.RFC3339Nano))
-		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-			if n, _, _ := e.tg.count(run); n >= 30 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the attack did not start; stderr:\n%s", p.stderr.String())
-			}
-		}
+		p := e.startAttacking(t, "mv-stop", run, 200*time.Millisecond, 30)
 		e.annotate(t, "mv-stop", worker.AnnotationStop, "true")
 		recs, err := p.rest(t, 30*time.Second)
 		if err != nil {
