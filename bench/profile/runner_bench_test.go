@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -57,12 +58,25 @@ http {
 		b.Fatal(err)
 	}
 	cmd := exec.Command(bin, "-p", d, "-c", filepath.Join(d, "nginx.conf"))
+	// Its own process group: SIGKILL to the master alone would leave its
+	// worker running, holding the port, after the benchmark.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
 	b.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
+		// SIGTERM: the master stops its worker and exits; past 5 s the
+		// whole group is killed (the master is not reaped yet, so the
+		// group id is still its own).
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(5 * time.Second):
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-exited
+		}
 	})
 	addr := "127.0.0.1:" + strconv.Itoa(port)
 	for range 100 {
