@@ -7,6 +7,7 @@ import (
 	"io"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -348,7 +349,14 @@ func (e *emitter) emit(kind fleet.Kind, s *tally.State, errText string) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if len(errText) > fleet.MaxErrorBytes {
-		errText = errText[:fleet.MaxErrorBytes-3] + "..."
+		// Cut on a rune boundary: a cut UTF-8 sequence becomes U+FFFD,
+		// three bytes, in JSON, and the record would outgrow the bound
+		// the coordinator's decoder checks.
+		n := fleet.MaxErrorBytes - 3
+		for n > 0 && !utf8.RuneStart(errText[n]) {
+			n--
+		}
+		errText = errText[:n] + "..."
 	}
 	pod := e.pod
 	if len(pod) > fleet.MaxPodBytes {

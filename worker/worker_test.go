@@ -65,3 +65,22 @@ func TestInventoryBound(t *testing.T) {
 		}
 	}
 }
+
+// An error text past fleet.MaxErrorBytes is cut so that the record still
+// decodes on the coordinator's side, whatever runes stand at the cut.
+func TestLongErrorRecordDecodes(t *testing.T) {
+	for _, tail := range []string{"≤≤≤≤", "aaaa", "é€😀"} {
+		for pad := range 4 {
+			text := strings.Repeat("a", fleet.MaxErrorBytes-8+pad) + strings.Repeat(tail, 4)
+			var out bytes.Buffer
+			e := &emitter{w: &out, worker: 1, pod: "mv-w-1"}
+			if err := e.emit(fleet.KindError, nil, text); err != nil {
+				t.Fatal(err)
+			}
+			rec, err := fleet.NewDecoder(&out).Next()
+			if err != nil || rec.Kind != fleet.KindError || !strings.HasSuffix(rec.Error, "...") || !strings.HasPrefix(text, strings.TrimSuffix(rec.Error, "...")) {
+				t.Errorf("tail %q pad %d: record %q, %v", tail, pad, rec.Error, err)
+			}
+		}
+	}
+}
