@@ -212,6 +212,11 @@ func (s *State) Validate() error {
 	if err := s.Latency.validate(fineBuckets); err != nil {
 		return fmt.Errorf("state: latency %w", err)
 	}
+	if s.Latency.Count != s.Total {
+		// A tally times every request it counts: a state whose histogram
+		// lacks some would judge a latency bound on no data.
+		return fmt.Errorf("state: %d latencies for %d requests", s.Latency.Count, s.Total)
+	}
 	if s.SlicesFrom < 0 || s.SlicesFrom+len(s.Slices) > maxSlices || len(s.Slices) > maxSlices {
 		return fmt.Errorf("state: slices %d to %d, at most %d", s.SlicesFrom, s.SlicesFrom+len(s.Slices), maxSlices)
 	}

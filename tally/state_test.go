@@ -377,6 +377,8 @@ func TestStateValidate(t *testing.T) {
 		{"slice width too wide", func(s *State) { s.SliceWidth = maxSliceWidth + 1 }},
 		{"negative total", func(s *State) { s.Total = -1 }},
 		{"successes above total", func(s *State) { s.Successes = s.Total + 1 }},
+		{"requests without a latency", func(s *State) { s.Latency = HistogramState{} }},
+		{"more requests than latencies", func(s *State) { s.Total++ }},
 		{"too many dimensions", func(s *State) {
 			for i := range maxDimensions + 1 {
 				s.Dimensions[fmt.Sprint(i)] = DimState{}

@@ -491,16 +491,14 @@ type Snapshot struct {
 }
 
 // LatencyQuantile is the q-quantile of the run's latencies from the
-// mergeable histogram (within LatencyRelativeError), or from vegeta's
-// estimator for a snapshot that has no histogram.
+// mergeable histogram (within LatencyRelativeError), 0 without latencies.
+// Every snapshot has the histogram, one process's and merged workers'
+// (State.Validate requires one latency per request).
 func (s *Snapshot) LatencyQuantile(q float64) time.Duration {
-	if s.Latency != nil && s.Latency.Count > 0 {
-		return s.Latency.Quantile(q)
-	}
-	if s.Metrics.Requests == 0 {
+	if s.Latency == nil {
 		return 0
 	}
-	return s.Metrics.Latencies.Quantile(q)
+	return s.Latency.Quantile(q)
 }
 
 // Snapshot copies the counters; buckets are sorted by name.
