@@ -145,6 +145,9 @@ func New(o Options) (*Attack, error) {
 	if o.RequestIDHeader == "" {
 		o.RequestIDHeader = "X-Request-Id"
 	}
+	// Canonical once, so neither the targeter nor the transport
+	// canonicalises (and allocates) it per request.
+	o.RequestIDHeader = http.CanonicalHeaderKey(o.RequestIDHeader)
 	if o.Timeout <= 0 {
 		o.Timeout = 10 * time.Second
 	}
@@ -163,7 +166,7 @@ func New(o Options) (*Attack, error) {
 	a.client = &http.Client{
 		// No Client.Timeout: recordingTransport bounds each request by
 		// o.Timeout itself, for a fraction of the cost.
-		Transport: &recordingTransport{next: a.transport(), tr: a.tr, ridHeader: o.RequestIDHeader, timeout: o.Timeout, maxBody: o.MaxBody, abort: o.Abort, trailers: o.GRPC},
+		Transport: &recordingTransport{next: a.transport(), tr: a.tr, ridHeader: o.RequestIDHeader, timeout: o.Timeout, timeoutCause: errRequestTimeout(o.Timeout), maxBody: o.MaxBody, abort: o.Abort, trailers: o.GRPC},
 		// A mesh entry answering with a redirect is a finding, not a hop to follow.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
@@ -409,7 +412,7 @@ type TemplateData struct {
 
 func newRequestTemplate(o Options) (*requestTemplate, error) {
 	rt := &requestTemplate{method: o.Method, url: o.URL, header: o.Header.Clone(), body: o.Body,
-		ridHeader: http.CanonicalHeaderKey(o.RequestIDHeader), runID: o.RunID, headerT: map[string]*template.Template{}}
+		ridHeader: o.RequestIDHeader, runID: o.RunID, headerT: map[string]*template.Template{}}
 	if rt.header == nil {
 		rt.header = http.Header{}
 	}

@@ -414,3 +414,44 @@ func TestRequestTimeoutCoversHeadersAndBody(t *testing.T) {
 		})
 	}
 }
+
+// A request that carries a context of its own (vegeta's do not) is still
+// cut short by Abort, through the callback path, and by its own context.
+func TestAbortReachesARequestWithItsOwnContext(t *testing.T) {
+	release := make(chan struct{})
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer ts.Close()
+	defer close(release)
+	for _, by := range []string{"abort", "own context"} {
+		t.Run(by, func(t *testing.T) {
+			abort, fire := context.WithCancel(context.Background())
+			defer fire()
+			a, err := New(Options{URL: ts.URL, Concurrency: 1, Requests: 1, RunID: "r", Timeout: 30 * time.Second, Abort: abort})
+			if err != nil {
+				t.Fatal(err)
+			}
+			own, cancelOwn := context.WithCancel(context.Background())
+			defer cancelOwn()
+			req, _ := http.NewRequestWithContext(own, http.MethodGet, ts.URL, nil)
+			req.Header.Set("X-Vegeta-Seq", "7")
+			time.AfterFunc(200*time.Millisecond, map[string]func(){"abort": fire, "own context": cancelOwn}[by])
+			began := time.Now()
+			resp, err := a.client.Transport.RoundTrip(req)
+			if err == nil {
+				resp.Body.Close()
+				t.Fatalf("the request was answered; want it cut short by %s", by)
+			}
+			if took := time.Since(began); took > 5*time.Second {
+				t.Errorf("cut after %s", took)
+			}
+			if _, ok := a.tr.take(7); !ok {
+				t.Error("the request's note was not kept for its result")
+			}
+		})
+	}
+}

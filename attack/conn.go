@@ -36,7 +36,6 @@ const pendingShards = 32
 type pendingShard struct {
 	mu sync.Mutex
 	m  map[uint64]*inflight
-	_  [40]byte // one shard per cache line: workers on other shards do not contend on its line
 }
 
 type meta struct {
@@ -130,8 +129,10 @@ type recordingTransport struct {
 	tr        *tracker
 	ridHeader string
 	// timeout bounds a request from sending it to closing its body, as
-	// http.Client.Timeout does.
-	timeout time.Duration
+	// http.Client.Timeout does; timeoutCause (errRequestTimeout) is the
+	// error it ends with, made once rather than per request.
+	timeout      time.Duration
+	timeoutCause error
 	// maxBody caps what is read of each body (< 0: no cap).
 	maxBody int64
 	// abort, when done, ends the requests in flight (Options.Abort).
@@ -174,43 +175,39 @@ func (rt *recordingTransport) RoundTrip(req *http.Request) (*http.Response, erro
 	if err != nil {
 		return rt.next.RoundTrip(req)
 	}
+	ab := rt.abort
+	if ab != nil && ab.Err() != nil {
+		// A second Ctrl-C aborts what is in flight instead of waiting for
+		// the request timeout; what comes after it is not sent.
+		return nil, errAborted
+	}
 	f := &inflight{meta: meta{rid: req.Header.Get(rt.ridHeader)}}
 	f.trace.GotConn = f.gotConn
 	rt.tr.store(seq, f)
-	ctx := req.Context()
-	var cancel context.CancelFunc
-	if ab := rt.abort; ab != nil {
-		// A second Ctrl-C aborts what is in flight instead of waiting for
-		// the request timeout: the request's context ends with Abort's.
-		if ab.Err() != nil {
-			return nil, errAborted
-		}
-		if ctx == context.Background() {
-			// vegeta's requests carry no context of their own, so Abort
-			// can be the parent: one context per request, no callback.
-			ctx = ab
-		} else {
-			var c context.CancelFunc
-			ctx, c = context.WithCancel(ctx)
-			stop := context.AfterFunc(ab, c)
-			cancel = func() { stop(); c() }
-		}
+	parent, release := req.Context(), context.CancelFunc(nil)
+	switch {
+	case ab == nil:
+	case parent == context.Background():
+		// vegeta's requests carry no context of their own, so Abort can
+		// be the parent: one context per request, no callback.
+		parent = ab
+	default:
+		// A request with a context of its own: Abort reaches it through
+		// a callback, undone with the request.
+		var cancelParent context.CancelFunc
+		parent, cancelParent = context.WithCancel(parent)
+		stop := context.AfterFunc(ab, cancelParent)
+		release = func() { stop(); cancelParent() }
 	}
-	if rt.timeout > 0 {
-		var c context.CancelFunc
-		ctx, c = context.WithDeadlineCause(ctx, time.Now().Add(rt.timeout), errRequestTimeout(rt.timeout))
-		if prev := cancel; prev != nil {
-			cancel = func() { c(); prev() }
-		} else {
-			cancel = c
-		}
+	ctx, cancel := context.WithTimeoutCause(parent, rt.timeout, rt.timeoutCause)
+	if release != nil {
+		cancelTimeout := cancel
+		cancel = func() { cancelTimeout(); release() }
 	}
 	ctx = httptrace.WithClientTrace(ctx, &f.trace)
 	resp, err := rt.next.RoundTrip(req.WithContext(ctx))
 	if err != nil || resp.Body == nil {
-		if cancel != nil {
-			cancel()
-		}
+		cancel()
 		return resp, err
 	}
 	// The deadline and Abort go on until vegeta has read and closed the
@@ -284,9 +281,7 @@ func (b *trackedBody) Close() error {
 		b.f.meta.trailer = t
 		b.f.mu.Unlock()
 	}
-	if b.cancel != nil {
-		b.cancel()
-	}
+	b.cancel()
 	return err
 }
 
