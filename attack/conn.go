@@ -47,14 +47,20 @@ type meta struct {
 
 func newTracker(d DialFunc) *tracker {
 	if d == nil {
-		nd := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
-		d = nd.DialContext
+		d = plainDial()
 	}
 	t := &tracker{dial: d}
 	for i := range t.pending {
 		t.pending[i].m = map[uint64]*inflight{}
 	}
 	return t
+}
+
+// plainDial is TCP with the dial timeout and keep-alive every attack
+// connection gets unless a tunnel or connect-to dials instead.
+func plainDial() DialFunc {
+	d := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
+	return d.DialContext
 }
 
 func (t *tracker) store(seq uint64, f *inflight) {

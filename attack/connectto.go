@@ -8,8 +8,12 @@ import (
 	"net"
 	"strconv"
 	"strings"
-	"time"
 )
+
+// ConnectToEnv is the environment variable `run` and `worker` read a
+// connect-to list from (after --connect-to's entries); the lab gives its
+// Job pods the Service names of their cluster in it.
+const ConnectToEnv = "MESH_VERIFY_CONNECT_TO"
 
 // Limits of a connect-to list (`run --connect-to`, $MESH_VERIFY_CONNECT_TO):
 // the list comes from a flag or an environment variable another program
@@ -249,8 +253,7 @@ func (c *ConnectTo) Resolve(addr string) (target string, ok bool) {
 // TLS, gRPC) opens its connections through Options.Dial.
 func (c *ConnectTo) Dial(next DialFunc) DialFunc {
 	if next == nil {
-		d := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
-		next = d.DialContext
+		next = plainDial()
 	}
 	if c == nil || len(c.entries) == 0 {
 		return next

@@ -48,14 +48,11 @@ const (
 	LabelName      = "app.kubernetes.io/name"
 	LabelComponent = "app.kubernetes.io/component"
 	LabelRun       = "mesh-verify.io/run"
-	// LabelNameValue and LabelComponentWorker are how the lab daemon (and
-	// SweepWorkers) recognise worker objects.
+	// LabelNameValue and LabelComponentWorker are how SweepWorkers
+	// recognises worker objects; the lab daemon runs every pod labelled
+	// LabelName=LabelNameValue whose image is mesh-verify's.
 	LabelNameValue       = "mesh-verify"
 	LabelComponentWorker = "worker"
-
-	// annotationCompletionIndex is set by the Job controller on the pods
-	// of an Indexed Job.
-	annotationCompletionIndex = "batch.kubernetes.io/job-completion-index"
 )
 
 // Defaults and limits of a WorkerSpec.
@@ -414,9 +411,9 @@ func workerPod(p *corev1.Pod) WorkerPod {
 	out := WorkerPod{Name: p.Name, Index: -1, Phase: p.Status.Phase, Reason: p.Status.Reason, Message: p.Status.Message, Deleting: p.DeletionTimestamp != nil}
 	// The annotation is on every Indexed Job's pod; the label of the same
 	// name only from Kubernetes 1.28.
-	if i, ok := parseCompletionIndex(p.Annotations[annotationCompletionIndex]); ok {
+	if i, ok := parseCompletionIndex(p.Annotations[batchv1.JobCompletionIndexAnnotation]); ok {
 		out.Index = i
-	} else if i, ok := parseCompletionIndex(p.Labels[annotationCompletionIndex]); ok {
+	} else if i, ok := parseCompletionIndex(p.Labels[batchv1.JobCompletionIndexAnnotation]); ok {
 		out.Index = i
 	}
 	for _, cs := range p.Status.ContainerStatuses {

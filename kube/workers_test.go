@@ -181,7 +181,7 @@ func FuzzParseCompletionIndex(f *testing.F) {
 }
 
 func TestWorkerPod(t *testing.T) {
-	ann := func(i string) map[string]string { return map[string]string{annotationCompletionIndex: i} }
+	ann := func(i string) map[string]string { return map[string]string{batchv1.JobCompletionIndexAnnotation: i} }
 	now := metav1.Now()
 	for _, tc := range []struct {
 		name   string

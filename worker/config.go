@@ -24,16 +24,17 @@ import (
 	"github.com/mesh-verify/mesh-verify/scenarios"
 )
 
-// The ConfigMap's keys and annotations (docs/distributed.md, The worker).
+// The ConfigMap's keys and annotations (docs/distributed.md, The worker):
+// kube's, which writes them when it creates the ConfigMap.
 const (
-	KeyScenario  = "scenario.yaml"
-	KeyInventory = "inventory.json"
-	KeyRun       = "run.json"
+	KeyScenario  = kube.WorkerKeyScenario
+	KeyInventory = kube.WorkerKeyInventory
+	KeyRun       = kube.WorkerKeyRun
 	// AnnotationStartAt is the instant (RFC 3339 with nanoseconds) every
 	// worker starts its attack at; the coordinator sets it once all are ready.
-	AnnotationStartAt = "mesh-verify.io/start-at"
+	AnnotationStartAt = kube.AnnotationStartAt
 	// AnnotationStop "true" stops the attack: final record, exit 0.
-	AnnotationStop = "mesh-verify.io/stop"
+	AnnotationStop = kube.AnnotationStop
 )
 
 // Limits on what a ConfigMap may say, each checked by ParseConfig.

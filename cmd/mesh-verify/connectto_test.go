@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/mesh-verify/mesh-verify/attack"
 )
 
 // `run --connect-to` and $MESH_VERIFY_CONNECT_TO take a target by a name
@@ -51,7 +53,7 @@ expect: [{successRate: {atLeast: 50%}}]
 			`connect-to entry 2 "x:99999:y:1": PORT: "99999" is not a port number`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			t.Setenv(connectToEnv, c.env)
+			t.Setenv(attack.ConnectToEnv, c.env)
 			before := hits.Load()
 			var stdout, stderr bytes.Buffer
 			args := append([]string{"run", sc, "--out", filepath.Join(dir, fmt.Sprint(i)), "-q"}, c.flags...)

@@ -112,10 +112,10 @@ type runFlags struct {
 	// workers is --workers: attack.workers, set before the scenario is
 	// validated like --set attack.workers=N.
 	workers int
-	// connectTo are the --connect-to values; connect is them and
-	// $MESH_VERIFY_CONNECT_TO parsed (connectToEnv).
+	// connectTo are the --connect-to values; dial follows them and
+	// $MESH_VERIFY_CONNECT_TO (connectToDial), nil without any.
 	connectTo []string
-	connect   *attack.ConnectTo
+	dial      attack.DialFunc
 	// argv is the command line, recorded (redacted) in the report.
 	argv []string
 }
@@ -155,11 +155,11 @@ When $GITHUB_STEP_SUMMARY is set, summary.md is appended to it.`,
 				}
 				f.gate.set = append(f.gate.set, "attack.workers="+strconv.Itoa(f.workers))
 			}
-			ct, err := attack.ParseConnectTo(append(slices.Clone(f.connectTo), os.Getenv(connectToEnv))...)
+			dial, err := connectToDial(f.connectTo)
 			if err != nil {
-				return invalidInput("--connect-to or $%s: %w", connectToEnv, err)
+				return err
 			}
-			f.connect = ct
+			f.dial = dial
 			return runGate(cmd, args[0], f)
 		},
 	}
@@ -170,16 +170,11 @@ When $GITHUB_STEP_SUMMARY is set, summary.md is appended to it.`,
 	cmd.Flags().BoolVarP(&f.quiet, "quiet", "q", false, "no live progress")
 	cmd.Flags().StringVar(&f.progress, "progress", "auto", "live progress style: auto, tty or plain")
 	cmd.Flags().IntVar(&f.workers, "workers", 0, "attack from N worker pods in cluster attack.from (sets attack.workers; docs/distributed.md)")
-	cmd.Flags().StringArrayVar(&f.connectTo, "connect-to", nil, "HOST:PORT:CONNECT_HOST:CONNECT_PORT (repeatable, or comma-separated; curl's --connect-to): connections to HOST:PORT go to CONNECT_HOST:CONNECT_PORT, the request keeps its URL; entries with the same HOST:PORT are picked at random per connection; $"+connectToEnv+" adds entries after these")
+	cmd.Flags().StringArrayVar(&f.connectTo, "connect-to", nil, "HOST:PORT:CONNECT_HOST:CONNECT_PORT (repeatable, or comma-separated; curl's --connect-to): connections to HOST:PORT go to CONNECT_HOST:CONNECT_PORT, the request keeps its URL; entries with the same HOST:PORT are picked at random per connection; $"+attack.ConnectToEnv+" adds entries after these")
 	addKubeFlags(cmd.Flags(), &f.kube, scenarioContextHelp, scenarioNamespaceHelp)
 	addGateFlags(cmd, &f.gate)
 	return cmd
 }
-
-// connectToEnv adds connect-to entries to `run` (after --connect-to's):
-// the lab sets it in the processes of mesh-verify's Job pods, mapping
-// Service names to where the lab's data plane listens (lab/README.md).
-const connectToEnv = "MESH_VERIFY_CONNECT_TO"
 
 // validOutput refuses an unknown --output; -o used to take the run
 // directory, so a path gets a hint instead of silently becoming one.
@@ -229,8 +224,8 @@ func runScenario(cmd *cobra.Command, file string, f runFlags) error {
 	defer rec.Close() // Run closes it; this covers a run that ends before the attack
 	o := runner.Options{Kube: ko, RunID: runID, Tool: toolInfo(), Command: append([]string{"mesh-verify"}, f.argv...),
 		Record: rec, Abort: abort, WaitReady: f.gate.waitReady}
-	if len(f.connect.Entries()) > 0 {
-		o.Dial = f.connect.Dial(nil)
+	if f.dial != nil {
+		o.Dial = f.dial
 	}
 	if !f.quiet {
 		o.Progress = cmd.ErrOrStderr()
@@ -464,4 +459,18 @@ func reportRun(cmd *cobra.Command, arg, format, out string) error {
 		fmt.Fprintf(cmd.OutOrStdout(), "wrote %s\n", p)
 	}
 	return &codedError{code: rep.ExitCode}
+}
+
+// connectToDial is the dialer of --connect-to values followed by
+// $MESH_VERIFY_CONNECT_TO's entries (attack.ConnectToEnv), nil when there
+// are none: `run` and `worker` then dial plainly.
+func connectToDial(values []string) (attack.DialFunc, error) {
+	ct, err := attack.ParseConnectTo(append(slices.Clone(values), os.Getenv(attack.ConnectToEnv))...)
+	if err != nil {
+		return nil, invalidInput("--connect-to or $%s: %w", attack.ConnectToEnv, err)
+	}
+	if len(ct.Entries()) == 0 {
+		return nil, nil
+	}
+	return ct.Dial(nil), nil
 }

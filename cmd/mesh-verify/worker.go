@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"slices"
 	"strconv"
 	"syscall"
 	"time"
@@ -54,13 +53,9 @@ exits 1.`,
 			// In the lab, Service names reach the data plane through the
 			// connect-to list the daemon sets (lab/README.md); on a real
 			// cluster the variable is unset and cluster DNS resolves them.
-			ct, err := attack.ParseConnectTo(append(slices.Clone(connectTo), os.Getenv(connectToEnv))...)
+			dial, err := connectToDial(connectTo)
 			if err != nil {
-				return invalidInput("--connect-to or $%s: %w", connectToEnv, err)
-			}
-			var dial attack.DialFunc
-			if len(ct.Entries()) > 0 {
-				dial = ct.Dial(nil)
+				return err
 			}
 			parent := cmd.Context()
 			if parent == nil {
@@ -88,7 +83,7 @@ exits 1.`,
 	cmd.Flags().StringVarP(&namespace, "namespace", "n", "", "the ConfigMap's namespace (default: $POD_NAMESPACE, else the context's or the pod's)")
 	cmd.Flags().StringSliceVar(&kubeconfig, "kubeconfig", nil, "kubeconfig files (default: the in-cluster config in a pod, else $KUBECONFIG; only read)")
 	cmd.Flags().StringVar(&kubeContext, "context", "", "kubeconfig context of the worker's cluster (default: the current context; in a pod without a kubeconfig, the pod's own cluster)")
-	cmd.Flags().StringArrayVar(&connectTo, "connect-to", nil, "HOST:PORT:CONNECT_HOST:CONNECT_PORT (repeatable; curl's --connect-to), as for run; $"+connectToEnv+" adds entries after these")
+	cmd.Flags().StringArrayVar(&connectTo, "connect-to", nil, "HOST:PORT:CONNECT_HOST:CONNECT_PORT (repeatable; curl's --connect-to), as for run; $"+attack.ConnectToEnv+" adds entries after these")
 	cmd.Flags().DurationVar(&startTimeout, "start-timeout", worker.DefaultStartTimeout, "how long to wait for the start signal")
 	_ = cmd.MarkFlagRequired("configmap")
 	return cmd

@@ -23,6 +23,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/mesh-verify/mesh-verify/attack"
+	"github.com/mesh-verify/mesh-verify/kube"
 )
 
 // mesh-verify's own Job pods (lab/README.md, "mesh-verify's Job pods"): a
@@ -38,14 +39,11 @@ import (
 
 // The label the daemon watches and the image it runs.
 const (
-	JobLabel      = "app.kubernetes.io/name"
-	JobLabelValue = "mesh-verify"
+	JobLabel      = kube.LabelName
+	JobLabelValue = kube.LabelNameValue
 	// JobImage is the last path element of the image repository
 	// (ghcr.io/mesh-verify/mesh-verify:v0.1.0) a container must run.
 	JobImage = "mesh-verify"
-	// ConnectToEnv carries the Service names of the pod's cluster as
-	// curl --connect-to entries (attack.ParseConnectTo).
-	ConnectToEnv = "MESH_VERIFY_CONNECT_TO"
 )
 
 const (
@@ -290,7 +288,7 @@ func (d *Daemon) startJob(ctx context.Context, ref podRef, pod *corev1.Pod) erro
 	// What the process sees: a few variables of the daemon's, the lab's
 	// stand-ins for the ServiceAccount and cluster DNS, then the
 	// container's own (which win, as they would in the image).
-	env := map[string]string{"KUBECONFIG": kubeconfig, ConnectToEnv: connectTo}
+	env := map[string]string{"KUBECONFIG": kubeconfig, attack.ConnectToEnv: connectTo}
 	var order []string
 	for _, k := range []string{"PATH", "HOME", "TMPDIR"} {
 		if v, ok := os.LookupEnv(k); ok {
@@ -298,7 +296,7 @@ func (d *Daemon) startJob(ctx context.Context, ref podRef, pod *corev1.Pod) erro
 			order = append(order, k)
 		}
 	}
-	order = append(order, "KUBECONFIG", ConnectToEnv)
+	order = append(order, "KUBECONFIG", attack.ConnectToEnv)
 	for _, kv := range podEnv {
 		if _, seen := env[kv[0]]; !seen {
 			order = append(order, kv[0])
@@ -631,7 +629,7 @@ func expandVars(s string, vars map[string]string) string {
 func (d *Daemon) connectTo(ctx context.Context, cluster, podNamespace string) (string, int, error) {
 	svcs, err := d.clusters[cluster].cs.CoreV1().Services("").List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return "", 0, fmt.Errorf("list Services of cluster %s for %s: %w", cluster, ConnectToEnv, err)
+		return "", 0, fmt.Errorf("list Services of cluster %s for %s: %w", cluster, attack.ConnectToEnv, err)
 	}
 	type key struct{ ns, name string }
 	entries, apps := map[key][]string{}, map[key][]string{}
@@ -681,7 +679,7 @@ func (d *Daemon) connectTo(ctx context.Context, cluster, podNamespace string) (s
 				for _, a := range addrs {
 					host, port, err := net.SplitHostPort(a)
 					if err != nil {
-						return "", 0, fmt.Errorf("%s: address %q of Service %s/%s: %w", ConnectToEnv, a, s.Namespace, s.Name, err)
+						return "", 0, fmt.Errorf("%s: address %q of Service %s/%s: %w", attack.ConnectToEnv, a, s.Namespace, s.Name, err)
 					}
 					items = append(items, n+":"+strconv.Itoa(int(p.Port))+":"+host+":"+port)
 				}
@@ -692,7 +690,7 @@ func (d *Daemon) connectTo(ctx context.Context, cluster, podNamespace string) (s
 	// The consumer's own parser and limits: a list it would refuse fails
 	// the pod here, with the reason.
 	if _, err := attack.ParseConnectTo(list); err != nil {
-		return "", 0, fmt.Errorf("%s for cluster %s: %w", ConnectToEnv, cluster, err)
+		return "", 0, fmt.Errorf("%s for cluster %s: %w", attack.ConnectToEnv, cluster, err)
 	}
 	return list, len(items), nil
 }
