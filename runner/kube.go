@@ -209,28 +209,64 @@ func (kp *kubePath) close() {
 
 // podByAddress finds the observed pod with the address's IP (the port is
 // left out): the pod an access log's upstream host names. ok is false when
-// none has it, or pods in several clusters do (pod IPs repeat across
-// clusters).
+// none has it, or several pods do (pod IPs repeat across clusters).
 func (kp *kubePath) podByAddress(addr string) (kube.Pod, bool) {
 	if kp == nil || kp.inv == nil {
 		return kube.Pod{}, false
 	}
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		host = addr
-	}
-	var found kube.Pod
-	n := 0
+	host := addressHost(addr)
+	var matches []kube.Pod
 	for _, p := range kp.inv.Pods() {
-		if p.IP == host && p.IP != "" {
-			if n > 0 && p.Cluster == found.Cluster && p.Namespace == found.Namespace && p.Name == found.Name {
-				continue
-			}
-			found = p
-			n++
+		if p.IP != "" && p.IP == host {
+			matches = append(matches, p)
 		}
 	}
+	return onlyPod(matches)
+}
+
+// addressHost is an address without its port.
+func addressHost(addr string) string {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	return host
+}
+
+// onlyPod is the one pod among matches (the same pod listed twice counts
+// once); ok is false for none or several.
+func onlyPod(matches []kube.Pod) (kube.Pod, bool) {
+	var found kube.Pod
+	n := 0
+	for _, p := range matches {
+		if n > 0 && p.Key() == found.Key() {
+			continue
+		}
+		found = p
+		n++
+	}
 	return found, n == 1
+}
+
+// podIdentity is who the pods named name are: their cluster when exactly
+// one cluster has such a pod (bare pods may share a name across
+// clusters: the caller then reports the name instead of guessing), with
+// the version label one of them carries.
+func podIdentity(name string, matches []kube.Pod) (attribution.Identity, bool) {
+	id := attribution.Identity{Pod: name}
+	for _, p := range matches {
+		if id.Cluster != "" && p.Cluster != id.Cluster {
+			return attribution.Identity{}, false
+		}
+		id.Cluster = p.Cluster
+		if p.Version != "" {
+			id.Version = p.Version
+		}
+	}
+	if id.Cluster == "" {
+		return attribution.Identity{}, false
+	}
+	return id, true
 }
 
 // hasIP reports whether the pod behind t has the IP.
@@ -269,17 +305,7 @@ func (kp *kubePath) identity(t podlogs.Target) attribution.Identity {
 // ByPod makes the inventory an attribution.Resolver: a pod name a response
 // gives maps to its cluster and version, when exactly one cluster has it.
 func (kp *kubePath) ByPod(name string) (attribution.Identity, bool) {
-	cluster, ok := kp.inv.ClusterOfPod(name)
-	if !ok {
-		return attribution.Identity{}, false
-	}
-	id := attribution.Identity{Cluster: cluster, Pod: name}
-	for _, p := range kp.inv.Lookup(name) {
-		if p.Cluster == cluster && p.Version != "" {
-			id.Version = p.Version
-		}
-	}
-	return id, true
+	return podIdentity(name, kp.inv.Lookup(name))
 }
 
 // ByAddress is the same for a pod's address.

@@ -3,7 +3,6 @@ package runner
 import (
 	"context"
 	"fmt"
-	"net"
 	"time"
 
 	"github.com/mesh-verify/mesh-verify/attack"
@@ -172,43 +171,33 @@ func Attack(ctx context.Context, sc *scenarios.Scenario, o AttackOptions) (Attac
 
 // PodIndex resolves pod names and addresses from a list of pods (a
 // distributed worker's inventory.json, docs/distributed.md) with the
-// rules of a local run's inventory: a name or an IP that pods of several
-// clusters share resolves to nothing, never to a guess.
-type PodIndex struct{ pods []kube.Pod }
+// rules of a local run's inventory (podIdentity, onlyPod): a name or an IP
+// that pods of several clusters share resolves to nothing, never to a
+// guess. The pods are indexed once: responses are resolved per request.
+type PodIndex struct{ byName, byIP map[string][]kube.Pod }
 
-// NewPodIndex indexes pods; the slice is not copied and must not change.
-func NewPodIndex(pods []kube.Pod) *PodIndex { return &PodIndex{pods: pods} }
+// NewPodIndex indexes pods.
+func NewPodIndex(pods []kube.Pod) *PodIndex {
+	x := &PodIndex{byName: map[string][]kube.Pod{}, byIP: map[string][]kube.Pod{}}
+	for _, p := range pods {
+		x.byName[p.Name] = append(x.byName[p.Name], p)
+		if p.IP != "" {
+			x.byIP[p.IP] = append(x.byIP[p.IP], p)
+		}
+	}
+	return x
+}
 
 // ByPod implements attribution.Resolver.
 func (x *PodIndex) ByPod(name string) (attribution.Identity, bool) {
-	return x.unique(func(p *kube.Pod) bool { return p.Name == name })
+	return podIdentity(name, x.byName[name])
 }
 
 // ByAddress implements attribution.Resolver; the port is left out.
 func (x *PodIndex) ByAddress(addr string) (attribution.Identity, bool) {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		host = addr
-	}
-	return x.unique(func(p *kube.Pod) bool { return p.IP != "" && p.IP == host })
-}
-
-func (x *PodIndex) unique(match func(*kube.Pod) bool) (attribution.Identity, bool) {
-	var found *kube.Pod
-	for i := range x.pods {
-		p := &x.pods[i]
-		if !match(p) {
-			continue
-		}
-		if found != nil && found.Cluster != p.Cluster {
-			return attribution.Identity{}, false
-		}
-		if found == nil || found.Version == "" {
-			found = p
-		}
-	}
-	if found == nil {
+	p, ok := onlyPod(x.byIP[addressHost(addr)])
+	if !ok {
 		return attribution.Identity{}, false
 	}
-	return attribution.Identity{Cluster: found.Cluster, Pod: found.Name, Version: found.Version}, true
+	return attribution.Identity{Cluster: p.Cluster, Pod: p.Name, Version: p.Version}, true
 }

@@ -115,6 +115,9 @@ func TestPodIndex(t *testing.T) {
 		{Cluster: "c2", Name: "b", IP: "10.0.0.1"},
 		{Cluster: "c2", Name: "dup"},
 		{Cluster: "c3", Name: "dup"},
+		{Cluster: "c1", Namespace: "n1", Name: "x", IP: "10.0.0.9"},
+		{Cluster: "c1", Namespace: "n2", Name: "y", IP: "10.0.0.9"},
+		{Cluster: "c1", Namespace: "n1", Name: "z", IP: "10.0.0.7", Version: "v3"},
 	})
 	for _, c := range []struct {
 		name string
@@ -132,5 +135,11 @@ func TestPodIndex(t *testing.T) {
 	}
 	if _, ok := idx.ByAddress("10.0.0.1:8080"); ok {
 		t.Error("an IP two clusters share resolved")
+	}
+	if _, ok := idx.ByAddress("10.0.0.9:8080"); ok {
+		t.Error("an IP two pods of one cluster share resolved (a local run's inventory does not resolve it either)")
+	}
+	if id, ok := idx.ByAddress("10.0.0.7"); !ok || id != (attribution.Identity{Cluster: "c1", Pod: "z", Version: "v3"}) {
+		t.Errorf("ByAddress(10.0.0.7) = %+v, %v", id, ok)
 	}
 }
