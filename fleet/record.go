@@ -189,21 +189,27 @@ func (d *Decoder) Next() (Record, error) {
 			d.skipped.NotRecord++
 			continue
 		}
-		var head struct {
-			Version string `json:"meshVerifyWorker"`
-			Worker  int    `json:"worker"`
-		}
-		if jerr := json.Unmarshal(line, &head); jerr != nil {
-			d.invalid(fmt.Sprintf("line %d: %v", d.line, jerr))
-			continue
-		}
-		if major, ok := parseMajor(head.Version); !ok || major != versionMajor {
-			return Record{}, fmt.Errorf("worker %d, line %d: record version %q: %w (this coordinator reads %s)", head.Worker, d.line, head.Version, ErrVersion, Version)
-		}
+		// One parse for the common case; the version is read on its own
+		// only when the record does not parse, to tell a record of a newer
+		// major version from a broken line.
 		var rec Record
 		if jerr := json.Unmarshal(line, &rec); jerr != nil {
-			d.invalid(fmt.Sprintf("worker %d, line %d: %v", head.Worker, d.line, jerr))
+			var head struct {
+				Version string `json:"meshVerifyWorker"`
+				Worker  int    `json:"worker"`
+			}
+			if json.Unmarshal(line, &head) == nil {
+				if err := versionError(head.Version, head.Worker, d.line); err != nil {
+					return Record{}, err
+				}
+				d.invalid(fmt.Sprintf("worker %d, line %d: %v", head.Worker, d.line, jerr))
+			} else {
+				d.invalid(fmt.Sprintf("line %d: %v", d.line, jerr))
+			}
 			continue
+		}
+		if err := versionError(rec.Version, rec.Worker, d.line); err != nil {
+			return Record{}, err
 		}
 		if verr := rec.Validate(); verr != nil {
 			d.invalid(fmt.Sprintf("worker %d, line %d: %v", rec.Worker, d.line, verr))
@@ -212,6 +218,15 @@ func (d *Decoder) Next() (Record, error) {
 		rec.checked = true
 		return rec, nil
 	}
+}
+
+// versionError is ErrVersion, naming worker and line, for a record of
+// another major version than this coordinator reads; nil otherwise.
+func versionError(version string, worker int, line int64) error {
+	if major, ok := parseMajor(version); !ok || major != versionMajor {
+		return fmt.Errorf("worker %d, line %d: record version %q: %w (this coordinator reads %s)", worker, line, version, ErrVersion, Version)
+	}
+	return nil
 }
 
 func (d *Decoder) invalid(why string) {
