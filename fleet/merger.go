@@ -21,7 +21,6 @@ type Merger struct {
 type worker struct {
 	pod      string
 	seq      int64
-	seen     bool
 	lastSeen time.Time
 	final    bool
 	err      string
@@ -44,15 +43,15 @@ func (m *Merger) Add(rec Record) (accepted bool, err error) {
 			return false, fmt.Errorf("merge record %d of worker %d: %w", rec.Seq, rec.Worker, err)
 		}
 	}
-	w := m.workers[rec.Worker]
-	if w == nil {
+	w, known := m.workers[rec.Worker]
+	if known && rec.Seq <= w.seq {
+		return false, nil
+	}
+	if !known {
 		w = &worker{}
 		m.workers[rec.Worker] = w
 	}
-	if w.seen && rec.Seq <= w.seq {
-		return false, nil
-	}
-	w.seen, w.seq, w.lastSeen = true, rec.Seq, rec.Time
+	w.seq, w.lastSeen = rec.Seq, rec.Time
 	if rec.Pod != "" {
 		w.pod = rec.Pod
 	}

@@ -302,7 +302,7 @@ func (a *Accumulator) replaceSlices(old, s *State) {
 	sameShape := old != nil && s != nil && old.SliceWidth == s.SliceWidth && old.Start.Equal(s.Start)
 	if old != nil {
 		for j := range old.Slices {
-			if sameShape && j < len(s.Slices) && s.Slices[j].Requests == old.Slices[j].Requests {
+			if sameShape && j < len(s.Slices) && sliceUnchanged(&old.Slices[j], &s.Slices[j]) {
 				continue
 			}
 			a.addSlice(a.sliceIndex(old, j, a.width), &old.Slices[j], -1)
@@ -310,7 +310,7 @@ func (a *Accumulator) replaceSlices(old, s *State) {
 	}
 	if s != nil {
 		for j := range s.Slices {
-			if sameShape && j < len(old.Slices) && s.Slices[j].Requests == old.Slices[j].Requests {
+			if sameShape && j < len(old.Slices) && sliceUnchanged(&old.Slices[j], &s.Slices[j]) {
 				continue
 			}
 			a.addSlice(a.sliceIndex(s, j, a.width), &s.Slices[j], 1)

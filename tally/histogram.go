@@ -77,22 +77,28 @@ func (h *Histogram) Quantile(q float64) time.Duration {
 	if h.Count == 0 {
 		return 0
 	}
-	rank := int64(q*float64(h.Count) + 0.999999999)
-	rank = min(max(rank, 1), h.Count)
+	i := rankBucket(h.counts[:], h.Count, q)
+	if i == histBuckets-1 {
+		return h.Max // the open-ended bucket has no midpoint
+	}
+	lo := int64(0)
+	if i > 0 {
+		lo = histUpper(i - 1)
+	}
+	return min(time.Duration((lo+histUpper(i))/2), h.Max)
+}
+
+// rankBucket is the bucket holding the ⌈q·count⌉-th smallest value
+// (count > 0), the last one if the counts fall short.
+func rankBucket(counts []int64, count int64, q float64) int {
+	rank := int64(q*float64(count) + 0.999999999)
+	rank = min(max(rank, 1), count)
 	var seen int64
-	for i, c := range h.counts {
+	for i, c := range counts {
 		seen += c
 		if seen >= rank {
-			if i == histBuckets-1 {
-				return h.Max // the open-ended bucket has no midpoint
-			}
-			lo := int64(0)
-			if i > 0 {
-				lo = histUpper(i - 1)
-			}
-			mid := time.Duration((lo + histUpper(i)) / 2)
-			return min(mid, h.Max)
+			return i
 		}
 	}
-	return h.Max
+	return len(counts) - 1
 }

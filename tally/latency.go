@@ -91,20 +91,12 @@ func (h *LatencyHistogram) Quantile(q float64) time.Duration {
 	if h.Count == 0 {
 		return 0
 	}
-	rank := int64(q*float64(h.Count) + 0.999999999)
-	rank = min(max(rank, 1), h.Count)
-	var seen int64
-	for i, c := range h.counts {
-		seen += c
-		if seen >= rank {
-			if i == fineBuckets-1 {
-				return h.Max
-			}
-			lo, hi := fineBounds(i)
-			return min(max(time.Duration((lo+hi)/2), h.Min), h.Max)
-		}
+	i := rankBucket(h.counts[:], h.Count, q)
+	if i == fineBuckets-1 {
+		return h.Max
 	}
-	return h.Max
+	lo, hi := fineBounds(i)
+	return min(max(time.Duration((lo+hi)/2), h.Min), h.Max)
 }
 
 // HistogramState is a histogram as sent between processes: only the

@@ -52,6 +52,11 @@ type State struct {
 	SlicesFrom int `json:"slicesFrom,omitempty"`
 }
 
+// sliceUnchanged says slice b of a contributor's later state is slice a
+// of its earlier one: a slice only ever gains results, and every result
+// counts in Requests.
+func sliceUnchanged(a, b *SliceState) bool { return a.Requests == b.Requests }
+
 // Trim returns s with the leading slices that are the same as in prev
 // left out (SlicesFrom says how many). A slice only ever gains results,
 // so one whose request count did not change did not change at all. With
@@ -63,7 +68,7 @@ func (s State) Trim(prev *State) State {
 		return s
 	}
 	k := 0
-	for k < len(s.Slices) && k < len(prev.Slices) && s.Slices[k].Requests == prev.Slices[k].Requests && s.Slices[k].Errors == prev.Slices[k].Errors {
+	for k < len(s.Slices) && k < len(prev.Slices) && sliceUnchanged(&prev.Slices[k], &s.Slices[k]) {
 		k++
 	}
 	s.SlicesFrom, s.Slices = k, s.Slices[k:]
