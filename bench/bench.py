@@ -650,7 +650,7 @@ def profile():
     log(f"  go test ./bench/profile/ {' '.join(args)} ({n} requests)")
     b = run(["go", "test", "./bench/profile/", "-count", "1"] + args, timeout=600,
             env_extra={"BENCH_PROFILE_REQUESTS": str(n)})
-    m = re.search(r"([\d.]+) allocs/req\s+([\d.]+) req/s", b.out) or re.search(r"([\d.]+) req/s", b.out)
+    m = re.search(r"([\d.]+) allocs/req", b.out)
     need(b.code == 0 and "BenchmarkRunnerMaxRate" in b.out, "go test -bench RunnerMaxRate ./bench/profile", b)
     top = run(["go", "tool", "pprof", "-top", "-nodecount=1000000", "-unit=ms", prof], timeout=120)
     need(top.code == 0, "go tool pprof -top", top)
@@ -670,7 +670,7 @@ def profile():
             other += flat
     groups["other"] = other
     line = next((ln.strip() for ln in b.out.splitlines() if ln.startswith("BenchmarkRunnerMaxRate")), "")
-    return {"groups": groups, "total_ms": total, "requests": n, "bench": line}
+    return {"groups": groups, "total_ms": total, "requests": n, "bench": line, "allocs": m.group(1) if m else "?"}
 
 
 # ---------------------------------------------------------------- report
@@ -705,7 +705,7 @@ def gaps(w, ratios, cpus, mem, tun, prof):
         shared = sum(g[k] for k in g if k.startswith(("system calls", "goroutine scheduling", "net/http client"))) / tot * 100
         ours = sum(g[k] for k in g if k.startswith("mesh-verify")) / tot * 100
         gc = g.get("allocation and garbage collection", 0) / tot * 100
-        allocs = prof["bench"].split("allocs/req")[0].split()[-1] if "allocs/req" in prof["bench"] else "?"
+        allocs = prof["allocs"]
         text = (f"- **Throughput at {c} connections** (not met against {' and '.join(unmet)}). The client's CPU is what limits every tool "
                 f"here (nginx has one core of the two). Client CPU per request, from each process's rusage: {best} {us[best]:.1f} µs, "
                 f"hey {us['hey']:.1f} µs" + (f", vegeta {us['vegeta']:.1f} µs" if "vegeta" in us else "")
