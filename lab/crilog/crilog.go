@@ -4,7 +4,10 @@
 package crilog
 
 import (
+	"bufio"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -61,24 +64,58 @@ func (l *Log) Line(msg string) error { return l.Write(Stdout, msg) }
 // kubelet's CRI reader following the file) then sees whole lines only,
 // and sees each line as soon as Write returns.
 func (l *Log) Write(stream, msg string) error {
+	return l.Record(stream, false, []byte(sanitize(msg)))
+}
+
+// Record writes one record as it is, "<time> <stream> <P|F> <msg>", with a
+// single write(2) (see Write): partial (P) records are joined with the
+// next ones up to a full (F) one by `kubectl logs`. msg must not hold a
+// newline; Write makes sure of it, Copy splits on them.
+func (l *Log) Record(stream string, partial bool, msg []byte) error {
 	if stream != Stdout && stream != Stderr {
 		return fmt.Errorf("append to pod log %s: unknown stream %q", l.f.Name(), stream)
 	}
-	msg = sanitize(msg)
+	tag := " F "
+	if partial {
+		tag = " P "
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	ts := time.Now().UTC().Format(criTimeLayout)
-	b := make([]byte, 0, len(ts)+len(stream)+len("  F ")+len(msg)+1)
+	b := make([]byte, 0, len(ts)+len(stream)+len(tag)+len(msg)+1)
 	b = append(b, ts...)
 	b = append(b, ' ')
 	b = append(b, stream...)
-	b = append(b, " F "...)
+	b = append(b, tag...)
 	b = append(b, msg...)
 	b = append(b, '\n')
 	if _, err := l.f.Write(b); err != nil {
 		return fmt.Errorf("append to pod log %s: %w", l.f.Name(), err)
 	}
 	return nil
+}
+
+// Copy writes what r yields as records of stream until r ends, keeping
+// every byte (unlike Write, which cuts a message at 8 KiB): each line as
+// soon as it is complete, a line longer than chunk as partial records, a
+// last line without its newline at the end. A record that fails to be
+// written is lost alone.
+func (l *Log) Copy(r io.Reader, stream string, chunk int) {
+	br := bufio.NewReaderSize(r, chunk)
+	for {
+		line, err := br.ReadSlice('\n')
+		switch {
+		case err == nil:
+			_ = l.Record(stream, false, line[:len(line)-1])
+		case errors.Is(err, bufio.ErrBufferFull):
+			_ = l.Record(stream, true, line)
+		default:
+			if len(line) > 0 {
+				_ = l.Record(stream, false, line)
+			}
+			return
+		}
+	}
 }
 
 // Close closes the file; later Line calls fail with os.ErrClosed.

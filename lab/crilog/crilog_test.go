@@ -1,6 +1,7 @@
 package crilog
 
 import (
+	"bufio"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -52,5 +53,50 @@ func TestWriteStreamsAndSanitizes(t *testing.T) {
 		if !re.MatchString(lines[i]) {
 			t.Errorf("line %d %q does not match %s", i, lines[i], re)
 		}
+	}
+}
+
+// Output lines are records as a container runtime writes them: a line
+// longer than chunk is split into partial records whose messages,
+// joined, are the line; a last line without a newline is a full record.
+func TestCopyKeepsLongLines(t *testing.T) {
+	const chunk = 16 << 10
+	path := filepath.Join(t.TempDir(), "x.log")
+	l, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := strings.Repeat("0123456789", chunk/10*2+7) // over two chunks
+	l.Copy(strings.NewReader("first\n"+long+"\n\ncut"), Stderr, chunk)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var lines []string
+	var partial strings.Builder
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 4*chunk)
+	var tags []string
+	for sc.Scan() {
+		fields := strings.SplitN(sc.Text(), " ", 4)
+		if len(fields) != 4 || fields[1] != Stderr {
+			t.Fatalf("record %q", sc.Text())
+		}
+		tags = append(tags, fields[2])
+		partial.WriteString(fields[3])
+		if fields[2] == "F" {
+			lines = append(lines, partial.String())
+			partial.Reset()
+		}
+	}
+	if want := []string{"first", long, "", "cut"}; strings.Join(lines, "|") != strings.Join(want, "|") {
+		t.Errorf("lines joined from the records differ: %d lines, want %d", len(lines), len(want))
+	}
+	if got := strings.Join(tags, ""); got != "FPPFFF" {
+		t.Errorf("record tags %s, want FPPFFF", got)
 	}
 }

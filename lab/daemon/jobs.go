@@ -23,6 +23,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/mesh-verify/mesh-verify/attack"
+	"github.com/mesh-verify/mesh-verify/lab/crilog"
 	"github.com/mesh-verify/mesh-verify/kube"
 )
 
@@ -311,7 +312,7 @@ func (d *Daemon) startJob(ctx context.Context, ref podRef, pod *corev1.Pod) erro
 	for j := range args {
 		args[j] = expandVars(args[j], env)
 	}
-	log, err := openJobLog(rt.status.LogFile)
+	log, err := crilog.Open(rt.status.LogFile)
 	if err != nil {
 		return fmt.Errorf("job pod %s: %w", ref, err)
 	}
@@ -361,11 +362,11 @@ func (d *Daemon) startJob(ctx context.Context, ref podRef, pod *corev1.Pod) erro
 // waitJob copies the process's output to the container log until it
 // exits, kills what is left of its group (a container ends with its main
 // process), then reports the pod's end.
-func (d *Daemon) waitJob(rt *jobRT, log *jobLog, outR, errR *os.File) {
+func (d *Daemon) waitJob(rt *jobRT, log *crilog.Log, outR, errR *os.File) {
 	var copies sync.WaitGroup
 	copies.Add(2)
-	go func() { defer copies.Done(); log.copy(outR, streamStdout) }()
-	go func() { defer copies.Done(); log.copy(errR, streamStderr) }()
+	go func() { defer copies.Done(); log.Copy(outR, crilog.Stdout, jobLogChunk) }()
+	go func() { defer copies.Done(); log.Copy(errR, crilog.Stderr, jobLogChunk) }()
 	pid := rt.cmd.Process.Pid
 	if waitExitedNoReap(pid) {
 		rt.mu.Lock()

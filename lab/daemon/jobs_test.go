@@ -1,9 +1,6 @@
 package daemon
 
 import (
-	"bufio"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -117,49 +114,5 @@ func TestJobEnv(t *testing.T) {
 		if _, err := jobEnv(pod, &bad.c); err == nil || !strings.Contains(err.Error(), bad.want) {
 			t.Errorf("jobEnv(%+v) = %v, want an error containing %q", bad.c.Env, err, bad.want)
 		}
-	}
-}
-
-// Output lines are records as a container runtime writes them: a line
-// longer than jobLogChunk is split into partial records whose messages,
-// joined, are the line; a last line without a newline is a full record.
-func TestJobLogRecords(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "x.log")
-	l, err := openJobLog(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	long := strings.Repeat("0123456789", jobLogChunk/10*2+7) // over two chunks
-	l.copy(strings.NewReader("first\n"+long+"\n\ncut"), streamStderr)
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var lines []string
-	var partial strings.Builder
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 4*jobLogChunk)
-	var tags []string
-	for sc.Scan() {
-		fields := strings.SplitN(sc.Text(), " ", 4)
-		if len(fields) != 4 || fields[1] != streamStderr {
-			t.Fatalf("record %q", sc.Text())
-		}
-		tags = append(tags, fields[2])
-		partial.WriteString(fields[3])
-		if fields[2] == "F" {
-			lines = append(lines, partial.String())
-			partial.Reset()
-		}
-	}
-	if want := []string{"first", long, "", "cut"}; strings.Join(lines, "|") != strings.Join(want, "|") {
-		t.Errorf("lines joined from the records differ: %d lines, want %d", len(lines), len(want))
-	}
-	if got := strings.Join(tags, ""); got != "FPPFFF" {
-		t.Errorf("record tags %s, want FPPFFF", got)
 	}
 }
