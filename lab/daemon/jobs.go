@@ -23,8 +23,8 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/mesh-verify/mesh-verify/attack"
-	"github.com/mesh-verify/mesh-verify/lab/crilog"
 	"github.com/mesh-verify/mesh-verify/kube"
+	"github.com/mesh-verify/mesh-verify/lab/crilog"
 )
 
 // mesh-verify's own Job pods (lab/README.md, "mesh-verify's Job pods"): a
