@@ -286,8 +286,9 @@ func createClusters(ctx context.Context, k *kwok.Lab, t *topology.Topology, out 
 	pending := t.Clusters
 	for attempt := 1; len(pending) > 0; attempt++ {
 		type result struct {
-			cluster string
-			err     error
+			cluster   string
+			restarted bool // its kwok controller, which had listed its CRDs before they existed
+			err       error
 		}
 		applied := make(chan result, len(pending))
 		for _, c := range pending {
@@ -301,7 +302,13 @@ func createClusters(ctx context.Context, k *kwok.Lab, t *topology.Topology, out 
 				return recreated, fmt.Errorf("cluster %s: %w", c, err)
 			}
 			fmt.Fprintf(out, "  cluster %s: API server up (context %s) in %.1fs\n", c, k.Context(c), time.Since(begin).Seconds())
-			go func() { applied <- result{c, applyCluster(ctx, cfg, c, t)} }()
+			go func() {
+				restarted, err := k.EnsureWatches(ctx, c)
+				if err == nil {
+					err = applyCluster(ctx, cfg, c, t)
+				}
+				applied <- result{c, restarted, err}
+			}()
 		}
 		var errs []error
 		if attempt == 1 {
@@ -312,6 +319,9 @@ func createClusters(ctx context.Context, k *kwok.Lab, t *topology.Topology, out 
 		var broken []string
 		for range pending {
 			r := <-applied
+			if r.restarted {
+				fmt.Fprintf(out, "  cluster %s: kwok controller restarted: it had listed its CRDs before they existed\n", r.cluster)
+			}
 			var be *brokenClusterError
 			switch {
 			case errors.As(r.err, &be) && attempt < 3:

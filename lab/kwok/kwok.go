@@ -180,6 +180,9 @@ func (l *Lab) Create(ctx context.Context, name string) error {
 	if err := l.start(ctx, name, "60s"); err != nil {
 		return err
 	}
+	if _, err := l.EnsureWatches(ctx, name); err != nil {
+		return err
+	}
 	return l.waitReady(ctx, name)
 }
 
@@ -189,7 +192,7 @@ func (l *Lab) Create(ctx context.Context, name string) error {
 // scheduler and kwok controller come up. The caller must wait for what it
 // needs: pods are refused until the namespace's default ServiceAccount
 // exists, and logs and port-forwards need the node's kubelet endpoint,
-// which the kwok controller publishes.
+// which the kwok controller publishes, and EnsureWatches.
 func (l *Lab) Start(ctx context.Context, name string) error {
 	return l.start(ctx, name, "0s")
 }

@@ -2,6 +2,7 @@ package kwok_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -345,4 +346,108 @@ func TestCreateRetriesAPortTakenAfterKwokctlChoseIt(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A kwok controller whose informer lost the race with kwokctl's CRDs
+// (tools/lab/NOTES.md, "kwok's CRD watches") is found and restarted: the
+// race is replayed by taking the Logs CRD away until kwok's reflector has
+// backed off several times, then putting it back. Without the restart a
+// new pod's logs stay unreadable until the reflector's next retry, which
+// by then is 13-26 s away.
+func TestEnsureWatchesRestartsAKwokThatMissedItsCRDs(t *testing.T) {
+	l := labtest.Clusters(t, "c1")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	dir := filepath.Join(l.Dir, "kwok", "clusters", "c1")
+	crd := l.Kubectl(t, "c1", "get", "crd", "logs.kwok.x-k8s.io", "-o", "json")
+	var obj map[string]any
+	if err := json.Unmarshal([]byte(crd), &obj); err != nil {
+		t.Fatal(err)
+	}
+	delete(obj, "status")
+	meta := obj["metadata"].(map[string]any)
+	for _, k := range []string{"resourceVersion", "uid", "creationTimestamp", "generation", "managedFields"} {
+		delete(meta, k)
+	}
+	again, _ := json.Marshal(obj)
+	l.Kubectl(t, "c1", "delete", "crd", "logs.kwok.x-k8s.io")
+	kwokLog := filepath.Join(dir, "logs", "kwok-controller.log")
+	deadline := time.Now().Add(90 * time.Second)
+	for failedLists(t, kwokLog) < 4 {
+		if time.Now().After(deadline) {
+			t.Fatalf("kwok's log shows %d failed lists of Logs after 90 s; want 4", failedLists(t, kwokLog))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	oldPID := pidOf(t, dir)
+	if _, err := l.Lab.Kubectl(ctx, "c1", again, "create", "-f", "-"); err != nil {
+		t.Fatal(err)
+	}
+
+	begin := time.Now()
+	restarted, err := l.EnsureWatches(ctx, "c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !restarted {
+		t.Fatal("EnsureWatches did not restart a kwok controller whose Logs informer was backing off")
+	}
+	t.Logf("EnsureWatches restarted kwok in %v", time.Since(begin).Round(time.Millisecond))
+	newPID := pidOf(t, dir)
+	if newPID == oldPID || kwok.Alive(oldPID) || !kwok.Owned(newPID, l.Dir) {
+		t.Fatalf("kwok controller pid %d -> %d (old alive %v, new owned by the lab %v)", oldPID, newPID, kwok.Alive(oldPID), kwok.Owned(newPID, l.Dir))
+	}
+
+	// A pod's logs answer through the API server at once, as on a cluster
+	// whose kwok never missed its CRDs (0.7-1.9 s, tools/lab/NOTES.md).
+	logFile := filepath.Join(t.TempDir(), "p.log")
+	if err := os.WriteFile(logFile, []byte("2026-12-01T00:00:00Z stdout F hello from p\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l.Apply(t, "c1", labtest.Node("node-c1"))
+	l.Apply(t, "c1", `apiVersion: v1
+kind: Pod
+metadata: {name: p, namespace: default}
+spec:
+  nodeName: node-c1
+  containers: [{name: app, image: fake}]
+---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Logs
+metadata: {name: p, namespace: default}
+spec:
+  logs: [{containers: [app], logsFile: `+strconv.Quote(logFile)+`}]
+`)
+	begin = time.Now()
+	for {
+		out, err := l.Lab.Kubectl(ctx, "c1", nil, "logs", "p", "-c", "app")
+		if err == nil && strings.Contains(out, "hello from p") {
+			break
+		}
+		if time.Since(begin) > 8*time.Second {
+			t.Fatalf("logs of pod p unreadable %v after EnsureWatches: %v %q", time.Since(begin), err, out)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// failedLists counts the reflector's failed lists of kwok's Logs type.
+func failedLists(t *testing.T, log string) int {
+	b, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Count(string(b), `failed to list *v1alpha1.Logs`)
+}
+
+func pidOf(t *testing.T, clusterDir string) int {
+	b, err := os.ReadFile(filepath.Join(clusterDir, "pids", "kwok-controller.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pid
 }
