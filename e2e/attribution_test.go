@@ -154,16 +154,18 @@ func yamlQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") 
 // lab; its report lands in out.
 type background struct {
 	out            string
+	cmd            *exec.Cmd
 	stdout, stderr *strings.Builder
 	wait           func() error
 }
 
 // startRun starts `mesh-verify run`; it is reaped on every exit of the test,
 // a t.Fatal included (before the lab is taken down), and waited once.
-func startRun(t *testing.T, ctx context.Context, cancel context.CancelFunc, scenario, kubeconfig string) *background {
+func startRun(t *testing.T, ctx context.Context, cancel context.CancelFunc, scenario, kubeconfig string, extra ...string) *background {
 	t.Helper()
 	b := &background{out: t.TempDir(), stdout: &strings.Builder{}, stderr: &strings.Builder{}}
-	cmd := exec.CommandContext(ctx, mv.Path, "run", scenario, "--kubeconfig", kubeconfig, "--out", b.out, "--progress", "plain")
+	cmd := exec.CommandContext(ctx, mv.Path, append([]string{"run", scenario, "--kubeconfig", kubeconfig, "--out", b.out, "--progress", "plain"}, extra...)...)
+	b.cmd = cmd
 	cmd.Stdout, cmd.Stderr = b.stdout, b.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -215,6 +215,9 @@ func seconds(d time.Duration) *int64 {
 func workerJob(s WorkerSpec, name string, expires time.Time) *batchv1.Job {
 	n := int32(s.Workers)
 	zero := int32(0)
+	// Every index may fail once (and is not retried): the Job ends when
+	// each worker has, whatever the others did.
+	maxFailures := n
 	ttl := int32(*seconds(cmp.Or(s.TTL, DefaultWorkerTTL)))
 	yes, no := true, false
 	nonRoot := int64(65532) // the image's USER (Dockerfile)
@@ -229,8 +232,12 @@ func workerJob(s WorkerSpec, name string, expires time.Time) *batchv1.Job {
 			Completions:    &n,
 			Parallelism:    &n,
 			// A retried worker would send its share twice and print a
-			// second set of records under the same index.
-			BackoffLimit:            &zero,
+			// second set of records under the same index: no index is
+			// retried. Per index, not for the whole Job: with backoffLimit
+			// 0 one worker that dies makes the Job controller stop every
+			// other one, and a run loses all its workers for one.
+			BackoffLimitPerIndex: &zero,
+			BackoffLimit:         &maxFailures,
 			TTLSecondsAfterFinished: &ttl,
 			ActiveDeadlineSeconds:   seconds(s.Deadline),
 			Suspend:                 &yes,
@@ -317,6 +324,14 @@ func (c *Cluster) createWorkers(ctx context.Context, spec WorkerSpec, now time.T
 			return nil, errors.Join(err, fmt.Errorf("clean up after the failure: %w", derr))
 		}
 		return nil, err
+	}
+	if job.Spec.BackoffLimitPerIndex == nil {
+		// An API server before Kubernetes 1.29 (or with the
+		// JobBackoffLimitPerIndex feature off) drops the field, and its
+		// default backoffLimit would retry a dead worker: its share sent
+		// twice.
+		return undo(c.wrap(fmt.Sprintf("create jobs.batch %s in namespace %s", name, ns),
+			errors.New("the API server dropped spec.backoffLimitPerIndex: distributed workers need Kubernetes 1.29 or later (the JobBackoffLimitPerIndex feature), so that a dead worker is never retried")))
 	}
 	data := map[string]string{WorkerKeyScenario: string(spec.Scenario), WorkerKeyRun: string(spec.Run)}
 	if len(spec.Inventory) > 0 {

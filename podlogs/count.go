@@ -71,7 +71,10 @@ func intersect(a, b *seqSet) int {
 }
 
 // ParseRequestID returns the sequence number of id when it is a request id
-// of run runID ("<runID>-<seq>", as the attack stamps them).
+// of run runID: "<runID>-<seq>", as the attack stamps them, or
+// "<runID>-w<i>-<seq>", as distributed worker i does (docs/distributed.md).
+// A worker's sequence numbers restart at 0, so its index goes into the top
+// bits (WorkerKey): every request of the run keeps a key of its own.
 func ParseRequestID(runID, id string) (uint64, bool) {
 	// Not CutPrefix(id, runID+"-"): that concatenation allocated once per
 	// matched log line.
@@ -79,17 +82,58 @@ func ParseRequestID(runID, id string) (uint64, bool) {
 	if !ok || len(rest) < 2 || rest[0] != '-' {
 		return 0, false
 	}
-	if rest = rest[1:]; rest[0] == '+' {
+	rest = rest[1:]
+	if rest[0] == 'w' {
+		idx, seqText, ok := strings.Cut(rest[1:], "-")
+		if !ok || !digits(idx) || !digits(seqText) {
+			return 0, false
+		}
+		i, err := strconv.ParseUint(idx, 10, 16)
+		if err != nil || i >= maxWorkerIndex {
+			return 0, false
+		}
+		seq, err := strconv.ParseUint(seqText, 10, 64)
+		if err != nil || seq >= 1<<workerShift {
+			return 0, false
+		}
+		return WorkerKey(int(i), seq), true
+	}
+	if !digits(rest) {
 		return 0, false
 	}
 	seq, err := strconv.ParseUint(rest, 10, 64)
 	return seq, err == nil
 }
 
+// workerShift leaves a worker 2^48 sequence numbers; maxWorkerIndex keeps
+// index+1 within the 16 bits above them.
+const (
+	workerShift    = 48
+	maxWorkerIndex = 1<<16 - 1
+)
+
+// WorkerKey is the key of worker i's request seq among a distributed run's
+// requests: never a key of a single-process run's request below 2^48.
+func WorkerKey(i int, seq uint64) uint64 { return uint64(i+1)<<workerShift | seq }
+
+// digits reports whether s is one or more ASCII digits (no sign: ParseUint
+// alone would take "+5").
+func digits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
 // runRequestID is the shape of a request id another mesh-verify run stamped
-// (runner.NewRunID plus "-<seq>"): such lines belong to that run, not to
+// (runner.NewRunID plus "-<seq>", or a worker's "-w<i>-<seq>"): such lines belong to that run, not to
 // this one, and not to the data plane either.
-var runRequestID = regexp.MustCompile(`^[0-9]{8}T[0-9]{6}Z-[0-9a-f]{6}-[0-9]+$`)
+var runRequestID = regexp.MustCompile(`^[0-9]{8}T[0-9]{6}Z-[0-9a-f]{6}(-w[0-9]+)?-[0-9]+$`)
 
 // DefaultMaxDataPlaneIDs bounds the data plane's own request ids a Counter
 // keeps for the mirror join: about 100 bytes each, so 25 MB at the limit.

@@ -64,6 +64,20 @@ func TestParseRequestID(t *testing.T) {
 		{"run7", "run7-+3", 0, false},
 		{"run7", "run7-3-4", 0, false},
 		{"run7", "run6-3", 0, false},
+		// Distributed workers: the index goes above the 48 bits of seq.
+		{"run7", "run7-w0-0", 1 << 48, true},
+		{"run7", "run7-w0-5", 1<<48 + 5, true},
+		{"run7", "run7-w3-17", 4<<48 + 17, true},
+		{"run7", "run7-w65534-1", 65535<<48 + 1, true},
+		{"run7", "run7-w65535-1", 0, false},
+		{"run7", "run7-w1-281474976710656", 0, false}, // 2^48
+		{"run7", "run7-w-1", 0, false},
+		{"run7", "run7-w+1-1", 0, false},
+		{"run7", "run7-w1-+1", 0, false},
+		{"run7", "run7-w1", 0, false},
+		{"run7", "run7-w1-2-3", 0, false},
+		{"run7", "run7-x1-2", 0, false},
+		{"run7-w1", "run7-w1-9", 9, true}, // a worker's own prefix
 	} {
 		seq, ok := ParseRequestID(c.run, c.id)
 		if seq != c.seq || ok != c.ok {
@@ -245,4 +259,26 @@ func TestCounterRetriesAndMirrorByTarget(t *testing.T) {
 	if s := c.Served(1); len(s) != 2 {
 		t.Errorf("served by %v", s)
 	}
+}
+
+// Whatever an id says, a key it parses to is the key of the canonical id
+// of that request, so a worker's request and a local one never share one.
+func FuzzParseRequestID(f *testing.F) {
+	for _, s := range []string{"run7-0", "run7-w3-17", "run7-w65534-1", "run7-w-1", "run7-+3", "run7-w1-2-3"} {
+		f.Add("run7", s)
+	}
+	f.Fuzz(func(t *testing.T, run, id string) {
+		key, ok := ParseRequestID(run, id)
+		if !ok {
+			return
+		}
+		canonical := fmt.Sprintf("%s-%d", run, key)
+		if w := key >> 48; w > 0 {
+			canonical = fmt.Sprintf("%s-w%d-%d", run, w-1, key&(1<<48-1))
+		}
+		again, ok := ParseRequestID(run, canonical)
+		if !ok || again != key {
+			t.Fatalf("ParseRequestID(%q, %q) = %d; its canonical id %q parses to %d, %v", run, id, key, canonical, again, ok)
+		}
+	})
 }

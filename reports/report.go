@@ -53,11 +53,40 @@ type Report struct {
 	Reconciliation []Reconciliation `json:"reconciliation,omitempty"`
 	// Kubernetes describes the clusters, pods and tunnel of the run.
 	Kubernetes *Kubernetes `json:"kubernetes,omitempty"`
+	// Workers is a distributed run's fleet (attack.workers,
+	// docs/distributed.md): where its Job ran and what each worker sent.
+	Workers *Workers `json:"workers,omitempty"`
 	// SetupError is set when the run could not measure what it was asked to.
 	SetupError string `json:"setupError,omitempty"`
 	// Converge lists every attempt of run --converge N --within D; the
 	// report is the last attempt's, its exitCode the gate's.
 	Converge *Converge `json:"converge,omitempty"`
+}
+
+// Workers is the Job a distributed run attacked from.
+type Workers struct {
+	Cluster   string      `json:"cluster"`
+	Namespace string      `json:"namespace"`
+	Job       string      `json:"job"`
+	Image     string      `json:"image"`
+	Count     int         `json:"count"`
+	Rows      []WorkerRow `json:"rows"`
+}
+
+// WorkerRow is one worker: its requests as of its last record.
+type WorkerRow struct {
+	Index    int    `json:"index"`
+	Pod      string `json:"pod,omitempty"`
+	Requests int64  `json:"requests"`
+	Errors   int64  `json:"errors"`
+	// Rate is the requests per second it achieved, Share its part of
+	// all workers' requests.
+	Rate  float64 `json:"rate"`
+	Share float64 `json:"share"`
+	// Final: its last record was the final one, so every request it sent
+	// is counted. Error says why not, or how it failed.
+	Final bool   `json:"final"`
+	Error string `json:"error,omitempty"`
 }
 
 // Tool identifies the build of mesh-verify that made the report.

@@ -84,6 +84,7 @@ func render(w io.Writer, r *Report, table func(io.Writer) *tablewriter.Table, he
 		round(a.Elapsed), fmt.Sprint(a.Connections), pct(r.Metrics.Success),
 		round(l.P50), round(l.P99), round(l.Max)))
 	p.err(t.Render())
+	p.workers(r, table, heading)
 
 	if len(r.Metrics.Errors) > 0 {
 		p.f("\nerrors:\n")
@@ -243,6 +244,28 @@ func (p *printer) reconciliation(r *Report, table func(io.Writer) *tablewriter.T
 		}
 		p.err(t.Render())
 	}
+}
+
+// workers shows a distributed run's workers, one row each.
+func (p *printer) workers(r *Report, table func(io.Writer) *tablewriter.Table, heading string) {
+	w := r.Workers
+	if w == nil {
+		return
+	}
+	p.f("\n%s%d workers: job %s in cluster %s namespace %s, image %s\n", sub(heading), w.Count, p.esc(w.Job), p.esc(w.Cluster), p.esc(w.Namespace), p.esc(w.Image))
+	t := table(p.w)
+	t.Header("worker", "pod", "requests", "achieved", "share", "errors", "state")
+	for _, row := range w.Rows {
+		state := "finished"
+		if !row.Final {
+			state = "LOST"
+		}
+		if row.Error != "" {
+			state += ": " + p.esc(row.Error)
+		}
+		p.err(t.Append(fmt.Sprint(row.Index), p.esc(row.Pod), fmt.Sprint(row.Requests), fmt.Sprintf("%.1f/s", row.Rate), pct(row.Share), fmt.Sprint(row.Errors), state))
+	}
+	p.err(t.Render())
 }
 
 // rules shows what each rule matched, with samples of what a rule that

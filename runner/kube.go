@@ -25,7 +25,7 @@ import (
 
 // needsKube reports whether the scenario reaches through Kubernetes.
 func needsKube(sc *scenarios.Scenario) bool {
-	return sc.Target.Forward != nil || len(sc.Observe) > 0
+	return sc.Target.Forward != nil || len(sc.Observe) > 0 || sc.Attack.Workers > 0
 }
 
 // kubePath is what a run takes from Kubernetes: the clusters, the pod
@@ -56,7 +56,9 @@ func openKube(ctx context.Context, sc *scenarios.Scenario, o Options) (*kubePath
 		return nil, fmt.Errorf("load kubeconfig: %w", err)
 	}
 	used := map[string]bool{}
-	if f := sc.Target.Forward; f != nil {
+	if sc.Attack.Workers > 0 {
+		used[sc.Attack.From] = true // as Needs says
+	} else if f := sc.Target.Forward; f != nil {
 		used[f.Cluster] = true
 	}
 	for _, w := range sc.Observe {
@@ -99,7 +101,9 @@ func openKube(ctx context.Context, sc *scenarios.Scenario, o Options) (*kubePath
 			return nil, err
 		}
 	}
-	if f := sc.Target.Forward; f != nil {
+	// A distributed run's workers attack from inside the cluster: no
+	// tunnel (runner/distributed.go).
+	if f := sc.Target.Forward; f != nil && sc.Attack.Workers == 0 {
 		kp.tunnel, err = kube.OpenTunnel(ctx, kp.clusters[f.Cluster], kube.TunnelSpec{
 			Namespace: f.Namespace, Resource: f.Resource, Port: f.Port, Observed: kp.workloads(),
 		})

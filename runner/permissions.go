@@ -28,7 +28,15 @@ func Needs(sc *scenarios.Scenario) []kube.Need {
 		out = append(out, n)
 	}
 	used := map[string]bool{}
-	if f := sc.Target.Forward; f != nil {
+	if sc.Attack.Workers > 0 {
+		// The workers attack from inside the cluster: a Job, its
+		// ConfigMap and its pods' logs instead of a tunnel
+		// (runner/distributed.go).
+		used[sc.Attack.From] = true
+		for _, n := range kube.WorkerNeeds(sc.Attack.From, workerNamespace(sc), sc.Attack.Workers) {
+			add(n)
+		}
+	} else if f := sc.Target.Forward; f != nil {
 		used[f.Cluster] = true
 		kind := ""
 		if t, err := kube.ParseTarget(f.Resource, f.Port); err == nil {

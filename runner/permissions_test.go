@@ -64,6 +64,17 @@ expect:
 	if !slices.Equal(got, want) {
 		t.Errorf("needs:\n got %v\nwant %v", got, want)
 	}
+	// Distributed: the workers' Job, ConfigMap and pod logs in cluster
+	// attack.from and the target Service's namespace, and no tunnel.
+	dist := *sc
+	dist.Target.Forward = &scenarios.Forward{Cluster: "c1", Namespace: "edge", Resource: "svc/gateway", Port: "8080"}
+	dist.Attack.Workers, dist.Attack.From = 3, "c3"
+	got = Needs(&dist)
+	want = append([]kube.Need{{Cluster: "c3", Namespace: "edge", Feature: kube.FeatureWorkers}}, want[1:len(want)-2]...)
+	want = append(want, kube.Need{Cluster: "c2", Feature: kube.FeatureConnect}, kube.Need{Cluster: "c3", Feature: kube.FeatureConnect})
+	if !slices.Equal(got, want) {
+		t.Errorf("distributed needs:\n got %v\nwant %v", got, want)
+	}
 	sc.Target.Forward, sc.Target.URL, sc.Observe = nil, "http://127.0.0.1:1/", nil
 	if n := Needs(sc); len(n) != 0 {
 		t.Errorf("a plain URL target with nothing observed needs nothing, got %v", n)

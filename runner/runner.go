@@ -89,6 +89,9 @@ type Options struct {
 	// are invalid.
 	AttributionWorkers int
 	AttributionQueue   int64
+	// Source is the scenario as run (its YAML with --set applied): a
+	// distributed run (attack.workers) gives it to its workers.
+	Source []byte
 }
 
 // Recorder receives every result, with who served it and whether it
@@ -116,6 +119,25 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (*reports.Repor
 	var kp *kubePath
 	target := sc.Target.URL
 	dial := o.Dial
+	distributed := sc.Attack.Workers > 0
+	if distributed && sc.Statistics.Balancing == scenarios.BalancingConnection && judgedFrom(sc, scenarios.SourceLogs) {
+		// A log line names its request, not the connection that carried
+		// it; a local run knows each request's connection, the workers do
+		// not report theirs, and counting each request as its own draw
+		// would overstate the evidence of a per-connection balancer.
+		return nil, fmt.Errorf("attack.workers %d: expectations judged from logs under statistics.balancing: connection need each request's connection, which the workers do not report: judge from the bodies (source: body), or attack from this process (attack.workers: 0)", sc.Attack.Workers)
+	}
+	if distributed {
+		// The workers attack the target's in-cluster address; this
+		// process dials nothing (runner/distributed.go).
+		var err error
+		if target, err = sc.InClusterURL(); err != nil {
+			return nil, fmt.Errorf("attack.workers: %w", err)
+		}
+		dial = func(context.Context, string, string) (net.Conn, error) {
+			return nil, errors.New("a distributed run's coordinator sends no request")
+		}
+	}
 	if needsKube(sc) {
 		var err error
 		if kp, err = openKube(ctx, sc, o); err != nil {
@@ -124,6 +146,22 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (*reports.Repor
 		defer kp.close()
 		if kp.tunnel != nil {
 			target, dial = kp.targetURL(), kp.tunnel.DialContext
+		}
+	}
+	var fl *fleetRun
+	if distributed {
+		var err error
+		if fl, err = startFleet(ctx, kp, sc, runID, o.Source, o.Tool.Version, o.Progress); err != nil {
+			return nil, &SetupError{fmt.Errorf("workers: %w", err)}
+		}
+		// Ctrl-C, a failed run and a panic all delete the Job; the normal
+		// end deletes it before the report and says if that failed.
+		defer fl.close(ctx)
+		if err := fl.awaitReady(ctx, workerReadyTimeout); err != nil {
+			if ctx.Err() != nil {
+				err = fmt.Errorf("interrupted while waiting for the workers: %w", err)
+			}
+			return nil, &SetupError{fmt.Errorf("workers in cluster %s: %w", sc.Attack.From, err)}
 		}
 	}
 	var res attribution.Resolver
@@ -180,7 +218,7 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (*reports.Repor
 		}
 	}
 	var seq *reports.Sequential
-	if sc.Statistics.Stop == "early" {
+	if sc.Statistics.Stop == "early" && fl == nil {
 		if n := plannedRequests(ao); n > 0 {
 			plan := assert.PlanSequential(n, sc.Statistics.Looks, sc.Statistics.Confidence)
 			seq = &reports.Sequential{Plan: plan, Rule: plan.Rule}
@@ -199,18 +237,33 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (*reports.Repor
 	}
 
 	progressDone := make(chan struct{})
-	if o.Progress != nil {
+	if o.Progress != nil && fl == nil {
 		go progress(runCtx, o, tl, ao, progressDone)
 	} else {
 		close(progressDone)
 	}
-	sink.start()
-	sum := atk.Run(runCtx, sink)
-	// The attack is over: what waits in the attribution queue is read
-	// now, bounded by the queue's size (or dropped after an abort).
-	drainStart := time.Now()
-	sink.close()
-	drained := time.Since(drainStart)
+	var sum attack.Summary
+	var drained time.Duration
+	var fr fleetResult
+	var body tally.Snapshot
+	if fl != nil {
+		// The start lies ahead, so that every worker sees the signal
+		// before it; the log window opened at start, earlier.
+		var err error
+		if fr, err = fl.attack(runCtx, o.Abort, time.Now().Add(startLead), o.ProgressEvery); err != nil {
+			return nil, &SetupError{fmt.Errorf("workers: %w", err)}
+		}
+		sum, body = fr.summary, fr.body
+	} else {
+		sink.start()
+		sum = atk.Run(runCtx, sink)
+		// The attack is over: what waits in the attribution queue is read
+		// now, bounded by the queue's size (or dropped after an abort).
+		drainStart := time.Now()
+		sink.close()
+		drained = time.Since(drainStart)
+		body = tl.Snapshot()
+	}
 	stop()
 	var recErr error
 	if o.Record != nil {
@@ -219,7 +272,7 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (*reports.Repor
 	<-progressDone
 	sum.Interrupted = ctx.Err() != nil
 
-	ev := evidence{body: tl.Snapshot(), recon: map[string]*reports.Reconciliation{}, config: map[string][]reports.ConfigError{}}
+	ev := evidence{body: body, recon: map[string]*reports.Reconciliation{}, config: map[string][]reports.ConfigError{}}
 	var warnings []string
 	if kp != nil {
 		warnings = kp.collect(ctx, &ev, start, sum.Ended, grace, sink.seqConn)
@@ -229,7 +282,9 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (*reports.Repor
 		sum.Interrupted = sum.Interrupted || ctx.Err() != nil
 	}
 	stopKube()
-	ev.config[scenarios.SourceBody] = bodyConfigErrors(sc, attr.Stats(), ev.body, kp != nil && kp.inv != nil)
+	if fl == nil {
+		ev.config[scenarios.SourceBody] = bodyConfigErrors(sc, attr.Stats(), ev.body, kp != nil && kp.inv != nil)
+	}
 
 	// Every expectation is judged at its own spending level for the look
 	// that ends the run: the look it stopped at, or the last one, which
@@ -241,7 +296,13 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (*reports.Repor
 			look = seq.StoppedAt - 1
 		}
 	}
-	rep := assemble(sc, runID, redact.URL(target), ao, sum, ev, attr.Stats())
+	rules := attr.Stats()
+	if fl != nil {
+		// The workers attributed the bodies; this process's attributor
+		// read none (docs/distributed.md).
+		rules = attribution.Stats{}
+	}
+	rep := assemble(sc, runID, redact.URL(target), ao, sum, ev, rules)
 	rep.Sequential = seq
 	rep.Tool, rep.Command = o.Tool, redact.Args(o.Command)
 	rep.Warnings = append(rep.Warnings, warnings...)
@@ -253,7 +314,9 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (*reports.Repor
 			sum.Requests, sum.Connections))
 	}
 	qs := sink.stats()
-	if w := behindRate(sum, qs); w != "" {
+	// A lost worker's missing requests are said by its own warning, not
+	// blamed on the target.
+	if w := behindRate(sum, qs); w != "" && fr.lost == 0 {
 		rep.Warnings = append(rep.Warnings, w)
 	}
 	if w := unreadWarning(qs, sc.Attack.MaxBody); w != "" {
@@ -272,6 +335,16 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (*reports.Repor
 	}
 	if kp != nil {
 		rep.Kubernetes = kp.reportInfo()
+	}
+	if fl != nil {
+		rep.Workers = fl.workersReport(fr.rows)
+		rep.Warnings = append(rep.Warnings, fr.warnings...)
+		if sc.Statistics.Stop == "early" {
+			rep.Warnings = append(rep.Warnings, "statistics.stop: early is not applied to a distributed run: the workers attacked to the end")
+		}
+		if err := fl.close(ctx); err != nil {
+			rep.Warnings = append(rep.Warnings, fmt.Sprintf("delete the workers' Job %s: %v (it expires by itself: ttlSecondsAfterFinished, and the next run removes it)", fl.run.Name, err))
+		}
 	}
 	rep.Expectation = j.evaluate(ev, look)
 	j.plan(rep.Expectation)

@@ -20,6 +20,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/mesh-verify/mesh-verify/fleet"
 	"github.com/mesh-verify/mesh-verify/kube"
 	"github.com/mesh-verify/mesh-verify/scenarios"
 )
@@ -53,19 +54,8 @@ const (
 	MaxInventoryPods = 25_000
 )
 
-// RunConfig is run.json.
-type RunConfig struct {
-	// RunID is the distributed run's id; worker i's request ids are
-	// <RunID>-w<i>-<seq>.
-	RunID string `json:"runId"`
-	// Workers is the number of workers N; each attacks its share.
-	Workers int `json:"workers"`
-	// Target is the URL the workers attack, the in-cluster address
-	// (scenarios.Scenario.InClusterURL).
-	Target string `json:"target"`
-	// Interval is how often a worker prints its state, like "2s".
-	Interval string `json:"interval"`
-}
+// RunConfig is run.json (fleet.RunConfig: the coordinator writes it).
+type RunConfig = fleet.RunConfig
 
 // Config is a worker's ConfigMap, read and checked.
 type Config struct {
@@ -104,7 +94,7 @@ func ParseConfig(name string, data map[string]string) (*Config, error) {
 	if err := strictJSON([]byte(data[KeyRun]), &c.Run); err != nil {
 		errs = append(errs, fmt.Errorf("configmap %s, key %s: %w", name, KeyRun, err))
 	} else {
-		c.Interval, err = c.Run.check()
+		c.Interval, err = checkRun(c.Run)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("configmap %s, key %s: %w", name, KeyRun, err))
 		}
@@ -129,8 +119,8 @@ func ParseConfig(name string, data map[string]string) (*Config, error) {
 	return c, nil
 }
 
-// check validates run.json's fields and returns the interval.
-func (r RunConfig) check() (time.Duration, error) {
+// checkRun validates run.json's fields and returns the interval.
+func checkRun(r RunConfig) (time.Duration, error) {
 	var errs []error
 	switch {
 	case r.RunID == "":

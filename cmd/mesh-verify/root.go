@@ -191,10 +191,8 @@ func runScenario(cmd *cobra.Command, file string, f runFlags) error {
 	if err != nil {
 		return &codedError{code: exitInvalidInput, err: err}
 	}
-	if sc.Attack.Workers > 0 {
-		// The workers (mesh-verify worker) exist; the coordinator that
-		// starts their Job and merges their records does not yet.
-		return invalidInput("distributed runs: not yet supported (attack.workers %d): this build attacks from this process only; set attack.workers: 0 or leave out --workers", sc.Attack.Workers)
+	if sc.Attack.Workers > 0 && len(f.connectTo) > 0 {
+		return invalidInput("--connect-to redirects this process's connections, but with attack.workers %d the worker pods attack the target by its in-cluster name: leave out --connect-to", sc.Attack.Workers)
 	}
 	ko, err := f.kube.forScenario(sc)
 	if err != nil {
@@ -222,7 +220,7 @@ func runScenario(cmd *cobra.Command, file string, f runFlags) error {
 		return &codedError{code: exitSetup, err: err}
 	}
 	defer rec.Close() // Run closes it; this covers a run that ends before the attack
-	o := runner.Options{Kube: ko, RunID: runID, Tool: toolInfo(), Command: append([]string{"mesh-verify"}, f.argv...),
+	o := runner.Options{Kube: ko, RunID: runID, Tool: toolInfo(), Command: append([]string{"mesh-verify"}, f.argv...), Source: source,
 		Record: rec, Abort: abort, WaitReady: f.gate.waitReady}
 	if f.dial != nil {
 		o.Dial = f.dial

@@ -11,9 +11,10 @@ import (
 )
 
 // --workers sets attack.workers before validation: out of range is invalid
-// input, and a distributed run is refused, not faked, until the
-// coordinator exists. The target is a real listener that must see no
-// request.
+// input, --connect-to (this process's dials) does not go with it, and a
+// cluster the workers cannot be created in is a setup error before
+// anything is sent. The target is a real listener that must see no
+// request: the coordinator never dials it.
 func TestRunWorkersFlag(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -21,6 +22,10 @@ func TestRunWorkersFlag(t *testing.T) {
 	}
 	defer ln.Close()
 	dir := t.TempDir()
+	emptyKubeconfig := filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(emptyKubeconfig, []byte("apiVersion: v1\nkind: Config\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	file := filepath.Join(dir, "s.yaml")
 	src := `apiVersion: mesh-verify.io/v1alpha1
 kind: Scenario
@@ -40,10 +45,11 @@ expect:
 		code int
 		msg  string
 	}{
-		{[]string{"run", file, "--workers", "2"}, exitInvalidInput, "distributed runs: not yet supported (attack.workers 2)"},
+		{[]string{"run", file, "--workers", "2", "--connect-to", "a:1:b:2"}, exitInvalidInput, "--connect-to redirects this process's connections, but with attack.workers 2"},
 		{[]string{"run", file, "--workers", "1001"}, exitInvalidInput, "--workers 1001: want 0 (attack from this process) to 1000"},
 		{[]string{"run", file, "--workers", "-1"}, exitInvalidInput, "--workers -1"},
-		{[]string{"run", file, "--set", "attack.workers=3"}, exitInvalidInput, "distributed runs: not yet supported (attack.workers 3)"},
+		// The workers' cluster must be reached before anything is created.
+		{[]string{"run", file, "--set", "attack.workers=3", "--kubeconfig", emptyKubeconfig}, exitSetup, "cluster c1: context kind-c1 not found in kubeconfig"},
 		{[]string{"run", file, "--workers", "2", "--set", "attack.rate=1/s"}, exitInvalidInput, "attack.rate: 1 is less than attack.workers (2)"},
 		{[]string{"validate", file, "--set", "attack.workers=2"}, exitPass, "ok"},
 		{[]string{"worker"}, exitInvalidInput, `required flag(s) "configmap" not set`},

@@ -1,0 +1,358 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mesh-verify/mesh-verify/assert"
+	"github.com/mesh-verify/mesh-verify/e2e/e2etest"
+	"github.com/mesh-verify/mesh-verify/lab"
+	"github.com/mesh-verify/mesh-verify/lab/daemon"
+	"github.com/mesh-verify/mesh-verify/lab/envoylog"
+	"github.com/mesh-verify/mesh-verify/reports"
+)
+
+// workersScenario is the kuma-canary lab's 90/10 split, attacked from
+// worker pods in c1 (docs/distributed.md): the coordinator creates their
+// Job, the lab daemon runs each pod as a process of the built binary, and
+// they reach the mesh gateway by its Service's in-cluster name. %s is the
+// attack's length.
+const workersScenario = `apiVersion: mesh-verify.io/v1alpha1
+kind: Scenario
+metadata: {name: kuma-canary-workers}
+clusters:
+  - {name: c1, context: kind-c1}
+  - {name: c2, context: kind-c2}
+target:
+  portForward: {cluster: c1, namespace: kuma-demo, resource: svc/edge-gateway, port: "8080"}
+  path: /
+attack:
+  rate: 200/s
+  %s
+attribution:
+  preset: kuma-test-server
+observe:
+  - name: test-server
+    namespace: kuma-demo
+    selector: app=test-server
+expect:
+  - name: 90/10 by zone
+    split: {weights: {c1: 90, c2: 10}}
+  - successRate: {atLeast: 99%%}
+`
+
+// workersLab is the shared kuma-canary lab with what `mesh-verify rbac`
+// prints for the distributed scenario applied in c1: the workers'
+// ServiceAccount (their pods are refused without it) and Roles.
+func workersLab(t *testing.T, scenario string) *lab.Lab {
+	t.Helper()
+	l := mv.SharedLab(t, e2etest.LabSpec{Topology: "kuma-canary"})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	r := runBinary(t, ctx, "rbac", scenario, "--cluster", "c1", "--set", "attack.workers=2")
+	if r.Code != 0 || !strings.Contains(r.Stdout, "name: mesh-verify-worker") {
+		t.Fatalf("mesh-verify rbac: exit %d\n%s\n%s", r.Code, r.Stdout, r.Stderr)
+	}
+	if out, err := e2etest.KubectlErr(t, l, []byte(r.Stdout), "c1", "apply", "-f", "-"); err != nil {
+		t.Fatalf("apply the rbac manifest: %v\n%s", err, out)
+	}
+	return l
+}
+
+// sidecarCounts are the lab data plane's own record of a run: the
+// requests with the run's ids that each test-server pod's kuma-sidecar
+// logged, per cluster and per worker index.
+func sidecarCounts(t *testing.T, l *lab.Lab, runID string) (byCluster map[string]int64, byWorker map[int]int64) {
+	t.Helper()
+	st, err := daemon.ReadStatus(l.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byCluster, byWorker = map[string]int64{}, map[int]int64{}
+	for _, p := range st.Pods {
+		if p.Role != daemon.RoleApp || p.SidecarLogFile == "" {
+			continue
+		}
+		forLines(t, p.SidecarLogFile, func(line string) {
+			parts := strings.SplitN(line, " ", 4)
+			if len(parts) < 4 {
+				return
+			}
+			e, err := envoylog.Parse(envoylog.Kuma, parts[3])
+			if err != nil {
+				return
+			}
+			rest, ok := strings.CutPrefix(e.RequestID, runID+"-w")
+			if !ok || e.Code != 200 {
+				return
+			}
+			idx, _, _ := strings.Cut(rest, "-")
+			i, err := strconv.Atoi(idx)
+			if err != nil {
+				t.Errorf("request id %q: no worker index", e.RequestID)
+				return
+			}
+			byCluster[p.Cluster]++
+			byWorker[i]++
+		})
+	}
+	return byCluster, byWorker
+}
+
+// noWorkersLeft waits until c1 holds no Job, pod or ConfigMap of the run
+// and no worker process of it runs.
+func noWorkersLeft(t *testing.T, l *lab.Lab, runID string) {
+	t.Helper()
+	sel := "mesh-verify.io/run=" + runID
+	deadline := time.Now().Add(45 * time.Second)
+	for {
+		out := e2etest.Kubectl(t, l, "c1", "get", "jobs,pods,configmaps", "-n", "kuma-demo", "-l", sel, "-o", "name")
+		procs := workerProcesses(t, strings.ToLower(runID))
+		if strings.TrimSpace(out) == "" && len(procs) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("45 s after the run, it left %q and worker processes %v", out, procs)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// workerProc is a running `mesh-verify worker` process the lab started
+// for a pod.
+type workerProc struct {
+	pid   int
+	pod   string
+	index int
+}
+
+// workerProcesses lists the worker processes of a run (its Job's name
+// holds the run id, lowercased).
+func workerProcesses(t *testing.T, jobPrefix string) []workerProc {
+	t.Helper()
+	entries, _ := os.ReadDir("/proc")
+	var out []workerProc
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || !bytes.Contains(cmdline, []byte("\x00worker\x00--configmap\x00mv-"+jobPrefix)) {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil || bytes.Contains(stat, []byte(") Z ")) {
+			continue
+		}
+		env, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		w := workerProc{pid: pid, index: -1}
+		for _, kv := range strings.Split(string(env), "\x00") {
+			if v, ok := strings.CutPrefix(kv, "POD_NAME="); ok {
+				w.pod = v
+			}
+			if v, ok := strings.CutPrefix(kv, "JOB_COMPLETION_INDEX="); ok {
+				w.index, _ = strconv.Atoi(v)
+			}
+		}
+		out = append(out, w)
+	}
+	return out
+}
+
+// finish waits for a background run to exit, at most d, and returns its
+// exit code.
+func finish(t *testing.T, b *background, d time.Duration) int {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- b.wait() }()
+	select {
+	case <-done:
+	case <-time.After(d):
+		_ = b.cmd.Process.Kill()
+		<-done
+		t.Fatalf("mesh-verify run did not end within %s\n%s%s", d, b.stdout, b.stderr)
+	}
+	return b.cmd.ProcessState.ExitCode()
+}
+
+// attacking waits until n worker processes of the run have printed at
+// least one interval record to their pod's log, and returns them.
+func attacking(t *testing.T, l *lab.Lab, n int) []workerProc {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		var ready []workerProc
+		for _, w := range workerProcesses(t, "") {
+			b, _ := os.ReadFile(filepath.Join(l.Dir, "logs", "c1", "kuma-demo_"+w.pod+"_worker.log"))
+			if bytes.Contains(b, []byte(`"kind":"interval"`)) {
+				ready = append(ready, w)
+			}
+		}
+		if len(ready) >= n {
+			return ready
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d workers attacking after 2 minutes", len(ready), n)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func rowsOf(t *testing.T, r *reports.Report, n int) []reports.WorkerRow {
+	t.Helper()
+	if r.Workers == nil || len(r.Workers.Rows) != n || r.Workers.Count != n {
+		t.Fatalf("report workers %+v, want %d rows", r.Workers, n)
+	}
+	for i, row := range r.Workers.Rows {
+		if row.Index != i || row.Pod == "" {
+			t.Fatalf("worker row %d: %+v", i, row)
+		}
+	}
+	return r.Workers.Rows
+}
+
+// Four workers in c1 against the 90/10 mesh gateway: the merged
+// per-cluster counts equal what the data plane's sidecars logged for the
+// run's worker-prefixed ids, each worker's count equals its own ids'
+// lines, the verdict is a single-process run's on the same lab, and the
+// Job, its pods and its ConfigMap are gone afterwards.
+func TestDistributedRunAgreesWithTheDataPlane(t *testing.T) {
+	f := writeScenario(t, fmt.Sprintf(workersScenario, "requests: 1600"))
+	l := workersLab(t, f)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+
+	r := runBinary(t, ctx, "run", f, "--workers", "4", "--kubeconfig", l.Kubeconfig)
+	rep := r.Report()
+	if rep == nil || r.Code != 0 || rep.Verdict != assert.Pass {
+		t.Fatalf("distributed run: exit %d\n%s\n%s", r.Code, r.Stdout, r.Stderr)
+	}
+	rows := rowsOf(t, rep, 4)
+	var sum int64
+	for _, row := range rows {
+		if !row.Final || row.Error != "" || row.Requests != 400 {
+			t.Errorf("worker %d: %+v, want 400 requests and a final record", row.Index, row)
+		}
+		sum += row.Requests
+	}
+	if sum != rep.Metrics.Requests || rep.Metrics.Requests != 1600 {
+		t.Errorf("workers sent %d, the report counts %d requests; want 1600", sum, rep.Metrics.Requests)
+	}
+	byCluster, byWorker := sidecarCounts(t, l, rep.RunID)
+	body := dimension(rep, "body", "cluster")
+	for _, c := range []string{"c1", "c2"} {
+		if body[c] != byCluster[c] || byCluster[c] == 0 {
+			t.Errorf("cluster %s: the merged tally counts %d, the sidecars logged %d of the run", c, body[c], byCluster[c])
+		}
+	}
+	for _, row := range rows {
+		if byWorker[row.Index] != row.Requests {
+			t.Errorf("worker %d: its record counts %d requests, the sidecars logged %d with its ids", row.Index, row.Requests, byWorker[row.Index])
+		}
+	}
+	if !strings.Contains(r.Stdout, "4 workers: job mv-") || !strings.Contains(r.Stdout, "finished") {
+		t.Errorf("the terminal report does not show the workers:\n%s", r.Stdout)
+	}
+	html, err := os.ReadFile(filepath.Join(r.Dir(), "report.html"))
+	if err != nil || !bytes.Contains(html, []byte(rows[3].Pod)) {
+		t.Errorf("report.html does not name worker 3's pod %s (%v)", rows[3].Pod, err)
+	}
+	noWorkersLeft(t, l, rep.RunID)
+
+	// The same scenario from this process, through a port-forward.
+	single := runBinary(t, ctx, "run", f, "--kubeconfig", l.Kubeconfig)
+	if single.Report() == nil || single.Report().Verdict != rep.Verdict || single.Report().Workers != nil {
+		t.Fatalf("single-process run: exit %d, verdict %v; the distributed one %s\n%s", single.Code, single.Report(), rep.Verdict, single.Stderr)
+	}
+	t.Logf("distributed run %s: %v by cluster (sidecars %v), workers %v; single-process verdict %s", rep.RunID, body, byCluster, byWorker, single.Report().Verdict)
+}
+
+// A worker killed mid-attack is reported with what its last record
+// counted, the others go on to their end and the verdict is judged on
+// what was measured; a Ctrl-C stops the workers (each prints its final
+// record), writes the report, exits 130 and leaves nothing in the cluster.
+func TestDistributedRunLosesAWorkerAndStopsOnCtrlC(t *testing.T) {
+	f := writeScenario(t, fmt.Sprintf(workersScenario, "duration: 10s"))
+	l := workersLab(t, f)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	bg := startRun(t, ctx, cancel, f, l.Kubeconfig, "--workers", "3")
+	ws := attacking(t, l, 3)
+	victim := ws[0]
+	for _, w := range ws {
+		if w.index == 1 {
+			victim = w
+		}
+	}
+	if err := syscall.Kill(victim.pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	code := finish(t, bg, 3*time.Minute)
+	rep, _ := readReport(t, bg.out)
+	if rep == nil {
+		t.Fatalf("exit %d, no report\n%s%s", code, bg.stdout, bg.stderr)
+	}
+	rows := rowsOf(t, rep, 3)
+	lostRow := rows[victim.index]
+	if lostRow.Final || lostRow.Requests == 0 || !strings.Contains(lostRow.Error, "Failed") {
+		t.Errorf("killed worker %d: %+v, want lost with the requests of its last record", victim.index, lostRow)
+	}
+	var counted int64
+	for _, row := range rows {
+		counted += row.Requests
+		if row.Index != victim.index && (!row.Final || row.Requests != 670 && row.Requests != 660) {
+			t.Errorf("worker %d: %+v, want its whole share (10 s at 67 or 66 per second) and a final record", row.Index, row)
+		}
+	}
+	if counted != rep.Metrics.Requests {
+		t.Errorf("rows count %d requests, the report %d", counted, rep.Metrics.Requests)
+	}
+	warned := false
+	for _, w := range rep.Warnings {
+		warned = warned || strings.Contains(w, fmt.Sprintf("worker %d was lost", victim.index))
+		if strings.Contains(w, "answered too slowly") {
+			t.Errorf("a lost worker is blamed on the target: %s", w)
+		}
+	}
+	if !warned {
+		t.Errorf("no warning names the lost worker: %q", rep.Warnings)
+	}
+	_, byWorker := sidecarCounts(t, l, rep.RunID)
+	if byWorker[victim.index] < lostRow.Requests {
+		t.Errorf("killed worker: %d counted, but the sidecars logged only %d of its ids", lostRow.Requests, byWorker[victim.index])
+	}
+	if code != 0 || rep.Verdict != assert.Pass {
+		t.Errorf("exit %d, verdict %s: %d requests of the 90/10 split still decide it", code, rep.Verdict, rep.Metrics.Requests)
+	}
+	noWorkersLeft(t, l, rep.RunID)
+	t.Logf("killed worker %d: %d requests counted, %d logged by the sidecars; %d requests in all", victim.index, lostRow.Requests, byWorker[victim.index], rep.Metrics.Requests)
+
+	// Ctrl-C in the middle of a longer attack.
+	f = writeScenario(t, fmt.Sprintf(workersScenario, "duration: 60s"))
+	bg = startRun(t, ctx, cancel, f, l.Kubeconfig, "--workers", "2")
+	attacking(t, l, 2)
+	_ = bg.cmd.Process.Signal(syscall.SIGINT)
+	if code := finish(t, bg, time.Minute); code != 130 {
+		t.Fatalf("exit %d after Ctrl-C, want 130\n%s%s", code, bg.stdout, bg.stderr)
+	}
+	rep, _ = readReport(t, bg.out)
+	if rep == nil || !rep.Attack.Interrupted {
+		t.Fatalf("interrupted distributed run: report %v\n%s%s", rep, bg.stdout, bg.stderr)
+	}
+	for _, row := range rowsOf(t, rep, 2) {
+		if !row.Final || row.Requests == 0 || row.Requests >= 6000 {
+			t.Errorf("worker %d after Ctrl-C: %+v, want its final record with part of its share", row.Index, row)
+		}
+	}
+	noWorkersLeft(t, l, rep.RunID)
+}

@@ -1,0 +1,594 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/mesh-verify/mesh-verify/attack"
+	"github.com/mesh-verify/mesh-verify/fleet"
+	"github.com/mesh-verify/mesh-verify/kube"
+	"github.com/mesh-verify/mesh-verify/reports"
+	"github.com/mesh-verify/mesh-verify/scenarios"
+	"github.com/mesh-verify/mesh-verify/tally"
+)
+
+// A distributed run (attack.workers > 0, docs/distributed.md) attacks from
+// an Indexed Job of `mesh-verify worker` pods instead of this process. The
+// coordinator here creates the Job, follows the pods' logs, gives the
+// start once every worker is ready, merges the workers' records as they
+// arrive, and hands Run the merged tally: the rest of the run (log
+// attribution joined through the workers' request ids, judging, the
+// report) is a local run's.
+
+// Limits and pacing of a distributed run.
+const (
+	// workerReadyTimeout bounds the wait for every worker's ready record
+	// (the image pulled, the pod scheduled, the ConfigMap read).
+	workerReadyTimeout = 3 * time.Minute
+	// workerInterval is how often a worker prints its state.
+	workerInterval = time.Second
+	// startLead is how far ahead of the start signal the start lies, so
+	// that every worker has seen the annotation before it.
+	startLead = 2 * time.Second
+	// workerEndGrace is how long after its attack should have ended (the
+	// duration and the request timeout) a worker may take to print its
+	// final record before it counts as lost.
+	workerEndGrace = 30 * time.Second
+	// maxLogReconnects bounds how often one worker's log is opened again
+	// after its stream ended before its final record.
+	maxLogReconnects = 5
+	// lastRecordGrace is how long after its pod is seen ended a
+	// worker's last records may take to arrive through its log.
+	lastRecordGrace = 3 * time.Second
+	// deleteTimeout bounds the Job's deletion at the end, also after a
+	// Ctrl-C.
+	deleteTimeout = 30 * time.Second
+)
+
+// fleetRun is one distributed run's Job and what its pods printed.
+type fleetRun struct {
+	sc      *scenarios.Scenario
+	run     *kube.WorkerRun
+	image   string
+	workers int
+	events  chan fleetEvent
+	// follow ends the log followers and the pod watch.
+	follow   context.CancelFunc
+	wg       sync.WaitGroup
+	mu       sync.Mutex
+	followed map[string]bool // pod names whose log is followed
+	pods     map[int]kube.WorkerPod
+	progress io.Writer
+	warnings []string
+	closing  sync.Once
+	closeErr error
+}
+
+// fleetEvent is a record from a worker's log, or a pod's change.
+type fleetEvent struct {
+	pod string
+	rec fleet.Record
+	err error // the log could not be read or a line decoded
+	// pods is set on a pod change: the Job's pods as last seen.
+	pods []kube.WorkerPod
+	// logEnded: the pod's log was read to its end without a final or
+	// error record (the worker was killed).
+	logEnded bool
+}
+
+// workerNamespace is where the workers run: the target Service's
+// namespace, so that its short name resolves there too.
+func workerNamespace(sc *scenarios.Scenario) string {
+	if f := sc.Target.Forward; f != nil && f.Namespace != "" {
+		return f.Namespace
+	}
+	return scenarios.DefaultNamespace
+}
+
+// startFleet creates the workers' Job in cluster attack.from and follows
+// its pods. source is the scenario as run (scenario.yaml in the run
+// directory), version the image's tag when attack.image is unset.
+func startFleet(ctx context.Context, kp *kubePath, sc *scenarios.Scenario, runID string, source []byte, version string, progress io.Writer) (*fleetRun, error) {
+	cl := kp.clusters[sc.Attack.From]
+	if cl == nil {
+		return nil, fmt.Errorf("attack.from: cluster %q is not connected", sc.Attack.From)
+	}
+	if len(source) == 0 {
+		return nil, errors.New("distributed run without the scenario's source (runner.Options.Source)")
+	}
+	target, err := sc.InClusterURL()
+	if err != nil {
+		return nil, fmt.Errorf("attack.workers: %w", err)
+	}
+	ns := workerNamespace(sc)
+	f := &fleetRun{sc: sc, workers: sc.Attack.Workers, image: sc.Attack.WorkerImage(version),
+		events: make(chan fleetEvent, 4*sc.Attack.Workers+16), followed: map[string]bool{}, pods: map[int]kube.WorkerPod{}, progress: progress}
+	// Runs whose coordinator died (a crash, a kill -9) left their Job: it
+	// expires with its annotation, and the next run removes it.
+	swept, err := cl.SweepWorkers(ctx, ns, time.Now())
+	if err != nil && kube.IsDenied(err) {
+		return nil, err
+	}
+	if err != nil {
+		f.warnings = append(f.warnings, "sweeping expired worker Jobs: "+err.Error())
+	} else if len(swept) > 0 {
+		f.warnings = append(f.warnings, fmt.Sprintf("removed worker Jobs of earlier runs that had expired in cluster %s namespace %s: %s", cl.Name, ns, strings.Join(swept, ", ")))
+	}
+	pods := []kube.Pod{}
+	if kp.inv != nil {
+		pods = kp.inv.Pods()
+	}
+	inv, err := json.Marshal(pods)
+	if err != nil {
+		return nil, fmt.Errorf("encode inventory.json: %w", err)
+	}
+	rc, err := json.Marshal(fleet.RunConfig{RunID: runID, Workers: f.workers, Target: target, Interval: workerInterval.String()})
+	if err != nil {
+		return nil, fmt.Errorf("encode run.json: %w", err)
+	}
+	f.run, err = cl.CreateWorkers(ctx, kube.WorkerSpec{
+		RunID: runID, Namespace: ns, Workers: f.workers, Image: f.image, ServiceAccount: sc.Attack.ServiceAccount,
+		Scenario: source, Inventory: inv, Run: rc, Deadline: jobDeadline(sc),
+	})
+	if err != nil {
+		return nil, err
+	}
+	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	f.follow = cancel
+	f.wg.Add(1)
+	go func() {
+		defer f.wg.Done()
+		err := f.run.WatchPods(wctx, func(ps []kube.WorkerPod) {
+			for _, p := range ps {
+				f.followPod(wctx, p)
+			}
+			f.send(wctx, fleetEvent{pods: slicesClone(ps)})
+		})
+		if err != nil {
+			f.send(wctx, fleetEvent{err: err})
+		}
+	}()
+	return f, nil
+}
+
+func slicesClone(ps []kube.WorkerPod) []kube.WorkerPod { return append([]kube.WorkerPod(nil), ps...) }
+
+// jobDeadline is the Job's activeDeadlineSeconds: a coordinator that dies
+// cannot leave workers attacking longer than the run would have.
+func jobDeadline(sc *scenarios.Scenario) time.Duration {
+	d := sc.Attack.Duration.Duration
+	if d == 0 {
+		d = 30 * time.Minute // a request count: no duration to go by
+	}
+	return min(d+workerReadyTimeout+2*sc.Attack.Timeout.Duration+workerEndGrace+time.Minute, kube.MaxWorkerDeadline)
+}
+
+func (f *fleetRun) send(ctx context.Context, ev fleetEvent) {
+	select {
+	case f.events <- ev:
+	case <-ctx.Done():
+	}
+}
+
+// followPod starts reading a pod's log once its container has started
+// (a pod still waiting has no log yet).
+func (f *fleetRun) followPod(ctx context.Context, p kube.WorkerPod) {
+	if p.State == "" || p.State == "waiting" {
+		return
+	}
+	f.mu.Lock()
+	if f.followed[p.Name] {
+		f.mu.Unlock()
+		return
+	}
+	f.followed[p.Name] = true
+	f.mu.Unlock()
+	f.wg.Add(1)
+	go func() {
+		defer f.wg.Done()
+		f.readLog(ctx, p.Name)
+	}()
+}
+
+// readLog follows one pod's log into records. A stream that ends before
+// the worker's last record (the API server cut it) is opened again from
+// the start: the merger ignores the records it already took (their seq).
+func (f *fleetRun) readLog(ctx context.Context, pod string) {
+	logs := f.run.Cluster.Client.CoreV1().Pods(f.run.Namespace)
+	var lastErr error
+	for attempt := 0; attempt <= maxLogReconnects && ctx.Err() == nil; attempt++ {
+		stream, err := logs.GetLogs(pod, &corev1.PodLogOptions{Container: "worker", Follow: true}).Stream(ctx)
+		if err != nil {
+			lastErr = err
+			sleepCtx(ctx, time.Duration(attempt+1)*500*time.Millisecond)
+			continue
+		}
+		done := false
+		dec := fleet.NewDecoder(stream)
+		for {
+			rec, err := dec.Next()
+			if err != nil {
+				if !errors.Is(err, io.EOF) {
+					lastErr = err
+				}
+				break
+			}
+			f.send(ctx, fleetEvent{pod: pod, rec: rec})
+			done = done || rec.Kind == fleet.KindFinal || rec.Kind == fleet.KindError
+		}
+		stream.Close()
+		if done {
+			return
+		}
+		if f.podEnded(pod) {
+			// Its log is whole: the worker ended without a last record.
+			f.send(ctx, fleetEvent{pod: pod, logEnded: true})
+			return
+		}
+		sleepCtx(ctx, 500*time.Millisecond)
+	}
+	if ctx.Err() != nil {
+		return
+	}
+	if lastErr == nil {
+		f.send(ctx, fleetEvent{pod: pod, logEnded: true})
+		return
+	}
+	{
+		f.send(ctx, fleetEvent{pod: pod, err: fmt.Errorf("cluster %s: read the log of worker pod %s in namespace %s: %w", f.run.Cluster.Name, pod, f.run.Namespace, lastErr)})
+	}
+}
+
+func (f *fleetRun) podEnded(name string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, p := range f.pods {
+		if p.Name == name {
+			return p.State == "terminated" || p.Phase == corev1.PodSucceeded || p.Phase == corev1.PodFailed
+		}
+	}
+	return false
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
+
+// notePods keeps the pods' latest state, by index.
+func (f *fleetRun) notePods(ps []kube.WorkerPod) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, p := range ps {
+		if p.Index >= 0 {
+			f.pods[p.Index] = p
+		}
+	}
+}
+
+// describePod says what a pod that did not get ready is doing.
+func describePod(p kube.WorkerPod) string {
+	s := fmt.Sprintf("pod %s: %s", p.Name, p.Phase)
+	if p.State != "" {
+		s += ", container " + p.State
+	}
+	if p.Reason != "" {
+		s += " (" + p.Reason
+		if p.Message != "" {
+			s += ": " + p.Message
+		}
+		s += ")"
+	}
+	return s
+}
+
+// awaitReady waits for a ready record from every worker. A worker that
+// fails first (an image that cannot be pulled, an error record) ends the
+// wait with a setup error naming it.
+func (f *fleetRun) awaitReady(ctx context.Context, timeout time.Duration) error {
+	ready := map[int]bool{}
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for len(ready) < f.workers {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-deadline.C:
+			return fmt.Errorf("%d of %d workers ready after %s: %s", len(ready), f.workers, timeout, f.notReady(ready))
+		case ev := <-f.events:
+			switch {
+			case ev.pods != nil:
+				f.notePods(ev.pods)
+				for _, p := range ev.pods {
+					if p.Failed() && !ready[p.Index] {
+						return fmt.Errorf("worker %d failed before it was ready: %s", p.Index, describePod(p))
+					}
+				}
+			case ev.err != nil:
+				return ev.err
+			case ev.rec.Kind == fleet.KindReady:
+				ready[ev.rec.Worker] = true
+			case ev.rec.Kind == fleet.KindError:
+				return fmt.Errorf("worker %d (pod %s): %s", ev.rec.Worker, ev.pod, ev.rec.Error)
+			}
+		}
+	}
+	return nil
+}
+
+func (f *fleetRun) notReady(ready map[int]bool) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for i := 0; i < f.workers && len(out) < 5; i++ {
+		if ready[i] {
+			continue
+		}
+		if p, ok := f.pods[i]; ok {
+			out = append(out, fmt.Sprintf("worker %d %s", i, describePod(p)))
+		} else {
+			out = append(out, fmt.Sprintf("worker %d has no pod (image %s; kubectl -n %s describe job %s)", i, f.image, f.run.Namespace, f.run.Name))
+		}
+	}
+	return strings.Join(out, "; ")
+}
+
+// fleetResult is what the workers measured, merged.
+type fleetResult struct {
+	summary  attack.Summary
+	body     tally.Snapshot
+	rows     []fleet.WorkerRow
+	warnings []string
+	// lost counts the workers that ended without a last record.
+	lost int
+}
+
+// attack gives the start at start and merges the workers' records until
+// each has printed its last one or is lost. ctx ending (Ctrl-C) stops the
+// workers (they print a final record and exit); abort ending stops the
+// wait for them.
+func (f *fleetRun) attack(ctx, abort context.Context, start time.Time, every time.Duration) (fleetResult, error) {
+	m := fleet.NewMerger(start)
+	if err := f.run.Start(context.WithoutCancel(ctx), start); err != nil {
+		return fleetResult{}, err
+	}
+	planned := f.sc.Attack.Duration.Duration
+	endBy := start.Add(planned + f.sc.Attack.Timeout.Duration + workerEndGrace)
+	if planned == 0 {
+		endBy = start.Add(jobDeadline(f.sc))
+	}
+	last := map[int]bool{} // workers whose final or error record came
+	lost := map[int]string{}
+	ended := map[int]time.Time{} // when a worker's pod was first seen ended
+	stopped := false
+	var interrupted bool
+	var res fleetResult
+	if every <= 0 {
+		every = 5 * time.Second // Options.ProgressEvery's default
+	}
+	printed := time.Now()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	timeout := time.NewTimer(time.Until(endBy))
+	defer timeout.Stop()
+	abortDone := (<-chan struct{})(nil)
+	if abort != nil {
+		abortDone = abort.Done()
+	}
+	done := func() bool { return len(last)+len(lost) >= f.workers }
+	ctxDone := ctx.Done()
+	for !done() {
+		select {
+		case <-ctxDone:
+			ctxDone = nil
+			interrupted = true
+			if !stopped {
+				stopped = true
+				if err := f.run.Stop(context.WithoutCancel(ctx)); err != nil {
+					res.warnings = append(res.warnings, "stop the workers: "+err.Error())
+				}
+			}
+			timeout.Reset(f.sc.Attack.Timeout.Duration + 10*time.Second)
+		case <-abortDone:
+			for i := range f.workers {
+				if !last[i] {
+					if _, ok := lost[i]; !ok {
+						lost[i] = "the run was aborted before its last record"
+					}
+				}
+			}
+		case <-timeout.C:
+			for i := range f.workers {
+				if !last[i] {
+					if _, ok := lost[i]; !ok {
+						lost[i] = fmt.Sprintf("no last record by %s", endBy.Format(time.RFC3339))
+					}
+				}
+			}
+		case <-tick.C:
+			for i, at := range ended {
+				if _, ok := lost[i]; !ok && !last[i] && time.Since(at) > lastRecordGrace {
+					lost[i] = "it ended without a final record: " + f.describe(i)
+				}
+			}
+			if f.progress != nil && time.Since(printed) >= every {
+				printed = time.Now()
+				s := m.Snapshot()
+				fmt.Fprintf(f.progress, "workers: %d requests so far from %d workers (%d finished)\n", s.Total, f.workers, len(last))
+			}
+		case ev := <-f.events:
+			switch {
+			case ev.pods != nil:
+				f.notePods(ev.pods)
+				for _, p := range ev.pods {
+					if p.Index < 0 || last[p.Index] {
+						continue
+					}
+					if _, ok := lost[p.Index]; ok {
+						continue
+					}
+					// A pod that failed before its container ever ran has
+					// no log. One whose log is followed is through when its
+					// reader says so (a last record, or logEnded) or, as a
+					// follow need not end with the container (kwok's never
+					// does), lastRecordGrace after it was seen ended.
+					switch {
+					case p.Failed() && !f.isFollowed(p.Name):
+						lost[p.Index] = describePod(p)
+					case p.State == "terminated" || p.Phase == corev1.PodFailed || p.Phase == corev1.PodSucceeded:
+						if _, ok := ended[p.Index]; !ok {
+							ended[p.Index] = time.Now()
+						}
+					}
+				}
+			case ev.logEnded:
+				if i, ok := f.indexOf(ev.pod); ok && !last[i] {
+					lost[i] = "its log ended without a final record: " + f.describe(i)
+				}
+			case ev.err != nil:
+				res.warnings = append(res.warnings, ev.err.Error())
+				if ev.pod != "" {
+					if i, ok := f.indexOf(ev.pod); ok && !last[i] {
+						lost[i] = ev.err.Error()
+					}
+				}
+			default:
+				if _, err := m.Add(ev.rec); err != nil {
+					res.warnings = append(res.warnings, err.Error())
+					continue
+				}
+				switch ev.rec.Kind {
+				case fleet.KindFinal:
+					last[ev.rec.Worker] = true
+				case fleet.KindError:
+					last[ev.rec.Worker] = true
+					res.warnings = append(res.warnings, fmt.Sprintf("worker %d (pod %s) failed: %s", ev.rec.Worker, ev.pod, ev.rec.Error))
+				}
+			}
+		}
+	}
+	res.body = m.Snapshot()
+	res.rows = m.Workers()
+	var finals int
+	for _, r := range res.rows {
+		if r.Final {
+			finals++
+		}
+	}
+	for i, why := range lost {
+		var sent int64
+		for _, r := range res.rows {
+			if r.Index == i {
+				sent = r.Requests
+			}
+		}
+		res.warnings = append(res.warnings, fmt.Sprintf("worker %d was lost (%s): the %d requests of its last record are counted, any it sent after that are not", i, why, sent))
+	}
+	sort.Strings(res.warnings)
+	res.lost = len(lost)
+	res.summary = fleetSummary(f.sc, start, res.body, interrupted)
+	return res, nil
+}
+
+// describe is describePod of worker i's pod.
+func (f *fleetRun) describe(i int) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if p, ok := f.pods[i]; ok {
+		return describePod(p)
+	}
+	return "no pod"
+}
+
+// isFollowed says whether a pod's log was ever opened.
+func (f *fleetRun) isFollowed(pod string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.followed[pod]
+}
+
+func (f *fleetRun) indexOf(pod string) (int, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i, p := range f.pods {
+		if p.Name == pod {
+			return i, true
+		}
+	}
+	return 0, false
+}
+
+// fleetSummary is the attack's summary from the merged state: what the
+// report's attack row shows for a single process, for the whole fleet.
+func fleetSummary(sc *scenarios.Scenario, start time.Time, s tally.Snapshot, interrupted bool) attack.Summary {
+	sum := attack.Summary{Started: start, Requests: uint64(max(s.Total, 0)), Interrupted: interrupted}
+	if sc.Attack.Rate != nil {
+		sum.RequestedRate = float64(sc.Attack.Rate.Freq) / sc.Attack.Rate.Per.Seconds()
+	}
+	sum.Ended = s.Metrics.Latest.Add(s.Metrics.Latencies.Max)
+	if sum.Ended.Before(start) {
+		sum.Ended = start
+	}
+	sum.Elapsed = sum.Ended.Sub(start)
+	sum.AchievedRate = s.Metrics.Rate
+	sum.Connections = uint64(max(s.Connections, 0))
+	return sum
+}
+
+// close stops following and deletes the Job, its pods and its
+// ConfigMap, also after a Ctrl-C; the second call returns the first's
+// error.
+func (f *fleetRun) close(ctx context.Context) error {
+	f.closing.Do(func() {
+		f.follow()
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), deleteTimeout)
+		defer cancel()
+		f.closeErr = f.run.Delete(dctx)
+		// The followers end with their context; what they were sending is
+		// dropped (send gives up once it is done).
+		f.wg.Wait()
+	})
+	return f.closeErr
+}
+
+// workersReport is the report's per-worker table.
+func (f *fleetRun) workersReport(rows []fleet.WorkerRow) *reports.Workers {
+	w := &reports.Workers{Cluster: f.run.Cluster.Name, Namespace: f.run.Namespace, Job: f.run.Name, Image: f.image, Count: f.workers}
+	seen := map[int]bool{}
+	for _, r := range rows {
+		seen[r.Index] = true
+		w.Rows = append(w.Rows, reports.WorkerRow{Index: r.Index, Pod: r.Pod, Requests: r.Requests, Errors: r.Errors,
+			Rate: r.Rate, Share: r.Share, Final: r.Final, Error: r.Error})
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i := range f.workers {
+		if !seen[i] {
+			row := reports.WorkerRow{Index: i}
+			if p, ok := f.pods[i]; ok {
+				row.Pod, row.Error = p.Name, describePod(p)
+			} else {
+				row.Error = "no pod"
+			}
+			w.Rows = append(w.Rows, row)
+		}
+	}
+	for i := range w.Rows {
+		if p, ok := f.pods[w.Rows[i].Index]; ok && !w.Rows[i].Final && w.Rows[i].Error == "" {
+			w.Rows[i].Error = describePod(p)
+		}
+	}
+	sort.Slice(w.Rows, func(a, b int) bool { return w.Rows[a].Index < w.Rows[b].Index })
+	return w
+}
