@@ -236,8 +236,8 @@ func workerJob(s WorkerSpec, name string, expires time.Time) *batchv1.Job {
 			// retried. Per index, not for the whole Job: with backoffLimit
 			// 0 one worker that dies makes the Job controller stop every
 			// other one, and a run loses all its workers for one.
-			BackoffLimitPerIndex: &zero,
-			BackoffLimit:         &maxFailures,
+			BackoffLimitPerIndex:    &zero,
+			BackoffLimit:            &maxFailures,
 			TTLSecondsAfterFinished: &ttl,
 			ActiveDeadlineSeconds:   seconds(s.Deadline),
 			Suspend:                 &yes,
