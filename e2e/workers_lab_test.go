@@ -55,16 +55,25 @@ expect:
 func workersLab(t *testing.T, scenario string) *lab.Lab {
 	t.Helper()
 	l := mv.SharedLab(t, e2etest.LabSpec{Topology: "kuma-canary"})
+	applyRBAC(t, l, scenario, []string{"c1"}, "--set", "attack.workers=2")
+	return l
+}
+
+// applyRBAC applies in each cluster what `mesh-verify rbac SCENARIO
+// --cluster C` prints for it.
+func applyRBAC(t *testing.T, l *lab.Lab, scenario string, clusters []string, args ...string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	r := runBinary(t, ctx, "rbac", scenario, "--cluster", "c1", "--set", "attack.workers=2")
-	if r.Code != 0 || !strings.Contains(r.Stdout, "name: mesh-verify-worker") {
-		t.Fatalf("mesh-verify rbac: exit %d\n%s\n%s", r.Code, r.Stdout, r.Stderr)
+	for _, c := range clusters {
+		r := runBinary(t, ctx, append([]string{"rbac", scenario, "--cluster", c}, args...)...)
+		if r.Code != 0 || !strings.Contains(r.Stdout, "name: mesh-verify-worker") {
+			t.Fatalf("mesh-verify rbac --cluster %s: exit %d\n%s\n%s", c, r.Code, r.Stdout, r.Stderr)
+		}
+		if out, err := e2etest.KubectlErr(t, l, []byte(r.Stdout), c, "apply", "-f", "-"); err != nil {
+			t.Fatalf("apply the rbac manifest in %s: %v\n%s", c, err, out)
+		}
 	}
-	if out, err := e2etest.KubectlErr(t, l, []byte(r.Stdout), "c1", "apply", "-f", "-"); err != nil {
-		t.Fatalf("apply the rbac manifest: %v\n%s", err, out)
-	}
-	return l
 }
 
 // sidecarCounts are the lab data plane's own record of a run: the
@@ -111,10 +120,20 @@ func sidecarCounts(t *testing.T, l *lab.Lab, runID string) (byCluster map[string
 // and no worker process of it runs.
 func noWorkersLeft(t *testing.T, l *lab.Lab, runID string) {
 	t.Helper()
+	noWorkersIn(t, l, runID, "kuma-demo", "c1")
+}
+
+// noWorkersIn waits until the clusters hold no Job, pod or ConfigMap of
+// the run in namespace ns and no worker process of it runs.
+func noWorkersIn(t *testing.T, l *lab.Lab, runID, ns string, clusters ...string) {
+	t.Helper()
 	sel := "mesh-verify.io/run=" + runID
 	deadline := time.Now().Add(45 * time.Second)
 	for {
-		out := e2etest.Kubectl(t, l, "c1", "get", "jobs,pods,configmaps", "-n", "kuma-demo", "-l", sel, "-o", "name")
+		var out string
+		for _, c := range clusters {
+			out += e2etest.Kubectl(t, l, c, "get", "jobs,pods,configmaps", "-n", ns, "-l", sel, "-o", "name")
+		}
 		procs := workerProcesses(t, strings.ToLower(runID))
 		if strings.TrimSpace(out) == "" && len(procs) == 0 {
 			return
@@ -355,4 +374,103 @@ func TestDistributedRunLosesAWorkerAndStopsOnCtrlC(t *testing.T) {
 		}
 	}
 	noWorkersLeft(t, l, rep.RunID)
+}
+
+// Locality seen from inside the clusters: the catalog's cilium-affinity
+// scenario attacks from two workers in c1 and two in c2, each through its
+// own cluster's datapath, and judges each source's requests apart. With
+// Cilium's local affinity (each datapath prefers its own cluster's pods)
+// both expectations PASS; with affinity off (every connection to any pod
+// of both clusters, the cilium-rebel-base policy) both FAIL, and the
+// success rate still PASSes: the mesh answered, it did not keep traffic
+// local.
+func TestLocalityFromTwoSources(t *testing.T) {
+	scenario := "cilium-affinity"
+	for _, c := range []struct {
+		name     string
+		topology string
+		want     assert.Verdict
+	}{
+		{"affinity local", "cilium-affinity", assert.Pass},
+		{"affinity off", editedTopology(t, "cilium-affinity", []string{
+			"mode: failover\n      order: [c1, c2]", "mode: per-pod",
+			"mode: failover\n      order: [c2, c1]", "mode: per-pod",
+		}), assert.Fail},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			l := mv.Lab(t, e2etest.LabSpec{Topology: c.topology})
+			applyRBAC(t, l, scenario, []string{"c1", "c2"})
+			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+			defer cancel()
+			r := runBinary(t, ctx, "run", scenario, "--kubeconfig", l.Kubeconfig)
+			rep := r.Report()
+			if rep == nil {
+				t.Fatalf("no report: exit %d\n%s\n%s", r.Code, r.Stdout, r.Stderr)
+			}
+			rows := rowsOf(t, rep, 4)
+			for _, row := range rows {
+				want := "c1"
+				if row.Index >= 2 {
+					want = "c2"
+				}
+				if row.Cluster != want || !row.Final || row.Requests != 150 {
+					t.Errorf("worker %d: %+v, want 150 requests from %s", row.Index, row, want)
+				}
+			}
+			if rep.Workers == nil || len(rep.Workers.Jobs) != 2 || rep.Workers.Jobs[1].FirstIndex != 2 {
+				t.Errorf("jobs %+v, want one per source, c2's from worker 2", rep.Workers)
+			}
+			for _, e := range rep.Expectation {
+				want := c.want
+				if e.Kind == "successRate" {
+					want = assert.Pass
+				} else if e.From != "c1" && e.From != "c2" {
+					t.Errorf("expectation %q judged from %q, want one source", e.Name, e.From)
+				}
+				if e.Verdict != want {
+					t.Errorf("%s: %q is %s, want %s: %s", c.name, e.Name, e.Verdict, want, e.Reason)
+				}
+			}
+			// Ground truth: nginx's access lines of each cluster's
+			// rebel-base pods, for each source's request ids, when the
+			// datapaths keep traffic local; spread over both otherwise.
+			st, err := daemon.ReadStatus(l.Dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := map[assert.Verdict]bool{assert.Pass: true, assert.Fail: false}[c.want]; localOnly(t, st) != want {
+				t.Errorf("%s: the data plane kept every source's requests local: %v, want %v", c.name, !want, want)
+			}
+			if want := map[assert.Verdict]int{assert.Pass: 0, assert.Fail: 1}[c.want]; r.Code != want {
+				t.Errorf("exit %d, want %d\n%s", r.Code, want, r.Stdout)
+			}
+			noWorkersIn(t, l, rep.RunID, "default", "c1", "c2")
+		})
+	}
+}
+
+// localOnly reports whether the simulator's own count of where each
+// datapath sent its requests (the lab is the run's alone) stayed in the
+// datapath's cluster.
+func localOnly(t *testing.T, st *daemon.Status) bool {
+	t.Helper()
+	entries := 0
+	for _, p := range st.Pods {
+		if p.Role != daemon.RoleEntry {
+			continue
+		}
+		entries++
+		if p.Routed == nil {
+			t.Fatalf("entry %s: the simulator's counts are missing from the lab's status", p.Name)
+		}
+		for c, n := range p.Routed.ByCluster {
+			if c != p.Cluster && n > 0 {
+				return false
+			}
+		}
+	}
+	if entries != 2 {
+		t.Fatalf("%d entries in the lab's status, want x-wing's datapath in c1 and c2", entries)
+	}
+	return true
 }

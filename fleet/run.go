@@ -7,8 +7,13 @@ type RunConfig struct {
 	// RunID is the distributed run's id; worker i's request ids are
 	// <RunID>-w<i>-<seq>.
 	RunID string `json:"runId"`
-	// Workers is the number of workers N; each attacks its share.
+	// Workers is the number of workers N of the whole run, every source's;
+	// each attacks its share.
 	Workers int `json:"workers"`
+	// IndexOffset is the index of this Job's first worker among the run's:
+	// worker i of a source's Job is worker IndexOffset+i of the run
+	// (attack.sources numbers them source by source).
+	IndexOffset int `json:"indexOffset,omitempty"`
 	// Target is the URL the workers attack, the in-cluster address
 	// (scenarios.Scenario.InClusterURL).
 	Target string `json:"target"`

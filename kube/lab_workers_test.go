@@ -118,13 +118,14 @@ func TestLabWorkers(t *testing.T) {
 			{coordinatorUser, "create", "batch", "jobs", true},
 			{coordinatorUser, "get", "batch", "jobs", true},
 			{coordinatorUser, "list", "batch", "jobs", true},
-			{coordinatorUser, "watch", "batch", "jobs", true},
+			{coordinatorUser, "watch", "batch", "jobs", false},
 			{coordinatorUser, "patch", "batch", "jobs", true},
 			{coordinatorUser, "delete", "batch", "jobs", true},
 			{coordinatorUser, "create", "", "configmaps", true},
-			{coordinatorUser, "get", "", "configmaps", true},
+			{coordinatorUser, "get", "", "configmaps", false},
 			{coordinatorUser, "list", "", "configmaps", true},
-			{coordinatorUser, "watch", "", "configmaps", true},
+			{coordinatorUser, "watch", "", "configmaps", false},
+			{coordinatorUser, "get", "", "serviceaccounts", true},
 			{coordinatorUser, "patch", "", "configmaps", true},
 			{coordinatorUser, "delete", "", "configmaps", true},
 			{coordinatorUser, "list", "", "pods", true},
@@ -418,6 +419,20 @@ func TestLabWorkers(t *testing.T) {
 		}
 	})
 
+	t.Run("a missing ServiceAccount is refused before the Job exists", func(t *testing.T) {
+		runID := newRunID(t, "5a0000")
+		spec := workerSpec(runID, 2, time.Minute)
+		spec.ServiceAccount = "absent"
+		_, err := coord.CreateWorkers(ctx, spec)
+		if err == nil || !strings.Contains(err.Error(), "the workers' ServiceAccount does not exist: apply `mesh-verify rbac SCENARIO --cluster c1`") ||
+			!strings.Contains(err.Error(), "get serviceaccounts absent in namespace "+workersNS) {
+			t.Fatalf("CreateWorkers with ServiceAccount absent: %v", err)
+		}
+		if _, err := admin.Client.BatchV1().Jobs(workersNS).Get(ctx, kube.WorkerName(runID), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("the refused run's Job: %v, want not found", err)
+		}
+	})
+
 	t.Run("a denied call names the verb, resource and namespace", func(t *testing.T) {
 		if _, err := admin.Client.CoreV1().ServiceAccounts(workersNS).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "nobody"}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
@@ -429,7 +444,7 @@ func TestLabWorkers(t *testing.T) {
 		if !errors.As(err, &ce) || ce.Reason != kube.ReasonForbidden || !kube.IsDenied(err) {
 			t.Fatalf("CreateWorkers as an unbound ServiceAccount: %v, want a Forbidden *ClusterError", err)
 		}
-		for _, w := range []string{"cluster c1", "forbidden to create jobs.batch " + kube.WorkerName(runID) + " in namespace " + workersNS, `cannot create resource "jobs" in API group "batch"`} {
+		for _, w := range []string{"cluster c1", "forbidden to get serviceaccounts mesh-verify-worker in namespace " + workersNS, `cannot get resource "serviceaccounts" in API group ""`} {
 			if !strings.Contains(err.Error(), w) {
 				t.Errorf("error %q does not say %q", err, w)
 			}

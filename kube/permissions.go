@@ -163,18 +163,16 @@ func workerPermissions() []Permission {
 		w("create", "batch", "jobs", "", "Cluster.CreateWorkers", "the workers' Indexed Job, created suspended"),
 		w("patch", "batch", "jobs", "", "Cluster.CreateWorkers", "resume the Job once its ConfigMap exists"),
 		w("get", "batch", "jobs", "", "WorkerRun.Status", "the Job's status (active, failed, deadline exceeded)"),
+		w("get", "", "serviceaccounts", "", "Cluster.CreateWorkers", "check that the workers' ServiceAccount exists before the Job is created (the Job controller cannot create pods without it)"),
 		w("list", "batch", "jobs", "", "Cluster.SweepWorkers", "earlier runs' Jobs whose expires-at has passed"),
-		w("watch", "batch", "jobs", "", "the coordinator (issue 12, not built yet)", "notice the Job failing or being deleted during the run"),
 		w("delete", "batch", "jobs", "", "WorkerRun.Delete, Cluster.SweepWorkers", "remove the Job (its pods and ConfigMap follow) at the end of a run, and expired ones"),
 		w("create", "", "configmaps", "", "Cluster.CreateWorkers", "the scenario, inventory and run config the workers read"),
 		w("patch", "", "configmaps", "", "WorkerRun.Start, WorkerRun.Stop", "the start-at and stop annotations"),
-		w("get", "", "configmaps", "", "the coordinator (issue 12, not built yet)", "read the ConfigMap back"),
 		w("list", "", "configmaps", "", "Cluster.SweepWorkers", "earlier runs' ConfigMaps whose expires-at has passed"),
-		w("watch", "", "configmaps", "", "the coordinator (issue 12, not built yet)", "follow the ConfigMap during the run"),
 		w("delete", "", "configmaps", "", "Cluster.SweepWorkers", "an expired ConfigMap left without its Job"),
 		w("list", "", "pods", "", "WorkerRun.Pods, WorkerRun.WatchPods", "the workers' pods: index, phase, exit code"),
 		w("watch", "", "pods", "", "WorkerRun.WatchPods", "notice a worker pod dying during the run"),
-		w("get", "", "pods", "log", "podlogs, from the coordinator (issue 12, not built yet)", "follow the workers' logs, which carry their records"),
+		w("get", "", "pods", "log", "the coordinator (runner/distributed.go)", "follow the workers' logs, which carry their records"),
 	}
 	for _, verb := range []string{"get", "list", "watch"} {
 		p := w(verb, "", "configmaps", "", "mesh-verify worker", "the worker reads its ConfigMap and watches it for the start and stop annotations")

@@ -306,6 +306,16 @@ func (c *Cluster) createWorkers(ctx context.Context, spec WorkerSpec, now time.T
 	name := WorkerName(spec.RunID)
 	ns := spec.Namespace
 	expires := now.Add(spec.Deadline + WorkerExpiryMargin).Truncate(time.Second).Add(time.Second)
+	// Without its ServiceAccount the Job controller cannot create a single
+	// pod (it says so only in an Event): refuse before anything exists.
+	sa := cmp.Or(spec.ServiceAccount, DefaultWorkerServiceAccount)
+	if _, err := c.Client.CoreV1().ServiceAccounts(ns).Get(ctx, sa, metav1.GetOptions{}); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, c.wrap(fmt.Sprintf("get serviceaccounts %s in namespace %s", sa, ns),
+				fmt.Errorf("the workers' ServiceAccount does not exist: apply `mesh-verify rbac SCENARIO --cluster %s` there, or set attack.serviceAccount (%w)", c.Name, err))
+		}
+		return nil, c.wrap(fmt.Sprintf("get serviceaccounts %s in namespace %s", sa, ns), err)
+	}
 	jobs := c.Client.BatchV1().Jobs(ns)
 	job, err := jobs.Create(ctx, workerJob(spec, name, expires), metav1.CreateOptions{})
 	if err != nil {

@@ -51,6 +51,7 @@ func HTMLWith(w io.Writer, r *Report, o HTMLOptions) error {
 		"yoff":     offset,
 		"trunc":    truncate,
 		"inc":      func(i int) int { return i + 1 },
+		"last":     func(first, n int) int { return first + n - 1 },
 	}).Parse(htmlTemplateText)
 	if err != nil {
 		return fmt.Errorf("parse the HTML template: %w", err)

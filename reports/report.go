@@ -63,19 +63,30 @@ type Report struct {
 	Converge *Converge `json:"converge,omitempty"`
 }
 
-// Workers is the Job a distributed run attacked from.
+// Workers are the Jobs a distributed run attacked from: one per source
+// cluster, numbering the run's workers in order.
 type Workers struct {
-	Cluster   string      `json:"cluster"`
-	Namespace string      `json:"namespace"`
-	Job       string      `json:"job"`
-	Image     string      `json:"image"`
-	Count     int         `json:"count"`
-	Rows      []WorkerRow `json:"rows"`
+	Image string      `json:"image"`
+	Count int         `json:"count"`
+	Jobs  []WorkerJob `json:"jobs"`
+	Rows  []WorkerRow `json:"rows"`
+}
+
+// WorkerJob is one source's Job: workers FirstIndex to
+// FirstIndex+Workers-1.
+type WorkerJob struct {
+	Cluster    string `json:"cluster"`
+	Namespace  string `json:"namespace"`
+	Job        string `json:"job"`
+	Workers    int    `json:"workers"`
+	FirstIndex int    `json:"firstIndex"`
 }
 
 // WorkerRow is one worker: its requests as of its last record.
 type WorkerRow struct {
-	Index    int    `json:"index"`
+	Index int `json:"index"`
+	// Cluster is the source the worker ran in.
+	Cluster  string `json:"cluster,omitempty"`
 	Pod      string `json:"pod,omitempty"`
 	Requests int64  `json:"requests"`
 	Errors   int64  `json:"errors"`
@@ -231,10 +242,13 @@ type StatisticsInfo struct {
 
 // Expectation is one judged statement with its evidence.
 type Expectation struct {
-	Name    string              `json:"name"`
-	Kind    string              `json:"kind"`
-	By      string              `json:"by,omitempty"`
-	Source  string              `json:"source,omitempty"`
+	Name   string `json:"name"`
+	Kind   string `json:"kind"`
+	By     string `json:"by,omitempty"`
+	Source string `json:"source,omitempty"`
+	// From is the source cluster whose workers' requests alone were
+	// judged (attack.sources).
+	From    string              `json:"from,omitempty"`
 	Verdict assert.Verdict      `json:"verdict"`
 	Reason  string              `json:"reason"`
 	Model   *assert.Shares      `json:"model,omitempty"`

@@ -144,9 +144,12 @@ func render(w io.Writer, r *Report, table func(io.Writer) *tablewriter.Table, he
 	}
 
 	for _, e := range r.Expectation {
-		if e.Source != "" && e.Source != "body" {
+		switch {
+		case e.From != "":
+			p.f("\n%s%s (requests sent from cluster %s): %s\n", sub(heading), p.esc(e.Name), p.esc(e.From), e.Verdict)
+		case e.Source != "" && e.Source != "body":
 			p.f("\n%s%s (from %s): %s\n", sub(heading), p.esc(e.Name), e.Source, e.Verdict)
-		} else {
+		default:
 			p.f("\n%s%s: %s\n", sub(heading), p.esc(e.Name), e.Verdict)
 		}
 		p.f("%s\n", p.esc(e.Reason))
@@ -252,9 +255,13 @@ func (p *printer) workers(r *Report, table func(io.Writer) *tablewriter.Table, h
 	if w == nil {
 		return
 	}
-	p.f("\n%s%d workers: job %s in cluster %s namespace %s, image %s\n", sub(heading), w.Count, p.esc(w.Job), p.esc(w.Cluster), p.esc(w.Namespace), p.esc(w.Image))
+	jobs := make([]string, len(w.Jobs))
+	for i, j := range w.Jobs {
+		jobs[i] = fmt.Sprintf("job %s in cluster %s namespace %s", p.esc(j.Job), p.esc(j.Cluster), p.esc(j.Namespace))
+	}
+	p.f("\n%s%d workers, image %s: %s\n", sub(heading), w.Count, p.esc(w.Image), strings.Join(jobs, "; "))
 	t := table(p.w)
-	t.Header("worker", "pod", "requests", "achieved", "share", "errors", "state")
+	t.Header("worker", "cluster", "pod", "requests", "achieved", "share", "errors", "state")
 	for _, row := range w.Rows {
 		state := "finished"
 		if !row.Final {
@@ -263,7 +270,7 @@ func (p *printer) workers(r *Report, table func(io.Writer) *tablewriter.Table, h
 		if row.Error != "" {
 			state += ": " + p.esc(row.Error)
 		}
-		p.err(t.Append(fmt.Sprint(row.Index), p.esc(row.Pod), fmt.Sprint(row.Requests), fmt.Sprintf("%.1f/s", row.Rate), pct(row.Share), fmt.Sprint(row.Errors), state))
+		p.err(t.Append(fmt.Sprint(row.Index), p.esc(row.Cluster), p.esc(row.Pod), fmt.Sprint(row.Requests), fmt.Sprintf("%.1f/s", row.Rate), pct(row.Share), fmt.Sprint(row.Errors), state))
 	}
 	p.err(t.Render())
 }

@@ -56,8 +56,10 @@ const (
 
 // fleetRun is one distributed run's Job and what its pods printed.
 type fleetRun struct {
-	sc      *scenarios.Scenario
-	run     *kube.WorkerRun
+	sc *scenarios.Scenario
+	// sources are the Jobs, one per cluster the workers attack from,
+	// numbering the run's workers in order (attack.sources).
+	sources []*sourceRun
 	image   string
 	workers int
 	events  chan fleetEvent
@@ -73,12 +75,31 @@ type fleetRun struct {
 	closeErr error
 }
 
+// sourceRun is one source's Job: workers offset to offset+count-1.
+type sourceRun struct {
+	cluster       string
+	offset, count int
+	run           *kube.WorkerRun
+}
+
+// of is the source of worker i.
+func (f *fleetRun) of(i int) *sourceRun {
+	for _, src := range f.sources {
+		if i >= src.offset && i < src.offset+src.count {
+			return src
+		}
+	}
+	return nil
+}
+
 // fleetEvent is a record from a worker's log, or a pod's change.
 type fleetEvent struct {
+	src *sourceRun
 	pod string
 	rec fleet.Record
 	err error // the log could not be read or a line decoded
-	// pods is set on a pod change: the Job's pods as last seen.
+	// pods is set on a pod change: the Job's pods as last seen, their
+	// Index the run's (the Job's completion index plus its offset).
 	pods []kube.WorkerPod
 	// logEnded: the pod's log was read to its end without a final or
 	// error record (the worker was killed).
@@ -94,14 +115,12 @@ func workerNamespace(sc *scenarios.Scenario) string {
 	return scenarios.DefaultNamespace
 }
 
-// startFleet creates the workers' Job in cluster attack.from and follows
-// its pods. source is the scenario as run (scenario.yaml in the run
-// directory), version the image's tag when attack.image is unset.
-func startFleet(ctx context.Context, kp *kubePath, sc *scenarios.Scenario, runID string, source []byte, version string, progress io.Writer) (*fleetRun, error) {
-	cl := kp.clusters[sc.Attack.From]
-	if cl == nil {
-		return nil, fmt.Errorf("attack.from: cluster %q is not connected", sc.Attack.From)
-	}
+// startFleet creates the workers' Job in every source cluster
+// (attack.from, or each of attack.sources) and follows their pods. source
+// is the scenario as run (scenario.yaml in the run directory), version
+// the image's tag when attack.image is unset. On an error, what was
+// created is deleted again.
+func startFleet(ctx context.Context, kp *kubePath, sc *scenarios.Scenario, runID string, source []byte, version string, progress io.Writer) (_ *fleetRun, err error) {
 	if len(source) == 0 {
 		return nil, errors.New("distributed run without the scenario's source (runner.Options.Source)")
 	}
@@ -112,17 +131,13 @@ func startFleet(ctx context.Context, kp *kubePath, sc *scenarios.Scenario, runID
 	ns := workerNamespace(sc)
 	f := &fleetRun{sc: sc, workers: sc.Attack.Workers, image: sc.Attack.WorkerImage(version),
 		events: make(chan fleetEvent, 4*sc.Attack.Workers+16), followed: map[string]bool{}, pods: map[int]kube.WorkerPod{}, progress: progress}
-	// Runs whose coordinator died (a crash, a kill -9) left their Job: it
-	// expires with its annotation, and the next run removes it.
-	swept, err := cl.SweepWorkers(ctx, ns, time.Now())
-	if err != nil && kube.IsDenied(err) {
-		return nil, err
-	}
-	if err != nil {
-		f.warnings = append(f.warnings, "sweeping expired worker Jobs: "+err.Error())
-	} else if len(swept) > 0 {
-		f.warnings = append(f.warnings, fmt.Sprintf("removed worker Jobs of earlier runs that had expired in cluster %s namespace %s: %s", cl.Name, ns, strings.Join(swept, ", ")))
-	}
+	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	f.follow = cancel
+	defer func() {
+		if err != nil {
+			_ = f.close(ctx)
+		}
+	}()
 	pods := []kube.Pod{}
 	if kp.inv != nil {
 		pods = kp.inv.Pods()
@@ -131,32 +146,55 @@ func startFleet(ctx context.Context, kp *kubePath, sc *scenarios.Scenario, runID
 	if err != nil {
 		return nil, fmt.Errorf("encode inventory.json: %w", err)
 	}
-	rc, err := json.Marshal(fleet.RunConfig{RunID: runID, Workers: f.workers, Target: target, Interval: workerInterval.String()})
-	if err != nil {
-		return nil, fmt.Errorf("encode run.json: %w", err)
-	}
-	f.run, err = cl.CreateWorkers(ctx, kube.WorkerSpec{
-		RunID: runID, Namespace: ns, Workers: f.workers, Image: f.image, ServiceAccount: sc.Attack.ServiceAccount,
-		Scenario: source, Inventory: inv, Run: rc, Deadline: jobDeadline(sc),
-	})
-	if err != nil {
-		return nil, err
-	}
-	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	f.follow = cancel
-	f.wg.Add(1)
-	go func() {
-		defer f.wg.Done()
-		err := f.run.WatchPods(wctx, func(ps []kube.WorkerPod) {
-			for _, p := range ps {
-				f.followPod(wctx, p)
-			}
-			f.send(wctx, fleetEvent{pods: slicesClone(ps)})
+	offset := 0
+	for _, s := range sc.Attack.WorkerSources() {
+		cl := kp.clusters[s.Cluster]
+		if cl == nil {
+			return nil, fmt.Errorf("cluster %q of the workers is not connected", s.Cluster)
+		}
+		// Runs whose coordinator died (a crash, a kill -9) left their Job:
+		// it expires with its annotation, and the next run removes it.
+		swept, err := cl.SweepWorkers(ctx, ns, time.Now())
+		if err != nil && kube.IsDenied(err) {
+			return nil, err
+		}
+		if err != nil {
+			f.warnings = append(f.warnings, "sweeping expired worker Jobs: "+err.Error())
+		} else if len(swept) > 0 {
+			f.warnings = append(f.warnings, fmt.Sprintf("removed worker Jobs of earlier runs that had expired in cluster %s namespace %s: %s", cl.Name, ns, strings.Join(swept, ", ")))
+		}
+		rc, err := json.Marshal(fleet.RunConfig{RunID: runID, Workers: f.workers, IndexOffset: offset, Target: target, Interval: workerInterval.String()})
+		if err != nil {
+			return nil, fmt.Errorf("encode run.json: %w", err)
+		}
+		run, err := cl.CreateWorkers(ctx, kube.WorkerSpec{
+			RunID: runID, Namespace: ns, Workers: s.Workers, Image: f.image, ServiceAccount: sc.Attack.ServiceAccount,
+			Scenario: source, Inventory: inv, Run: rc, Deadline: jobDeadline(sc),
 		})
 		if err != nil {
-			f.send(wctx, fleetEvent{err: err})
+			return nil, err
 		}
-	}()
+		src := &sourceRun{cluster: s.Cluster, offset: offset, count: s.Workers, run: run}
+		f.sources = append(f.sources, src)
+		offset += s.Workers
+		f.wg.Add(1)
+		go func() {
+			defer f.wg.Done()
+			err := src.run.WatchPods(wctx, func(ps []kube.WorkerPod) {
+				ps = slicesClone(ps)
+				for i := range ps {
+					if ps[i].Index >= 0 {
+						ps[i].Index += src.offset
+					}
+					f.followPod(wctx, src, ps[i])
+				}
+				f.send(wctx, fleetEvent{src: src, pods: ps})
+			})
+			if err != nil {
+				f.send(wctx, fleetEvent{src: src, err: err})
+			}
+		}()
+	}
 	return f, nil
 }
 
@@ -181,7 +219,7 @@ func (f *fleetRun) send(ctx context.Context, ev fleetEvent) {
 
 // followPod starts reading a pod's log once its container has started
 // (a pod still waiting has no log yet).
-func (f *fleetRun) followPod(ctx context.Context, p kube.WorkerPod) {
+func (f *fleetRun) followPod(ctx context.Context, src *sourceRun, p kube.WorkerPod) {
 	if p.State == "" || p.State == "waiting" {
 		return
 	}
@@ -195,15 +233,15 @@ func (f *fleetRun) followPod(ctx context.Context, p kube.WorkerPod) {
 	f.wg.Add(1)
 	go func() {
 		defer f.wg.Done()
-		f.readLog(ctx, p.Name)
+		f.readLog(ctx, src, p.Name)
 	}()
 }
 
 // readLog follows one pod's log into records. A stream that ends before
 // the worker's last record (the API server cut it) is opened again from
 // the start: the merger ignores the records it already took (their seq).
-func (f *fleetRun) readLog(ctx context.Context, pod string) {
-	logs := f.run.Cluster.Client.CoreV1().Pods(f.run.Namespace)
+func (f *fleetRun) readLog(ctx context.Context, src *sourceRun, pod string) {
+	logs := src.run.Cluster.Client.CoreV1().Pods(src.run.Namespace)
 	var lastErr error
 	for attempt := 0; attempt <= maxLogReconnects && ctx.Err() == nil; attempt++ {
 		stream, err := logs.GetLogs(pod, &corev1.PodLogOptions{Container: "worker", Follow: true}).Stream(ctx)
@@ -222,7 +260,7 @@ func (f *fleetRun) readLog(ctx context.Context, pod string) {
 				}
 				break
 			}
-			f.send(ctx, fleetEvent{pod: pod, rec: rec})
+			f.send(ctx, fleetEvent{src: src, pod: pod, rec: rec})
 			done = done || rec.Kind == fleet.KindFinal || rec.Kind == fleet.KindError
 		}
 		stream.Close()
@@ -231,7 +269,7 @@ func (f *fleetRun) readLog(ctx context.Context, pod string) {
 		}
 		if f.podEnded(pod) {
 			// Its log is whole: the worker ended without a last record.
-			f.send(ctx, fleetEvent{pod: pod, logEnded: true})
+			f.send(ctx, fleetEvent{src: src, pod: pod, logEnded: true})
 			return
 		}
 		sleepCtx(ctx, 500*time.Millisecond)
@@ -240,11 +278,11 @@ func (f *fleetRun) readLog(ctx context.Context, pod string) {
 		return
 	}
 	if lastErr == nil {
-		f.send(ctx, fleetEvent{pod: pod, logEnded: true})
+		f.send(ctx, fleetEvent{src: src, pod: pod, logEnded: true})
 		return
 	}
 	{
-		f.send(ctx, fleetEvent{pod: pod, err: fmt.Errorf("cluster %s: read the log of worker pod %s in namespace %s: %w", f.run.Cluster.Name, pod, f.run.Namespace, lastErr)})
+		f.send(ctx, fleetEvent{src: src, pod: pod, err: fmt.Errorf("cluster %s: read the log of worker pod %s in namespace %s: %w", src.cluster, pod, src.run.Namespace, lastErr)})
 	}
 }
 
@@ -338,7 +376,8 @@ func (f *fleetRun) notReady(ready map[int]bool) string {
 		if p, ok := f.pods[i]; ok {
 			out = append(out, fmt.Sprintf("worker %d %s", i, describePod(p)))
 		} else {
-			out = append(out, fmt.Sprintf("worker %d has no pod (image %s; kubectl -n %s describe job %s)", i, f.image, f.run.Namespace, f.run.Name))
+			src := f.of(i)
+			out = append(out, fmt.Sprintf("worker %d has no pod (image %s; kubectl --context of cluster %s -n %s describe job %s)", i, f.image, src.cluster, src.run.Namespace, src.run.Name))
 		}
 	}
 	return strings.Join(out, "; ")
@@ -349,6 +388,8 @@ type fleetResult struct {
 	summary  attack.Summary
 	body     tally.Snapshot
 	rows     []fleet.WorkerRow
+	// bySource merges each source's workers apart (attack.sources only).
+	bySource map[string]tally.Snapshot
 	warnings []string
 	// lost counts the workers that ended without a last record.
 	lost int
@@ -360,8 +401,18 @@ type fleetResult struct {
 // wait for them.
 func (f *fleetRun) attack(ctx, abort context.Context, start time.Time, every time.Duration) (fleetResult, error) {
 	m := fleet.NewMerger(start)
-	if err := f.run.Start(context.WithoutCancel(ctx), start); err != nil {
-		return fleetResult{}, err
+	// With attack.sources, each one's requests are also merged apart,
+	// for the expectations judged from one source (from:).
+	bySource := map[string]*fleet.Merger{}
+	if len(f.sc.Attack.Sources) > 0 {
+		for _, src := range f.sources {
+			bySource[src.cluster] = fleet.NewMerger(start)
+		}
+	}
+	for _, src := range f.sources {
+		if err := src.run.Start(context.WithoutCancel(ctx), start); err != nil {
+			return fleetResult{}, err
+		}
 	}
 	planned := f.sc.Attack.Duration.Duration
 	endBy := start.Add(planned + f.sc.Attack.Timeout.Duration + workerEndGrace)
@@ -395,8 +446,10 @@ func (f *fleetRun) attack(ctx, abort context.Context, start time.Time, every tim
 			interrupted = true
 			if !stopped {
 				stopped = true
-				if err := f.run.Stop(context.WithoutCancel(ctx)); err != nil {
-					res.warnings = append(res.warnings, "stop the workers: "+err.Error())
+				for _, src := range f.sources {
+					if err := src.run.Stop(context.WithoutCancel(ctx)); err != nil {
+						res.warnings = append(res.warnings, "stop the workers: "+err.Error())
+					}
 				}
 			}
 			timeout.Reset(f.sc.Attack.Timeout.Duration + 10*time.Second)
@@ -464,9 +517,16 @@ func (f *fleetRun) attack(ctx, abort context.Context, start time.Time, every tim
 					}
 				}
 			default:
+				if src := f.of(ev.rec.Worker); src == nil || src != ev.src {
+					res.warnings = append(res.warnings, fmt.Sprintf("pod %s printed a record of worker %d, which is not one of its Job's: ignored", ev.pod, ev.rec.Worker))
+					continue
+				}
 				if _, err := m.Add(ev.rec); err != nil {
 					res.warnings = append(res.warnings, err.Error())
 					continue
+				}
+				if sm := bySource[ev.src.cluster]; sm != nil {
+					_, _ = sm.Add(ev.rec) // the same record: valid, and new to it too
 				}
 				switch ev.rec.Kind {
 				case fleet.KindFinal:
@@ -480,6 +540,12 @@ func (f *fleetRun) attack(ctx, abort context.Context, start time.Time, every tim
 	}
 	res.body = m.Snapshot()
 	res.rows = m.Workers()
+	if len(bySource) > 0 {
+		res.bySource = map[string]tally.Snapshot{}
+		for c, sm := range bySource {
+			res.bySource[c] = sm.Snapshot()
+		}
+	}
 	var finals int
 	for _, r := range res.rows {
 		if r.Final {
@@ -554,7 +620,11 @@ func (f *fleetRun) close(ctx context.Context) error {
 		f.follow()
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), deleteTimeout)
 		defer cancel()
-		f.closeErr = f.run.Delete(dctx)
+		var errs []error
+		for _, src := range f.sources {
+			errs = append(errs, src.run.Delete(dctx))
+		}
+		f.closeErr = errors.Join(errs...)
 		// The followers end with their context; what they were sending is
 		// dropped (send gives up once it is done).
 		f.wg.Wait()
@@ -564,7 +634,11 @@ func (f *fleetRun) close(ctx context.Context) error {
 
 // workersReport is the report's per-worker table.
 func (f *fleetRun) workersReport(rows []fleet.WorkerRow) *reports.Workers {
-	w := &reports.Workers{Cluster: f.run.Cluster.Name, Namespace: f.run.Namespace, Job: f.run.Name, Image: f.image, Count: f.workers}
+	w := &reports.Workers{Image: f.image, Count: f.workers}
+	for _, src := range f.sources {
+		w.Jobs = append(w.Jobs, reports.WorkerJob{Cluster: src.cluster, Namespace: src.run.Namespace, Job: src.run.Name,
+			Workers: src.count, FirstIndex: src.offset})
+	}
 	seen := map[int]bool{}
 	for _, r := range rows {
 		seen[r.Index] = true
@@ -590,5 +664,10 @@ func (f *fleetRun) workersReport(rows []fleet.WorkerRow) *reports.Workers {
 		}
 	}
 	sort.Slice(w.Rows, func(a, b int) bool { return w.Rows[a].Index < w.Rows[b].Index })
+	for i := range w.Rows {
+		if src := f.of(w.Rows[i].Index); src != nil {
+			w.Rows[i].Cluster = src.cluster
+		}
+	}
 	return w
 }

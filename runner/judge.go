@@ -117,6 +117,9 @@ type evidence struct {
 	// logSeconds counts the served log lines per cluster and second (Unix
 	// time), for the timeline.
 	logSeconds map[string]map[int64]int
+	// from is the bodies' counts of each source's workers, for the
+	// expectations judged from one source (attack.sources, from:).
+	from map[string]tally.Snapshot
 }
 
 // source returns the counts of one source; logs and metrics exist only
@@ -205,6 +208,15 @@ func (j *judge) one(e scenarios.Expectation, ev evidence, look int) reports.Expe
 		r.Kind, r.Verdict = e.Kind(), assert.Inconclusive
 		r.Reason = fmt.Sprintf("no %s were read (yet): nothing to judge", r.Source)
 		return r
+	}
+	if e.From != "" {
+		// Only the requests the workers in that cluster sent.
+		r.From = e.From
+		if s, ok = ev.from[e.From]; !ok || s.Total == 0 {
+			r.Kind, r.Verdict = e.Kind(), assert.Inconclusive
+			r.Reason = fmt.Sprintf("no request from source %s was measured: nothing to judge", e.From)
+			return r
+		}
 	}
 	if why := ev.unusable(e, r.Source); why != "" {
 		r.Kind, r.Verdict, r.Reason = e.Kind(), assert.Inconclusive, why

@@ -57,7 +57,9 @@ func openKube(ctx context.Context, sc *scenarios.Scenario, o Options) (*kubePath
 	}
 	used := map[string]bool{}
 	if sc.Attack.Workers > 0 {
-		used[sc.Attack.From] = true // as Needs says
+		for _, src := range sc.Attack.WorkerSources() {
+			used[src.Cluster] = true // as Needs says
+		}
 	} else if f := sc.Target.Forward; f != nil {
 		used[f.Cluster] = true
 	}

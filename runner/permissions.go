@@ -29,12 +29,14 @@ func Needs(sc *scenarios.Scenario) []kube.Need {
 	}
 	used := map[string]bool{}
 	if sc.Attack.Workers > 0 {
-		// The workers attack from inside the cluster: a Job, its
-		// ConfigMap and its pods' logs instead of a tunnel
+		// The workers attack from inside the clusters: a Job, its
+		// ConfigMap and its pods' logs in each source instead of a tunnel
 		// (runner/distributed.go).
-		used[sc.Attack.From] = true
-		for _, n := range kube.WorkerNeeds(sc.Attack.From, workerNamespace(sc), sc.Attack.Workers) {
-			add(n)
+		for _, src := range sc.Attack.WorkerSources() {
+			used[src.Cluster] = true
+			for _, n := range kube.WorkerNeeds(src.Cluster, workerNamespace(sc), src.Workers) {
+				add(n)
+			}
 		}
 	} else if f := sc.Target.Forward; f != nil {
 		used[f.Cluster] = true

@@ -161,7 +161,7 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (*reports.Repor
 			if ctx.Err() != nil {
 				err = fmt.Errorf("interrupted while waiting for the workers: %w", err)
 			}
-			return nil, &SetupError{fmt.Errorf("workers in cluster %s: %w", sc.Attack.From, err)}
+			return nil, &SetupError{fmt.Errorf("workers: %w", err)}
 		}
 	}
 	var res attribution.Resolver
@@ -272,7 +272,7 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (*reports.Repor
 	<-progressDone
 	sum.Interrupted = ctx.Err() != nil
 
-	ev := evidence{body: body, recon: map[string]*reports.Reconciliation{}, config: map[string][]reports.ConfigError{}}
+	ev := evidence{body: body, from: fr.bySource, recon: map[string]*reports.Reconciliation{}, config: map[string][]reports.ConfigError{}}
 	var warnings []string
 	if kp != nil {
 		warnings = kp.collect(ctx, &ev, start, sum.Ended, grace, sink.seqConn)
@@ -343,7 +343,7 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (*reports.Repor
 			rep.Warnings = append(rep.Warnings, "statistics.stop: early is not applied to a distributed run: the workers attacked to the end")
 		}
 		if err := fl.close(ctx); err != nil {
-			rep.Warnings = append(rep.Warnings, fmt.Sprintf("delete the workers' Job %s: %v (it expires by itself: ttlSecondsAfterFinished, and the next run removes it)", fl.run.Name, err))
+			rep.Warnings = append(rep.Warnings, fmt.Sprintf("delete the workers' Jobs: %v (they expire by themselves: ttlSecondsAfterFinished, and the next run removes them)", err))
 		}
 	}
 	rep.Expectation = j.evaluate(ev, look)

@@ -52,6 +52,19 @@ func (a *Attack) WorkerImage(version string) string {
 	return WorkerImageRepository + ":" + version
 }
 
+// WorkerSources are the clusters a distributed run attacks from, in the
+// order their workers are numbered: attack.sources, or attack.from with
+// all of attack.workers. Empty for a run from this process.
+func (a *Attack) WorkerSources() []Source {
+	if len(a.Sources) > 0 {
+		return a.Sources
+	}
+	if a.Workers > 0 {
+		return []Source{{Cluster: a.From, Workers: a.Workers}}
+	}
+	return nil
+}
+
 // ApplyDefaults fills in what the scenario leaves out. Parse calls it
 // before validation; it is idempotent, so calling it again is harmless.
 func (s *Scenario) ApplyDefaults() {
@@ -77,8 +90,13 @@ func (s *Scenario) ApplyDefaults() {
 		r, _ := ParseStatusRange(DefaultSuccessCodes)
 		a.SuccessCodes = StatusCodes{r}
 	}
+	if a.Workers == 0 && len(a.Sources) > 0 {
+		for _, src := range a.Sources {
+			a.Workers += max(src.Workers, 0)
+		}
+	}
 	if a.Workers > 0 {
-		if a.From == "" {
+		if a.From == "" && len(a.Sources) == 0 {
 			switch {
 			case s.Target.Forward != nil:
 				a.From = s.Target.Forward.Cluster
@@ -181,6 +199,9 @@ func (s *Scenario) ApplyDefaults() {
 			continue
 		}
 		base := e.derivedName()
+		if e.From != "" {
+			base += " from " + e.From
+		}
 		name := base
 		// Each base resumes at its last number, so n expectations with
 		// the same derived name take n steps, not n²/2.

@@ -131,6 +131,18 @@ type Attack struct {
 	Image string `yaml:"image"`
 	// ServiceAccount the worker pods run as (default mesh-verify-worker).
 	ServiceAccount string `yaml:"serviceAccount"`
+	// Sources run workers in several clusters at once (docs/distributed.md,
+	// Several sources): each names its cluster and how many workers run
+	// there, and the attack is shared over all of them. attack.workers is
+	// then their sum (it may be left out) and attack.from is left out.
+	// Expectations with from: judge one source's requests only.
+	Sources []Source `yaml:"sources"`
+}
+
+// Source is one cluster a distributed run's workers attack from.
+type Source struct {
+	Cluster string `yaml:"cluster"`
+	Workers int    `yaml:"workers"`
 }
 
 // GRPC is a unary call: the method's full path and a message whose
@@ -218,7 +230,10 @@ type Statistics struct {
 
 // Expectation is one judged statement. Exactly one of the kinds is set.
 type Expectation struct {
-	Name        string        `yaml:"name"`
+	Name string `yaml:"name"`
+	// From judges only the requests the workers in this cluster sent
+	// (one of attack.sources): locality, seen from each source.
+	From        string        `yaml:"from"`
 	Split       *Split        `yaml:"split"`
 	Reached     *BucketSet    `yaml:"reached"`
 	Only        *BucketSet    `yaml:"only"`

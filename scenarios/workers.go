@@ -21,6 +21,7 @@ const ClusterDomain = "cluster.local"
 // (docs/distributed.md, The worker). Called once the defaults are in.
 func (s *Scenario) checkWorkers(c *checker) {
 	a := s.Attack
+	s.checkAttackSources(c)
 	if a.Workers == 0 {
 		for _, f := range []struct{ path, val string }{
 			{"attack.from", a.From}, {"attack.image", a.Image}, {"attack.serviceAccount", a.ServiceAccount},
@@ -36,6 +37,8 @@ func (s *Scenario) checkWorkers(c *checker) {
 		return
 	}
 	switch {
+	case len(a.Sources) > 0:
+		// Each source names its cluster (checkSources).
 	case a.From == "":
 		c.add("attack.from", "required with several clusters and a url target: the cluster the workers run in (%s)", declaredList(s))
 	case !s.declared(a.From):
@@ -73,6 +76,86 @@ func (s *Scenario) checkWorkers(c *checker) {
 			c.add("target.portForward", "%v", err)
 		}
 	}
+}
+
+// checkAttackSources validates attack.sources and the expectations' from.
+func (s *Scenario) checkAttackSources(c *checker) {
+	a := s.Attack
+	clusters := map[string]bool{}
+	sum := 0
+	for i, src := range a.Sources {
+		at := fmt.Sprintf("attack.sources[%d]", i)
+		switch {
+		case src.Cluster == "":
+			c.add(at+".cluster", "required: the cluster these workers run in (%s)", declaredList(s))
+		case !s.declared(src.Cluster):
+			c.add(at+".cluster", "%s", s.unknownCluster(src.Cluster))
+		case clusters[src.Cluster]:
+			c.add(at+".cluster", "cluster %s is already a source: give it one entry with all its workers", src.Cluster)
+		default:
+			if k, ok := s.hasContext(src.Cluster); !ok {
+				c.add(at+".cluster", "%s", noContext(src.Cluster, k, "the workers' ConfigMap and Job are created through the cluster's API server"))
+			}
+		}
+		clusters[src.Cluster] = true
+		if src.Workers < 1 || src.Workers > MaxAttackWorkers {
+			c.add(at+".workers", "want 1 to %d worker pods, got %d", MaxAttackWorkers, src.Workers)
+		}
+		sum += src.Workers
+	}
+	if len(a.Sources) > 0 {
+		if a.From != "" {
+			c.add("attack.from", "leave it out with attack.sources: each source names its cluster")
+		}
+		if a.Workers != sum {
+			c.add("attack.workers", "%d, but attack.sources add up to %d workers: leave attack.workers out (or --workers) with attack.sources", a.Workers, sum)
+		}
+	}
+	for i, e := range s.Expect {
+		if e.From == "" {
+			continue
+		}
+		at := fmt.Sprintf("expect[%d].from", i)
+		switch {
+		case len(a.Sources) == 0:
+			c.add(at, "judges the requests of one source: it needs attack.sources")
+		case !clusters[e.From]:
+			c.add(at, "%s is not a source (attack.sources: %s)", e.From, sourceList(a.Sources))
+		case e.Mirror != nil:
+			c.add(at, "a mirror is judged from the logs, which do not say which source sent a request")
+		case expectationSource(e) != SourceBody:
+			c.add(at, "only expectations judged from the response bodies (source: body) can be split by source: the logs and metrics do not say which source sent a request")
+		}
+	}
+}
+
+func sourceList(srcs []Source) string {
+	names := make([]string, len(srcs))
+	for i, s := range srcs {
+		names[i] = s.Cluster
+	}
+	return strings.Join(names, ", ")
+}
+
+// expectationSource is the source an expectation is judged from.
+func expectationSource(e Expectation) string {
+	src := ""
+	switch {
+	case e.Split != nil:
+		src = e.Split.Source
+	case e.Reached != nil:
+		src = e.Reached.Source
+	case e.Only != nil:
+		src = e.Only.Source
+	case e.Never != nil:
+		src = e.Never.Source
+	case e.Mirror != nil:
+		src = SourceLogs
+	}
+	if src == "" {
+		src = SourceBody
+	}
+	return src
 }
 
 func rateFreq(r *Rate) int64 {

@@ -41,6 +41,16 @@ func TestWorkersFields(t *testing.T) {
 		{"pod target", `{portForward: {cluster: c2, resource: pod/web-0, port: "8080"}}`, "{rate: 10, requests: 100, workers: 2}", "5:target.portForward: workers reach the target by its in-cluster DNS name, which only a Service has"},
 		{"named port", `{portForward: {cluster: c2, resource: svc/web, port: http}}`, "{rate: 10, requests: 100, workers: 2}", `5:target.portForward: workers dial the Service's port by number: port "http" is a name`},
 		{"pod target is fine locally", `{portForward: {cluster: c2, resource: pod/web-0, port: "8080"}}`, "{rate: 10, requests: 100}", ""},
+		// Several sources.
+		{"sources", svcTarget, "{rate: 10, requests: 100, sources: [{cluster: c1, workers: 2}, {cluster: c2, workers: 1}]}", ""},
+		{"sources and their sum", svcTarget, "{rate: 10, requests: 100, workers: 3, sources: [{cluster: c1, workers: 2}, {cluster: c2, workers: 1}]}", ""},
+		{"sources and another sum", svcTarget, "{rate: 10, requests: 100, workers: 4, sources: [{cluster: c1, workers: 2}, {cluster: c2, workers: 1}]}", "6:attack.workers: 4, but attack.sources add up to 3 workers"},
+		{"sources and from", svcTarget, "{rate: 10, requests: 100, from: c1, sources: [{cluster: c1, workers: 2}]}", "6:attack.from: leave it out with attack.sources"},
+		{"source twice", svcTarget, "{rate: 10, requests: 100, sources: [{cluster: c1, workers: 2}, {cluster: c1, workers: 1}]}", "6:attack.sources[1].cluster: cluster c1 is already a source"},
+		{"unknown source", svcTarget, "{rate: 10, requests: 100, sources: [{cluster: c9, workers: 2}]}", "6:attack.sources[0].cluster: unknown cluster c9"},
+		{"source without workers", svcTarget, "{rate: 10, requests: 100, sources: [{cluster: c1, workers: 2}, {cluster: c2}]}", "6:attack.sources[1].workers: want 1 to 1000 worker pods, got 0"},
+		{"source without cluster", svcTarget, "{rate: 10, requests: 100, sources: [{workers: 2}]}", "6:attack.sources[0].cluster: required"},
+		{"rate below all sources", svcTarget, "{rate: 2, requests: 100, sources: [{cluster: c1, workers: 2}, {cluster: c2, workers: 1}]}", "6:attack.rate: 2 is less than attack.workers (3)"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := Parse("w.yaml", []byte(workersDoc(c.target, c.attack)))
@@ -158,5 +168,33 @@ func TestWorkerShare(t *testing.T) {
 	}
 	if _, err := (Attack{Concurrency: 1}).WorkerShare(1, 2); err == nil || !strings.Contains(err.Error(), "share of attack.concurrency is 0") {
 		t.Errorf("a zero share: %v", err)
+	}
+}
+
+// An expectation's from names one of attack.sources and is judged from
+// the bodies: the logs and metrics do not say which source sent a request.
+func TestExpectationFrom(t *testing.T) {
+	const sources = "{rate: 10, requests: 100, sources: [{cluster: c1, workers: 2}, {cluster: c2, workers: 1}]}"
+	for _, c := range []struct {
+		name, attack, expect, want string
+	}{
+		{"from a source", sources, "  - {from: c1, only: {by: cluster, buckets: [c1]}}\n", ""},
+		{"from the other", sources, "  - {from: c2, split: {weights: {c2: 100}}}\n", ""},
+		{"not a source", "{rate: 10, requests: 100, sources: [{cluster: c1, workers: 2}]}", "  - {from: c2, only: {by: cluster, buckets: [c1]}}\n", "expect[1].from: c2 is not a source (attack.sources: c1)"},
+		{"no sources", "{rate: 10, requests: 100, workers: 2}", "  - {from: c1, only: {by: cluster, buckets: [c1]}}\n", "expect[1].from: judges the requests of one source: it needs attack.sources"},
+		{"from logs", sources, "  - {from: c1, only: {by: cluster, buckets: [c1], source: logs}}\n", "expect[1].from: only expectations judged from the response bodies"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Parse("w.yaml", []byte(workersDoc(svcTarget, c.attack)+c.expect))
+			if c.want == "" {
+				if err != nil {
+					t.Fatalf("unexpected error: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("got:\n%v\nwant: %s", err, c.want)
+			}
+		})
 	}
 }

@@ -132,6 +132,12 @@ func (w *run) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// A source's Job numbers its pods from 0; the run numbers every
+	// source's workers in one sequence (fleet.RunConfig.IndexOffset).
+	if c.Run.IndexOffset > 0 {
+		w.o.Index += c.Run.IndexOffset
+		w.out.worker = w.o.Index
+	}
 	sc, runID, err := c.Share(w.o.Index)
 	if err != nil {
 		return fmt.Errorf("configmap %s: %w", name, err)
