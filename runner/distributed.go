@@ -385,9 +385,9 @@ func (f *fleetRun) notReady(ready map[int]bool) string {
 
 // fleetResult is what the workers measured, merged.
 type fleetResult struct {
-	summary  attack.Summary
-	body     tally.Snapshot
-	rows     []fleet.WorkerRow
+	summary attack.Summary
+	body    tally.Snapshot
+	rows    []fleet.WorkerRow
 	// bySource merges each source's workers apart (attack.sources only).
 	bySource map[string]tally.Snapshot
 	warnings []string
