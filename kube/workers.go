@@ -33,6 +33,10 @@ const (
 	WorkerKeyScenario  = "scenario.yaml"
 	WorkerKeyInventory = "inventory.json"
 	WorkerKeyRun       = "run.json"
+	// WorkerKeyCA holds the PEM authorities of the scenario's
+	// target.tls.ca, a file on the coordinator's machine the pods do not
+	// have; absent when the scenario names none.
+	WorkerKeyCA = "ca.pem"
 
 	// AnnotationStartAt is the instant (RFC 3339 with nanoseconds) the
 	// workers start attacking, set once all of them are ready.
@@ -101,6 +105,8 @@ type WorkerSpec struct {
 	Scenario  []byte
 	Inventory []byte
 	Run       []byte
+	// CA is the ConfigMap's ca.pem (optional).
+	CA []byte
 	// Deadline is the Job's activeDeadlineSeconds: the attack's duration,
 	// the start timeout and a margin. A coordinator that dies cannot leave
 	// workers running longer. Required, at most MaxWorkerDeadline.
@@ -170,7 +176,7 @@ func (s WorkerSpec) Validate() error {
 			errs = append(errs, fmt.Errorf("service account %q: %s", s.ServiceAccount, strings.Join(e, "; ")))
 		}
 	}
-	if n := len(s.Scenario) + len(s.Inventory) + len(s.Run); n > MaxWorkerConfigBytes {
+	if n := len(s.Scenario) + len(s.Inventory) + len(s.Run) + len(s.CA); n > MaxWorkerConfigBytes {
 		errs = append(errs, fmt.Errorf("scenario, inventory and run config are %d bytes together: a ConfigMap holds at most %d", n, MaxWorkerConfigBytes))
 	}
 	if len(s.Scenario) == 0 || len(s.Run) == 0 {
@@ -344,6 +350,9 @@ func (c *Cluster) createWorkers(ctx context.Context, spec WorkerSpec, now time.T
 			errors.New("the API server dropped spec.backoffLimitPerIndex: distributed workers need Kubernetes 1.29 or later (the JobBackoffLimitPerIndex feature), so that a dead worker is never retried")))
 	}
 	data := map[string]string{WorkerKeyScenario: string(spec.Scenario), WorkerKeyRun: string(spec.Run)}
+	if len(spec.CA) > 0 {
+		data[WorkerKeyCA] = string(spec.CA)
+	}
 	if len(spec.Inventory) > 0 {
 		data[WorkerKeyInventory] = string(spec.Inventory)
 	} else {

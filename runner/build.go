@@ -103,10 +103,7 @@ func targetTLS(sc *scenarios.Scenario) (cfg *tls.Config, insecure bool, err erro
 	}
 	cfg.ServerName = t.ServerName
 	if t.CA != "" {
-		path := t.CA
-		if !filepath.IsAbs(path) && sc.File != "" {
-			path = filepath.Join(filepath.Dir(sc.File), path)
-		}
+		path := caPath(sc)
 		pem, err := os.ReadFile(path)
 		if err != nil {
 			return nil, false, fmt.Errorf("target.tls.ca: %w", err)
@@ -118,6 +115,15 @@ func targetTLS(sc *scenarios.Scenario) (cfg *tls.Config, insecure bool, err erro
 		cfg.RootCAs = pool
 	}
 	return cfg, false, nil
+}
+
+// caPath is target.tls.ca's file, relative to the scenario's.
+func caPath(sc *scenarios.Scenario) string {
+	path := sc.Target.TLS.CA
+	if !filepath.IsAbs(path) && sc.File != "" {
+		path = filepath.Join(filepath.Dir(sc.File), path)
+	}
+	return path
 }
 
 // plannedRequests is how many requests the attack will send if nothing

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -146,6 +147,14 @@ func startFleet(ctx context.Context, kp *kubePath, sc *scenarios.Scenario, runID
 	if err != nil {
 		return nil, fmt.Errorf("encode inventory.json: %w", err)
 	}
+	// The pods do not have the coordinator's files: target.tls.ca goes
+	// in the ConfigMap (ca.pem).
+	var ca []byte
+	if t := sc.Target.TLS; t != nil && t.CA != "" && !t.InsecureSkipVerify {
+		if ca, err = os.ReadFile(caPath(sc)); err != nil {
+			return nil, fmt.Errorf("target.tls.ca: %w", err)
+		}
+	}
 	offset := 0
 	for _, s := range sc.Attack.WorkerSources() {
 		cl := kp.clusters[s.Cluster]
@@ -169,7 +178,7 @@ func startFleet(ctx context.Context, kp *kubePath, sc *scenarios.Scenario, runID
 		}
 		run, err := cl.CreateWorkers(ctx, kube.WorkerSpec{
 			RunID: runID, Namespace: ns, Workers: s.Workers, Image: f.image, ServiceAccount: sc.Attack.ServiceAccount,
-			Scenario: source, Inventory: inv, Run: rc, Deadline: jobDeadline(sc),
+			Scenario: source, Inventory: inv, Run: rc, CA: ca, Deadline: jobDeadline(sc),
 		})
 		if err != nil {
 			return nil, err

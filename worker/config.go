@@ -11,6 +11,7 @@ package worker
 
 import (
 	"bytes"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -31,6 +32,8 @@ const (
 	KeyScenario  = kube.WorkerKeyScenario
 	KeyInventory = kube.WorkerKeyInventory
 	KeyRun       = kube.WorkerKeyRun
+	// KeyCA is the optional PEM of the scenario's target.tls.ca.
+	KeyCA = kube.WorkerKeyCA
 	// AnnotationStartAt is the instant (RFC 3339 with nanoseconds) every
 	// worker starts its attack at; the coordinator sets it once all are ready.
 	AnnotationStartAt = kube.AnnotationStartAt
@@ -66,6 +69,9 @@ type Config struct {
 	Pods     []kube.Pod
 	Run      RunConfig
 	Interval time.Duration
+	// CA is ca.pem: the authorities the scenario's target.tls.ca names,
+	// read by the coordinator (nil when it names none).
+	CA []byte
 }
 
 var runIDRE = regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`)
@@ -112,6 +118,21 @@ func ParseConfig(name string, data map[string]string) (*Config, error) {
 		errs = append(errs, fmt.Errorf("configmap %s, key %s: want a JSON list of pods ({cluster, namespace, name, version, ...}): %w", name, KeyInventory, err))
 	} else if err := checkPods(c.Pods, sc); err != nil {
 		errs = append(errs, fmt.Errorf("configmap %s, key %s: %w", name, KeyInventory, err))
+	}
+	if pem, ok := data[KeyCA]; ok {
+		c.CA = []byte(pem)
+		if !x509.NewCertPool().AppendCertsFromPEM(c.CA) {
+			errs = append(errs, fmt.Errorf("configmap %s, key %s: holds no PEM certificate", name, KeyCA))
+		}
+	}
+	if c.Scenario != nil {
+		wantCA := c.Scenario.Target.TLS != nil && c.Scenario.Target.TLS.CA != "" && !c.Scenario.Target.TLS.InsecureSkipVerify
+		switch {
+		case wantCA && c.CA == nil:
+			errs = append(errs, fmt.Errorf("configmap %s: key %s missing: the scenario's target.tls.ca (%s) is a file on the coordinator's machine, which sends its certificates in that key", name, KeyCA, c.Scenario.Target.TLS.CA))
+		case !wantCA && c.CA != nil:
+			errs = append(errs, fmt.Errorf("configmap %s: key %s given, but the scenario names no target.tls.ca to trust it for", name, KeyCA))
+		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err

@@ -1,9 +1,17 @@
 package worker
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
+	"math/big"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mesh-verify/mesh-verify/kube"
 )
@@ -19,6 +27,22 @@ attribution:
 expect:
   - successRate: {atLeast: 99%}
 `
+
+// selfSigned is a PEM certificate of an authority of its own.
+func selfSigned(t testing.TB) string {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"}, IsCA: true, BasicConstraintsValid: true,
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), KeyUsage: x509.KeyUsageCertSign}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
+}
 
 func goodData(t testing.TB) map[string]string {
 	t.Helper()
@@ -92,6 +116,9 @@ func TestParseConfig(t *testing.T) {
 		{"inventory not a list", edit(KeyInventory, `{"cluster":"c1"}`), "key inventory.json: want a JSON list of pods"},
 		{"inventory unknown cluster", edit(KeyInventory, `[{"cluster":"c9","namespace":"d","name":"p","phase":"","ready":true,"restarts":0}]`), `key inventory.json: [0].cluster: "c9" is not a cluster of the scenario`},
 		{"inventory pod without name", edit(KeyInventory, `[{"cluster":"c1","namespace":"d","name":"","phase":"","ready":true,"restarts":0}]`), "key inventory.json: [0].name: required"},
+		{"ca without tls.ca", edit(KeyCA, "-----BEGIN CERTIFICATE-----\n"), "key ca.pem: holds no PEM certificate"},
+		{"ca the scenario does not use", edit(KeyCA, selfSigned(t)), "key ca.pem given, but the scenario names no target.tls.ca"},
+		{"tls.ca without ca.pem", edit(KeyScenario, strings.Replace(testScenario, `port: "8080"}, path: /x}`, `port: "8080", scheme: https}, path: /x, tls: {ca: ca.pem}}`, 1)), "key ca.pem missing: the scenario's target.tls.ca (ca.pem) is a file on the coordinator's machine"},
 		{"too large", edit("big", strings.Repeat("x", MaxConfigMapBytes)), "bytes of data, at most 1048576"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -3,17 +3,26 @@ package worker_test
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
+	"math/big"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -457,6 +466,53 @@ func TestLabWorkers(t *testing.T) {
 		}
 	})
 
+	// A scenario's target.tls.ca is a file on the coordinator's machine:
+	// its certificates travel in the ConfigMap's ca.pem, and the worker
+	// trusts them for the target. Without them the same target's
+	// certificate is refused, so the test shows the CA carried, not TLS
+	// left unchecked.
+	t.Run("TLS target with the coordinator's CA", func(t *testing.T) {
+		var served atomic.Int64
+		srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			served.Add(1)
+			fmt.Fprintln(w, "hello from pod=web-0")
+		}))
+		srv.Config.ReadHeaderTimeout = 5 * time.Second
+		srv.StartTLS() // 127.0.0.1, a certificate for 127.0.0.1 from its own authority
+		defer srv.Close()
+		ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+		sc := strings.Replace(fmt.Sprintf(labScenario, "rate: 20/s, duration: 1s", 1),
+			`target: {url: "http://web.default.svc.cluster.local:8080/hello"}`,
+			`target: {url: "https://web.default.svc.cluster.local:8443/hello", tls: {ca: certs/ca.pem}}`, 1)
+		for _, c := range []struct {
+			cm      string
+			ca      []byte
+			answers bool
+		}{{"mv-tls", ca, true}, {"mv-tls-other-ca", pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: otherCA(t)}), false}} {
+			data, err := worker.ConfigMapData([]byte(sc), nil, worker.RunConfig{RunID: "run-" + c.cm, Workers: 1, Target: srv.URL + "/hello", Interval: "1s"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			data[worker.KeyCA] = string(c.ca)
+			e.putConfigMap(t, c.cm, data)
+			before := served.Load()
+			p := startWorker(t, e.bin, e.env, 0, append([]string{"--configmap", c.cm}, e.args...)...)
+			if rec, _ := p.next(t, 60*time.Second); rec.Kind != fleet.KindReady {
+				t.Fatalf("%s: first record %+v; stderr:\n%s", c.cm, rec, p.stderr.String())
+			}
+			e.annotate(t, c.cm, worker.AnnotationStartAt, time.Now().Add(300*time.Millisecond).UTC().Format(time.RFC3339Nano))
+			recs, _ := p.rest(t, 60*time.Second)
+			last := recs[len(recs)-1]
+			n := served.Load() - before
+			switch {
+			case c.answers && (last.Kind != fleet.KindFinal || last.State == nil || last.State.Total != 20 || n != 20):
+				t.Errorf("%s: last record %s with %v requests, the server answered %d; want 20 and 20\n%s", c.cm, last.Kind, stateTotal(last.State), n, p.stderr.String())
+			case !c.answers && (n != 0 || !strings.Contains(p.stderr.String(), "certificate signed by unknown authority")):
+				t.Errorf("%s: a CA that did not sign the target's certificate: the server answered %d requests; stderr:\n%s", c.cm, n, p.stderr.String())
+			}
+		}
+	})
+
 	t.Run("bad configmap", func(t *testing.T) {
 		good, err := worker.ConfigMapData([]byte(fmt.Sprintf(labScenario, "rate: 10/s, duration: 1s", 1)), nil,
 			worker.RunConfig{RunID: "run-bad", Workers: 1, Target: e.tg.url, Interval: "1s"})
@@ -493,4 +549,22 @@ func stateTotal(s *tally.State) any {
 		return "no state"
 	}
 	return s.Total
+}
+
+// otherCA is a self-signed authority of its own (every httptest server
+// shares one certificate, so another server's would not do).
+func otherCA(t *testing.T) []byte {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "not the target's CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return der
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -141,6 +142,19 @@ func (w *run) run(ctx context.Context) error {
 	sc, runID, err := c.Share(w.o.Index)
 	if err != nil {
 		return fmt.Errorf("configmap %s: %w", name, err)
+	}
+	if c.CA != nil {
+		// The scenario's target.tls.ca is a path on the coordinator's
+		// machine; its certificates came in ca.pem, and the runner reads
+		// a file. /tmp is the pod's one writable place (an emptyDir).
+		path, err := writeCA(c.CA)
+		if err != nil {
+			return fmt.Errorf("configmap %s, key %s: %w", name, KeyCA, err)
+		}
+		defer os.Remove(path)
+		t := *sc.Target.TLS
+		t.CA = path
+		sc.Target.TLS = &t
 	}
 	w.logf("ready: %s, run id %s, attacking %s", name, runID, c.Run.Target)
 	if err := w.out.emit(fleet.KindReady, nil, ""); err != nil {
@@ -371,4 +385,22 @@ func (e *emitter) emit(kind fleet.Kind, s *tally.State, errText string) error {
 	rec := fleet.Record{Kind: kind, Worker: e.worker, Pod: pod, Seq: e.seq, Time: time.Now().UTC(), State: s, Error: errText}
 	e.seq++
 	return fleet.Encode(e.w, rec)
+}
+
+// writeCA writes the authorities of ca.pem to a file of their own.
+func writeCA(pem []byte) (string, error) {
+	f, err := os.CreateTemp("", "mesh-verify-ca-*.pem")
+	if err != nil {
+		return "", fmt.Errorf("write the CA: %w", err)
+	}
+	if _, err := f.Write(pem); err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return "", fmt.Errorf("write the CA %s: %w", f.Name(), err)
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(f.Name())
+		return "", fmt.Errorf("write the CA %s: %w", f.Name(), err)
+	}
+	return f.Name(), nil
 }
