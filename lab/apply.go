@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/mesh-verify/mesh-verify/lab/kwok"
 	"github.com/mesh-verify/mesh-verify/lab/topology"
 )
 
@@ -25,7 +26,7 @@ func applyCluster(ctx context.Context, cfg *rest.Config, cluster string, t *topo
 	}
 	// The API server answers as kwokctl returns, but may still be
 	// finishing its bootstrap: retry the first write briefly.
-	err = retry(ctx, 15*time.Second, func() error {
+	err = kwok.Retry(ctx, 15*time.Second, 100*time.Millisecond, func() error {
 		_, err := cs.CoreV1().Nodes().Create(ctx, topology.Node(), metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
 			return nil
@@ -75,22 +76,6 @@ func applyCluster(ctx context.Context, cfg *rest.Config, cluster string, t *topo
 		}
 	}
 	return nil
-}
-
-// retry calls f every 100 ms until it succeeds or d has passed.
-func retry(ctx context.Context, d time.Duration, f func() error) error {
-	deadline := time.Now().Add(d)
-	for {
-		err := f()
-		if err == nil || time.Now().After(deadline) {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
 }
 
 // brokenClusterError is a cluster whose API server answers but whose

@@ -250,7 +250,7 @@ func finish(r *reports.Report, sc *scenarios.Scenario) {
 // decide anything.
 func judgedFrom(sc *scenarios.Scenario, source string) bool {
 	for _, e := range sc.Expect {
-		if e.Mirror == nil && sourceOf(e) == source && (e.Split != nil || e.Reached != nil || e.Only != nil || e.Never != nil) {
+		if e.Mirror == nil && e.JudgedFrom() == source && (e.Split != nil || e.Reached != nil || e.Only != nil || e.Never != nil) {
 			return true
 		}
 	}

@@ -82,7 +82,7 @@ func (kp *kubePath) collect(ctx context.Context, ev *evidence, start, end time.T
 func neededFields(sc *scenarios.Scenario, source string) []attribution.Field {
 	var out []attribution.Field
 	for _, e := range sc.Expect {
-		if sourceOf(e) != source {
+		if e.JudgedFrom() != source {
 			continue
 		}
 		var by string

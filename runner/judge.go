@@ -177,29 +177,12 @@ func (j *judge) evaluate(ev evidence, look int) []reports.Expectation {
 	return out
 }
 
-// sourceOf is the source an expectation reads (resolved by scenario defaults).
-func sourceOf(e scenarios.Expectation) string {
-	switch {
-	case e.Split != nil:
-		return e.Split.Source
-	case e.Reached != nil:
-		return e.Reached.Source
-	case e.Only != nil:
-		return e.Only.Source
-	case e.Never != nil:
-		return e.Never.Source
-	case e.Mirror != nil:
-		return scenarios.SourceLogs
-	}
-	return scenarios.SourceBody
-}
-
 func (j *judge) one(e scenarios.Expectation, ev evidence, look int) reports.Expectation {
 	st := j.sc.Statistics
 	conf := j.level(e, look)
 	sampling := Sampling(j.sc, e)
 	share := assert.ShareSpec{Confidence: conf, Power: st.Power, Evidence: st.Margin.Fraction(), Sampling: sampling}
-	r := reports.Expectation{Name: e.Name, Source: sourceOf(e), Confidence: conf}
+	r := reports.Expectation{Name: e.Name, Source: e.JudgedFrom(), Confidence: conf}
 	if r.Source == "" {
 		r.Source = scenarios.SourceBody
 	}
@@ -315,7 +298,7 @@ func (j *judge) minShare(e scenarios.Expectation, ev evidence) assert.MinShare {
 	}
 	for _, other := range j.sc.Expect {
 		sp := other.Split
-		if sp == nil || sp.By != rc.By || sourceOf(other) != sourceOf(e) {
+		if sp == nil || sp.By != rc.By || other.JudgedFrom() != e.JudgedFrom() {
 			continue
 		}
 		model, err := j.model(sp, ev.readyPods)

@@ -123,7 +123,7 @@ func (s *Scenario) checkAttackSources(c *checker) {
 			c.add(at, "%s is not a source (attack.sources: %s)", e.From, sourceList(a.Sources))
 		case e.Mirror != nil:
 			c.add(at, "a mirror is judged from the logs, which do not say which source sent a request")
-		case expectationSource(e) != SourceBody:
+		case e.JudgedFrom() != SourceBody:
 			c.add(at, "only expectations judged from the response bodies (source: body) can be split by source: the logs and metrics do not say which source sent a request")
 		}
 	}
@@ -137,8 +137,10 @@ func sourceList(srcs []Source) string {
 	return strings.Join(names, ", ")
 }
 
-// expectationSource is the source an expectation is judged from.
-func expectationSource(e Expectation) string {
+// JudgedFrom is the source an expectation is judged from: a split's,
+// reached's, only's or never's source (body when left out), the logs for
+// a mirror, the bodies for the rest.
+func (e *Expectation) JudgedFrom() string {
 	src := ""
 	switch {
 	case e.Split != nil:

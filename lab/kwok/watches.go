@@ -64,7 +64,7 @@ spec:
   logs: [{containers: [%s], logsFile: %q}]
 `, canaryName, canaryContainer, canaryLog)
 	// The CRD may not be served yet (kwokctl has only just created it).
-	if err := retry(ctx, kwokUpTimeout, func() error {
+	if err := Retry(ctx, kwokUpTimeout, 200*time.Millisecond, func() error {
 		_, err := l.Kubectl(ctx, name, []byte(obj), "apply", "-f", "-")
 		return err
 	}); err != nil {
@@ -264,8 +264,9 @@ func stopPID(ctx context.Context, pid int, d time.Duration) error {
 	return nil
 }
 
-// retry calls f until it succeeds or d has passed.
-func retry(ctx context.Context, d time.Duration, f func() error) error {
+// Retry calls f every interval until it succeeds, d has passed (f's
+// last error) or ctx ends.
+func Retry(ctx context.Context, d, interval time.Duration, f func() error) error {
 	deadline := time.Now().Add(d)
 	for {
 		err := f()
@@ -275,7 +276,7 @@ func retry(ctx context.Context, d time.Duration, f func() error) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
+		case <-time.After(interval):
 		}
 	}
 }
