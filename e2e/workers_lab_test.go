@@ -278,7 +278,7 @@ func TestDistributedRunAgreesWithTheDataPlane(t *testing.T) {
 			t.Errorf("worker %d: its record counts %d requests, the sidecars logged %d with its ids", row.Index, row.Requests, byWorker[row.Index])
 		}
 	}
-	if !strings.Contains(r.Stdout, "4 workers: job mv-") || !strings.Contains(r.Stdout, "finished") {
+	if !strings.Contains(r.Stdout, "4 workers, image ghcr.io/mesh-verify/mesh-verify:") || !strings.Contains(r.Stdout, "job mv-") || !strings.Contains(r.Stdout, "finished") {
 		t.Errorf("the terminal report does not show the workers:\n%s", r.Stdout)
 	}
 	html, err := os.ReadFile(filepath.Join(r.Dir(), "report.html"))
