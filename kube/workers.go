@@ -469,7 +469,7 @@ func workerPod(p *corev1.Pod) WorkerPod {
 }
 
 // Pods lists the Job's pods, by index then name (a pod the Job controller
-// replaced, which backoffLimit 0 should prevent, shows as a second pod of
+// replaced, which backoffLimitPerIndex 0 should prevent, shows as a second pod of
 // its index).
 func (w *WorkerRun) Pods(ctx context.Context) ([]WorkerPod, error) {
 	list, err := w.Cluster.Client.CoreV1().Pods(w.Namespace).List(ctx, metav1.ListOptions{

@@ -95,7 +95,7 @@ func readFile(p string) string {
 }
 
 // meshVerifyJob is an Indexed Job of mesh-verify's image as the
-// coordinator creates it: n workers, backoffLimit 0, the label the lab
+// coordinator creates it: n workers, none retried, the label the lab
 // watches on the pod template.
 func meshVerifyJob(name string, n int32, grace int64, args []string, env ...corev1.EnvVar) *batchv1.Job {
 	indexed := batchv1.IndexedCompletion
