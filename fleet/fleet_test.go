@@ -232,6 +232,9 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte("klog line\n" + good[:len(good)/3]))
 	f.Add([]byte(`{"meshVerifyWorker":"v1","kind":"interval","worker":1,"seq":2,"state":{"sliceWidth":1000000000,"latency":{"count":1,"max":5,"bins":[5,1]}}}` + "\n"))
 	f.Add([]byte(`{"meshVerifyWorker":"v9","worker":4}` + "\n"))
+	// slicesFrom near MaxInt64: its sum with the slices' count overflowed
+	// the bound, and completing the state made a slice that long.
+	f.Add([]byte(`{"meshVerifyWorker":"v1","kind":"interval","worker":1,"seq":2,"state":{"sliceWidth":1000000000,"slicesFrom":9223372036854775807,"slices":[{"requests":0}]}}` + "\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		d := NewDecoder(bytes.NewReader(data))
 		m := NewMerger(start)

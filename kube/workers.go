@@ -689,7 +689,10 @@ func (c *Cluster) SweepWorkers(ctx context.Context, ns string, now time.Time) ([
 		}
 		opts := background()
 		opts.Preconditions = &metav1.Preconditions{UID: &j.UID}
-		if err := c.Client.BatchV1().Jobs(ns).Delete(ctx, j.Name, opts); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		if err := c.Client.BatchV1().Jobs(ns).Delete(ctx, j.Name, opts); err != nil {
+			if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+				continue // deleted meanwhile: not by this sweep
+			}
 			return deleted, c.wrap(fmt.Sprintf("delete jobs.batch %s in namespace %s (expired %s)", j.Name, ns, j.Annotations[AnnotationExpiresAt]), err)
 		}
 		deleted = append(deleted, "job/"+j.Name)

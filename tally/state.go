@@ -222,7 +222,8 @@ func (s *State) Validate() error {
 		// lacks some would judge a latency bound on no data.
 		return fmt.Errorf("state: %d latencies for %d requests", s.Latency.Count, s.Total)
 	}
-	if s.SlicesFrom < 0 || s.SlicesFrom+len(s.Slices) > maxSlices || len(s.Slices) > maxSlices {
+	// Not SlicesFrom+len(Slices) > maxSlices: that sum overflows.
+	if s.SlicesFrom < 0 || s.SlicesFrom > maxSlices || len(s.Slices) > maxSlices-s.SlicesFrom {
 		return fmt.Errorf("state: slices %d to %d, at most %d", s.SlicesFrom, s.SlicesFrom+len(s.Slices), maxSlices)
 	}
 	for i, sl := range s.Slices {

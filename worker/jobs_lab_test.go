@@ -5,9 +5,6 @@ import (
 	"errors"
 	"io"
 	"maps"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -18,8 +15,6 @@ import (
 
 	"github.com/mesh-verify/mesh-verify/fleet"
 	"github.com/mesh-verify/mesh-verify/kube"
-	"github.com/mesh-verify/mesh-verify/lab"
-	"github.com/mesh-verify/mesh-verify/lab/kwok"
 	"github.com/mesh-verify/mesh-verify/lab/labtest"
 	"github.com/mesh-verify/mesh-verify/scenarios"
 	"github.com/mesh-verify/mesh-verify/worker"
@@ -34,41 +29,7 @@ import (
 // read from the pods' logs through the API server, as the coordinator
 // will, and merged.
 func TestLabWorkerJob(t *testing.T) {
-	bin := labtest.Binaries(t)
-	exe := buildBinary(t)
-	dir, err := os.MkdirTemp("", "mvlab-") // short: kwokctl puts unix sockets in it
-	if err != nil {
-		t.Fatal(err)
-	}
-	topo := filepath.Join(t.TempDir(), "one.yaml")
-	if err := os.WriteFile(topo, []byte(labtest.OneCluster), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	opts := lab.Options{Dir: dir, Topology: topo, Bin: string(bin), RepoRoot: labtest.RepoRoot(), ReadyTimeout: time.Minute, Out: io.Discard,
-		Daemon: func(dir string) (*exec.Cmd, error) { return exec.Command(exe, "lab", "serve", "--dir", dir), nil }}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if _, err := lab.Down(ctx, opts); err != nil {
-			t.Errorf("lab down: %v", err)
-		}
-		if k, err := kwok.New(bin, dir); err == nil {
-			if left := k.Leftovers(); len(left) > 0 {
-				t.Errorf("processes left behind by the lab: %v", left)
-			}
-		}
-		if t.Failed() {
-			b, _ := os.ReadFile(filepath.Join(dir, "daemon.log"))
-			t.Logf("daemon log:\n%s", b)
-		}
-		os.RemoveAll(dir)
-	})
-	upCtx, upCancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer upCancel()
-	l, err := lab.Up(upCtx, opts)
-	if err != nil {
-		t.Fatalf("lab up: %v", err)
-	}
+	l := labtest.DaemonLab(t, buildBinary(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	cfg, err := kube.LoadConfig(kube.Options{Kubeconfig: []string{l.Kubeconfig}})

@@ -18,7 +18,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -88,20 +87,7 @@ func (tg *target) count(run string) (total int64, pods map[string]int64, ids []s
 // buildBinary builds mesh-verify once for the test: the workers run as
 // real processes of the binary, as in a Job's pod.
 func buildBinary(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "mesh-verify")
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	args := []string{"build", "-o", bin}
-	if raceEnabled {
-		args = append(args, "-race")
-	}
-	cmd := exec.CommandContext(ctx, "go", append(args, "./cmd/mesh-verify")...)
-	cmd.Dir = labtest.RepoRoot()
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
+	return labtest.BuildMeshVerify(t, raceEnabled)
 }
 
 // lockedBuffer is stderr, written by exec's copying goroutine and read

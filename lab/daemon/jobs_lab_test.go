@@ -3,9 +3,7 @@ package daemon_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -25,59 +23,11 @@ import (
 )
 
 // jobsLab brings up the one-cluster lab with the built mesh-verify as its
-// daemon (so Job pods run that binary), and takes it down when the test
-// ends, checking no process of it is left.
+// daemon (so Job pods run that binary); labtest.DaemonLab takes it down
+// when the test ends and checks that no process of it is left.
 func jobsLab(t *testing.T) (*lab.Lab, kubernetes.Interface) {
 	t.Helper()
-	bin := labtest.Binaries(t)
-	exe := filepath.Join(t.TempDir(), "mesh-verify")
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	build := exec.CommandContext(ctx, "go", "build", "-o", exe, "./cmd/mesh-verify")
-	build.Dir = labtest.RepoRoot()
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/mesh-verify: %v\n%s", err, out)
-	}
-	dir, err := os.MkdirTemp("", "mvlab-") // short: kwokctl puts unix sockets in it
-	if err != nil {
-		t.Fatal(err)
-	}
-	topo := filepath.Join(t.TempDir(), "one.yaml")
-	if err := os.WriteFile(topo, []byte(labtest.OneCluster), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	opts := lab.Options{Dir: dir, Topology: topo, Bin: string(bin), RepoRoot: labtest.RepoRoot(), ReadyTimeout: time.Minute, Out: io.Discard,
-		Daemon: func(dir string) (*exec.Cmd, error) { return exec.Command(exe, "lab", "serve", "--dir", dir), nil }}
-	t.Cleanup(func() {
-		st, _ := daemon.ReadStatus(dir)
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if _, err := lab.Down(ctx, opts); err != nil {
-			t.Errorf("lab down: %v", err)
-		}
-		if k, err := kwok.New(bin, dir); err == nil {
-			if left := k.Leftovers(); len(left) > 0 {
-				t.Errorf("processes left behind by the lab: %v", left)
-			}
-		}
-		if st != nil {
-			for _, j := range st.Jobs {
-				if j.PID != 0 && kwok.Alive(j.PID) {
-					t.Errorf("job pod %s: process %d still runs after lab down", j.Name, j.PID)
-				}
-			}
-		}
-		if t.Failed() {
-			t.Logf("daemon log:\n%s", readFile(filepath.Join(dir, "daemon.log")))
-		}
-		os.RemoveAll(dir)
-	})
-	upCtx, upCancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer upCancel()
-	l, err := lab.Up(upCtx, opts)
-	if err != nil {
-		t.Fatalf("lab up: %v\ndaemon log:\n%s", err, readFile(filepath.Join(dir, "daemon.log")))
-	}
+	l := labtest.DaemonLab(t, labtest.BuildMeshVerify(t, false))
 	cfg, err := daemon.RESTConfig(l.Kubeconfig, l.Context("c1"))
 	if err != nil {
 		t.Fatal(err)
