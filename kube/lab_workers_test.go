@@ -138,7 +138,7 @@ func TestLabWorkers(t *testing.T) {
 			{coordinatorUser, "get", "", "secrets", false},
 			{coordinatorUser, "create", "", "serviceaccounts", false},
 			{workerUser, "get", "", "configmaps", true},
-			{workerUser, "list", "", "configmaps", true},
+			{workerUser, "list", "", "configmaps", false},
 			{workerUser, "watch", "", "configmaps", true},
 			{workerUser, "patch", "", "configmaps", false},
 			{workerUser, "create", "", "configmaps", false},

@@ -174,7 +174,9 @@ func workerPermissions() []Permission {
 		w("watch", "", "pods", "", "WorkerRun.WatchPods", "notice a worker pod dying during the run"),
 		w("get", "", "pods", "log", "the coordinator (runner/distributed.go)", "follow the workers' logs, which carry their records"),
 	}
-	for _, verb := range []string{"get", "list", "watch"} {
+	// get and watch (by name, with a field selector): never list, which
+	// would read every ConfigMap of the application's namespace.
+	for _, verb := range []string{"get", "watch"} {
 		p := w(verb, "", "configmaps", "", "mesh-verify worker", "the worker reads its ConfigMap and watches it for the start and stop annotations")
 		p.Worker = true
 		out = append(out, p)
