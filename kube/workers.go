@@ -107,6 +107,11 @@ type WorkerSpec struct {
 	Run       []byte
 	// CA is the ConfigMap's ca.pem (optional).
 	CA []byte
+	// StartTimeout, when set, is the workers' --start-timeout: how long a
+	// ready worker waits for the start signal. It must cover the
+	// coordinator's wait for the slowest worker and what it does before
+	// the start (the worker's own default is 2m).
+	StartTimeout time.Duration
 	// Deadline is the Job's activeDeadlineSeconds: the attack's duration,
 	// the start timeout and a margin. A coordinator that dies cannot leave
 	// workers running longer. Required, at most MaxWorkerDeadline.
@@ -266,7 +271,7 @@ func workerJob(s WorkerSpec, name string, expires time.Time) *batchv1.Job {
 					Containers: []corev1.Container{{
 						Name:  "worker",
 						Image: s.Image,
-						Args:  []string{"worker", "--configmap", name, "--namespace", s.Namespace},
+						Args:  workerArgs(s, name),
 						Env: []corev1.EnvVar{
 							{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
 							{Name: "POD_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}},
@@ -293,6 +298,15 @@ func workerJob(s WorkerSpec, name string, expires time.Time) *batchv1.Job {
 			},
 		},
 	}
+}
+
+// workerArgs is the worker container's command line.
+func workerArgs(s WorkerSpec, name string) []string {
+	args := []string{"worker", "--configmap", name, "--namespace", s.Namespace}
+	if s.StartTimeout > 0 {
+		args = append(args, "--start-timeout", s.StartTimeout.String())
+	}
+	return args
 }
 
 // CreateWorkers creates a run's worker Job and ConfigMap in

@@ -101,8 +101,12 @@ func ParseRequestID(runID, id string) (uint64, bool) {
 	if !digits(rest) {
 		return 0, false
 	}
+	// At or above 2^48 a local sequence number would take a worker's key.
 	seq, err := strconv.ParseUint(rest, 10, 64)
-	return seq, err == nil
+	if err != nil || seq >= 1<<workerShift {
+		return 0, false
+	}
+	return seq, true
 }
 
 // workerShift leaves a worker 2^48 sequence numbers; maxWorkerIndex keeps

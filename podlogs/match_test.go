@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"regexp"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -77,7 +78,8 @@ func TestParseRequestID(t *testing.T) {
 		{"run7", "run7-w1", 0, false},
 		{"run7", "run7-w1-2-3", 0, false},
 		{"run7", "run7-x1-2", 0, false},
-		{"run7-w1", "run7-w1-9", 9, true}, // a worker's own prefix
+		{"run7-w1", "run7-w1-9", 9, true},          // a worker's own prefix
+		{"run7", "run7-281474976710661", 0, false}, // 2^48+5 would be worker 0's seq 5
 	} {
 		seq, ok := ParseRequestID(c.run, c.id)
 		if seq != c.seq || ok != c.ok {
@@ -261,16 +263,21 @@ func TestCounterRetriesAndMirrorByTarget(t *testing.T) {
 	}
 }
 
-// Whatever an id says, a key it parses to is the key of the canonical id
-// of that request, so a worker's request and a local one never share one.
+// Keys of a worker's ids and of a single process's never meet: whether a
+// key carries a worker is read from the id's text here, not from the
+// parser, and a key parses back from its canonical id.
 func FuzzParseRequestID(f *testing.F) {
-	for _, s := range []string{"run7-0", "run7-w3-17", "run7-w65534-1", "run7-w-1", "run7-+3", "run7-w1-2-3"} {
+	for _, s := range []string{"run7-0", "run7-w3-17", "run7-w65534-1", "run7-w-1", "run7-+3", "run7-w1-2-3", "run7-281474976710661"} {
 		f.Add("run7", s)
 	}
 	f.Fuzz(func(t *testing.T, run, id string) {
 		key, ok := ParseRequestID(run, id)
 		if !ok {
 			return
+		}
+		rest := strings.TrimPrefix(id, run+"-")
+		if fromWorker := strings.HasPrefix(rest, "w"); fromWorker != (key>>48 != 0) {
+			t.Fatalf("ParseRequestID(%q, %q) = %d: a worker's id %v, key in a worker's range %v", run, id, key, fromWorker, key>>48 != 0)
 		}
 		canonical := fmt.Sprintf("%s-%d", run, key)
 		if w := key >> 48; w > 0 {

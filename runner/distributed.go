@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -35,6 +36,10 @@ const (
 	// workerReadyTimeout bounds the wait for every worker's ready record
 	// (the image pulled, the pod scheduled, the ConfigMap read).
 	workerReadyTimeout = 3 * time.Minute
+	// workerStartMargin is what the coordinator may take between the last
+	// ready record and the start signal besides the log window's lead: log
+	// followers opened, metrics scraped, the start 2 s ahead.
+	workerStartMargin = 2 * time.Minute
 	// workerInterval is how often a worker prints its state.
 	workerInterval = time.Second
 	// startLead is how far ahead of the start signal the start lies, so
@@ -105,6 +110,8 @@ type fleetEvent struct {
 	// logEnded: the pod's log was read to its end without a final or
 	// error record (the worker was killed).
 	logEnded bool
+	// warning is for the report only (record lines skipped).
+	warning string
 }
 
 // workerNamespace is where the workers run: the target Service's
@@ -179,6 +186,9 @@ func startFleet(ctx context.Context, kp *kubePath, sc *scenarios.Scenario, runID
 		run, err := cl.CreateWorkers(ctx, kube.WorkerSpec{
 			RunID: runID, Namespace: ns, Workers: s.Workers, Image: f.image, ServiceAccount: sc.Attack.ServiceAccount,
 			Scenario: source, Inventory: inv, Run: rc, CA: ca, Deadline: jobDeadline(sc),
+			// A worker ready first waits for the last one, then for the
+			// log window's lead and the metrics scrape before the start.
+			StartTimeout: workerReadyTimeout + logSkew(sc) + workerStartMargin,
 		})
 		if err != nil {
 			return nil, err
@@ -190,7 +200,7 @@ func startFleet(ctx context.Context, kp *kubePath, sc *scenarios.Scenario, runID
 		go func() {
 			defer f.wg.Done()
 			err := src.run.WatchPods(wctx, func(ps []kube.WorkerPod) {
-				ps = slicesClone(ps)
+				ps = slices.Clone(ps)
 				for i := range ps {
 					if ps[i].Index >= 0 {
 						ps[i].Index += src.offset
@@ -207,16 +217,26 @@ func startFleet(ctx context.Context, kp *kubePath, sc *scenarios.Scenario, runID
 	return f, nil
 }
 
-func slicesClone(ps []kube.WorkerPod) []kube.WorkerPod { return append([]kube.WorkerPod(nil), ps...) }
-
 // jobDeadline is the Job's activeDeadlineSeconds: a coordinator that dies
 // cannot leave workers attacking longer than the run would have.
 func jobDeadline(sc *scenarios.Scenario) time.Duration {
-	d := sc.Attack.Duration.Duration
-	if d == 0 {
-		d = 30 * time.Minute // a request count: no duration to go by
+	return min(plannedLength(sc)+workerReadyTimeout+logSkew(sc)+workerStartMargin+2*sc.Attack.Timeout.Duration+workerEndGrace, kube.MaxWorkerDeadline)
+}
+
+// plannedLength is how long the attack should take: its duration, a
+// request count at its rate, or a ramp's length; kube.MaxWorkerDeadline
+// for a closed loop by request count, which no rate bounds.
+func plannedLength(sc *scenarios.Scenario) time.Duration {
+	a := sc.Attack
+	switch {
+	case a.Duration.Duration > 0:
+		return a.Duration.Duration
+	case a.Ramp != nil:
+		return a.Ramp.Duration.Duration
+	case a.Requests > 0 && a.Rate != nil && a.Rate.Freq > 0:
+		return time.Duration(float64(a.Requests) / float64(a.Rate.Freq) * float64(a.Rate.Per))
 	}
-	return min(d+workerReadyTimeout+2*sc.Attack.Timeout.Duration+workerEndGrace+time.Minute, kube.MaxWorkerDeadline)
+	return kube.MaxWorkerDeadline
 }
 
 func (f *fleetRun) send(ctx context.Context, ev fleetEvent) {
@@ -249,39 +269,66 @@ func (f *fleetRun) followPod(ctx context.Context, src *sourceRun, p kube.WorkerP
 // readLog follows one pod's log into records. A stream that ends before
 // the worker's last record (the API server cut it) is opened again from
 // the start: the merger ignores the records it already took (their seq).
+// Once the pod has ended, the log is read once more without following,
+// to its end, before it counts as ended without a last record: a cut
+// stream's EOF does not prove the log was read whole. maxLogReconnects
+// bounds the openings in a row that brought no new record.
 func (f *fleetRun) readLog(ctx context.Context, src *sourceRun, pod string) {
 	logs := src.run.Cluster.Client.CoreV1().Pods(src.run.Namespace)
 	var lastErr error
-	for attempt := 0; attempt <= maxLogReconnects && ctx.Err() == nil; attempt++ {
-		stream, err := logs.GetLogs(pod, &corev1.PodLogOptions{Container: "worker", Follow: true}).Stream(ctx)
+	var seq int64 = -1 // the last record's, to tell a stream that brought new ones
+	follow := true
+	for failures := 0; failures <= maxLogReconnects && ctx.Err() == nil; {
+		stream, err := logs.GetLogs(pod, &corev1.PodLogOptions{Container: "worker", Follow: follow}).Stream(ctx)
 		if err != nil {
 			lastErr = err
-			sleepCtx(ctx, time.Duration(attempt+1)*500*time.Millisecond)
+			failures++
+			sleep(ctx, time.Duration(failures)*500*time.Millisecond)
 			continue
 		}
-		done := false
+		progressed, done := false, false
 		dec := fleet.NewDecoder(stream)
 		for {
 			rec, err := dec.Next()
+			if errors.Is(err, fleet.ErrVersion) {
+				// Permanent: another major version will not read better.
+				stream.Close()
+				f.send(ctx, fleetEvent{src: src, pod: pod, err: fmt.Errorf("worker pod %s in cluster %s: %w", pod, src.cluster, err)})
+				return
+			}
 			if err != nil {
 				if !errors.Is(err, io.EOF) {
 					lastErr = err
 				}
 				break
 			}
+			if rec.Seq > seq {
+				seq, progressed = rec.Seq, true
+			}
 			f.send(ctx, fleetEvent{src: src, pod: pod, rec: rec})
 			done = done || rec.Kind == fleet.KindFinal || rec.Kind == fleet.KindError
 		}
 		stream.Close()
-		if done {
-			return
+		if sk := dec.Skipped(); sk.Invalid+sk.TooLong > 0 {
+			f.send(ctx, fleetEvent{src: src, pod: pod, warning: fmt.Sprintf("worker pod %s in cluster %s: %d record lines skipped as invalid, %d as too long (%s)", pod, src.cluster, sk.Invalid, sk.TooLong, sk.LastInvalid)})
 		}
-		if f.podEnded(pod) {
-			// Its log is whole: the worker ended without a last record.
+		switch {
+		case done:
+			return
+		case !follow:
+			// Read to its end after the pod ended: whole, and no last record.
 			f.send(ctx, fleetEvent{src: src, pod: pod, logEnded: true})
 			return
+		case f.podEnded(pod):
+			follow = false
+			continue
 		}
-		sleepCtx(ctx, 500*time.Millisecond)
+		if progressed {
+			failures = 0
+		} else {
+			failures++
+		}
+		sleep(ctx, 500*time.Millisecond)
 	}
 	if ctx.Err() != nil {
 		return
@@ -290,9 +337,7 @@ func (f *fleetRun) readLog(ctx context.Context, src *sourceRun, pod string) {
 		f.send(ctx, fleetEvent{src: src, pod: pod, logEnded: true})
 		return
 	}
-	{
-		f.send(ctx, fleetEvent{src: src, pod: pod, err: fmt.Errorf("cluster %s: read the log of worker pod %s in namespace %s: %w", src.cluster, pod, src.run.Namespace, lastErr)})
-	}
+	f.send(ctx, fleetEvent{src: src, pod: pod, err: fmt.Errorf("cluster %s: read the log of worker pod %s in namespace %s: %w", src.cluster, pod, src.run.Namespace, lastErr)})
 }
 
 func (f *fleetRun) podEnded(name string) bool {
@@ -306,7 +351,20 @@ func (f *fleetRun) podEnded(name string) bool {
 	return false
 }
 
-func sleepCtx(ctx context.Context, d time.Duration) {
+// annotateTimeout bounds setting the start or stop annotation: the event
+// loop waits for it, and a second Ctrl-C must still get through.
+const annotateTimeout = 15 * time.Second
+
+// annotate runs a Start or Stop of the workers even after ctx ended (the
+// stop is what a Ctrl-C asks for), bounded by annotateTimeout.
+func annotate(ctx context.Context, call func(context.Context) error) error {
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), annotateTimeout)
+	defer cancel()
+	return call(actx)
+}
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) {
 	select {
 	case <-ctx.Done():
 	case <-time.After(d):
@@ -362,6 +420,8 @@ func (f *fleetRun) awaitReady(ctx context.Context, timeout time.Duration) error 
 						return fmt.Errorf("worker %d failed before it was ready: %s", p.Index, describePod(p))
 					}
 				}
+			case ev.warning != "":
+				f.warnings = append(f.warnings, ev.warning)
 			case ev.err != nil:
 				return ev.err
 			case ev.rec.Kind == fleet.KindReady:
@@ -419,21 +479,17 @@ func (f *fleetRun) attack(ctx, abort context.Context, start time.Time, every tim
 		}
 	}
 	for _, src := range f.sources {
-		if err := src.run.Start(context.WithoutCancel(ctx), start); err != nil {
+		if err := annotate(ctx, func(c context.Context) error { return src.run.Start(c, start) }); err != nil {
 			return fleetResult{}, err
 		}
 	}
-	planned := f.sc.Attack.Duration.Duration
-	endBy := start.Add(planned + f.sc.Attack.Timeout.Duration + workerEndGrace)
-	if planned == 0 {
-		endBy = start.Add(jobDeadline(f.sc))
-	}
+	endBy := start.Add(min(plannedLength(f.sc)+f.sc.Attack.Timeout.Duration+workerEndGrace, kube.MaxWorkerDeadline))
 	last := map[int]bool{} // workers whose final or error record came
 	lost := map[int]string{}
 	ended := map[int]time.Time{} // when a worker's pod was first seen ended
 	stopped := false
-	var interrupted bool
-	var res fleetResult
+	// The sweep's findings go in the report with the attack's.
+	res := fleetResult{warnings: f.warnings}
 	if every <= 0 {
 		every = 5 * time.Second // Options.ProgressEvery's default
 	}
@@ -446,17 +502,18 @@ func (f *fleetRun) attack(ctx, abort context.Context, start time.Time, every tim
 	if abort != nil {
 		abortDone = abort.Done()
 	}
+	// A worker is through with its last record, or lost; a last record
+	// that comes after the worker was counted lost wins (delete below).
 	done := func() bool { return len(last)+len(lost) >= f.workers }
 	ctxDone := ctx.Done()
 	for !done() {
 		select {
 		case <-ctxDone:
 			ctxDone = nil
-			interrupted = true
 			if !stopped {
 				stopped = true
 				for _, src := range f.sources {
-					if err := src.run.Stop(context.WithoutCancel(ctx)); err != nil {
+					if err := annotate(ctx, src.run.Stop); err != nil {
 						res.warnings = append(res.warnings, "stop the workers: "+err.Error())
 					}
 				}
@@ -518,6 +575,8 @@ func (f *fleetRun) attack(ctx, abort context.Context, start time.Time, every tim
 				if i, ok := f.indexOf(ev.pod); ok && !last[i] {
 					lost[i] = "its log ended without a final record: " + f.describe(i)
 				}
+			case ev.warning != "":
+				res.warnings = append(res.warnings, ev.warning)
 			case ev.err != nil:
 				res.warnings = append(res.warnings, ev.err.Error())
 				if ev.pod != "" {
@@ -540,8 +599,10 @@ func (f *fleetRun) attack(ctx, abort context.Context, start time.Time, every tim
 				switch ev.rec.Kind {
 				case fleet.KindFinal:
 					last[ev.rec.Worker] = true
+					delete(lost, ev.rec.Worker)
 				case fleet.KindError:
 					last[ev.rec.Worker] = true
+					delete(lost, ev.rec.Worker)
 					res.warnings = append(res.warnings, fmt.Sprintf("worker %d (pod %s) failed: %s", ev.rec.Worker, ev.pod, ev.rec.Error))
 				}
 			}
@@ -555,12 +616,6 @@ func (f *fleetRun) attack(ctx, abort context.Context, start time.Time, every tim
 			res.bySource[c] = sm.Snapshot()
 		}
 	}
-	var finals int
-	for _, r := range res.rows {
-		if r.Final {
-			finals++
-		}
-	}
 	for i, why := range lost {
 		var sent int64
 		for _, r := range res.rows {
@@ -572,7 +627,7 @@ func (f *fleetRun) attack(ctx, abort context.Context, start time.Time, every tim
 	}
 	sort.Strings(res.warnings)
 	res.lost = len(lost)
-	res.summary = fleetSummary(f.sc, start, res.body, interrupted)
+	res.summary = fleetSummary(f.sc, start, res.body)
 	return res, nil
 }
 
@@ -606,8 +661,9 @@ func (f *fleetRun) indexOf(pod string) (int, bool) {
 
 // fleetSummary is the attack's summary from the merged state: what the
 // report's attack row shows for a single process, for the whole fleet.
-func fleetSummary(sc *scenarios.Scenario, start time.Time, s tally.Snapshot, interrupted bool) attack.Summary {
-	sum := attack.Summary{Started: start, Requests: uint64(max(s.Total, 0)), Interrupted: interrupted}
+// Run sets Interrupted, as for a local attack.
+func fleetSummary(sc *scenarios.Scenario, start time.Time, s tally.Snapshot) attack.Summary {
+	sum := attack.Summary{Started: start, Requests: uint64(max(s.Total, 0))}
 	if sc.Attack.Rate != nil {
 		sum.RequestedRate = float64(sc.Attack.Rate.Freq) / sc.Attack.Rate.Per.Seconds()
 	}

@@ -120,13 +120,6 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (*reports.Repor
 	target := sc.Target.URL
 	dial := o.Dial
 	distributed := sc.Attack.Workers > 0
-	if distributed && sc.Statistics.Balancing == scenarios.BalancingConnection && judgedFrom(sc, scenarios.SourceLogs) {
-		// A log line names its request, not the connection that carried
-		// it; a local run knows each request's connection, the workers do
-		// not report theirs, and counting each request as its own draw
-		// would overstate the evidence of a per-connection balancer.
-		return nil, fmt.Errorf("attack.workers %d: expectations judged from logs under statistics.balancing: connection need each request's connection, which the workers do not report: judge from the bodies (source: body), or attack from this process (attack.workers: 0)", sc.Attack.Workers)
-	}
 	if distributed {
 		// The workers attack the target's in-cluster address; this
 		// process dials nothing (runner/distributed.go).

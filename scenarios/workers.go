@@ -71,6 +71,19 @@ func (s *Scenario) checkWorkers(c *checker) {
 			c.add(q.path, "%d is less than attack.workers (%d): every worker needs a share of at least 1", q.v, n)
 		}
 	}
+	// A log line names its request, not the connection that carried it:
+	// a local run knows each request's connection from its own attack,
+	// the workers do not report theirs, and counting each request as its
+	// own draw would overstate the evidence of a per-connection balancer.
+	for i, e := range s.Expect {
+		balancing := s.Statistics.Balancing
+		if e.Split != nil && e.Split.Balancing != "" {
+			balancing = e.Split.Balancing
+		}
+		if e.Mirror == nil && e.JudgedFrom() == SourceLogs && balancing == BalancingConnection {
+			c.add(fmt.Sprintf("expect[%d]", i), "judged from logs under per-connection balancing, which needs each request's connection: the workers (attack.workers) do not report theirs; judge from the bodies (source: body), or attack from this process (attack.workers: 0)")
+		}
+	}
 	if s.Target.Forward != nil {
 		if _, err := s.InClusterURL(); err != nil {
 			c.add("target.portForward", "%v", err)

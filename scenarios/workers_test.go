@@ -183,6 +183,7 @@ func TestExpectationFrom(t *testing.T) {
 		{"not a source", "{rate: 10, requests: 100, sources: [{cluster: c1, workers: 2}]}", "  - {from: c2, only: {by: cluster, buckets: [c1]}}\n", "expect[1].from: c2 is not a source (attack.sources: c1)"},
 		{"no sources", "{rate: 10, requests: 100, workers: 2}", "  - {from: c1, only: {by: cluster, buckets: [c1]}}\n", "expect[1].from: judges the requests of one source: it needs attack.sources"},
 		{"from logs", sources, "  - {from: c1, only: {by: cluster, buckets: [c1], source: logs}}\n", "expect[1].from: only expectations judged from the response bodies"},
+		{"logs, per connection", "{rate: 10, requests: 100, workers: 2}", "  - {split: {weights: {c1: 1}, source: logs, balancing: connection}}\n", "expect[1]: judged from logs under per-connection balancing"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := Parse("w.yaml", []byte(workersDoc(svcTarget, c.attack)+c.expect))

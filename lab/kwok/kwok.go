@@ -359,21 +359,14 @@ func LockCreates() (func(), error) {
 // controller-manager creates about 2 s after the API server is up; pods
 // are refused until it exists.
 func (l *Lab) waitReady(ctx context.Context, name string) error {
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	err := Retry(ctx, 60*time.Second, 200*time.Millisecond, func() error {
 		_, err := l.Kubectl(ctx, name, nil, "get", "serviceaccount", "default", "-n", "default")
-		if err == nil {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("lab cluster %s: default service account never appeared: %w", name, err)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
+		return err
+	})
+	if err != nil && ctx.Err() == nil {
+		return fmt.Errorf("lab cluster %s: default service account never appeared: %w", name, err)
 	}
+	return err
 }
 
 // Delete stops one cluster's processes and removes its state.

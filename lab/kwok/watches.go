@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -15,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mesh-verify/mesh-verify/lab/crilog"
 	"github.com/mesh-verify/mesh-verify/lab/internal/detach"
 )
 
@@ -54,7 +56,7 @@ func (l *Lab) EnsureWatches(ctx context.Context, name string) (restarted bool, e
 	dir := l.clusterDir(name)
 	canaryLog := filepath.Join(dir, canaryName+".log")
 	// One CRI line, as a container runtime writes it.
-	if err := os.WriteFile(canaryLog, []byte(time.Now().UTC().Format(time.RFC3339Nano)+" stdout F canary\n"), 0o644); err != nil {
+	if err := writeCanary(canaryLog); err != nil {
 		return false, fmt.Errorf("lab cluster %s: write kwok canary log: %w", name, err)
 	}
 	obj := fmt.Sprintf(`apiVersion: kwok.x-k8s.io/v1alpha1
@@ -73,7 +75,13 @@ spec:
 	defer func() {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
-		if _, derr := l.Kubectl(dctx, name, nil, "delete", "logs.kwok.x-k8s.io", canaryName, "-n", "default", "--ignore-not-found"); derr != nil && err == nil {
+		// Retried: the next cluster's create may be rewriting the shared
+		// kubeconfig kubectl reads (Start runs while this one is checked).
+		derr := Retry(dctx, 20*time.Second, 200*time.Millisecond, func() error {
+			_, err := l.Kubectl(dctx, name, nil, "delete", "logs.kwok.x-k8s.io", canaryName, "-n", "default", "--ignore-not-found")
+			return err
+		})
+		if derr != nil && err == nil {
 			err = fmt.Errorf("lab cluster %s: delete kwok canary: %w", name, derr)
 		}
 		_ = os.Remove(canaryLog)
@@ -207,8 +215,9 @@ func failedWatch(log string) bool {
 // restartKwok stops the kwok controller and starts it again as kwokctl
 // did: same argv, environment and directory, its own session, output
 // appended to its log, its pid in kwokctl's pid file (which `kwokctl
-// delete cluster` stops). The create lock is held across the gap so that
-// no lab's kwokctl picks the freed port.
+// delete cluster` stops). The create lock is held across the gap, until
+// the new process listens again, so that no lab's kwokctl picks the
+// freed port.
 func (l *Lab) restartKwok(ctx context.Context, dir string, pc kwokCmd) error {
 	unlock, err := LockCreates()
 	if err != nil {
@@ -226,9 +235,7 @@ func (l *Lab) restartKwok(ctx context.Context, dir string, pc kwokCmd) error {
 	fmt.Fprintf(logf, "--- mesh-verify lab: kwok controller restarted at %s: it listed kwok's CRDs before kwokctl created them (tools/lab/NOTES.md) ---\n", time.Now().UTC().Format(time.RFC3339Nano))
 	cmd := exec.Command(pc.args[0], pc.args[1:]...)
 	cmd.Env, cmd.Dir = pc.env, pc.cwd
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := detach.CloseOnExec(); err != nil {
+	if err := detach.Background(cmd, logf); err != nil {
 		return fmt.Errorf("restart kwok controller: %w", err)
 	}
 	if err := cmd.Start(); err != nil {
@@ -240,7 +247,28 @@ func (l *Lab) restartKwok(ctx context.Context, dir string, pc kwokCmd) error {
 		_ = cmd.Process.Kill()
 		return fmt.Errorf("restart kwok controller: %w", err)
 	}
-	return nil
+	// Hold the lock until the port is taken again.
+	return Retry(ctx, kwokUpTimeout, 100*time.Millisecond, func() error {
+		c, err := net.DialTimeout("tcp", pc.addr, time.Second)
+		if err != nil {
+			return fmt.Errorf("restarted kwok controller does not listen on %s: %w", pc.addr, err)
+		}
+		return c.Close()
+	})
+}
+
+// writeCanary writes the canary's one log line, with crilog's
+// timestamps, as the lab's pods' logs are written.
+func writeCanary(path string) error {
+	lg, err := crilog.Open(path)
+	if err != nil {
+		return err
+	}
+	if err := lg.Line("canary"); err != nil {
+		lg.Close()
+		return err
+	}
+	return lg.Close()
 }
 
 // stopPID sends SIGTERM, then SIGKILL after d, and waits until pid is gone.
@@ -253,7 +281,9 @@ func stopPID(ctx context.Context, pid int, d time.Duration) error {
 	for Alive(pid) {
 		if !killed && time.Now().After(deadline) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
-			killed = true
+			killed, deadline = true, time.Now().Add(5*time.Second)
+		} else if killed && time.Now().After(deadline) {
+			return fmt.Errorf("stop pid %d: still running 5s after SIGKILL", pid)
 		}
 		select {
 		case <-ctx.Done():
