@@ -70,6 +70,9 @@ func printRBAC(cmd *cobra.Command, args []string, f rbacFlags) error {
 		if f.cluster != "" && !slices.Contains(clusters, f.cluster) {
 			return invalidInput("--cluster %s: scenario %s declares no such cluster (clusters: %s)", f.cluster, args[0], strings.Join(clusters, ", "))
 		}
+		// The workers run as the scenario's attack.serviceAccount (its
+		// default when left out): the manifest creates and binds that one.
+		o.WorkerServiceAccount = sc.Attack.ServiceAccount
 		for _, n := range runner.NeedsIn(sc, f.namespace) {
 			if f.cluster == "" || n.Cluster == f.cluster {
 				o.Needs = append(o.Needs, n)

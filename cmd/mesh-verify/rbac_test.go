@@ -74,6 +74,11 @@ func TestRBACCommand(t *testing.T) {
 			[]string{"- deployments", "namespace: interconnect"}, []string{"- services"}},
 		{[]string{"rbac", "skupper-1", "--set", "observe[0].namespace=shop", "--cluster", "c2"}, exitPass,
 			[]string{"namespace: shop"}, []string{"interconnect"}},
+		// Workers: their Role and ServiceAccount in the target's namespace,
+		// named as the scenario's attack.serviceAccount says.
+		{[]string{"rbac", "kuma-canary", "--cluster", "c1", "--set", "attack.workers=2", "--set", "attack.serviceAccount=load-sa"}, exitPass,
+			[]string{"kind: ServiceAccount\nmetadata:\n  labels:\n    app.kubernetes.io/name: mesh-verify\n  name: load-sa\n  namespace: kuma-demo\n", "- jobs"},
+			[]string{"mesh-verify-worker", "- pods/portforward"}},
 		{[]string{"rbac", "skupper-1", "--set", "attack.rat=5"}, exitInvalidInput, []string{`--set attack.rat=5: attack.rat: unknown field`}, nil},
 		{[]string{"rbac", "--set", "attack.rate=5/s"}, exitInvalidInput, []string{"--set needs a scenario"}, nil},
 	} {
