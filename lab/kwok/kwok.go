@@ -21,6 +21,8 @@ import (
 	"syscall"
 	"time"
 
+	"k8s.io/client-go/tools/clientcmd"
+
 	"github.com/mesh-verify/mesh-verify/lab/internal/detach"
 )
 
@@ -232,10 +234,32 @@ func (l *Lab) start(ctx context.Context, name, wait string) error {
 	if err := privateKeys(l.clusterDir(name)); err != nil {
 		return err
 	}
-	if _, err := l.run(ctx, "kubectl", "--kubeconfig", l.Kubeconfig, "config", "rename-context", "kwok-"+name, l.Context(name)); err != nil {
+	if err := renameContext(l.Kubeconfig, "kwok-"+name, l.Context(name)); err != nil {
 		return fmt.Errorf("rename context of lab cluster %s: %w", name, err)
 	}
 	return nil
+}
+
+// renameContext renames kubeconfig context from to to, as `kubectl config
+// rename-context` does, except that a context already named to is
+// replaced: it is a stale one of the same cluster, created before and
+// deleted (kwokctl delete removes only its own kwok-NAME context), and a
+// cluster created again must not fail on it.
+func renameContext(path, from, to string) error {
+	cfg, err := clientcmd.LoadFromFile(path)
+	if err != nil {
+		return fmt.Errorf("kubeconfig %s: %w", path, err)
+	}
+	c, ok := cfg.Contexts[from]
+	if !ok {
+		return fmt.Errorf("kubeconfig %s has no context %s", path, from)
+	}
+	delete(cfg.Contexts, from)
+	cfg.Contexts[to] = c
+	if cfg.CurrentContext == from {
+		cfg.CurrentContext = to
+	}
+	return clientcmd.WriteToFile(*cfg, path)
 }
 
 // privateKeys makes the private keys kwokctl wrote for a cluster (its CA's
