@@ -458,7 +458,18 @@ func TestNginxDataPlane(t *testing.T) {
 			return false
 		}
 		for _, p := range r.Status.Pods {
-			if p.Role == daemon.RoleEntry && strings.Count(strings.Join(p.Backends, " "), "test-server-primary") == 2 {
+			if p.Role != daemon.RoleEntry || p.BackendsStale {
+				continue
+			}
+			// A pod scaled up is a backend "[not ready]" until its app
+			// serves, and nginx gets only ready ones.
+			ready := 0
+			for _, b := range p.Backends {
+				if strings.Contains(b, "test-server-primary") && !strings.Contains(b, "[not ready]") {
+					ready++
+				}
+			}
+			if ready == 2 {
 				return true
 			}
 		}

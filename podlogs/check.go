@@ -74,8 +74,26 @@ type RuleStats struct {
 // MissedSeconds is how many distinct seconds of the window must have lines
 // before a rule that matched none of them is said to miss the request
 // lines: requests arrive through the attack, while an app's start-up
-// messages or one stack trace come in a second or two.
+// messages or one stack trace come in a second or two. An attack shorter
+// than that asks for every second it covered, but never fewer than
+// minMissedSeconds (see MissedNeeds).
 const MissedSeconds = 3
+
+// minMissedSeconds: lines in a single second tell nothing from a burst.
+const minMissedSeconds = 2
+
+// MissedNeeds is how many seconds with lines Missed asks for after an
+// attack from start to end: MissedSeconds, or the distinct seconds a
+// shorter attack touched (600 requests in 1.8 s can fall in two), at
+// least minMissedSeconds. An attack whose end is unknown (end before
+// start) asks for MissedSeconds.
+func MissedNeeds(start, end time.Time) int {
+	if end.Before(start) {
+		return MissedSeconds
+	}
+	touched := int(end.Unix()-start.Unix()) + 1
+	return max(minMissedSeconds, min(MissedSeconds, touched))
+}
 
 // Stats returns the counts, with every line counted over w (without Since:
 // a workload's pods differ in age, so its background period is w's).
@@ -102,10 +120,10 @@ func (c *RuleCheck) Stats(w Window) RuleStats {
 
 // Missed reports whether the rule matched none of the workload's lines
 // while its pods logged more in the window than their background explains
-// (by more than 3σ plus slack lines), in at least MissedSeconds of its
-// seconds: then it misses the request lines. A pod that got no request
-// and only started up in the window (a mirror switched off, a rollout's
-// fresh pod) is not a rule's mistake.
-func (s RuleStats) Missed(slack float64) bool {
-	return s.Read > 0 && s.Matched == 0 && s.Seconds >= MissedSeconds && s.Lines.Net() > Tolerance(s.Lines.Variance, slack)
+// (by more than 3σ plus slack lines), in at least seconds of its seconds
+// (MissedNeeds): then it misses the request lines. A pod that got no
+// request and only started up in the window (a mirror switched off, a
+// rollout's fresh pod) is not a rule's mistake.
+func (s RuleStats) Missed(slack float64, seconds int) bool {
+	return s.Read > 0 && s.Matched == 0 && s.Seconds >= seconds && s.Lines.Net() > Tolerance(s.Lines.Variance, slack)
 }

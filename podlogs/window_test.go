@@ -161,20 +161,51 @@ func TestRuleCheckMissed(t *testing.T) {
 	for i := range 40 {
 		note(startUp, 0.5+float64(i)/100, fmt.Sprintf("Starting CallmeApplication step %d", i), false)
 	}
+	// A short attack (600 requests in 1.8 s, from x.05 to x+1.85): its
+	// lines fill two seconds, every second it touched.
+	short := NewRuleCheck(from)
+	for i := range 600 {
+		note(short, 0.05+1.8*float64(i)/600, fmt.Sprintf("Ping: name=callme-service, version=v1 #%d", i), false)
+	}
+	shortNeeds := MissedNeeds(from.Add(50*time.Millisecond), from.Add(1850*time.Millisecond))
 	for _, c := range []struct {
-		name string
-		rc   *RuleCheck
-		want bool
-	}{{"probes only", probesOnly, false}, {"request lines missed", missing, true}, {"matches some", matching, false},
-		{"start-up lines only", startUp, false}} {
+		name  string
+		rc    *RuleCheck
+		needs int
+		want  bool
+	}{{"probes only", probesOnly, MissedSeconds, false}, {"request lines missed", missing, MissedSeconds, true},
+		{"matches some", matching, MissedSeconds, false}, {"start-up lines only", startUp, MissedSeconds, false},
+		{"a short attack's lines missed", short, shortNeeds, true},
+		{"start-up lines only, short attack", startUp, shortNeeds, false}} {
 		st := c.rc.Stats(w)
-		if got := st.Missed(5); got != c.want {
-			t.Errorf("%s: missed %v, want %v (%+v)", c.name, got, c.want, st)
+		if got := st.Missed(5, c.needs); got != c.want {
+			t.Errorf("%s: missed %v, want %v (needs %d seconds; %+v)", c.name, got, c.want, c.needs, st)
 		}
 	}
 	st := missing.Stats(w)
 	if len(st.Samples) != MaxSamples || st.Samples[0] != "probe" || st.Read != 80 {
 		t.Errorf("samples %q read %d: want the window's first lines", st.Samples, st.Read)
+	}
+}
+
+func TestMissedNeeds(t *testing.T) {
+	at := func(sec float64) time.Time {
+		return time.Unix(1_800_000_000, 0).Add(time.Duration(sec * float64(time.Second)))
+	}
+	for _, c := range []struct {
+		name       string
+		start, end float64
+		want       int
+	}{
+		{"within one second", 0.1, 0.9, 2},
+		{"two seconds touched", 0.05, 1.85, 2},
+		{"three seconds touched by 1.2 s", 0.9, 2.1, 3},
+		{"long attack", 0, 60, MissedSeconds},
+		{"end unknown", 5, 0, MissedSeconds},
+	} {
+		if got := MissedNeeds(at(c.start), at(c.end)); got != c.want {
+			t.Errorf("%s: %d seconds, want %d", c.name, got, c.want)
+		}
 	}
 }
 
