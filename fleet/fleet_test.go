@@ -388,3 +388,36 @@ func TestTrimmedRecordsMergeAsWholeOnes(t *testing.T) {
 		t.Errorf("trimmed records took %d bytes, whole ones %d", sentBytes, wholeBytes)
 	}
 }
+
+// However many workers, no second of the run brings the coordinator more
+// than MaxRecordsPerSecond interval records, and every worker still
+// reports at least every RecordInterval: counted by walking the records'
+// times over a minute, not from the formula.
+func TestRecordScheduleBoundsTheCoordinator(t *testing.T) {
+	for _, c := range []struct {
+		workers  int
+		interval time.Duration
+	}{{1, time.Second}, {4, time.Second}, {100, time.Second}, {101, 1010 * time.Millisecond}, {250, 2500 * time.Millisecond}, {1000, 10 * time.Second}} {
+		iv := RecordInterval(c.workers)
+		if iv != c.interval {
+			t.Errorf("%d workers: interval %v, want %v", c.workers, iv, c.interval)
+		}
+		perSecond := map[int64]int{}
+		for i := range c.workers {
+			ph := RecordPhase(iv, i, c.workers)
+			if ph < 0 || ph >= iv {
+				t.Fatalf("%d workers: worker %d's phase %v outside [0, %v)", c.workers, i, ph, iv)
+			}
+			for at := ph + iv; at < time.Minute; at += iv {
+				perSecond[int64(at/time.Second)]++
+			}
+		}
+		busiest := 0
+		for _, n := range perSecond {
+			busiest = max(busiest, n)
+		}
+		if busiest > MaxRecordsPerSecond {
+			t.Errorf("%d workers: %d records in one second, want at most %d", c.workers, busiest, MaxRecordsPerSecond)
+		}
+	}
+}

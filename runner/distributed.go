@@ -40,8 +40,6 @@ const (
 	// ready record and the start signal besides the log window's lead: log
 	// followers opened, metrics scraped, the start 2 s ahead.
 	workerStartMargin = 2 * time.Minute
-	// workerInterval is how often a worker prints its state.
-	workerInterval = time.Second
 	// startLead is how far ahead of the start signal the start lies, so
 	// that every worker has seen the annotation before it.
 	startLead = 2 * time.Second
@@ -179,7 +177,7 @@ func startFleet(ctx context.Context, kp *kubePath, sc *scenarios.Scenario, runID
 		} else if len(swept) > 0 {
 			f.warnings = append(f.warnings, fmt.Sprintf("removed worker Jobs of earlier runs that had expired in cluster %s namespace %s: %s", cl.Name, ns, strings.Join(swept, ", ")))
 		}
-		rc, err := json.Marshal(fleet.RunConfig{RunID: runID, Workers: f.workers, IndexOffset: offset, Target: target, Interval: workerInterval.String()})
+		rc, err := json.Marshal(fleet.RunConfig{RunID: runID, Workers: f.workers, IndexOffset: offset, Target: target, Interval: fleet.RecordInterval(f.workers).String()})
 		if err != nil {
 			return nil, fmt.Errorf("encode run.json: %w", err)
 		}

@@ -69,6 +69,10 @@ type AttackOptions struct {
 	// time); it is not called after Attack returns.
 	OnInterval func(tally.State)
 	Every      time.Duration
+	// Phase shifts the calls: they come at Phase + k·Every after the
+	// attack's start (k ≥ 1), so that workers started together do not
+	// all report in the same instant (fleet.RecordPhase). 0 ≤ Phase < Every.
+	Phase time.Duration
 	// Abort, AttributionWorkers and AttributionQueue are as in Options.
 	Abort              context.Context
 	AttributionWorkers int
@@ -106,6 +110,9 @@ func Attack(ctx context.Context, sc *scenarios.Scenario, o AttackOptions) (Attac
 	if o.OnInterval != nil && o.Every < MinInterval {
 		return AttackResult{}, fmt.Errorf("runner: interval %s: want at least %s", o.Every, MinInterval)
 	}
+	if o.OnInterval != nil && (o.Phase < 0 || o.Phase >= o.Every) {
+		return AttackResult{}, fmt.Errorf("runner: interval phase %s: want 0 to less than the interval %s", o.Phase, o.Every)
+	}
 	target := o.Target
 	if target == "" {
 		target = sc.Target.URL
@@ -131,6 +138,13 @@ func Attack(ctx context.Context, sc *scenarios.Scenario, o AttackOptions) (Attac
 	if o.OnInterval != nil {
 		go func() {
 			defer close(ticking)
+			if o.Phase > 0 {
+				select {
+				case <-runCtx.Done():
+					return
+				case <-time.After(o.Phase):
+				}
+			}
 			tick := time.NewTicker(o.Every)
 			defer tick.Stop()
 			for {

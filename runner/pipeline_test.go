@@ -53,9 +53,16 @@ expect:
 	})
 	start := time.Now().Add(-time.Second).Truncate(time.Second)
 	var intervals []tally.State
+	var first time.Time
+	called := time.Now()
 	res, err := Attack(context.Background(), sc, AttackOptions{
 		RunID: "run-w1", Target: ts.URL + "/x", Start: start, Resolver: idx,
-		Every: 300 * time.Millisecond, OnInterval: func(s tally.State) { intervals = append(intervals, s) },
+		Every: 300 * time.Millisecond, Phase: 150 * time.Millisecond, OnInterval: func(s tally.State) {
+			if first.IsZero() {
+				first = time.Now()
+			}
+			intervals = append(intervals, s)
+		},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -69,6 +76,10 @@ expect:
 	}
 	if len(intervals) < 2 {
 		t.Fatalf("%d interval states in 1.5s at 300ms", len(intervals))
+	}
+	// Timers never fire early: the phase delays the first state.
+	if d := first.Sub(called); d < 450*time.Millisecond {
+		t.Errorf("first interval state %v after the call, want at least the phase and one interval (450ms)", d)
 	}
 	for i := 1; i < len(intervals); i++ {
 		if intervals[i].Total < intervals[i-1].Total {
@@ -102,6 +113,8 @@ func TestAttackOptionsChecked(t *testing.T) {
 		{},
 		{RunID: "r", AttributionWorkers: -1},
 		{RunID: "r", OnInterval: func(tally.State) {}, Every: time.Millisecond},
+		{RunID: "r", OnInterval: func(tally.State) {}, Every: time.Second, Phase: time.Second},
+		{RunID: "r", OnInterval: func(tally.State) {}, Every: time.Second, Phase: -time.Millisecond},
 	} {
 		if _, err := Attack(context.Background(), sc, o); err == nil {
 			t.Errorf("%+v: no error", o)

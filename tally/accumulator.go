@@ -63,6 +63,13 @@ type part struct {
 	// accumulator's index, reused while the next State lists the same
 	// buckets.
 	idx map[string][]int
+	// slices is the contributor's whole timeline, owned by the
+	// accumulator and updated in place: a trimmed State brings only the
+	// slices that changed (State.Trim), the earlier ones are these. start
+	// and width are its shape, a State's Start and SliceWidth.
+	slices []SliceState
+	start  time.Time
+	width  time.Duration
 }
 
 // NewAccumulator returns an empty accumulator whose slices start at
@@ -90,37 +97,75 @@ func (a *Accumulator) Put(id int, s *State) {
 		a.parts[id] = p
 	}
 	old := p.st
-	if s.SlicesFrom > 0 {
-		s = withEarlierSlices(s, old)
-	}
 	if old != nil {
 		a.scalars(old, -1)
 	}
 	a.scalars(s, 1)
 	a.putDims(p, old, s)
 	p.st = s
-	if w := a.neededWidth(s); w != a.width {
+	a.putSlices(p, s)
+}
+
+// putSlices makes s's slices part of p's timeline: each slice s brings
+// replaces p's (a slice whose request count did not change did not change
+// at all, and is skipped), and the slices before s.SlicesFrom stay. With
+// another start or width than p's (the contributor coarsened its
+// timeline) the timeline starts anew from s; a trimmed State's earlier
+// slices are then empty until a whole State comes: only the timeline is
+// affected, every other count is whole in every State. So is it after a
+// lost record, for the slices that record would have brought.
+func (a *Accumulator) putSlices(p *part, s *State) {
+	n := s.SlicesFrom + len(s.Slices)
+	if w := a.neededWidth(s.Start, s.SliceWidth, n); w != a.width {
 		a.width = w
+		setSlices(p, s)
 		a.rebuildSlices()
-	} else {
-		a.replaceSlices(old, s)
+		return
+	}
+	if p.slices == nil || !p.start.Equal(s.Start) || p.width != s.SliceWidth {
+		for j := range p.slices {
+			a.addSlice(a.sliceIndex(p.start, p.width, j, a.width), &p.slices[j], -1)
+		}
+		p.slices, p.start, p.width = make([]SliceState, 0, n), s.Start, s.SliceWidth
+	}
+	if s.SlicesFrom == 0 {
+		for j := n; j < len(p.slices); j++ { // a whole State is the whole timeline
+			a.addSlice(a.sliceIndex(p.start, p.width, j, a.width), &p.slices[j], -1)
+		}
+		p.slices = p.slices[:min(n, len(p.slices))]
+	}
+	for k := range s.Slices {
+		j, ns := s.SlicesFrom+k, &s.Slices[k]
+		for len(p.slices) < j {
+			p.slices = append(p.slices, SliceState{})
+		}
+		i := a.sliceIndex(p.start, p.width, j, a.width)
+		if j < len(p.slices) {
+			if sliceUnchanged(&p.slices[j], ns) {
+				continue
+			}
+			a.addSlice(i, &p.slices[j], -1)
+			p.slices[j] = *ns
+		} else {
+			p.slices = append(p.slices, *ns)
+		}
+		a.addSlice(i, ns, 1)
 	}
 }
 
-// withEarlierSlices completes a trimmed state with the slices before
-// SlicesFrom from the contributor's previous state. After a lost record
-// those may be short (a slice the previous state lacks stays empty) until
-// a whole state comes; only the timeline is affected: every other count
-// is whole in every state.
-func withEarlierSlices(s, old *State) *State {
-	c := *s
-	c.SlicesFrom = 0
-	c.Slices = make([]SliceState, s.SlicesFrom, s.SlicesFrom+len(s.Slices))
-	if old != nil && old.Start.Equal(s.Start) && old.SliceWidth == s.SliceWidth {
-		copy(c.Slices, old.Slices)
+// setSlices makes p's timeline s's, without adding it anywhere.
+func setSlices(p *part, s *State) {
+	if p.slices == nil || !p.start.Equal(s.Start) || p.width != s.SliceWidth {
+		p.slices, p.start, p.width = nil, s.Start, s.SliceWidth
 	}
-	c.Slices = append(c.Slices, s.Slices...)
-	return &c
+	n := s.SlicesFrom + len(s.Slices)
+	if s.SlicesFrom == 0 {
+		p.slices = p.slices[:min(n, len(p.slices))]
+	}
+	for len(p.slices) < n {
+		p.slices = append(p.slices, SliceState{})
+	}
+	copy(p.slices[s.SlicesFrom:], s.Slices)
 }
 
 // Remove takes id's contribution out.
@@ -239,17 +284,18 @@ func (a *Accumulator) putDims(p *part, old, s *State) {
 		if old != nil {
 			prev = old.Dimensions[name].Buckets
 		}
-		idx := p.idx[name]
+		prevIdx := p.idx[name]
+		idx := prevIdx
 		if len(idx) != len(nd.Buckets) {
 			idx = make([]int, len(nd.Buckets))
 		}
 		for k, b := range nd.Buckets {
 			// The same bucket at the same position as last time keeps its
 			// index: no lookup by name in the common case.
-			if k >= len(prev) || k >= len(p.idx[name]) || prev[k] != b {
+			if k >= len(prev) || k >= len(prevIdx) || prev[k] != b {
 				idx[k] = d.bucket(b)
 			} else {
-				idx[k] = p.idx[name][k]
+				idx[k] = prevIdx[k]
 			}
 			i := idx[k]
 			d.n[i] += nd.N[k]
@@ -268,52 +314,33 @@ func (a *Accumulator) putDims(p *part, old, s *State) {
 	}
 }
 
-// neededWidth is the accumulator's slice width once s is in: the wider of
-// its own and s's, doubled while s's last slice would fall past
-// maxSlices. The other contributors' slices already fit, and fit better
-// at a coarser width.
-func (a *Accumulator) neededWidth(s *State) time.Duration {
-	w := max(a.width, s.SliceWidth)
-	for n := len(s.Slices); n > 0 && a.sliceIndex(s, n-1, w) >= maxSlices && w < maxSliceWidth; {
+// neededWidth is the accumulator's slice width once a timeline of n
+// slices of width from start is in: the wider of its own and the
+// timeline's, doubled while its last slice would fall past maxSlices. The
+// other contributors' slices already fit, and fit better at a coarser
+// width.
+func (a *Accumulator) neededWidth(start time.Time, width time.Duration, n int) time.Duration {
+	w := max(a.width, width)
+	for n > 0 && a.sliceIndex(start, width, n-1, w) >= maxSlices && w < maxSliceWidth {
 		w *= 2
 	}
 	return w
 }
 
-// sliceIndex is the accumulator slice at width w that slice j of s falls
-// in: slices are aligned to the shared start, so one of a narrower width
-// lies wholly inside one of w.
-func (a *Accumulator) sliceIndex(s *State, j int, w time.Duration) int {
-	off := s.Start.Sub(a.start) + time.Duration(j)*s.SliceWidth
+// sliceIndex is the accumulator slice at width w that slice j of a
+// timeline of width from start falls in: slices are aligned to the shared
+// start, so one of a narrower width lies wholly inside one of w.
+func (a *Accumulator) sliceIndex(start time.Time, width time.Duration, j int, w time.Duration) int {
+	off := start.Sub(a.start) + time.Duration(j)*width
 	return int(max(off, 0) / w)
 }
 
 func (a *Accumulator) rebuildSlices() {
+	clear(a.slices)
 	a.slices = a.slices[:0]
 	for _, p := range a.parts {
-		a.replaceSlices(nil, p.st)
-	}
-}
-
-// replaceSlices replaces old's slices (nil: none) by s's (nil: none); a
-// slice whose request count did not change did not change at all, and is
-// skipped.
-func (a *Accumulator) replaceSlices(old, s *State) {
-	sameShape := old != nil && s != nil && old.SliceWidth == s.SliceWidth && old.Start.Equal(s.Start)
-	if old != nil {
-		for j := range old.Slices {
-			if sameShape && j < len(s.Slices) && sliceUnchanged(&old.Slices[j], &s.Slices[j]) {
-				continue
-			}
-			a.addSlice(a.sliceIndex(old, j, a.width), &old.Slices[j], -1)
-		}
-	}
-	if s != nil {
-		for j := range s.Slices {
-			if sameShape && j < len(old.Slices) && sliceUnchanged(&old.Slices[j], &s.Slices[j]) {
-				continue
-			}
-			a.addSlice(a.sliceIndex(s, j, a.width), &s.Slices[j], 1)
+		for j := range p.slices {
+			a.addSlice(a.sliceIndex(p.start, p.width, j, a.width), &p.slices[j], 1)
 		}
 	}
 }

@@ -290,6 +290,76 @@ func TestMergeOrderAndReplacement(t *testing.T) {
 	}
 }
 
+// Workers' states as a coordinator gets them: every round each worker
+// sends its cumulative state trimmed to the slices that changed (one
+// record is lost on the way), the timeline is coarsened midway (1,500 s
+// of results, more than maxSlices one-second slices), and the last states
+// are whole. The accumulator's merge must give what one tally that
+// counted every result gives, and midway what merging the whole states
+// from scratch gives.
+func TestAccumulatorFollowsTrimmedStates(t *testing.T) {
+	// The timeline coarsens at 600 s, in round 8; the record is lost after.
+	const k, rounds, lostRound = 5, 20, 15
+	rng := rand.New(rand.NewPCG(11, 12))
+	start := time.Now()
+	items := stream(rng, start, 12000, 1500*time.Second)
+	slices.SortFunc(items, func(a, b streamItem) int { return a.r.Timestamp.Compare(b.r.Timestamp) })
+	one := New(start, time.Minute)
+	parts := make([]*Tally, k)
+	for i := range parts {
+		parts[i] = New(start, time.Minute)
+	}
+	acc := NewAccumulator(start)
+	whole := make([]State, k) // each worker's last whole state
+	widths := map[time.Duration]bool{}
+	trimmed := 0
+	send := func(w int, final bool, lost bool) {
+		st := parts[w].State()
+		sent := st
+		if !final && whole[w].Total > 0 {
+			sent = st.Trim(&whole[w])
+		}
+		if sent.SlicesFrom > 0 {
+			trimmed++
+		}
+		whole[w] = st
+		widths[st.SliceWidth] = true
+		if !lost {
+			acc.Put(w, &sent)
+		}
+	}
+	for r := range rounds {
+		for i := r * len(items) / rounds; i < (r+1)*len(items)/rounds; i++ {
+			it := items[i]
+			feed(one, it)
+			feed(parts[int(it.r.ConnID)%k], it)
+		}
+		for w := range k {
+			send(w, false, r == lostRound && w == 2)
+		}
+		if r == lostRound {
+			continue // the lost record
+		}
+		// After the lost record, worker 2's timeline lacks the slices that
+		// record brought until its whole last state: only the counts match.
+		got, want := acc.Snapshot(), Merge(whole...).Snapshot()
+		if !reflect.DeepEqual(got.Dimensions, want.Dimensions) || got.Total != want.Total ||
+			(r < lostRound && (!reflect.DeepEqual(got.Slices, want.Slices) || got.SliceWidth != want.SliceWidth)) {
+			t.Fatalf("round %d: the trimmed states merge to %d requests in %d slices of %v, the whole ones to %d in %d of %v",
+				r, got.Total, len(got.Slices), got.SliceWidth, want.Total, len(want.Slices), want.SliceWidth)
+		}
+	}
+	if trimmed < k*rounds/2 || len(widths) < 2 || !widths[time.Second] {
+		t.Fatalf("%d trimmed states, slice widths %v: the test does not exercise trimming and coarsening", trimmed, widths)
+	}
+	closeSome(one)
+	for w := range k {
+		closeSome(parts[w])
+		send(w, true, false)
+	}
+	compareSnapshots(t, acc.Snapshot(), one.Snapshot())
+}
+
 // A state survives JSON unchanged, and a merged state merges on.
 func TestStateJSONRoundTrip(t *testing.T) {
 	_, final := workerStates(t, 3, 5000, 13)

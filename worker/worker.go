@@ -215,7 +215,7 @@ func (w *run) run(ctx context.Context) error {
 	}()
 	res, err := runner.Attack(actx, sc, runner.AttackOptions{
 		RunID: runID, Target: c.Run.Target, Start: startAt, Resolver: runner.NewPodIndex(c.Pods), Dial: w.o.Dial,
-		Every: c.Interval, OnInterval: func(s tally.State) {
+		Every: c.Interval, Phase: fleet.RecordPhase(c.Interval, w.o.Index, c.Run.Workers), OnInterval: func(s tally.State) {
 			// An interval record carries the slices that changed since
 			// the previous one (tally.State.Trim, docs/distributed.md,
 			// Merging); the first and the last records are whole.
