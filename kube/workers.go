@@ -107,6 +107,11 @@ type WorkerSpec struct {
 	Run       []byte
 	// CA is the ConfigMap's ca.pem (optional).
 	CA []byte
+	// IndexOffset is the run's index of this Job's first worker (the
+	// workers' --index-offset): with several sources the run numbers
+	// every source's workers in one sequence, and pod i of this Job is
+	// worker IndexOffset+i from its first record on.
+	IndexOffset int
 	// StartTimeout, when set, is the workers' --start-timeout: how long a
 	// ready worker waits for the start signal. It must cover the
 	// coordinator's wait for the slowest worker and what it does before
@@ -172,6 +177,8 @@ func (s WorkerSpec) Validate() error {
 	}
 	if s.Workers < 1 || s.Workers > MaxWorkers {
 		errs = append(errs, fmt.Errorf("workers %d: want 1 to %d", s.Workers, MaxWorkers))
+	} else if s.IndexOffset < 0 || s.IndexOffset+s.Workers > MaxWorkers {
+		errs = append(errs, fmt.Errorf("index offset %d: want 0 to %d for %d workers", s.IndexOffset, MaxWorkers-s.Workers, s.Workers))
 	}
 	if strings.TrimSpace(s.Image) == "" || strings.ContainsAny(s.Image, " \t\n") {
 		errs = append(errs, fmt.Errorf("image %q: want an image reference", s.Image))
@@ -303,6 +310,9 @@ func workerJob(s WorkerSpec, name string, expires time.Time) *batchv1.Job {
 // workerArgs is the worker container's command line.
 func workerArgs(s WorkerSpec, name string) []string {
 	args := []string{"worker", "--configmap", name, "--namespace", s.Namespace}
+	if s.IndexOffset > 0 {
+		args = append(args, "--index-offset", strconv.Itoa(s.IndexOffset))
+	}
 	if s.StartTimeout > 0 {
 		args = append(args, "--start-timeout", s.StartTimeout.String())
 	}

@@ -101,6 +101,9 @@ func TestWorkerSpecValidate(t *testing.T) {
 		{"longest deadline", func(s *WorkerSpec) { s.Deadline = MaxWorkerDeadline }, ""},
 		{"longest ttl", func(s *WorkerSpec) { s.TTL = MaxWorkerTTL }, ""},
 		{"service account", func(s *WorkerSpec) { s.ServiceAccount = "gate-worker" }, ""},
+		{"last source's offset", func(s *WorkerSpec) { s.Workers, s.IndexOffset = 2, MaxWorkers-2 }, ""},
+		{"offset past the run", func(s *WorkerSpec) { s.Workers, s.IndexOffset = 2, MaxWorkers-1 }, "index offset 9999: want 0 to 9998 for 2 workers"},
+		{"negative offset", func(s *WorkerSpec) { s.IndexOffset = -1 }, "index offset -1"},
 		{"no workers", func(s *WorkerSpec) { s.Workers = 0 }, "workers 0: want 1 to 10000"},
 		{"too many workers", func(s *WorkerSpec) { s.Workers = MaxWorkers + 1 }, "workers 10001"},
 		{"config over the limit", big(MaxWorkerConfigBytes + 1), "a ConfigMap holds at most"},
@@ -149,6 +152,23 @@ func TestWorkerJobFields(t *testing.T) {
 	s.TTL = 10 * time.Second
 	if j := workerJob(s, "mv-x", time.Unix(0, 0)); *j.Spec.TTLSecondsAfterFinished != 10 {
 		t.Errorf("ttl %d, want 10", *j.Spec.TTLSecondsAfterFinished)
+	}
+}
+
+// A source's Job tells its workers where its numbering starts, from their
+// command line: their first record (an error before the ConfigMap is
+// read) already carries the run's index.
+func TestWorkerJobIndexOffset(t *testing.T) {
+	for _, c := range []struct {
+		offset int
+		want   string
+	}{{0, ""}, {2, "--index-offset 2"}} {
+		s := validSpec()
+		s.IndexOffset = c.offset
+		args := strings.Join(workerJob(s, "mv-x", time.Unix(0, 0)).Spec.Template.Spec.Containers[0].Args, " ")
+		if got := strings.Contains(args, "--index-offset"); got != (c.want != "") || !strings.Contains(args, c.want) {
+			t.Errorf("offset %d: args %q, want %q", c.offset, args, c.want)
+		}
 	}
 }
 

@@ -499,6 +499,31 @@ func TestLabWorkers(t *testing.T) {
 		}
 	})
 
+	t.Run("index offset", func(t *testing.T) {
+		// The second source's Job of a run of 4: its pod 1 is the run's
+		// worker 3 in every record, the first one included.
+		data, err := worker.ConfigMapData([]byte(fmt.Sprintf(labScenario, "rate: 10/s, duration: 1s", 4)), nil,
+			worker.RunConfig{RunID: "run-offset", Workers: 4, IndexOffset: 2, Target: e.tg.url, Interval: "1s"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.putConfigMap(t, "mv-offset", data)
+		p := startWorker(t, e.bin, e.env, 1, append([]string{"--configmap", "mv-offset", "--index-offset", "2", "--start-timeout", "2s"}, e.args...)...)
+		recs, _ := p.rest(t, 60*time.Second)
+		if len(recs) != 2 || recs[0].Kind != fleet.KindReady || recs[0].Worker != 3 || recs[1].Worker != 3 {
+			t.Errorf("records %+v, want worker 3's ready and error records", recs)
+		}
+		// A Job whose --index-offset is not its ConfigMap's: an error
+		// record, already with the Job's own numbering.
+		p = startWorker(t, e.bin, e.env, 1, append([]string{"--configmap", "mv-offset", "--index-offset", "1"}, e.args...)...)
+		recs, err = p.rest(t, 60*time.Second)
+		var ee *exec.ExitError
+		want := "run.json indexOffset 2, the worker's --index-offset 1"
+		if !errors.As(err, &ee) || ee.ExitCode() != 1 || len(recs) != 1 || recs[0].Kind != fleet.KindError || recs[0].Worker != 2 || !strings.Contains(recs[0].Error, want) {
+			t.Errorf("exit %v, records %+v: want worker 2's error record with %q", err, recs, want)
+		}
+	})
+
 	t.Run("bad configmap", func(t *testing.T) {
 		good, err := worker.ConfigMapData([]byte(fmt.Sprintf(labScenario, "rate: 10/s, duration: 1s", 1)), nil,
 			worker.RunConfig{RunID: "run-bad", Workers: 1, Target: e.tg.url, Interval: "1s"})

@@ -45,7 +45,12 @@ type Options struct {
 	// Index is the Job completion index (JOB_COMPLETION_INDEX), Pod the
 	// pod's name (POD_NAME), shown in every record.
 	Index int
-	Pod   string
+	// IndexOffset is the run's index of the Job's first worker
+	// (--index-offset; run.json's indexOffset must agree): the worker is
+	// the run's worker IndexOffset+Index in every record, its first one
+	// included.
+	IndexOffset int
+	Pod         string
 	// StartTimeout bounds the wait for the start signal (default
 	// DefaultStartTimeout).
 	StartTimeout time.Duration
@@ -71,6 +76,10 @@ func Run(ctx context.Context, o Options) error {
 	if o.Index < 0 || o.Index >= fleet.MaxWorkers {
 		return fmt.Errorf("worker index %d: want 0 to %d (JOB_COMPLETION_INDEX)", o.Index, fleet.MaxWorkers-1)
 	}
+	if o.IndexOffset < 0 || o.Index+o.IndexOffset >= fleet.MaxWorkers {
+		return fmt.Errorf("--index-offset %d: want 0 to %d less the index %d", o.IndexOffset, fleet.MaxWorkers-1, o.Index)
+	}
+	o.Index += o.IndexOffset
 	if o.ConfigMap == "" {
 		return errors.New("--configmap: required")
 	}
@@ -134,10 +143,10 @@ func (w *run) run(ctx context.Context) error {
 		return err
 	}
 	// A source's Job numbers its pods from 0; the run numbers every
-	// source's workers in one sequence (fleet.RunConfig.IndexOffset).
-	if c.Run.IndexOffset > 0 {
-		w.o.Index += c.Run.IndexOffset
-		w.out.worker = w.o.Index
+	// source's workers in one sequence: --index-offset says where this
+	// Job's start, and so does run.json.
+	if c.Run.IndexOffset != w.o.IndexOffset {
+		return fmt.Errorf("configmap %s: run.json indexOffset %d, the worker's --index-offset %d: the Job is not this ConfigMap's", name, c.Run.IndexOffset, w.o.IndexOffset)
 	}
 	sc, runID, err := c.Share(w.o.Index)
 	if err != nil {

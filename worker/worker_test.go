@@ -22,6 +22,8 @@ func TestRunOptionsChecked(t *testing.T) {
 		{Options{}, "--configmap: required"},
 		{Options{ConfigMap: "cm", StartTimeout: MaxStartTimeout + time.Second}, "--start-timeout 1h0m1s: want a duration up to 1h0m0s"},
 		{Options{ConfigMap: "cm", StartTimeout: -time.Second}, "--start-timeout -1s"},
+		{Options{ConfigMap: "cm", Index: 2, IndexOffset: fleet.MaxWorkers - 2}, "--index-offset 9998: want 0 to 9999 less the index 2"},
+		{Options{ConfigMap: "cm", IndexOffset: -1}, "--index-offset -1"},
 	} {
 		var out bytes.Buffer
 		c.o.Records = &out

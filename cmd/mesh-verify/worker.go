@@ -25,6 +25,7 @@ func newWorkerCmd() *cobra.Command {
 		connectTo            []string
 		kubeconfig           []string
 		startTimeout         time.Duration
+		indexOffset          int
 	)
 	cmd := &cobra.Command{
 		Use:   "worker --configmap NAME",
@@ -66,7 +67,7 @@ exits 1.`,
 			ctx, stop := signal.NotifyContext(parent, syscall.SIGTERM, os.Interrupt)
 			defer stop()
 			err = worker.Run(ctx, worker.Options{
-				ConfigMap: configMap, Namespace: namespace, Index: index, Pod: os.Getenv("POD_NAME"),
+				ConfigMap: configMap, Namespace: namespace, Index: index, IndexOffset: indexOffset, Pod: os.Getenv("POD_NAME"),
 				StartTimeout: startTimeout,
 				Kube:         kube.Options{Kubeconfig: kubeconfig, UserAgent: "mesh-verify-worker", ExecWrapper: kube.ExecWrapper()},
 				Context:      kubeContext,
@@ -85,6 +86,7 @@ exits 1.`,
 	cmd.Flags().StringVar(&kubeContext, "context", "", "kubeconfig context of the worker's cluster (default: the current context; in a pod without a kubeconfig, the pod's own cluster)")
 	cmd.Flags().StringArrayVar(&connectTo, "connect-to", nil, "HOST:PORT:CONNECT_HOST:CONNECT_PORT (repeatable; curl's --connect-to), as for run; $"+attack.ConnectToEnv+" adds entries after these")
 	cmd.Flags().DurationVar(&startTimeout, "start-timeout", worker.DefaultStartTimeout, "how long to wait for the start signal")
+	cmd.Flags().IntVar(&indexOffset, "index-offset", 0, "the run's index of the Job's first worker (several sources): this worker is the run's worker index-offset + JOB_COMPLETION_INDEX")
 	_ = cmd.MarkFlagRequired("configmap")
 	return cmd
 }
