@@ -307,6 +307,19 @@ func workerJob(s WorkerSpec, name string, expires time.Time) *batchv1.Job {
 	}
 }
 
+// ConfigMapData is the data of the workers' ConfigMap: scenario.yaml,
+// inventory.json ("[]" for none), run.json and, when set, ca.pem.
+func (s WorkerSpec) ConfigMapData() map[string]string {
+	data := map[string]string{WorkerKeyScenario: string(s.Scenario), WorkerKeyRun: string(s.Run), WorkerKeyInventory: "[]"}
+	if len(s.Inventory) > 0 {
+		data[WorkerKeyInventory] = string(s.Inventory)
+	}
+	if len(s.CA) > 0 {
+		data[WorkerKeyCA] = string(s.CA)
+	}
+	return data
+}
+
 // workerArgs is the worker container's command line.
 func workerArgs(s WorkerSpec, name string) []string {
 	args := []string{"worker", "--configmap", name, "--namespace", s.Namespace}
@@ -373,15 +386,6 @@ func (c *Cluster) createWorkers(ctx context.Context, spec WorkerSpec, now time.T
 		return undo(c.wrap(fmt.Sprintf("create jobs.batch %s in namespace %s", name, ns),
 			errors.New("the API server dropped spec.backoffLimitPerIndex: distributed workers need Kubernetes 1.29 or later (the JobBackoffLimitPerIndex feature), so that a dead worker is never retried")))
 	}
-	data := map[string]string{WorkerKeyScenario: string(spec.Scenario), WorkerKeyRun: string(spec.Run)}
-	if len(spec.CA) > 0 {
-		data[WorkerKeyCA] = string(spec.CA)
-	}
-	if len(spec.Inventory) > 0 {
-		data[WorkerKeyInventory] = string(spec.Inventory)
-	} else {
-		data[WorkerKeyInventory] = "[]"
-	}
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: name, Namespace: ns, Labels: workerLabels(spec.RunID),
@@ -392,7 +396,7 @@ func (c *Cluster) createWorkers(ctx context.Context, spec WorkerSpec, now time.T
 			// plugin runs.
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: name, UID: job.UID}},
 		},
-		Data: data,
+		Data: spec.ConfigMapData(),
 	}
 	if _, err := c.Client.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
 		return undo(c.wrap(fmt.Sprintf("create configmaps %s in namespace %s", name, ns), err))

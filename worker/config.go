@@ -217,8 +217,9 @@ func (c *Config) Share(index int) (*scenarios.Scenario, string, error) {
 	return &sc, fmt.Sprintf("%s-w%d", c.Run.RunID, index), nil
 }
 
-// ConfigMapData is the data of a worker ConfigMap, for the coordinator:
-// the resolved scenario as YAML, the pods and run.json.
+// ConfigMapData is the data of a worker ConfigMap, as the coordinator
+// writes it (kube.WorkerSpec.ConfigMapData): the resolved scenario as
+// YAML, the pods and run.json.
 func ConfigMapData(scenarioYAML []byte, pods []kube.Pod, run RunConfig) (map[string]string, error) {
 	if pods == nil {
 		pods = []kube.Pod{}
@@ -231,5 +232,5 @@ func ConfigMapData(scenarioYAML []byte, pods []kube.Pod, run RunConfig) (map[str
 	if err != nil {
 		return nil, fmt.Errorf("encode run.json: %w", err)
 	}
-	return map[string]string{KeyScenario: string(scenarioYAML), KeyInventory: string(inv), KeyRun: string(rc)}, nil
+	return kube.WorkerSpec{Scenario: scenarioYAML, Inventory: inv, Run: rc}.ConfigMapData(), nil
 }
