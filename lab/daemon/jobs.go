@@ -282,6 +282,13 @@ func (d *Daemon) startJob(ctx context.Context, ref podRef, pod *corev1.Pod) erro
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("job pod %s: %w", ref, err)
 	}
+	// An error returned from here on is retried by the work queue: the
+	// directory goes with it (its kubeconfig too), or the retry would
+	// take it for a stopped daemon's pod.
+	retry := func(err error) error {
+		_ = os.RemoveAll(dir)
+		return err
+	}
 	kubeconfig := filepath.Join(dir, "kubeconfig")
 	if err := d.writeJobKubeconfig(kubeconfig, ref.cluster, ref.namespace); err != nil {
 		return fail(reasonConfigError, err.Error())
@@ -314,11 +321,11 @@ func (d *Daemon) startJob(ctx context.Context, ref podRef, pod *corev1.Pod) erro
 	}
 	log, err := crilog.Open(rt.status.LogFile)
 	if err != nil {
-		return fmt.Errorf("job pod %s: %w", ref, err)
+		return retry(fmt.Errorf("job pod %s: %w", ref, err))
 	}
 	if err := d.clusters[ref.cluster].applyKwok(ctx, pod, []containerLog{{c.Name, rt.status.LogFile}}, nil); err != nil {
 		log.Close()
-		return err
+		return retry(err)
 	}
 	cmd := exec.Command(d.exe, args...)
 	cmd.Dir = dir
@@ -329,14 +336,14 @@ func (d *Daemon) startJob(ctx context.Context, ref podRef, pod *corev1.Pod) erro
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		log.Close()
-		return fmt.Errorf("job pod %s: %w", ref, err)
+		return retry(fmt.Errorf("job pod %s: %w", ref, err))
 	}
 	errR, errW, err := os.Pipe()
 	if err != nil {
 		log.Close()
 		outR.Close()
 		outW.Close()
-		return fmt.Errorf("job pod %s: %w", ref, err)
+		return retry(fmt.Errorf("job pod %s: %w", ref, err))
 	}
 	cmd.Stdout, cmd.Stderr = outW, errW
 	err = cmd.Start()
