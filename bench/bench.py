@@ -639,6 +639,45 @@ PROFILE_GROUPS = [
 ]
 
 
+ALLOC_GROUPS = [
+    # (where an allocation is made, the allocating function's name), first
+    # match wins. pprof charges an allocation to the function that asked for
+    # it (after inlining): reflect's come from gob, through vegeta's results
+    # encoder that writes results.bin.
+    ("net/http client (hey and vegeta run it too)", r"^(net/http|net/textproto|net/url|bufio|net\.|mime|io\.|golang\.org/x/net)"),
+    ("mesh-verify recording (results.bin through vegeta's gob encoder, attribution.jsonl)",
+     r"^(encoding/|reflect\.|time\.Time\.(MarshalBinary|GobEncode)|github\.com/mesh-verify/mesh-verify/runlog)"),
+    ("context and timers (net/http's and vegeta's, per request)", r"^(context|time)\."),
+    ("vegeta (target, hit, result)", r"^github\.com/tsenart/vegeta"),
+    ("mesh-verify attack (request id and header, connection tracking, result)", r"^github\.com/mesh-verify/mesh-verify/attack"),
+    ("mesh-verify attribution (the rules' captures)", r"^(regexp|github\.com/mesh-verify/mesh-verify/attribution)"),
+    ("mesh-verify tally and sink", r"^github\.com/mesh-verify/mesh-verify/"),
+]
+
+
+def pprof_groups(prof, groups, extra=()):
+    """Sums pprof -top's flat column (ms, or a count) per group of function
+    names: first match wins, the rest is "other"."""
+    top = run(["go", "tool", "pprof", "-top", "-nodecount=1000000", *extra, prof], timeout=120)
+    need(top.code == 0, "go tool pprof -top", top)
+    sums = {g: 0.0 for g, _ in groups}
+    other, total = 0.0, 0.0
+    for ln in top.out.splitlines():
+        f = ln.split(None, 5)
+        if len(f) < 6 or not f[1].endswith("%") or not f[0].replace(".", "", 1).rstrip("ms").isdigit():
+            continue
+        flat, name = float(f[0].rstrip("ms")), f[5].strip()
+        total += flat
+        for g, pat in groups:
+            if re.match(pat, name):
+                sums[g] += flat
+                break
+        else:
+            other += flat
+    sums["other"] = other
+    return sums, total
+
+
 def profile():
     """Where a whole mesh-verify run's client CPU goes: bench/profile's
     BenchmarkRunnerMaxRate (attack, attribution, tally and recording, against
@@ -652,25 +691,20 @@ def profile():
             env_extra={"BENCH_PROFILE_REQUESTS": str(n)})
     m = re.search(r"([\d.]+) allocs/req", b.out)
     need(b.code == 0 and "BenchmarkRunnerMaxRate" in b.out, "go test -bench RunnerMaxRate ./bench/profile", b)
-    top = run(["go", "tool", "pprof", "-top", "-nodecount=1000000", "-unit=ms", prof], timeout=120)
-    need(top.code == 0, "go tool pprof -top", top)
-    groups = {g: 0.0 for g, _ in PROFILE_GROUPS}
-    other, total = 0.0, 0.0
-    for ln in top.out.splitlines():
-        f = ln.split(None, 5)
-        if len(f) < 6 or not f[0].endswith("ms"):
-            continue
-        flat, name = float(f[0][:-2]), f[5].strip()
-        total += flat
-        for g, pat in PROFILE_GROUPS:
-            if re.match(pat, name):
-                groups[g] += flat
-                break
-        else:
-            other += flat
-    groups["other"] = other
+    groups, total = pprof_groups(prof, PROFILE_GROUPS, ["-unit=ms"])
     line = next((ln.strip() for ln in b.out.splitlines() if ln.startswith("BenchmarkRunnerMaxRate")), "")
-    return {"groups": groups, "total_ms": total, "requests": n, "bench": line, "allocs": m.group(1) if m else "?"}
+    # The allocations in a run of their own: sampling them would slow the
+    # CPU profile's allocator. One sample per 4 KB allocated; pprof scales
+    # the counts back up.
+    mprof = os.path.join(OUT, "runner.mem.prof")
+    margs = ["-run", "^$", "-bench", "^BenchmarkRunnerMaxRate$", "-benchtime", "1x", "-memprofile", mprof, "-memprofilerate", "4096",
+             "-o", os.path.join(OUT, "profile.test")]
+    log(f"  go test ./bench/profile/ {' '.join(margs)} ({n} requests)")
+    mb = run(["go", "test", "./bench/profile/", "-count", "1"] + margs, timeout=600, env_extra={"BENCH_PROFILE_REQUESTS": str(n)})
+    need(mb.code == 0 and "BenchmarkRunnerMaxRate" in mb.out, "go test -bench RunnerMaxRate -memprofile ./bench/profile", mb)
+    agroups, atotal = pprof_groups(mprof, ALLOC_GROUPS, ["-sample_index=alloc_objects"])
+    return {"groups": groups, "total_ms": total, "requests": n, "bench": line, "allocs": m.group(1) if m else "?",
+            "alloc_groups": agroups, "alloc_total": atotal}
 
 
 # ---------------------------------------------------------------- report
@@ -706,6 +740,9 @@ def gaps(w, ratios, cpus, mem, tun, prof):
         ours = sum(g[k] for k in g if k.startswith("mesh-verify")) / tot * 100
         gc = g.get("allocation and garbage collection", 0) / tot * 100
         allocs = prof["allocs"]
+        ag, areq = prof["alloc_groups"], prof["requests"]
+        own = sum(v for k, v in ag.items() if k.startswith("mesh-verify")) / areq
+        http = ag.get(ALLOC_GROUPS[0][0], 0) / areq
         text = (f"- **Throughput at {c} connections** (not met against {' and '.join(unmet)}). The client's CPU is what limits every tool "
                 f"here (nginx has one core of the two). Client CPU per request, from each process's rusage: {best} {us[best]:.1f} µs, "
                 f"hey {us['hey']:.1f} µs" + (f", vegeta {us['vegeta']:.1f} µs" if "vegeta" in us else "")
@@ -715,7 +752,10 @@ def gaps(w, ratios, cpus, mem, tun, prof):
                 "hand-offs and a write and a read system call per request), which is why no Go client here comes near wrk, a C "
                 "event loop with no per-request hand-off. "
                 f"mesh-verify's own packages (request ids, connection tracking, attribution, tally, recording) take {ours:.0f}%, "
-                f"allocation and GC {gc:.0f}% (every package's allocations: {allocs} per request, most of them net/http's).")
+                f"allocation and GC {gc:.0f}% (every package's allocations: {allocs} per request, of which net/http's client makes "
+                f"{http:.0f} and mesh-verify's own packages {own:.0f}: the request id and its header, the result, the rules' "
+                f"captures and what is recorded; were the row in proportion to the count, none of ours would save "
+                f"{gc * own / max(float(allocs), own, 1):.1f} points of it).")
         if us[best] > us["hey"]:
             text += (" What it spends over hey is vegeta's attacker (a pacer, a results channel) and each result's way to "
                      "attribution and the run directory: hey keeps no per-request record, attributes nothing and writes nothing.")
@@ -946,6 +986,16 @@ def write_report(info, thr, rt, mem, tun, ing, gob, prof, cmds, errors):
         for g, ms in sorted(prof["groups"].items(), key=lambda kv: -kv[1]):
             w(f"| {g} | {ms / tot * 100:.1f}% | {ms * 1000 / prof['requests']:.1f} |")
         w(f"| total | 100% | {tot * 1000 / prof['requests']:.1f} |")
+        w("")
+        w(f"Allocations per request, by the function that makes them (the same run again under `-memprofile`, "
+          f"one sample per 4 KB, scaled back by pprof; the benchmark's own exact count is {prof['allocs']} per request):")
+        w("")
+        w("| made by | allocations per request | share |")
+        w("|---|---:|---:|")
+        atot = prof["alloc_total"] or 1
+        for g, k in sorted(prof["alloc_groups"].items(), key=lambda kv: -kv[1]):
+            w(f"| {g} | {k / prof['requests']:.1f} | {k / atot * 100:.0f}% |")
+        w(f"| total (sampled) | {atot / prof['requests']:.1f} | 100% |")
         w("")
 
     w("## Targets")
