@@ -754,8 +754,8 @@ def gaps(w, ratios, cpus, mem, tun, prof):
                 f"mesh-verify's own packages (request ids, connection tracking, attribution, tally, recording) take {ours:.0f}%, "
                 f"allocation and GC {gc:.0f}% (every package's allocations: {allocs} per request, of which net/http's client makes "
                 f"{http:.0f} and mesh-verify's own packages {own:.0f}: the request id and its header, the result, the rules' "
-                f"captures and what is recorded; were the row in proportion to the count, none of ours would save "
-                f"{gc * own / max(float(allocs), own, 1):.1f} points of it).")
+                f"captures and what is recorded; were the row in proportion to the count, allocating none of our own would save "
+                f"{gc * own / max(float(allocs), own, 1):.1f} of its points).")
         if us[best] > us["hey"]:
             text += (" What it spends over hey is vegeta's attacker (a pacer, a results channel) and each result's way to "
                      "attribution and the run directory: hey keeps no per-request record, attributes nothing and writes nothing.")
