@@ -162,7 +162,6 @@ func workerPermissions() []Permission {
 	out := []Permission{
 		w("create", "batch", "jobs", "", "Cluster.CreateWorkers", "the workers' Indexed Job, created suspended"),
 		w("patch", "batch", "jobs", "", "Cluster.CreateWorkers", "resume the Job once its ConfigMap exists"),
-		w("get", "batch", "jobs", "", "WorkerRun.Status", "the Job's status (active, failed, deadline exceeded)"),
 		w("get", "", "serviceaccounts", "", "Cluster.CreateWorkers", "check that the workers' ServiceAccount exists before the Job is created (the Job controller cannot create pods without it)"),
 		w("list", "batch", "jobs", "", "Cluster.SweepWorkers", "earlier runs' Jobs whose expires-at has passed"),
 		w("delete", "batch", "jobs", "", "WorkerRun.Delete, Cluster.SweepWorkers", "remove the Job (its pods and ConfigMap follow) at the end of a run, and expired ones"),

@@ -221,7 +221,7 @@ func TestManifestWorkers(t *testing.T) {
 	if roles["load"] == nil || workers["load"] == nil || workers["apps"] != nil || len(workers) != 1 {
 		t.Fatalf("want mesh-verify's Role and the workers' Role in load, none for apps: roles %v, workers' %v", roles, workers)
 	}
-	coordinator := []string{"create jobs.batch", "patch jobs.batch", "get jobs.batch", "list jobs.batch", "delete jobs.batch",
+	coordinator := []string{"create jobs.batch", "patch jobs.batch", "list jobs.batch", "delete jobs.batch",
 		"create configmaps", "patch configmaps", "list configmaps", "delete configmaps",
 		"get serviceaccounts", "list pods", "watch pods", "get pods/log"}
 	allow := func(rules []rbacv1.PolicyRule, s string) bool {
@@ -238,7 +238,7 @@ func TestManifestWorkers(t *testing.T) {
 		}
 	}
 	for _, s := range []string{"delete pods", "create pods", "update jobs.batch", "delete jobs/status.batch", "create serviceaccounts",
-		"watch jobs.batch", "get configmaps", "watch configmaps"} {
+		"watch jobs.batch", "get jobs.batch", "get configmaps", "watch configmaps"} {
 		if allow(roles["load"].Rules, s) {
 			t.Errorf("mesh-verify's Role in load grants %s, which nothing calls", s)
 		}

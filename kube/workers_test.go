@@ -283,7 +283,7 @@ func TestJobStatus(t *testing.T) {
 		{"a condition not true", batchv1.Job{Status: batchv1.JobStatus{Conditions: []batchv1.JobCondition{cond(batchv1.JobFailed, corev1.ConditionFalse, "x")}}},
 			WorkerJobStatus{}},
 	} {
-		if got := jobStatus(&tc.job); got != tc.want {
+		if got := JobStatus(&tc.job); got != tc.want {
 			t.Errorf("%s: %+v, want %+v", tc.name, got, tc.want)
 		}
 	}

@@ -199,10 +199,11 @@ expect:
 	}
 	// Both pods exit 0, so the Job succeeds.
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
-		st, err := wr.Status(ctx)
+		job, err := api.BatchV1().Jobs(wr.Namespace).Get(ctx, wr.Name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
+		st := kube.JobStatus(job)
 		if st.Complete && st.Succeeded == 2 {
 			break
 		}
