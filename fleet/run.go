@@ -12,10 +12,6 @@ type RunConfig struct {
 	// Workers is the number of workers N of the whole run, every source's;
 	// each attacks its share.
 	Workers int `json:"workers"`
-	// IndexOffset is the index of this Job's first worker among the run's:
-	// worker i of a source's Job is worker IndexOffset+i of the run
-	// (attack.sources numbers them source by source).
-	IndexOffset int `json:"indexOffset,omitempty"`
 	// Target is the URL the workers attack, the in-cluster address
 	// (scenarios.Scenario.InClusterURL).
 	Target string `json:"target"`

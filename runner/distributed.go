@@ -177,7 +177,7 @@ func startFleet(ctx context.Context, kp *kubePath, sc *scenarios.Scenario, runID
 		} else if len(swept) > 0 {
 			f.warnings = append(f.warnings, fmt.Sprintf("removed worker Jobs of earlier runs that had expired in cluster %s namespace %s: %s", cl.Name, ns, strings.Join(swept, ", ")))
 		}
-		rc, err := json.Marshal(fleet.RunConfig{RunID: runID, Workers: f.workers, IndexOffset: offset, Target: target, Interval: fleet.RecordInterval(f.workers).String()})
+		rc, err := json.Marshal(fleet.RunConfig{RunID: runID, Workers: f.workers, Target: target, Interval: fleet.RecordInterval(f.workers).String()})
 		if err != nil {
 			return nil, fmt.Errorf("encode run.json: %w", err)
 		}

@@ -151,8 +151,6 @@ func checkRun(r RunConfig) (time.Duration, error) {
 	}
 	if r.Workers < 1 || r.Workers > scenarios.MaxAttackWorkers {
 		errs = append(errs, fmt.Errorf("workers %d: want 1 to %d", r.Workers, scenarios.MaxAttackWorkers))
-	} else if r.IndexOffset < 0 || r.IndexOffset >= r.Workers {
-		errs = append(errs, fmt.Errorf("indexOffset %d: want 0 to %d (workers %d)", r.IndexOffset, r.Workers-1, r.Workers))
 	}
 	if u, err := url.Parse(r.Target); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		errs = append(errs, fmt.Errorf("target %q: want an http(s) URL with a host, like http://web.demo.svc.cluster.local:8080/", r.Target))

@@ -106,8 +106,6 @@ func TestParseConfig(t *testing.T) {
 		{"bad run id", edit(KeyRun, run(func(r *RunConfig) { r.RunID = "a b" })), `key run.json: runId "a b"`},
 		{"long run id", edit(KeyRun, run(func(r *RunConfig) { r.RunID = strings.Repeat("a", MaxRunIDBytes+1) })), "at most 128 letters"},
 		{"workers 0", edit(KeyRun, run(func(r *RunConfig) { r.Workers = 0 })), "key run.json: workers 0: want 1 to 1000"},
-		{"offset past the workers", edit(KeyRun, run(func(r *RunConfig) { r.IndexOffset = 2 })), "key run.json: indexOffset 2: want 0 to 1 (workers 2)"},
-		{"negative offset", edit(KeyRun, run(func(r *RunConfig) { r.IndexOffset = -1 })), "key run.json: indexOffset -1"},
 		{"workers disagree", edit(KeyRun, run(func(r *RunConfig) { r.Workers = 3 })), "key run.json says workers 3, key scenario.yaml attack.workers 2"},
 		{"bad target", edit(KeyRun, run(func(r *RunConfig) { r.Target = "ftp://x" })), `key run.json: target "ftp://x"`},
 		{"bad interval", edit(KeyRun, run(func(r *RunConfig) { r.Interval = "soon" })), `key run.json: interval "soon"`},

@@ -503,7 +503,7 @@ func TestLabWorkers(t *testing.T) {
 		// The second source's Job of a run of 4: its pod 1 is the run's
 		// worker 3 in every record, the first one included.
 		data, err := worker.ConfigMapData([]byte(fmt.Sprintf(labScenario, "rate: 10/s, duration: 1s", 4)), nil,
-			worker.RunConfig{RunID: "run-offset", Workers: 4, IndexOffset: 2, Target: e.tg.url, Interval: "1s"})
+			worker.RunConfig{RunID: "run-offset", Workers: 4, Target: e.tg.url, Interval: "1s"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -513,14 +513,14 @@ func TestLabWorkers(t *testing.T) {
 		if len(recs) != 2 || recs[0].Kind != fleet.KindReady || recs[0].Worker != 3 || recs[1].Worker != 3 {
 			t.Errorf("records %+v, want worker 3's ready and error records", recs)
 		}
-		// A Job whose --index-offset is not its ConfigMap's: an error
-		// record, already with the Job's own numbering.
-		p = startWorker(t, e.bin, e.env, 1, append([]string{"--configmap", "mv-offset", "--index-offset", "1"}, e.args...)...)
+		// An offset past the run's workers: an error record, already with
+		// the run's numbering.
+		p = startWorker(t, e.bin, e.env, 1, append([]string{"--configmap", "mv-offset", "--index-offset", "3"}, e.args...)...)
 		recs, err = p.rest(t, 60*time.Second)
 		var ee *exec.ExitError
-		want := "run.json indexOffset 2, the worker's --index-offset 1"
-		if !errors.As(err, &ee) || ee.ExitCode() != 1 || len(recs) != 1 || recs[0].Kind != fleet.KindError || recs[0].Worker != 2 || !strings.Contains(recs[0].Error, want) {
-			t.Errorf("exit %v, records %+v: want worker 2's error record with %q", err, recs, want)
+		want := "worker index 4: want 0 to 3 (run.json workers 4)"
+		if !errors.As(err, &ee) || ee.ExitCode() != 1 || len(recs) != 1 || recs[0].Kind != fleet.KindError || recs[0].Worker != 4 || !strings.Contains(recs[0].Error, want) {
+			t.Errorf("exit %v, records %+v: want worker 4's error record with %q", err, recs, want)
 		}
 	})
 

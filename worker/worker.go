@@ -46,9 +46,8 @@ type Options struct {
 	// pod's name (POD_NAME), shown in every record.
 	Index int
 	// IndexOffset is the run's index of the Job's first worker
-	// (--index-offset; run.json's indexOffset must agree): the worker is
-	// the run's worker IndexOffset+Index in every record, its first one
-	// included.
+	// (--index-offset): the worker is the run's worker IndexOffset+Index
+	// in every record, its first one included.
 	IndexOffset int
 	Pod         string
 	// StartTimeout bounds the wait for the start signal (default
@@ -141,12 +140,6 @@ func (w *run) run(ctx context.Context) error {
 	c, err := ParseConfig(name, cm.Data)
 	if err != nil {
 		return err
-	}
-	// A source's Job numbers its pods from 0; the run numbers every
-	// source's workers in one sequence: --index-offset says where this
-	// Job's start, and so does run.json.
-	if c.Run.IndexOffset != w.o.IndexOffset {
-		return fmt.Errorf("configmap %s: run.json indexOffset %d, the worker's --index-offset %d: the Job is not this ConfigMap's", name, c.Run.IndexOffset, w.o.IndexOffset)
 	}
 	sc, runID, err := c.Share(w.o.Index)
 	if err != nil {
