@@ -66,13 +66,12 @@ func AttackConnections(sc *scenarios.Scenario) int64 {
 // (docs/statistics.md §3): the split's own balancing, else the scenario's;
 // a mirror is always per request, as Envoy decides per request.
 func Sampling(sc *scenarios.Scenario, e scenarios.Expectation) assert.Sampling {
-	st := sc.Statistics
-	s := assert.Sampling{Balancing: assert.Balancing(st.Balancing), Reason: st.BalancingReason}
+	s := assert.Sampling{Balancing: assert.Balancing(sc.BalancingOf(&e)), Reason: sc.Statistics.BalancingReason}
 	switch {
 	case e.Mirror != nil:
 		s = assert.MirrorSampling()
 	case e.Split != nil && e.Split.Balancing != "":
-		s = assert.Sampling{Balancing: assert.Balancing(e.Split.Balancing), Reason: "set by split.balancing"}
+		s.Reason = "set by split.balancing"
 	}
 	s.FixedConnections = AttackConnections(sc)
 	return s

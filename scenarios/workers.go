@@ -76,11 +76,7 @@ func (s *Scenario) checkWorkers(c *checker) {
 	// the workers do not report theirs, and counting each request as its
 	// own draw would overstate the evidence of a per-connection balancer.
 	for i, e := range s.Expect {
-		balancing := s.Statistics.Balancing
-		if e.Split != nil && e.Split.Balancing != "" {
-			balancing = e.Split.Balancing
-		}
-		if e.Mirror == nil && e.JudgedFrom() == SourceLogs && balancing == BalancingConnection {
+		if e.Mirror == nil && e.JudgedFrom() == SourceLogs && s.BalancingOf(&e) == BalancingConnection {
 			c.add(fmt.Sprintf("expect[%d]", i), "judged from logs under per-connection balancing, which needs each request's connection: the workers (attack.workers) do not report theirs; judge from the bodies (source: body), or attack from this process (attack.workers: 0)")
 		}
 	}
@@ -148,6 +144,16 @@ func sourceList(srcs []Source) string {
 		names[i] = s.Cluster
 	}
 	return strings.Join(names, ", ")
+}
+
+// BalancingOf is how the balancer an expectation judges picks a backend:
+// its split's balancing, else statistics.balancing (resolved by the
+// defaults). A mirror's copies are drawn per request whatever it says.
+func (s *Scenario) BalancingOf(e *Expectation) string {
+	if e.Split != nil && e.Split.Balancing != "" {
+		return e.Split.Balancing
+	}
+	return s.Statistics.Balancing
 }
 
 // JudgedFrom is the source an expectation is judged from: a split's,
