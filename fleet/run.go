@@ -36,7 +36,7 @@ func RecordInterval(workers int) time.Duration {
 // prints its record: the workers start together, so without a phase of
 // their own their records would all come in the same instant.
 func RecordPhase(interval time.Duration, index, workers int) time.Duration {
-	if workers <= 1 || index <= 0 {
+	if workers < 1 {
 		return 0
 	}
 	return time.Duration(int64(interval) / int64(workers) * int64(index%workers))

@@ -116,21 +116,26 @@ func (a *Accumulator) Put(id int, s *State) {
 // lost record, for the slices that record would have brought.
 func (a *Accumulator) putSlices(p *part, s *State) {
 	n := s.SlicesFrom + len(s.Slices)
+	// A wider accumulator slice adds every contributor's timeline anew
+	// (rebuildSlices): p's is only brought up to date here.
+	rebuild := false
 	if w := a.neededWidth(s.Start, s.SliceWidth, n); w != a.width {
-		a.width = w
-		setSlices(p, s)
-		a.rebuildSlices()
-		return
+		a.width, rebuild = w, true
+	}
+	add := func(j int, sl *SliceState, sign int64) {
+		if !rebuild {
+			a.addSlice(a.sliceIndex(p.start, p.width, j, a.width), sl, sign)
+		}
 	}
 	if p.slices == nil || !p.start.Equal(s.Start) || p.width != s.SliceWidth {
 		for j := range p.slices {
-			a.addSlice(a.sliceIndex(p.start, p.width, j, a.width), &p.slices[j], -1)
+			add(j, &p.slices[j], -1)
 		}
-		p.slices, p.start, p.width = make([]SliceState, 0, n), s.Start, s.SliceWidth
+		p.slices, p.start, p.width = p.slices[:0], s.Start, s.SliceWidth
 	}
 	if s.SlicesFrom == 0 {
 		for j := n; j < len(p.slices); j++ { // a whole State is the whole timeline
-			a.addSlice(a.sliceIndex(p.start, p.width, j, a.width), &p.slices[j], -1)
+			add(j, &p.slices[j], -1)
 		}
 		p.slices = p.slices[:min(n, len(p.slices))]
 	}
@@ -139,33 +144,20 @@ func (a *Accumulator) putSlices(p *part, s *State) {
 		for len(p.slices) < j {
 			p.slices = append(p.slices, SliceState{})
 		}
-		i := a.sliceIndex(p.start, p.width, j, a.width)
 		if j < len(p.slices) {
 			if sliceUnchanged(&p.slices[j], ns) {
 				continue
 			}
-			a.addSlice(i, &p.slices[j], -1)
+			add(j, &p.slices[j], -1)
 			p.slices[j] = *ns
 		} else {
 			p.slices = append(p.slices, *ns)
 		}
-		a.addSlice(i, ns, 1)
+		add(j, ns, 1)
 	}
-}
-
-// setSlices makes p's timeline s's, without adding it anywhere.
-func setSlices(p *part, s *State) {
-	if p.slices == nil || !p.start.Equal(s.Start) || p.width != s.SliceWidth {
-		p.slices, p.start, p.width = nil, s.Start, s.SliceWidth
+	if rebuild {
+		a.rebuildSlices()
 	}
-	n := s.SlicesFrom + len(s.Slices)
-	if s.SlicesFrom == 0 {
-		p.slices = p.slices[:min(n, len(p.slices))]
-	}
-	for len(p.slices) < n {
-		p.slices = append(p.slices, SliceState{})
-	}
-	copy(p.slices[s.SlicesFrom:], s.Slices)
 }
 
 // Remove takes id's contribution out.
@@ -336,7 +328,6 @@ func (a *Accumulator) sliceIndex(start time.Time, width time.Duration, j int, w 
 }
 
 func (a *Accumulator) rebuildSlices() {
-	clear(a.slices)
 	a.slices = a.slices[:0]
 	for _, p := range a.parts {
 		for j := range p.slices {
