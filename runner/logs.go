@@ -39,11 +39,11 @@ type logSource struct {
 	// window is [attack start − skew, attack end + settle]; finish sets To.
 	window podlogs.Window
 	settle time.Duration
-	// attackFrom and attackTo are the attack's own start and end (finish
-	// sets attackTo): how many seconds a rule's missed lines must fill
-	// follows the attack's length.
-	attackFrom, attackTo time.Time
-	done                 chan struct{}
+	// attackStart is the attack's own start (its end is window.To less
+	// settle): how many seconds a rule's missed lines must fill follows
+	// the attack's length.
+	attackStart time.Time
+	done        chan struct{}
 	// copiesOnly: every observed workload is a mirror target whose lines
 	// are all copies (mirror.shadow false), so no served request is logged.
 	copiesOnly bool
@@ -150,7 +150,7 @@ func (kp *kubePath) newLogSource(runID string, start time.Time) (*logSource, err
 		return nil, nil
 	}
 	ls.window = podlogs.Window{From: start.Add(-skew), Since: kp.podStart}
-	ls.attackFrom = start
+	ls.attackStart = start
 	for name := range ls.workloads {
 		ls.checks[name] = podlogs.NewRuleCheck(ls.window.From)
 	}
@@ -306,7 +306,6 @@ func (ls *logSource) toUpstream(m *podlogs.Match, w string) {
 // after the window's end no longer hold it (an access log's probes).
 func (ls *logSource) finish(ctx context.Context, end time.Time) error {
 	ls.window.To = end.Add(ls.settle)
-	ls.attackTo = end
 	ls.follower.SetUntil(ls.window.To)
 	ctx, cancel := context.WithTimeout(ctx, ls.settle+time.Minute)
 	defer cancel()
@@ -466,7 +465,7 @@ func (ls *logSource) ruleReports(answered int64) ([]reports.RuleReport, []report
 		}
 		out = append(out, reports.RuleReport{Source: scenarios.SourceLogs, Rule: rule, Read: st.Read, Matched: st.Matched,
 			Excluded: st.Excluded, Samples: st.Samples})
-		if st.Missed(max(5, 0.01*float64(answered)), podlogs.MissedNeeds(ls.attackFrom, ls.attackTo)) {
+		if st.Missed(max(5, 0.01*float64(answered)), podlogs.MissedNeeds(ls.attackStart, ls.window.To.Add(-ls.settle))) {
 			errs = append(errs, reports.ConfigError{
 				Subject: fmt.Sprintf("observe %s: %s", name, ruleField(w)),
 				Message: fmt.Sprintf("the rule matched none of the %d lines read, while the pods logged %d lines in %d seconds of the attack window, %.0f more than their background explains: it misses the lines of the requests. Fix the regex (or the container: %s) against the lines it did not match",
