@@ -664,9 +664,10 @@ def pprof_groups(prof, groups, extra=()):
     other, total = 0.0, 0.0
     for ln in top.out.splitlines():
         f = ln.split(None, 5)
-        if len(f) < 6 or not f[1].endswith("%") or not f[0].replace(".", "", 1).rstrip("ms").isdigit():
+        m = re.fullmatch(r"([\d.]+)(ms)?", f[0]) if len(f) == 6 and f[1].endswith("%") else None
+        if not m:
             continue
-        flat, name = float(f[0].rstrip("ms")), f[5].strip()
+        flat, name = float(m.group(1)), f[5].strip()
         total += flat
         for g, pat in groups:
             if re.match(pat, name):
