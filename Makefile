@@ -8,7 +8,7 @@ PKGS      := ./...
 # builds of the binary then share one build cache with it.
 export CGO_ENABLED ?= 0
 
-.PHONY: all build test unit e2e fuzz lint bench demo report-shots lab-up lab-down clean calibrate calibrate-stats calibrate-lab schema image
+.PHONY: all build test test-tools unit e2e fuzz lint bench demo report-shots lab-up lab-down clean calibrate calibrate-stats calibrate-lab schema image release
 
 all: build
 
@@ -26,10 +26,29 @@ image:
 	cd tools/image && GOWORK=off GOFLAGS=-mod=readonly $(GO) run . -binary $(abspath $(IMAGE_BIN)) \
 	  -out $(abspath $(OCI)) -version $(VERSION) -revision "$$(git rev-parse HEAD 2>/dev/null)"
 
+# Release artifacts for a tag (README.md, "Install"; docs/install.md):
+# archives, SBOMs, checksums.txt and the krew manifest for linux/darwin x
+# amd64/arm64 by tools/release, then the multi-arch image from the same
+# linux binaries by tools/image, all in $(DIST). VERSION must be a
+# release version: make release VERSION=v1.2.3
+DIST      ?= dist
+release:
+	@case "$(VERSION)" in v[0-9]*.[0-9]*.[0-9]*) ;; *) echo "make release needs VERSION=vX.Y.Z (got '$(VERSION)')"; exit 2;; esac
+	cd tools/release && GOWORK=off GOFLAGS=-mod=readonly $(GO) run . -version $(VERSION) -src $(CURDIR) -out $(abspath $(DIST))
+	cd tools/image && GOWORK=off GOFLAGS=-mod=readonly $(GO) run . -out $(abspath $(DIST))/oci -version $(VERSION) \
+	  -binary $(abspath $(DIST))/build/linux_amd64/mesh-verify -binary $(abspath $(DIST))/build/linux_arm64/mesh-verify \
+	  -revision "$$(git rev-parse HEAD 2>/dev/null)"
+
 # Unit and integration tests (the e2e package drives the built binary
-# against real local servers behind nginx).
+# against real local servers behind nginx), then the tests of the tool
+# modules that release and package it (tools/release, tools/image).
 test: lint
 	$(GO) test -count=1 -timeout 28m $(PKGS)
+	$(MAKE) test-tools
+
+test-tools:
+	cd tools/release && GOWORK=off GOFLAGS=-mod=readonly $(GO) test -count=1 -timeout 20m ./...
+	cd tools/image && GOWORK=off GOFLAGS=-mod=readonly $(GO) test -count=1 ./...
 
 # Every fuzz target for a bounded number of inputs (FUZZTIME=500x, or a
 # duration such as 5m for a longer hunt); CI runs it after the tests.
@@ -96,4 +115,4 @@ lab-down: build
 	$(BIN)/mesh-verify lab down
 
 clean:
-	rm -rf $(BIN) mesh-verify-runs build
+	rm -rf $(BIN) mesh-verify-runs build $(DIST)

@@ -48,13 +48,26 @@ const (
 var caBundles = []string{"/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt"}
 
 type options struct {
-	binary, out, version, source, revision, caBundle string
-	created                                          time.Time
+	binaries                                 []string
+	out, version, source, revision, caBundle string
+	created                                  time.Time
 }
+
+// binaryFlags collects -binary, given once per architecture.
+type binaryFlags struct{ paths *[]string }
+
+func (b binaryFlags) String() string {
+	if b.paths == nil {
+		return ""
+	}
+	return fmt.Sprint(*b.paths)
+}
+
+func (b binaryFlags) Set(s string) error { *b.paths = append(*b.paths, s); return nil }
 
 func main() {
 	var o options
-	flag.StringVar(&o.binary, "binary", "", "the statically linked mesh-verify binary (CGO_ENABLED=0)")
+	flag.Var(binaryFlags{&o.binaries}, "binary", "a statically linked Linux mesh-verify binary (CGO_ENABLED=0); once per architecture for a multi-arch image (linux/amd64 and linux/arm64 from `make release`)")
 	flag.StringVar(&o.out, "out", "build/oci", "OCI image layout directory to write (replaced)")
 	flag.StringVar(&o.version, "version", "dev", "org.opencontainers.image.version label and the layout's ref name")
 	flag.StringVar(&o.source, "source", "https://github.com/mesh-verify/mesh-verify", "org.opencontainers.image.source label")
@@ -71,7 +84,7 @@ func main() {
 		}
 		o.created = time.Unix(sec, 0).UTC()
 	}
-	if o.binary == "" {
+	if len(o.binaries) == 0 {
 		fail(errors.New("-binary is required"))
 	}
 	digest, err := build(o)
@@ -86,28 +99,74 @@ func fail(err error) {
 	os.Exit(1)
 }
 
-// build writes the layout and returns the image manifest's digest.
+// build writes the layout and returns the digest of what its ref names:
+// the image manifest for one binary, the image index (a multi-arch image,
+// one manifest per architecture) for several.
 func build(o options) (v1.Hash, error) {
-	bin, err := os.ReadFile(o.binary)
-	if err != nil {
-		return v1.Hash{}, fmt.Errorf("read binary: %w", err)
+	type built struct {
+		img  v1.Image
+		arch string
 	}
-	arch, err := staticArch(o.binary)
+	var imgs []built
+	seen := map[string]string{}
+	for _, path := range o.binaries {
+		img, arch, err := image(o, path)
+		if err != nil {
+			return v1.Hash{}, err
+		}
+		if prev, ok := seen[arch]; ok {
+			return v1.Hash{}, fmt.Errorf("-binary %s and %s are both linux/%s: give one binary per architecture", prev, path, arch)
+		}
+		seen[arch] = path
+		imgs = append(imgs, built{img, arch})
+	}
+	if err := os.RemoveAll(o.out); err != nil {
+		return v1.Hash{}, fmt.Errorf("replace %s: %w", o.out, err)
+	}
+	p, err := layout.Write(o.out, empty.Index)
 	if err != nil {
-		return v1.Hash{}, err
+		return v1.Hash{}, fmt.Errorf("write layout %s: %w", o.out, err)
+	}
+	ref := layout.WithAnnotations(map[string]string{"org.opencontainers.image.ref.name": o.version})
+	if len(imgs) == 1 {
+		if err := p.AppendImage(imgs[0].img, ref, layout.WithPlatform(v1.Platform{OS: "linux", Architecture: imgs[0].arch})); err != nil {
+			return v1.Hash{}, fmt.Errorf("write image into %s: %w", o.out, err)
+		}
+		return imgs[0].img.Digest()
+	}
+	idx := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
+	for _, b := range imgs {
+		idx = mutate.AppendManifests(idx, mutate.IndexAddendum{Add: b.img,
+			Descriptor: v1.Descriptor{Platform: &v1.Platform{OS: "linux", Architecture: b.arch}}})
+	}
+	if err := p.AppendIndex(idx, ref); err != nil {
+		return v1.Hash{}, fmt.Errorf("write image index into %s: %w", o.out, err)
+	}
+	return idx.Digest()
+}
+
+// image is the image of one binary and its architecture.
+func image(o options, path string) (v1.Image, string, error) {
+	bin, err := os.ReadFile(path)
+	if err != nil {
+		return nil, "", fmt.Errorf("read binary: %w", err)
+	}
+	arch, err := staticArch(path)
+	if err != nil {
+		return nil, "", err
 	}
 	ca, caPath, err := readCABundle(o.caBundle)
 	if err != nil {
-		return v1.Hash{}, err
+		return nil, "", err
 	}
 	files, err := rootFS(bin, ca, o.created)
 	if err != nil {
-		return v1.Hash{}, err
+		return nil, "", err
 	}
 	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(files)), nil },
 		tarball.WithMediaType(types.OCILayer))
 	if err != nil {
-		return v1.Hash{}, fmt.Errorf("layer: %w", err)
+		return nil, "", fmt.Errorf("layer: %w", err)
 	}
 	user := strconv.Itoa(nonrootUID) + ":" + strconv.Itoa(nonrootUID)
 	labels := map[string]string{
@@ -135,7 +194,7 @@ func build(o options) (v1.Hash, error) {
 	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
 	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
 	if img, err = mutate.ConfigFile(img, cfg); err != nil {
-		return v1.Hash{}, fmt.Errorf("config: %w", err)
+		return nil, "", fmt.Errorf("config: %w", err)
 	}
 	history := "tools/image: /mesh-verify, /etc/passwd (nonroot 65532)"
 	if caPath != "" {
@@ -143,21 +202,9 @@ func build(o options) (v1.Hash, error) {
 	}
 	if img, err = mutate.Append(img, mutate.Addendum{Layer: layer, MediaType: types.OCILayer,
 		History: v1.History{Created: v1.Time{Time: o.created}, CreatedBy: history}}); err != nil {
-		return v1.Hash{}, fmt.Errorf("append layer: %w", err)
+		return nil, "", fmt.Errorf("append layer: %w", err)
 	}
-	if err := os.RemoveAll(o.out); err != nil {
-		return v1.Hash{}, fmt.Errorf("replace %s: %w", o.out, err)
-	}
-	p, err := layout.Write(o.out, empty.Index)
-	if err != nil {
-		return v1.Hash{}, fmt.Errorf("write layout %s: %w", o.out, err)
-	}
-	if err := p.AppendImage(img,
-		layout.WithAnnotations(map[string]string{"org.opencontainers.image.ref.name": o.version}),
-		layout.WithPlatform(v1.Platform{OS: "linux", Architecture: arch})); err != nil {
-		return v1.Hash{}, fmt.Errorf("write image into %s: %w", o.out, err)
-	}
-	return img.Digest()
+	return img, arch, nil
 }
 
 // staticArch refuses a binary the image could not run (no dynamic loader
