@@ -54,6 +54,10 @@ type Options struct {
 	Terminal bool
 	// ProgressEvery is the period of plain progress lines (default 5s).
 	ProgressEvery time.Duration
+	// Live, when set, is handed the run's tally as the attack starts, so
+	// that others can read snapshots while it counts (the metrics
+	// endpoint of --metrics-listen; a local run's only).
+	Live func(*tally.Tally)
 	// RunID overrides the generated run id.
 	RunID string
 	// Dial reaches the target (a tunnel); nil dials TCP directly.
@@ -183,6 +187,9 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (*reports.Repor
 	start := time.Now()
 	grace := ao.Timeout + 5*time.Second
 	tl := tally.New(start, grace)
+	if o.Live != nil {
+		o.Live(tl)
+	}
 	j := newJudge(sc, ao)
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/mesh-verify/mesh-verify/attack"
+	"github.com/mesh-verify/mesh-verify/metricsout"
 	"github.com/mesh-verify/mesh-verify/redact"
 	"github.com/mesh-verify/mesh-verify/reports"
 	"github.com/mesh-verify/mesh-verify/runlog"
@@ -118,6 +119,8 @@ type runFlags struct {
 	dial      attack.DialFunc
 	// argv is the command line, recorded (redacted) in the report.
 	argv []string
+	// metrics are the Prometheus outputs (--metrics-listen, --remote-write).
+	metrics metricsFlags
 }
 
 // Stdout formats of run and report.
@@ -173,6 +176,7 @@ When $GITHUB_STEP_SUMMARY is set, summary.md is appended to it.`,
 	cmd.Flags().StringArrayVar(&f.connectTo, "connect-to", nil, "HOST:PORT:CONNECT_HOST:CONNECT_PORT (repeatable, or comma-separated; curl's --connect-to): connections to HOST:PORT go to CONNECT_HOST:CONNECT_PORT, the request keeps its URL; entries with the same HOST:PORT are picked at random per connection; $"+attack.ConnectToEnv+" adds entries after these")
 	addKubeFlags(cmd.Flags(), &f.kube, scenarioContextHelp, scenarioNamespaceHelp)
 	addGateFlags(cmd, &f.gate)
+	addMetricsFlags(cmd, &f.metrics)
 	return cmd
 }
 
@@ -195,6 +199,10 @@ func runScenario(cmd *cobra.Command, file string, f runFlags) error {
 		return invalidInput("--connect-to redirects this process's connections, but with attack.workers %d the worker pods attack the target by its in-cluster name: leave out --connect-to", sc.Attack.Workers)
 	}
 	ko, err := f.kube.forScenario(sc)
+	if err != nil {
+		return err
+	}
+	remote, pushRemote, err := f.metrics.remote()
 	if err != nil {
 		return err
 	}
@@ -237,7 +245,15 @@ func runScenario(cmd *cobra.Command, file string, f runFlags) error {
 			}
 		}
 	}
+	live, err := f.metrics.startMetrics(&o, metricsout.Run{ID: runID, Scenario: sc.Metadata.Name})
+	if err != nil {
+		return err
+	}
 	rep, err := runner.Run(ctx, sc, o)
+	live.stop()
+	if rep != nil && pushRemote {
+		pushMetrics(remote, rep, cmd.ErrOrStderr())
+	}
 	if rep == nil {
 		// The exit code is decided here, once, for the process and for
 		// the attempt --converge records.
