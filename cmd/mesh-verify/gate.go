@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -32,8 +33,12 @@ type gateFlags struct {
 
 // addSetFlag adds --set to run, validate and plan.
 func addSetFlag(cmd *cobra.Command, set *[]string) {
-	cmd.Flags().StringArrayVar(set, "set", nil, "override a scenario field before it is validated, PATH=VALUE (attack.rate=500/s, expect[0].split.tolerance=3, clusters[1].context=kind-c2); repeatable")
+	cmd.Flags().StringArrayVar(set, "set", nil, "override a scenario field before it is validated, PATH=VALUE ("+strings.Join(setExamples, ", ")+"); repeatable")
 }
+
+// setExamples are --set's help examples; a test applies each to a
+// built-in scenario, so the help never shows one that is refused.
+var setExamples = []string{"attack.rate=500/s", "expect[0].split.margin=3%", "clusters[1].context=kind-c2"}
 
 // addGateFlags adds the CI-gate flags to run.
 func addGateFlags(cmd *cobra.Command, g *gateFlags) {

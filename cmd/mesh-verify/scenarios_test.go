@@ -178,3 +178,24 @@ func TestScenarioByName(t *testing.T) {
 		t.Errorf("the run directory's scenario.yaml is not url-split as shipped:\n%s", b)
 	}
 }
+
+// TestSetHelpExamplesWork: every --set example the help shows is accepted
+// on a built-in scenario whose first expectation is a split, and changes
+// the field it names (issue 26: the old example named a field that does
+// not exist).
+func TestSetHelpExamplesWork(t *testing.T) {
+	t.Parallel()
+	for _, ex := range setExamples {
+		sc, _, err := loadScenario("url-split", []string{ex})
+		if err != nil {
+			t.Errorf("--set %s on url-split: %v", ex, err)
+			continue
+		}
+		if ex == "attack.rate=500/s" && sc.Attack.Rate == nil {
+			t.Errorf("--set %s: attack.rate is %v", ex, sc.Attack.Rate)
+		}
+		if ex == "clusters[1].context=kind-c2" && sc.Clusters[1].Context != "kind-c2" {
+			t.Errorf("--set %s: clusters[1].context is %q", ex, sc.Clusters[1].Context)
+		}
+	}
+}
