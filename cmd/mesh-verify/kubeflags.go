@@ -130,7 +130,7 @@ func isDNSLabel(s string) bool {
 // Help of --context and -n for commands that run a scenario.
 const (
 	scenarioContextHelp   = "kubeconfig context: NAME for a scenario with one cluster, CLUSTER=CONTEXT per scenario cluster (repeatable); replaces clusters[].context"
-	scenarioNamespaceHelp = `namespace wherever the scenario leaves one unset (target.portForward.namespace, observe[].namespace), instead of "default"`
+	scenarioNamespaceHelp = `namespace wherever the scenario leaves one unset (target.portForward.namespace, observe[].namespace), instead of "default"; a scenario that sets another one there is refused, naming the field`
 )
 
 // forScenario is the kube.Options of a run of sc; a bad flag is invalid
@@ -143,5 +143,33 @@ func (k *kubeFlags) forScenario(sc *scenarios.Scenario) (kube.Options, error) {
 	if o.Contexts, err = k.scenarioContexts(sc.ClusterNames()); err != nil {
 		return o, &codedError{code: exitInvalidInput, err: err}
 	}
+	if err := k.namespaceConflicts(sc); err != nil {
+		return o, &codedError{code: exitInvalidInput, err: err}
+	}
 	return o, nil
+}
+
+// namespaceConflicts refuses -n when the scenario names another namespace
+// where -n would apply: -n fills in what the scenario leaves unset, and a
+// namespace the scenario sets is never silently kept over -n (nor -n over
+// it), as kubectl refuses a manifest whose namespace differs from -n.
+func (k *kubeFlags) namespaceConflicts(sc *scenarios.Scenario) error {
+	if k.namespace == "" {
+		return nil
+	}
+	var clash []string
+	if f := sc.Target.Forward; f != nil && !f.NamespaceDefaulted() && f.Namespace != k.namespace {
+		clash = append(clash, fmt.Sprintf("target.portForward.namespace is %s", f.Namespace))
+	}
+	for i := range sc.Observe {
+		w := &sc.Observe[i]
+		if !w.NamespaceDefaulted() && w.Namespace != k.namespace {
+			clash = append(clash, fmt.Sprintf("observe[%d].namespace is %s", i, w.Namespace))
+		}
+	}
+	if len(clash) == 0 {
+		return nil
+	}
+	return fmt.Errorf("--namespace %s: the scenario %s sets another namespace (%s); -n only fills in namespaces a scenario leaves unset: remove those fields, or change them with --set (e.g. --set %s=%s)",
+		k.namespace, sc.File, strings.Join(clash, "; "), strings.Fields(clash[0])[0], k.namespace)
 }

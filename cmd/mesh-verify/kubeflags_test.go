@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/mesh-verify/mesh-verify/kube"
+	"github.com/mesh-verify/mesh-verify/scenarios"
 )
 
 // parseKubeFlags parses args with the flag set run and port-forward use.
@@ -161,5 +162,49 @@ contexts: [{name: a, context: {cluster: a, user: oidc-user}}]
 	}
 	if got != "Bearer "+idToken {
 		t.Errorf("Authorization %q, want the oidc id-token", got)
+	}
+}
+
+// TestNamespaceFlagNeverIgnored: -n fills in the namespaces a scenario
+// leaves unset; where the scenario sets another one, the run is refused
+// naming the field (issue 26: -n was silently ignored there).
+func TestNamespaceFlagNeverIgnored(t *testing.T) {
+	t.Parallel()
+	const src = `apiVersion: mesh-verify.io/v1alpha1
+kind: Scenario
+metadata: {name: ns}
+clusters: [{name: c1, context: kind-c1}]
+target:
+  portForward: {cluster: c1, %s resource: svc/web, port: "8080"}
+attack: {rate: 10/s, duration: 1s}
+observe:
+  - {name: web, clusters: [c1], %s selector: app=web}
+attribution: {rules: [{header: X-Cluster, field: cluster}]}
+expect: [{successRate: {atLeast: 90%%}}]
+`
+	for _, tc := range []struct {
+		name, fwd, obs, flag, want string
+	}{
+		{"unset fills in", "", "", "shop", ""},
+		{"same namespace", "namespace: shop,", "namespace: shop,", "shop", ""},
+		{"no flag", "namespace: shop,", "", "", ""},
+		{"target differs", "namespace: interconnect,", "", "shop", "target.portForward.namespace is interconnect"},
+		{"observe differs", "", "namespace: interconnect,", "shop", "observe[0].namespace is interconnect"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			sc, err := scenarios.Parse("ns.yaml", []byte(fmt.Sprintf(src, tc.fwd, tc.obs)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			k := kubeFlags{namespace: tc.flag, execTimeout: kube.DefaultExecTimeout, requestTimeout: "0"}
+			_, err = k.forScenario(sc)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("-n %q: %v", tc.flag, err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "--set")):
+				t.Errorf("-n %q: %v, want a refusal naming %q and --set", tc.flag, err, tc.want)
+			}
+		})
 	}
 }
