@@ -60,6 +60,7 @@ expected one with sound statistics. Exit codes: 0 pass, 1 an expectation failed,
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.AddCommand(newRunCmd(args), newValidateCmd(), newReportCmd(), newPlanCmd(), newCheckCmd(), newPortForwardCmd(), newLabCmd(), newSchemaCmd(), newScenariosCmd(), newVersionCmd(), newRBACCmd(), newWorkerCmd())
+	registerCompletions(root)
 
 	err := root.Execute()
 	if err == nil {

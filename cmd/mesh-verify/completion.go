@@ -1,0 +1,157 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/mesh-verify/mesh-verify/lab/topologies"
+	"github.com/mesh-verify/mesh-verify/scenarios"
+)
+
+// registerCompletions adds shell completion (mesh-verify completion bash|
+// zsh|fish|powershell, cobra's) where the values come from elsewhere than
+// the flag's own definition: scenario arguments (the built-in names and
+// the YAML files and directories at hand), --context (the kubeconfig's
+// contexts; CLUSTER=CONTEXT after the scenario's cluster names),
+// --topology (the lab's built-in topologies and files) and --output. It
+// walks the finished command tree, so each command keeps its own file.
+func registerCompletions(root *cobra.Command) {
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		switch c.Name() {
+		case "run", "validate", "plan":
+			if c.ValidArgsFunction == nil && c.Parent() == root {
+				c.ValidArgsFunction = scenarioArg
+			}
+		}
+		if c.Flags().Lookup("context") != nil {
+			_ = c.RegisterFlagCompletionFunc("context", contextFlag)
+		}
+		if c.Flags().Lookup("topology") != nil {
+			_ = c.RegisterFlagCompletionFunc("topology", topologyFlag)
+		}
+		if f := c.Flags().Lookup("output"); f != nil && c.Name() == "run" {
+			_ = c.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{outputTable, outputJSON, outputMD}, cobra.ShellCompDirectiveNoFileComp))
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(root)
+}
+
+// scenarioArg completes a scenario: the built-in names, and the YAML files
+// and directories matching what is typed. validate takes several.
+func scenarioArg(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+	if len(args) > 0 && cmd.Name() != "validate" {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	var out []string
+	for _, n := range scenarios.BuiltinNames() {
+		if strings.HasPrefix(n, toComplete) {
+			out = append(out, n)
+		}
+	}
+	d := cobra.ShellCompDirectiveNoFileComp
+	for _, f := range yamlFiles(toComplete) {
+		out = append(out, f)
+		if strings.HasSuffix(f, "/") {
+			// A directory must not end the word: the user goes on
+			// typing inside it.
+			d |= cobra.ShellCompDirectiveNoSpace
+		}
+	}
+	return out, d
+}
+
+// yamlFiles lists the .yaml/.yml files and the directories (with a
+// trailing /) whose path starts with prefix.
+func yamlFiles(prefix string) []string {
+	dir, base := filepath.Split(prefix)
+	read := dir
+	if read == "" {
+		read = "."
+	}
+	entries, err := os.ReadDir(read)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range entries {
+		name := e.Name()
+		if !strings.HasPrefix(name, base) || strings.HasPrefix(name, ".") && !strings.HasPrefix(base, ".") {
+			continue
+		}
+		switch {
+		case e.IsDir():
+			out = append(out, dir+name+"/")
+		case strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml"):
+			out = append(out, dir+name)
+		}
+	}
+	return out
+}
+
+// contextFlag completes --context from the kubeconfig the command would
+// load (--kubeconfig, else KUBECONFIG, else ~/.kube/config; only read).
+// For a scenario command, CLUSTER= is offered first, then that cluster's
+// contexts after it.
+func contextFlag(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if f := cmd.Flags().Lookup("kubeconfig"); f != nil && f.Changed {
+		if paths, err := cmd.Flags().GetStringSlice("kubeconfig"); err == nil && len(paths) > 0 {
+			rules.Precedence = paths
+		} else if p := f.Value.String(); p != "" {
+			rules.Precedence = strings.Split(strings.Trim(p, "[]"), ",")
+		}
+	}
+	var contexts []string
+	if cfg, err := rules.Load(); err == nil {
+		for name := range cfg.Contexts {
+			contexts = append(contexts, name)
+		}
+	}
+	slices.Sort(contexts)
+	var clusters []string
+	if len(args) > 0 && cmd.ValidArgsFunction != nil {
+		if sc, _, err := loadScenario(args[0], nil); err == nil {
+			clusters = sc.ClusterNames()
+		}
+	}
+	prefix := ""
+	if cluster, rest, ok := strings.Cut(toComplete, "="); ok {
+		prefix, toComplete = cluster+"=", rest
+	} else if len(clusters) > 1 {
+		var out []string
+		for _, c := range clusters {
+			if strings.HasPrefix(c, toComplete) {
+				out = append(out, c+"=")
+			}
+		}
+		return out, cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveNoSpace
+	}
+	var out []string
+	for _, c := range contexts {
+		if strings.HasPrefix(c, toComplete) {
+			out = append(out, prefix+c)
+		}
+	}
+	return out, cobra.ShellCompDirectiveNoFileComp
+}
+
+// topologyFlag completes lab up --topology: the built-in topologies and
+// YAML files.
+func topologyFlag(_ *cobra.Command, _ []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+	var out []string
+	for _, n := range topologies.Names() {
+		if strings.HasPrefix(n, toComplete) {
+			out = append(out, n)
+		}
+	}
+	return append(out, yamlFiles(toComplete)...), cobra.ShellCompDirectiveNoFileComp
+}
