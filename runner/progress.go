@@ -44,6 +44,27 @@ func progress(ctx context.Context, o Options, t *tally.Tally, ao attack.Options,
 	}
 }
 
+// remaining is how far the attack has come (0..1) and how long it has
+// left, by whichever of its bounds ends it first: Duration (time left) or
+// Requests (requests left at the rate achieved so far). ok is false for
+// an attack with neither, or before a rate can be told.
+func remaining(done int64, el time.Duration, rate float64, ao attack.Options) (frac float64, left time.Duration, ok bool) {
+	if ao.Duration > 0 {
+		frac = min(1, float64(el)/float64(ao.Duration))
+		left = max(0, ao.Duration-el)
+		ok = true
+	}
+	if ao.Requests > 0 && rate > 0 {
+		f := min(1, float64(done)/float64(ao.Requests))
+		l := time.Duration(float64(max(0, int64(ao.Requests)-done)) / rate * float64(time.Second))
+		if !ok || l < left {
+			frac, left = f, l
+		}
+		ok = true
+	}
+	return frac, left, ok
+}
+
 // progressClusters bounds the clusters the progress line names.
 const progressClusters = 8
 
@@ -52,9 +73,16 @@ func line(t *tally.Tally, start time.Time, ao attack.Options) string {
 	el := time.Since(start)
 	rate := float64(s.Total) / el.Seconds()
 	var b strings.Builder
-	fmt.Fprintf(&b, "%5.1fs  %d requests  %.1f/s", el.Seconds(), s.Total, rate)
+	if ao.Requests > 0 {
+		fmt.Fprintf(&b, "%5.1fs  %d/%d requests  %.1f/s", el.Seconds(), s.Total, ao.Requests, rate)
+	} else {
+		fmt.Fprintf(&b, "%5.1fs  %d requests  %.1f/s", el.Seconds(), s.Total, rate)
+	}
 	if ao.Rate.Freq > 0 {
 		fmt.Fprintf(&b, " (asked %.1f/s)", ao.Rate.Rate(0))
+	}
+	if frac, left, ok := remaining(s.Total, el, rate, ao); ok {
+		fmt.Fprintf(&b, "  %.0f%% ETA %s", 100*frac, left.Round(time.Second))
 	}
 	oc := s.Dimensions[tally.Outcome]
 	var ok int64

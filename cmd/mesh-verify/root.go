@@ -122,6 +122,8 @@ type runFlags struct {
 	argv []string
 	// metrics are the Prometheus outputs (--metrics-listen, --remote-write).
 	metrics metricsFlags
+	// shortcuts are --rate, --duration and --requests.
+	shortcuts attackShortcuts
 }
 
 // Stdout formats of run and report.
@@ -159,6 +161,7 @@ When $GITHUB_STEP_SUMMARY is set, summary.md is appended to it.`,
 				}
 				f.gate.set = append(f.gate.set, "attack.workers="+strconv.Itoa(f.workers))
 			}
+			f.gate.set = append(f.gate.set, f.shortcuts.sets(cmd)...)
 			dial, err := connectToDial(f.connectTo)
 			if err != nil {
 				return err
@@ -178,6 +181,7 @@ When $GITHUB_STEP_SUMMARY is set, summary.md is appended to it.`,
 	addKubeFlags(cmd.Flags(), &f.kube, scenarioContextHelp, scenarioNamespaceHelp)
 	addGateFlags(cmd, &f.gate)
 	addMetricsFlags(cmd, &f.metrics)
+	addAttackShortcuts(cmd, &f.shortcuts)
 	return cmd
 }
 
