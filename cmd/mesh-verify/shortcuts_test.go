@@ -37,7 +37,7 @@ attack: {rate: 10/s, duration: 1m}
 attribution:
   preset: tutorial
   map: [{from: version, to: cluster, values: {v1: c1}}]
-expect: [{successRate: {atLeast: 90%}}]
+expect: [{reached: {buckets: [c1]}}]
 `), 0o644); err != nil {
 		t.Fatal(err)
 	}
