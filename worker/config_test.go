@@ -1,18 +1,11 @@
 package worker
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
-	"math/big"
 	"strings"
 	"testing"
-	"time"
 
+	"github.com/mesh-verify/mesh-verify/internal/certtest"
 	"github.com/mesh-verify/mesh-verify/kube"
 )
 
@@ -31,22 +24,13 @@ expect:
 // selfSigned is a PEM certificate of an authority of its own.
 func selfSigned(t testing.TB) string {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"}, IsCA: true, BasicConstraintsValid: true,
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), KeyUsage: x509.KeyUsageCertSign}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
+	cert, _ := certtest.Pair(t)
+	return string(cert)
 }
 
 func goodData(t testing.TB) map[string]string {
 	t.Helper()
-	d, err := ConfigMapData([]byte(testScenario), []kube.Pod{{Cluster: "c1", Namespace: "demo", Name: "web-0", Version: "v1"}},
+	d, err := RunData([]byte(testScenario), []kube.Pod{{Cluster: "c1", Namespace: "demo", Name: "web-0", Version: "v1"}},
 		RunConfig{RunID: "20261201T100000Z-abc123", Workers: 2, Target: "http://127.0.0.1:8080/x", Interval: "2s"})
 	if err != nil {
 		t.Fatal(err)
@@ -117,12 +101,16 @@ func TestParseConfig(t *testing.T) {
 		{"ca without tls.ca", edit(KeyCA, "-----BEGIN CERTIFICATE-----\n"), "key ca.pem: holds no PEM certificate"},
 		{"ca the scenario does not use", edit(KeyCA, selfSigned(t)), "key ca.pem given, but the scenario names no target.tls.ca"},
 		{"tls.ca without ca.pem", edit(KeyScenario, strings.Replace(testScenario, `port: "8080"}, path: /x}`, `port: "8080", scheme: https}, path: /x, tls: {ca: ca.pem}}`, 1)), "key ca.pem missing: the scenario's target.tls.ca (ca.pem) is a file on the coordinator's machine"},
-		{"too large", edit("big", strings.Repeat("x", MaxConfigMapBytes)), "bytes of data, at most 1048576"},
+		{"ca with a private key", edit(KeyCA, selfSigned(t)+testKeyPEM), "secret demo/mv, key ca.pem: PEM block 2 (EC PRIVATE KEY) holds a private key"},
+		{"too large", edit("big", strings.Repeat("x", MaxDataBytes)), "bytes of data, at most 2097152"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := ParseConfig("demo/mv", tc.data)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("got %v\nwant %q", err, tc.want)
+			}
+			if strings.Contains(err.Error(), testKeyLine) {
+				t.Fatalf("the error echoes the key: %v", err)
 			}
 		})
 	}
@@ -150,4 +138,50 @@ func FuzzParseConfig(f *testing.F) {
 			}
 		}
 	})
+}
+
+// testKeyPEM is an EC key (generated for this test, used nowhere); its
+// second line is testKeyLine, which no error may echo.
+const (
+	testKeyPEM = `-----BEGIN EC PRIVATE KEY-----
+MHcCAQEEIBkg4LVWM9nuwNSk3yByxZpYRTBnVXwXw5SUGo0d4z7SoAoGCCqGSM49
+AwEHoUQDQgAEd2Ebgk5dC7hEdnUfDOqC5xYKqLMT+0xWC3H2yQ7Gq9x+0ghnf0s3
+-----END EC PRIVATE KEY-----
+`
+	testKeyLine = "MHcCAQEEIBkg4LVWM9nuwNSk3yByxZpYRTBnVXwXw5SUGo0d4z7SoAoGCCqGSM49"
+)
+
+// MergeData keeps each key where it belongs: a scenario or a CA in the
+// ConfigMap (which anyone who may view the namespace reads) is refused.
+func TestMergeData(t *testing.T) {
+	t.Parallel()
+	good := goodData(t)
+	cm, secret := SplitData(good)
+	if _, ok := cm[KeyScenario]; ok || len(secret) != 1 || string(secret[KeyScenario]) != good[KeyScenario] {
+		t.Fatalf("SplitData: configmap keys %v, secret keys %v", cm, secret)
+	}
+	merged, err := MergeData("demo/mv", cm, secret)
+	if err != nil || len(merged) != len(good) || merged[KeyScenario] != good[KeyScenario] || merged[KeyRun] != good[KeyRun] {
+		t.Fatalf("MergeData = %v, %v", merged, err)
+	}
+	for _, tc := range []struct {
+		name   string
+		cm     map[string]string
+		secret map[string][]byte
+		want   string
+	}{
+		{"scenario in the configmap", good, map[string][]byte{}, `configmap demo/mv: key "scenario.yaml" refused: it belongs in the Secret`},
+		{"ca in the configmap", map[string]string{KeyRun: "{}", KeyInventory: "[]", KeyCA: "x"}, secret, `configmap demo/mv: key "ca.pem" refused: it belongs in the Secret`},
+		{"unknown configmap key", map[string]string{KeyRun: "{}", "extra": "x"}, secret, `configmap demo/mv: key "extra" refused: want only inventory.json and run.json`},
+		{"run in the secret", cm, map[string][]byte{KeyScenario: nil, KeyRun: nil}, `secret demo/mv: key "run.json" refused: want only scenario.yaml and ca.pem`},
+		{"secret too large", cm, map[string][]byte{KeyScenario: make([]byte, MaxConfigMapBytes)}, "secret demo/mv: 1048589 bytes of data, at most 1048576"},
+		{"configmap too large", map[string]string{KeyRun: strings.Repeat("x", MaxConfigMapBytes)}, secret, "configmap demo/mv: 1048584 bytes of data, at most 1048576"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if _, err := MergeData("demo/mv", tc.cm, tc.secret); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v\nwant %q", err, tc.want)
+			}
+		})
+	}
 }

@@ -68,7 +68,7 @@ expect:
 	if err != nil {
 		t.Fatal(err)
 	}
-	data, err := worker.ConfigMapData([]byte(sc), pods, worker.RunConfig{RunID: run, Workers: 2, Target: target, Interval: "1s"})
+	data, err := worker.RunData([]byte(sc), pods, worker.RunConfig{RunID: run, Workers: 2, Target: target, Interval: "1s"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -137,7 +137,17 @@ func (w *run) run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("get configmap %s in %s: %w", name, w.cl, err)
 	}
-	c, err := ParseConfig(name, cm.Data)
+	// The scenario and the CA are in the Secret of the same name: read
+	// once (it is immutable), by name (the workers' Role has no list).
+	secret, err := w.cl.Client.CoreV1().Secrets(w.ns).Get(ctx, w.o.ConfigMap, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("get secret %s in %s: %w", name, w.cl, err)
+	}
+	data, err := MergeData(name, cm.Data, secret.Data)
+	if err != nil {
+		return err
+	}
+	c, err := ParseConfig(name, data)
 	if err != nil {
 		return err
 	}
@@ -151,7 +161,7 @@ func (w *run) run(ctx context.Context) error {
 		// a file. /tmp is the pod's one writable place (an emptyDir).
 		path, err := writeCA(c.CA)
 		if err != nil {
-			return fmt.Errorf("configmap %s, key %s: %w", name, KeyCA, err)
+			return fmt.Errorf("secret %s, key %s: %w", name, KeyCA, err)
 		}
 		defer os.Remove(path)
 		t := *sc.Target.TLS
