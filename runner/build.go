@@ -133,7 +133,7 @@ func ReadCA(sc *scenarios.Scenario) ([]byte, error) {
 		return nil, nil
 	}
 	path := caPath(sc)
-	data, err := boundedfile.Read(path, MaxCAFileBytes)
+	data, err := boundedfile.Read(path, MaxCAFileBytes, "a CA file")
 	if err != nil {
 		return nil, fmt.Errorf("target.tls.ca: %w", err)
 	}

@@ -55,6 +55,9 @@ const (
 	MaxConfigMapBytes = 1 << 20
 	// MaxDataBytes bounds the ConfigMap's and the Secret's data together.
 	MaxDataBytes = 2 * MaxConfigMapBytes
+	// MaxRunBytes bounds run.json: a run id, a URL and two numbers are
+	// far below it; the scenario's own bounds do not reach it.
+	MaxRunBytes = 16 << 10
 	// MaxRunIDBytes bounds run.json's runId: it prefixes every request id.
 	MaxRunIDBytes = 128
 	// MinInterval and MaxInterval bound run.json's interval: records
@@ -156,7 +159,9 @@ func ParseConfig(name string, data map[string]string) (*Config, error) {
 	}
 	c := &Config{}
 	var errs []error
-	if err := strictJSON([]byte(data[KeyRun]), &c.Run); err != nil {
+	if n := len(data[KeyRun]); n > MaxRunBytes {
+		errs = append(errs, fmt.Errorf("configmap %s, key %s: %d bytes, at most %d", name, KeyRun, n, MaxRunBytes))
+	} else if err := strictJSON([]byte(data[KeyRun]), &c.Run); err != nil {
 		errs = append(errs, fmt.Errorf("configmap %s, key %s: %w", name, KeyRun, err))
 	} else {
 		c.Interval, err = checkRun(c.Run)

@@ -85,6 +85,7 @@ func TestParseConfig(t *testing.T) {
 		{"missing run", edit(KeyRun, "\x00delete"), `configmap demo/mv: missing key "run.json"`},
 		{"run not json", edit(KeyRun, "{runId: x"), "configmap demo/mv, key run.json: invalid character"},
 		{"run unknown field", edit(KeyRun, `{"runId":"r","workers":2,"target":"http://a/","interval":"2s","extra":1}`), `key run.json: json: unknown field "extra"`},
+		{"run too large", edit(KeyRun, `{"runId":"r","workers":2,"target":"http://a/`+strings.Repeat("a", MaxRunBytes)+`","interval":"2s"}`), "configmap demo/mv, key run.json: 16446 bytes, at most 16384"},
 		{"run trailing", edit(KeyRun, run(func(*RunConfig) {})+"{}"), "key run.json: trailing data"},
 		{"empty run id", edit(KeyRun, run(func(r *RunConfig) { r.RunID = "" })), "key run.json: runId: required"},
 		{"bad run id", edit(KeyRun, run(func(r *RunConfig) { r.RunID = "a b" })), `key run.json: runId "a b"`},

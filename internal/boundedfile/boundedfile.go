@@ -18,6 +18,8 @@ import (
 // Open and read failures are returned as the *fs.PathError of package os.
 type Error struct {
 	Path string
+	// What the file should have been ("a scenario file"), for the message.
+	What string
 	// Mode is the file's type when it is not a regular file.
 	Mode fs.FileMode
 	// Limit is the limit a larger file exceeded (0 for a non-regular file).
@@ -26,9 +28,9 @@ type Error struct {
 
 func (e *Error) Error() string {
 	if e.Limit > 0 {
-		return fmt.Sprintf("%s is larger than %s, the limit for this file", e.Path, Size(e.Limit))
+		return fmt.Sprintf("%s is larger than %s, the limit of %s", e.Path, Size(e.Limit), e.What)
 	}
-	return fmt.Sprintf("%s is not a regular file (%s)", e.Path, kind(e.Mode))
+	return fmt.Sprintf("%s is not a regular file (%s): want %s", e.Path, kind(e.Mode), e.What)
 }
 
 // ErrRefused matches every *Error with errors.Is.
@@ -38,8 +40,9 @@ var ErrRefused = errors.New("file refused")
 func (e *Error) Is(target error) bool { return target == ErrRefused }
 
 // Read returns the contents of the regular file at path (symbolic links
-// followed) if it holds at most limit bytes. limit must be positive.
-func Read(path string, limit int64) ([]byte, error) {
+// followed) if it holds at most limit bytes. limit must be positive; what
+// says what the file should be ("a scenario file") in a refusal.
+func Read(path string, limit int64, what string) ([]byte, error) {
 	if limit <= 0 {
 		return nil, fmt.Errorf("read %s: limit %d: want a positive byte count", path, limit)
 	}
@@ -51,7 +54,7 @@ func Read(path string, limit int64) ([]byte, error) {
 		return nil, err
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, &Error{Path: path, Mode: fi.Mode()}
+		return nil, &Error{Path: path, What: what, Mode: fi.Mode()}
 	}
 	f, err := openNoBlock(path)
 	if err != nil {
@@ -62,10 +65,10 @@ func Read(path string, limit int64) ([]byte, error) {
 		return nil, err
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, &Error{Path: path, Mode: fi.Mode()}
+		return nil, &Error{Path: path, What: what, Mode: fi.Mode()}
 	}
 	if fi.Size() > limit {
-		return nil, &Error{Path: path, Limit: limit}
+		return nil, &Error{Path: path, What: what, Limit: limit}
 	}
 	// The size may change while the file is read (a log being written):
 	// the limit holds whatever it grows to.
@@ -74,7 +77,7 @@ func Read(path string, limit int64) ([]byte, error) {
 		return nil, fmt.Errorf("read %s: %w", path, err)
 	}
 	if int64(len(data)) > limit {
-		return nil, &Error{Path: path, Limit: limit}
+		return nil, &Error{Path: path, What: what, Limit: limit}
 	}
 	return data, nil
 }

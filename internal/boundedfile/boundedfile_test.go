@@ -46,10 +46,10 @@ func TestRead(t *testing.T) {
 		{"empty", write("empty", 0), 10, 0, ""},
 		{"below the limit", write("small", 9), 10, 9, ""},
 		{"at the limit", write("exact", 10), 10, 10, ""},
-		{"over the limit", write("big", 11), 10, 0, "is larger than 10 bytes, the limit"},
+		{"over the limit", write("big", 11), 10, 0, "is larger than 10 bytes, the limit of a test file"},
 		{"over a KiB limit", write("bigger", 2<<10+1), 2 << 10, 0, "is larger than 2 KiB"},
 		{"a symlink to a regular file", okLink, 10, 3, ""},
-		{"a FIFO without a writer", fifo, 10, 0, "is not a regular file (a FIFO)"},
+		{"a FIFO without a writer", fifo, 10, 0, "is not a regular file (a FIFO): want a test file"},
 		{"/dev/zero", "/dev/zero", 10, 0, "is not a regular file (a character device)"},
 		{"a symlink to /dev/zero", link, 10, 0, "is not a regular file (a character device)"},
 		{"a directory", dir, 10, 0, "is not a regular file (a directory)"},
@@ -59,7 +59,7 @@ func TestRead(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			start := time.Now()
-			data, err := Read(tc.path, tc.limit)
+			data, err := Read(tc.path, tc.limit, "a test file")
 			if d := time.Since(start); d > 5*time.Second {
 				t.Errorf("Read took %s", d)
 			}
