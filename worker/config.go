@@ -21,6 +21,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/mesh-verify/mesh-verify/fleet"
 	"github.com/mesh-verify/mesh-verify/internal/certpem"
@@ -247,10 +248,16 @@ func checkPods(pods []kube.Pod, sc *scenarios.Scenario) error {
 	return nil
 }
 
-// strictJSON decodes one JSON value, refusing unknown fields and trailing
-// data: the coordinator and the worker are the same version, so a field
-// the worker does not know is a mistake, not a newer format.
+// strictJSON decodes one JSON value, refusing unknown fields, a key given
+// twice in one object and trailing data: the coordinator and the worker
+// are the same version, so a field the worker does not know is a mistake,
+// not a newer format; and of a key given twice encoding/json keeps the
+// last silently, so a run.json could say one thing to a reviewer and
+// another to the worker.
 func strictJSON(data []byte, v any) error {
+	if err := uniqueKeys(data); err != nil {
+		return err
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
@@ -263,6 +270,74 @@ func strictJSON(data []byte, v any) error {
 		return errors.New("trailing data after the JSON value")
 	}
 	return nil
+}
+
+// uniqueKeys fails on the first object of data that holds a key twice,
+// comparing keys as encoding/json matches them to fields (case-folded);
+// data that is not JSON is left to the decoder to report.
+func uniqueKeys(data []byte) error {
+	// frame is one open object (keys set) or array (keys nil).
+	type frame struct {
+		keys     map[string]bool
+		keyFirst bool // in an object: the next token is a key
+	}
+	var stack []*frame
+	// valueDone: a value ended; in an object, a key comes next.
+	valueDone := func() {
+		if n := len(stack); n > 0 && stack[n-1].keys != nil {
+			stack[n-1].keyFirst = true
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil // io.EOF, or a syntax error the decoder reports
+		}
+		var top *frame
+		if n := len(stack); n > 0 {
+			top = stack[n-1]
+		}
+		switch t := tok.(type) {
+		case json.Delim:
+			switch t {
+			case '{':
+				stack = append(stack, &frame{keys: map[string]bool{}, keyFirst: true})
+			case '[':
+				stack = append(stack, &frame{})
+			default: // '}' or ']'
+				stack = stack[:len(stack)-1]
+				valueDone()
+			}
+			continue
+		case string:
+			if top != nil && top.keys != nil && top.keyFirst {
+				k := foldKey(t)
+				if top.keys[k] {
+					return fmt.Errorf("key %q given twice in one object (before byte %d)", t, dec.InputOffset())
+				}
+				top.keys[k] = true
+				top.keyFirst = false
+				continue
+			}
+		}
+		valueDone()
+	}
+}
+
+// foldKey maps a key to one representative of its case-folding class,
+// so that keys encoding/json would match to the same field compare equal
+// (it matches case-insensitively, with Unicode's simple folding).
+func foldKey(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		low := r
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			low = min(low, f)
+		}
+		b.WriteRune(low)
+	}
+	return b.String()
 }
 
 // Share is worker index's part of the run: the scenario with its attack

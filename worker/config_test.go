@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mesh-verify/mesh-verify/internal/certtest"
 	"github.com/mesh-verify/mesh-verify/kube"
@@ -86,6 +87,9 @@ func TestParseConfig(t *testing.T) {
 		{"run not json", edit(KeyRun, "{runId: x"), "configmap demo/mv, key run.json: invalid character"},
 		{"run unknown field", edit(KeyRun, `{"runId":"r","workers":2,"target":"http://a/","interval":"2s","extra":1}`), `key run.json: json: unknown field "extra"`},
 		{"run too large", edit(KeyRun, `{"runId":"r","workers":2,"target":"http://a/`+strings.Repeat("a", MaxRunBytes)+`","interval":"2s"}`), "configmap demo/mv, key run.json: 16446 bytes, at most 16384"},
+		{"run duplicate key", edit(KeyRun, `{"runId":"r1","workers":2,"target":"http://a:1/","interval":"2s","workers":1}`), `configmap demo/mv, key run.json: key "workers" given twice in one object`},
+		{"run duplicate key, other case", edit(KeyRun, `{"runId":"r1","RUNID":"r2","workers":2,"target":"http://a:1/","interval":"2s"}`), `key run.json: key "RUNID" given twice`},
+		{"inventory duplicate key", edit(KeyInventory, `[{"cluster":"c1","name":"p"},{"cluster":"c1","name":"p","cluster":"c2"}]`), `key inventory.json: want a JSON list of pods ({cluster, namespace, name, version, ...}): key "cluster" given twice`},
 		{"run trailing", edit(KeyRun, run(func(*RunConfig) {})+"{}"), "key run.json: trailing data"},
 		{"empty run id", edit(KeyRun, run(func(r *RunConfig) { r.RunID = "" })), "key run.json: runId: required"},
 		{"bad run id", edit(KeyRun, run(func(r *RunConfig) { r.RunID = "a b" })), `key run.json: runId "a b"`},
@@ -185,4 +189,63 @@ func TestMergeData(t *testing.T) {
 			}
 		})
 	}
+}
+
+// uniqueKeys finds a key given twice in any object at any depth, and no
+// other: the same key in sibling objects, in arrays, or as a value is fine.
+func TestUniqueKeys(t *testing.T) {
+	t.Parallel()
+	for in, dup := range map[string]string{
+		`{"a":1,"b":2}`:                       "",
+		`{"a":{"a":1},"b":[{"a":1},{"a":2}]}`: "",
+		`[{"a":1},{"a":1}]`:                   "",
+		`{"a":"a","b":"a"}`:                   "",
+		`{"a":[],"b":{},"c":[[{"x":1}]]}`:     "",
+		`not json`:                            "",
+		`{"a":1,"a":2}`:                       `"a"`,
+		`{"x":{"a":1,"b":[1,2],"a":2}}`:       `"a"`,
+		`[[{"k":{},"k":[]}]]`:                 `"k"`,
+		`{"Kelvin":1,"kelvin":2}`:             `"kelvin"`,
+		"{\"\u212aey\":1,\"key\":2}":          `"key"`, // U+212A KELVIN SIGN folds to k, as encoding/json matches it
+	} {
+		err := uniqueKeys([]byte(in))
+		if (dup == "") != (err == nil) || dup != "" && !strings.Contains(err.Error(), "key "+dup+" given twice") {
+			t.Errorf("uniqueKeys(%s) = %v, want a duplicate %s", in, err, dup)
+		}
+	}
+}
+
+// A start instant further ahead than --start-timeout is refused at once.
+func TestParseStartAt(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	for raw, want := range map[string]string{
+		"2026-12-02T12:00:01.5Z": "",
+		"2026-12-02T11:00:00Z":   "", // past: start at once
+		"2026-12-02T12:00:03Z":   "", // at the timeout
+		"2026-12-02T12:00:04Z":   "annotation mesh-verify.io/start-at 2026-12-02T12:00:04Z is 4s from now, beyond --start-timeout 3s",
+		"2099-01-01T00:00:00Z":   "beyond --start-timeout 3s",
+		"tomorrow":               `annotation mesh-verify.io/start-at "tomorrow": want an RFC 3339 time`,
+	} {
+		_, err := parseStartAt(raw, now, 3*time.Second)
+		if (want == "") != (err == nil) || want != "" && !strings.Contains(err.Error(), want) {
+			t.Errorf("parseStartAt(%s) = %v, want %q", raw, err, want)
+		}
+	}
+}
+
+// FuzzUniqueKeys: uniqueKeys never panics, and reports a duplicate only
+// in valid JSON (anything else is left to the decoder).
+func FuzzUniqueKeys(f *testing.F) {
+	f.Add([]byte(`{"a":1,"a":2}`))
+	f.Add([]byte(`[{"a":{"b":[1,{"c":2,"C":3}]}}]`))
+	f.Add([]byte(`{"a":`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if err := uniqueKeys(data); err != nil && !json.Valid(data) {
+			// A duplicate before a syntax error is still a duplicate.
+			if !strings.Contains(err.Error(), "given twice") {
+				t.Fatalf("uniqueKeys(%q) = %v", data, err)
+			}
+		}
+	})
 }

@@ -435,6 +435,27 @@ func TestLabWorkers(t *testing.T) {
 		}
 	})
 
+	// A start instant beyond --start-timeout is refused as soon as it is
+	// read, not waited for (it used to be, until the Job's deadline).
+	t.Run("start far ahead", func(t *testing.T) {
+		e.createConfigMap(t, "mv-2099", "run-2099", "rate: 10/s, duration: 2s", 1)
+		e.annotate(t, "mv-2099", worker.AnnotationStartAt, "2099-01-01T00:00:00Z")
+		began := time.Now()
+		p := startWorker(t, e.bin, e.env, 0, append([]string{"--configmap", "mv-2099", "--start-timeout", "1m"}, e.args...)...)
+		recs, err := p.rest(t, 60*time.Second)
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+			t.Fatalf("exit %v, want 1; stderr:\n%s", err, p.stderr.String())
+		}
+		want := "configmap default/mv-2099: annotation mesh-verify.io/start-at 2099-01-01T00:00:00Z is "
+		if len(recs) != 2 || recs[1].Kind != fleet.KindError || !strings.Contains(recs[1].Error, want) || !strings.Contains(recs[1].Error, "beyond --start-timeout 1m0s") {
+			t.Fatalf("records %+v, want ready and an error saying %q", recs, want)
+		}
+		if el := time.Since(began); el > 30*time.Second {
+			t.Errorf("refused after %s, with a 1m start timeout: want at once", el)
+		}
+	})
+
 	t.Run("SIGTERM mid-attack", func(t *testing.T) {
 		const run = "run-term"
 		p := e.startAttacking(t, "mv-term", run, 500*time.Millisecond, 50)
