@@ -180,6 +180,8 @@ type Dimension struct {
 
 // Bucket is one cluster, pod or version.
 type Bucket struct {
+	// Name is the value; a pod's is "cluster/pod" when its cluster is
+	// known, so that web-0 of c1 and web-0 of c2 are two buckets.
 	Name string `json:"name"`
 	// Cluster is the cluster of a pod bucket: pod names repeat across
 	// clusters, so a pod is shown as cluster/pod.
