@@ -1,12 +1,18 @@
 package runner
 
 import (
+	"fmt"
 	"maps"
 	"math"
 	"strings"
 	"testing"
+	"time"
+
+	vegeta "github.com/tsenart/vegeta/v12/lib"
 
 	"github.com/mesh-verify/mesh-verify/assert"
+	"github.com/mesh-verify/mesh-verify/attack"
+	"github.com/mesh-verify/mesh-verify/attribution"
 	"github.com/mesh-verify/mesh-verify/podlogs"
 	"github.com/mesh-verify/mesh-verify/reports"
 	"github.com/mesh-verify/mesh-verify/scenarios"
@@ -216,5 +222,38 @@ func TestByNameResolvesBarePodNames(t *testing.T) {
 	}
 	if s.Dimensions["pod"].Buckets[0] != "c1/api-0" {
 		t.Errorf("byName renamed the snapshot's own buckets: %v", s.Dimensions["pod"].Buckets)
+	}
+}
+
+// The report's pod buckets of a tally that saw web-0 in c1 and in c2:
+// two buckets, named cluster/pod, each with its cluster and its errors,
+// and labelled without the cluster twice.
+func TestReportPodBucketsPerCluster(t *testing.T) {
+	t.Parallel()
+	start := time.Now()
+	tl := tally.New(start, time.Minute)
+	add := func(cluster string, code uint16, errMsg string) {
+		tl.Add(&attack.Result{Result: &vegeta.Result{Code: code, Error: errMsg, Timestamp: start}},
+			attribution.Identity{Cluster: cluster, Pod: "web-0"})
+	}
+	add("c1", 200, "")
+	add("c2", 200, "")
+	add("c2", 200, "")
+	add("c2", 503, "503 Service Unavailable")
+	var pods *reports.Dimension
+	for _, d := range dimensions(scenarios.SourceBody, tl.Snapshot()) {
+		if d.Name == "pod" {
+			pods = &d
+		}
+	}
+	if pods == nil {
+		t.Fatal("no pod dimension")
+	}
+	got := map[string]string{}
+	for _, b := range pods.Buckets {
+		got[reports.BucketLabel(b)] = fmt.Sprintf("%s %d %d", b.Cluster, b.Count, b.Errors)
+	}
+	if want := map[string]string{"c1/web-0": "c1 1 0", "c2/web-0": "c2 2 1"}; !maps.Equal(got, want) {
+		t.Errorf("pod buckets %v, want %v", got, want)
 	}
 }
