@@ -85,7 +85,7 @@ func TestRead(t *testing.T) {
 
 func TestSize(t *testing.T) {
 	t.Parallel()
-	for n, want := range map[int64]string{1: "1 bytes", 1 << 10: "1 KiB", 1<<10 + 1: "1025 bytes", 512 << 10: "512 KiB", 64 << 20: "64 MiB", 3<<20 + 1<<10: "3073 KiB"} {
+	for n, want := range map[int64]string{1: "1 byte", 10: "10 bytes", 1 << 10: "1 KiB", 1<<10 + 1: "1025 bytes", 512 << 10: "512 KiB", 64 << 20: "64 MiB", 3<<20 + 1<<10: "3073 KiB"} {
 		if got := Size(n); got != want {
 			t.Errorf("Size(%d) = %q, want %q", n, got, want)
 		}
