@@ -567,12 +567,13 @@ func simCells() []calCell {
 }
 
 // TestCalibrationSimulation simulates the grid at the planner's n, half
-// and twice it, for independent requests; per-request balancing over 2, 5,
-// 10 and 50 keep-alive connections (requests on one connection routed
-// independently: the verdict depends on the totals only, which Split on
-// the real per-connection sums confirms); and per-connection balancing
+// and twice it, for independent requests; and per-connection balancing
 // over 2, 5, 10 and 50 connections and over the planner's number of
-// connections (each connection pinned to one bucket).
+// connections (each connection pinned to one bucket, equal connections:
+// the verdict is the rule's at n = connections, which Split on the real
+// per-connection sums confirms). Per-request balancing over keep-alive
+// connections, where the verdict depends on the estimated design effect,
+// is TestCalibrationDependence's.
 func TestCalibrationSimulation(t *testing.T) {
 	draws, verify := 400, 20
 	if fullCalibration() {
@@ -598,16 +599,6 @@ func TestCalibrationSimulation(t *testing.T) {
 			rows = append(rows, row)
 		}
 		for _, conns := range []int{2, 5, 10, 50} {
-			// Per-request balancing over keep-alive connections.
-			for range verify {
-				c := r.perRequestUnits(cell.split.names, planned, conns, cell.split.p)
-				verifyAgainstSplit(t, cell, table, c, Sampling{Balancing: PerRequest, FixedConnections: int64(conns)}, planned)
-			}
-			row := simCell(t, r, cell, table, planned, draws)
-			row.scheme, row.planned, row.power = fmt.Sprintf("per-request balancing, %d keep-alive connections", conns), planned, power
-			checkRow(t, row)
-			rows = append(rows, row)
-
 			// Per-connection balancing over conns connections of 20
 			// requests: conns draws, whatever the requests.
 			sticky := Sampling{Balancing: PerConnection, FixedConnections: int64(conns)}
@@ -615,7 +606,7 @@ func TestCalibrationSimulation(t *testing.T) {
 				c := stickyUnits(cell.split.names, r.multinomial(int64(conns), cell.split.p), 20)
 				verifyAgainstSplit(t, cell, table, c, sticky, int64(conns))
 			}
-			row = simCell(t, r, cell, table, int64(conns), draws)
+			row := simCell(t, r, cell, table, int64(conns), draws)
 			row.scheme, row.planned = fmt.Sprintf("per-connection balancing, %d connections", conns), planned
 			if int64(conns) >= planned {
 				row.power = power

@@ -205,6 +205,10 @@ func SuccessRate(successes int64, outcomes Counts, atLeast float64, s ShareSpec)
 	if n > 0 {
 		detail = fmt.Sprintf(" (success rate %s)", pct(float64(successes)/float64(n)))
 	}
+	// Failures follow the routing (a broken backend fails the requests
+	// routed to it): their dependence is the routing's, which keeps n*
+	// independent of the outcomes (docs/statistics.md §3.3).
+	s.Sampling.routingOnly = true
 	r := judgeShare(outcomes, n-successes, 1-atLeast, s, "failed", detail, "successRate atLeast "+pct(atLeast))
 	// Report the success rate, not the failure share judged.
 	if r.Interval != nil {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/mesh-verify/mesh-verify/assert"
 	"github.com/mesh-verify/mesh-verify/attack"
+	"github.com/mesh-verify/mesh-verify/attribution"
 	"github.com/mesh-verify/mesh-verify/reports"
 	"github.com/mesh-verify/mesh-verify/scenarios"
 	"github.com/mesh-verify/mesh-verify/tally"
@@ -162,8 +163,17 @@ func (j *judge) plan(out []reports.Expectation) {
 			continue
 		}
 		spec := SplitSpec(j.sc, e, out[i].Model.Shares, out[i].Confidence)
-		out[i].Planned, out[i].PlannedUnit = assert.RequiredDraws(spec), drawUnit(spec.Sampling)
+		out[i].Planned, out[i].PlannedUnit = plannedOf(assert.PlanSplit(spec))
 	}
+}
+
+// plannedOf is what a plan asks the attack for: connections when they
+// limit the evidence, else requests (docs/statistics.md §5).
+func plannedOf(p assert.Plan) (int64, string) {
+	if p.Connections > 0 && p.Requests == 0 {
+		return p.Connections, "connections"
+	}
+	return p.Requests, "requests"
 }
 
 // evaluate judges every expectation; look is the sequential look (its
@@ -180,7 +190,6 @@ func (j *judge) one(e scenarios.Expectation, ev evidence, look int) reports.Expe
 	st := j.sc.Statistics
 	conf := j.level(e, look)
 	sampling := Sampling(j.sc, e)
-	share := assert.ShareSpec{Confidence: conf, Power: st.Power, Evidence: st.Margin.Fraction(), Sampling: sampling}
 	r := reports.Expectation{Name: e.Name, Source: e.JudgedFrom(), Confidence: conf}
 	if r.Source == "" {
 		r.Source = scenarios.SourceBody
@@ -204,6 +213,10 @@ func (j *judge) one(e scenarios.Expectation, ev evidence, look int) reports.Expe
 		r.Kind, r.Verdict, r.Reason = e.Kind(), assert.Inconclusive, why
 		return r
 	}
+	if e.Mirror == nil {
+		sampling.RoutingDesignEffect = routingDesignEffect(s)
+	}
+	share := assert.ShareSpec{Confidence: conf, Power: st.Power, Evidence: st.Margin.Fraction(), Sampling: sampling}
 	switch {
 	case e.Mirror != nil:
 		r.Kind = "mirror"
@@ -243,12 +256,17 @@ func (j *judge) one(e scenarios.Expectation, ev evidence, look int) reports.Expe
 	return r
 }
 
-// drawUnit names what a planned draw is under a sampling unit.
-func drawUnit(s assert.Sampling) string {
-	if s.Balancing == assert.PerConnection && s.FixedConnections > 0 {
-		return "connections"
+// routingDesignEffect is the design effect of the routing of one
+// source's requests, from its attributed dimensions (cluster, pod,
+// version): what a success rate's effective n, and a share whose own
+// counts show nothing, are judged with (docs/statistics.md §3.3).
+func routingDesignEffect(s tally.Snapshot) float64 {
+	fields := attribution.Fields()
+	dims := make([]assert.Counts, 0, len(fields))
+	for _, f := range fields {
+		dims = append(dims, s.Dimensions[string(f)])
 	}
-	return "requests"
+	return assert.RoutingDesignEffect(dims...)
 }
 
 // splitSpec is the spec of a split or a mirror: the scenario's margin and
