@@ -252,18 +252,7 @@ func enumerate(split calSplit, cells []calCell, tables []*verdictTable, truths [
 				continue
 			}
 			for t, tr := range truths[c] {
-				lp := logCoef
-				for i, v := range x {
-					if v == 0 {
-						continue
-					}
-					if tr.p[i] == 0 {
-						lp = math.Inf(-1)
-						break
-					}
-					lp += float64(v) * math.Log(tr.p[i])
-				}
-				pr := math.Exp(lp)
+				pr := math.Exp(logCoef + logPowers(x, tr.p))
 				if v == Fail {
 					out[c].fail[t] += pr
 				} else {
@@ -273,6 +262,22 @@ func enumerate(split calSplit, cells []calCell, tables []*verdictTable, truths [
 		}
 	})
 	return out
+}
+
+// logPowers is Σ_i x_i ln p_i, the log of an outcome's probability less
+// its multinomial coefficient (-Inf when a bucket with p_i = 0 got some).
+func logPowers(x []int64, p []float64) float64 {
+	lp := 0.0
+	for i, v := range x {
+		if v == 0 {
+			continue
+		}
+		if p[i] == 0 {
+			return math.Inf(-1)
+		}
+		lp += float64(v) * math.Log(p[i])
+	}
+	return lp
 }
 
 // cellsOf lists the grid's cells for one split.
@@ -458,20 +463,7 @@ type simRow struct {
 // the last bucket just beyond its lower edge).
 func simCell(t *testing.T, r sampler, cell calCell, table *verdictTable, n int64, draws int) simRow {
 	row := simRow{cell: cell, n: n, draws: draws}
-	s := cell.split
-	k := len(s.p)
-	var truths []truth
-	truths = append(truths, truth{name: "as expected", p: s.p, correct: true})
-	if q, ok := shifted(s.p, 0, cell.margin); ok {
-		truths = append(truths, truth{name: "b1 at +δ", p: q, correct: true})
-	}
-	if q, ok := shifted(s.p, 0, cell.margin+1e-6); ok {
-		truths = append(truths, truth{name: "b1 just beyond +δ", p: q})
-	}
-	if q, ok := shifted(s.p, k-1, -cell.margin-1e-6); ok {
-		truths = append(truths, truth{name: fmt.Sprintf("b%d just beyond -δ", k), p: q})
-	}
-	for _, tr := range truths {
+	for _, tr := range simTruths(cell) {
 		var pass, fail int
 		for range draws {
 			switch table.split(r.multinomial(n, tr.p), n) {

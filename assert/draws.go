@@ -116,7 +116,17 @@ type draws struct {
 // n* = clamp(n/deff, n²/Σm², n); with too few connections to estimate it
 // (estimable), or every request in one bucket and no routing estimate, the
 // worst case n²/Σm².
-func drawsFor(c Counts, s Sampling) draws {
+//
+// nulls are shares the split tests (its expected shares, by bucket): each
+// bucket's design effect is also evaluated there, and the larger taken.
+// Evaluated at the estimate alone, a connection carrying much of a
+// bucket's requests pulls p̂ to itself and shrinks its own residual, so
+// few uneven connections pinned to buckets look less clustered than they
+// are; evaluated at the share under test, the residuals are what that
+// hypothesis implies (the robust score test's variance, better calibrated
+// with few clusters than the robust Wald's: Guo et al. 2005; §9.2 uses
+// it for the same reason).
+func drawsFor(c Counts, s Sampling, nulls ...map[string]float64) draws {
 	n := c.Total()
 	d := draws{sampling: s, Evidence: Evidence{N: n, EffectiveN: float64(n), DesignEffect: 1,
 		Balancing: s.balancing(), BalancingReason: s.Reason, Dependence: DependenceNone}}
@@ -124,6 +134,16 @@ func drawsFor(c Counts, s Sampling) draws {
 	if u != nil {
 		d.Connections = u.Units
 		d.ObservedDesignEffect = observedDesignEffect(c)
+		// With every request in one bucket the counts show nothing about
+		// dependence, at any share: no null makes them estimable.
+		if !spread(c) {
+			nulls = nil
+		}
+		for _, null := range nulls {
+			for i, b := range c.Buckets {
+				d.ObservedDesignEffect = math.Max(d.ObservedDesignEffect, designEffectAt(c, i, null[b]))
+			}
+		}
 	}
 	if n == 0 {
 		return d
@@ -283,17 +303,36 @@ func observedDesignEffect(c Counts) float64 {
 	if u == nil || u.Units < 2 || n == 0 || len(u.SumXX) != len(c.N) || len(u.SumXM) != len(c.N) {
 		return 0
 	}
-	nf, cf := float64(n), float64(u.Units)
 	deff := 0.0
 	for i, x := range c.N {
-		p := float64(x) / nf
-		if p <= 0 || p >= 1 {
-			continue
-		}
-		resid := math.Max(u.SumXX[i]-2*p*u.SumXM[i]+p*p*u.SumMM, 0)
-		deff = math.Max(deff, cf/(cf-1)*resid/(nf*p*(1-p)))
+		deff = math.Max(deff, designEffectAt(c, i, float64(x)/float64(n)))
 	}
 	return deff
+}
+
+// spread reports whether some bucket holds some but not all requests.
+func spread(c Counts) bool {
+	n := c.Total()
+	for _, x := range c.N {
+		if x > 0 && x < n {
+			return true
+		}
+	}
+	return false
+}
+
+// designEffectAt is bucket i's cluster-robust design effect evaluated at
+// the share p, C/(C-1)·Σ_j (x_ij - p m_j)² / (n p(1-p)); 0 when p is not
+// strictly inside (0,1) or it cannot be estimated.
+func designEffectAt(c Counts, i int, p float64) float64 {
+	u := c.Units
+	n := float64(c.Total())
+	if u == nil || u.Units < 2 || n == 0 || !(p > 0 && p < 1) || i >= len(u.SumXX) || i >= len(u.SumXM) {
+		return 0
+	}
+	cf := float64(u.Units)
+	resid := math.Max(u.SumXX[i]-2*p*u.SumXM[i]+p*p*u.SumMM, 0)
+	return cf / (cf - 1) * resid / (n * p * (1 - p))
 }
 
 // fmtDraws prints an effective number of draws: whole when it is one.

@@ -217,6 +217,14 @@ func (j *judge) one(e scenarios.Expectation, ev evidence, look int) reports.Expe
 		sampling.RoutingDesignEffect = routingDesignEffect(s)
 	}
 	share := assert.ShareSpec{Confidence: conf, Power: st.Power, Evidence: st.Margin.Fraction(), Sampling: sampling}
+	// Answered bodies whose bucket is unknown are judged by their worst
+	// case (docs/statistics.md §3.6); logs and metrics are reconciled.
+	missing := func(by string) int64 {
+		if r.Source != scenarios.SourceBody {
+			return 0
+		}
+		return s.Unattributed[by]
+	}
 	switch {
 	case e.Mirror != nil:
 		r.Kind = "mirror"
@@ -230,19 +238,22 @@ func (j *judge) one(e scenarios.Expectation, ev evidence, look int) reports.Expe
 			return r
 		}
 		spec := splitSpec(j.sc, sp.Margin, sp.Relative, model.Shares, conf)
-		spec.Sampling = sampling
+		spec.Sampling, spec.Missing = sampling, missing(sp.By)
 		res := assert.Split(s.Dimensions[sp.By], spec)
 		r.Model, r.Split = &model, &res
 		r.Verdict, r.Reason, r.Advice = res.Verdict, res.Reason, res.Advice
 	case e.Reached != nil:
 		r.Kind, r.By = "reached", e.Reached.By
+		share.Missing = missing(e.Reached.By)
 		res := assert.Reached(s.Dimensions[e.Reached.By], e.Reached.Buckets, j.minShare(e, ev), share)
 		setResult(&r, res)
 	case e.Only != nil:
 		r.Kind, r.By = "only", e.Only.By
+		share.Missing = missing(e.Only.By)
 		setResult(&r, assert.Only(s.Dimensions[e.Only.By], e.Only.Buckets, margin(e.Only.Margin), share))
 	case e.Never != nil:
 		r.Kind, r.By = "never", e.Never.By
+		share.Missing = missing(e.Never.By)
 		setResult(&r, assert.Never(s.Dimensions[e.Never.By], e.Never.Buckets, margin(e.Never.Margin), share))
 	case e.SuccessRate != nil:
 		r.Kind = "successRate"
