@@ -78,7 +78,7 @@ result with what its attack sends and the connections it opens.`,
 	}
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return invalidInput("%v", err) })
 	sf.register(cmd)
-	smp.register(cmd, "with --balancing connection: the keep-alive connections the attack will hold, to compare with the plan")
+	smp.register(cmd, "the keep-alive connections the attack will hold (0: a connection per request): per-request balancing adds the design effect's allowance for them, per-connection balancing compares them with the plan")
 	cmd.Flags().IntVar(&looks, "looks", 1, "interim looks for early stopping (1 = judge once at the end)")
 	addSetFlag(cmd, &set)
 	return cmd
