@@ -42,6 +42,7 @@ func (r *SplitResult) worstCase(m int64, rules []BucketRule, d draws) {
 	if m <= 0 || d.N == 0 {
 		return
 	}
+	before := r.Verdict
 	ratio := d.ratio()
 	neff := float64(d.N+m) * ratio
 	least := int64(0) // the fewest a bucket can get
@@ -77,6 +78,9 @@ func (r *SplitResult) worstCase(m int64, rules []BucketRule, d draws) {
 		r.Verdict = Pass
 	case failsAlways || sumL > m || sumU < m:
 		r.Verdict = Fail
+	case before == Inconclusive:
+		// Not settled without them either: the advice says what would.
+		r.Verdict = Inconclusive
 	default:
 		r.Verdict = Inconclusive
 		r.missingWhy = fmt.Sprintf("%d answered requests whose bucket is unknown decide it (unattributed, or dropped by an overloaded attribution)%s; the verdict must hold wherever they went", m, flip)

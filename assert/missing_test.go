@@ -114,6 +114,13 @@ func TestMissingBoundary(t *testing.T) {
 		t.Errorf("%d missing: %v %+v (%s)", keep+1, r.Verdict, r.Advice, r.Reason)
 	}
 	mustJSON(t, r)
+	// Not settled without them either: the advice says what would, and
+	// the reason that they are judged by their worst case.
+	spec.Missing = 3
+	if r := Split(counts("c2", 30, "c3", 25), spec); r.Verdict != Inconclusive || r.RequiredN == 0 ||
+		!strings.Contains(r.Reason, "3 answered requests whose bucket is unknown are judged by their worst case") {
+		t.Errorf("55 requests with 3 missing: %v %+v (%s)", r.Verdict, r.Advice, r.Reason)
+	}
 	// A clear FAIL survives any assignment of a few; a negative count is
 	// refused.
 	spec.Missing = 50

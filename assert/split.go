@@ -448,7 +448,10 @@ func (r *SplitResult) reason(d draws) string {
 	if r.N > 0 {
 		why += "; " + d.describe()
 	}
-	if r.Missing > 0 && r.missingWhy == "" {
+	switch {
+	case r.Missing > 0 && r.missingWhy == "" && r.Verdict == Inconclusive:
+		why += fmt.Sprintf("; %d answered requests whose bucket is unknown are judged by their worst case", r.Missing)
+	case r.Missing > 0 && r.missingWhy == "":
 		why += fmt.Sprintf("; %d answered requests whose bucket is unknown change nothing, wherever they went", r.Missing)
 	}
 	if r.Verdict == Inconclusive && r.missingWhy == "" {
