@@ -132,6 +132,19 @@ type Sampling struct {
 	// balancing with fixed connections, more requests settle nothing and the
 	// advice is a number of connections.
 	FixedConnections int64
+	// RoutingDesignEffect is the observed design effect of the routing of
+	// the same requests (the largest over the source's attributed
+	// dimensions with at least MinEstimateConnections effective
+	// connections; RoutingDesignEffect computes it), 0 when unknown. It
+	// stands in for the counts' own when those show nothing (every request
+	// in one bucket: a 100% only), and it alone decides a success rate's
+	// effective n (docs/statistics.md §3.3).
+	RoutingDesignEffect float64
+	// routingOnly takes the design effect from RoutingDesignEffect alone:
+	// set by SuccessRate, whose failures follow the routing, so that its
+	// effective n does not depend on the outcomes and the verdict stays
+	// monotone in the failures.
+	routingOnly bool
 }
 
 func (s Sampling) balancing() Balancing {

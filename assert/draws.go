@@ -6,29 +6,84 @@ import (
 )
 
 // Evidence is what the counts behind a verdict were worth, reported with
-// every verdict so that a reader sees which sampling unit was assumed and
-// why (docs/statistics.md §3).
+// every verdict so that a reader sees how the dependence between requests
+// was judged and why (docs/statistics.md §3).
 type Evidence struct {
 	// N is the number of requests counted.
 	N int64 `json:"n"`
-	// EffectiveN is what they are worth as independent draws: N under
-	// per-request balancing, N²/Σ m_j² (Kish) under per-connection
-	// balancing, with m_j the requests counted on connection j.
+	// EffectiveN is what they are worth as independent draws (§3.3): N when
+	// no connection carried two of them; else N over the design effect
+	// estimated from the per-connection counts, never below the worst case
+	// EffectiveConnections (every request of a connection in one bucket)
+	// and never above N; the worst case itself when the data cannot show
+	// the dependence (too few connections, every request in one bucket).
 	EffectiveN float64 `json:"effectiveN"`
 	// DesignEffect is N / EffectiveN, the factor the decision used.
 	DesignEffect float64 `json:"designEffect"`
 	// Connections is the number of connections the requests came over;
 	// 0 when not known.
 	Connections int64 `json:"connections,omitempty"`
-	// Balancing is the sampling unit assumed: request or connection.
+	// EffectiveConnections is Kish's N²/Σ m_j², m_j the requests counted on
+	// connection j: the draws the requests are worth when every request of
+	// a connection goes where the connection went. 0 when not known.
+	EffectiveConnections float64 `json:"effectiveConnections,omitempty"`
+	// Balancing is the balancing the scenario declares or assumes: request
+	// or connection. It decides the plan and the advice; the effective n
+	// comes from the data either way.
 	Balancing       Balancing `json:"balancing"`
 	BalancingReason string    `json:"balancingReason,omitempty"`
 	// ObservedDesignEffect is the cluster-robust estimate of how much more
 	// the counts vary between connections than independent draws would,
-	// a diagnostic only: a value well above 1 under per-request balancing
-	// suggests the mesh balances per connection. 0 when it cannot be
-	// estimated (fewer than 2 connections, or every request in one bucket).
+	// the largest over the buckets; 0 when it cannot be estimated (fewer
+	// than 2 connections, or every request in one bucket).
 	ObservedDesignEffect float64 `json:"observedDesignEffect,omitempty"`
+	// Dependence says how EffectiveN was found: independent (no connection
+	// reused), estimated, routing (estimated from the routing of the same
+	// requests), few-connections or one-bucket (the worst case, the data
+	// cannot show the dependence), or unknown (no per-connection counts).
+	Dependence Dependence `json:"dependence,omitempty"`
+}
+
+// Dependence is how the effective n of a verdict was found (docs/statistics.md §3.3).
+type Dependence string
+
+// How the effective n was found.
+const (
+	// DependenceNone: no connection carried two counted requests.
+	DependenceNone Dependence = "independent"
+	// DependenceEstimated: from the counts' own observed design effect.
+	DependenceEstimated Dependence = "estimated"
+	// DependenceRouting: from the observed design effect of the routing of
+	// the same requests (Sampling.RoutingDesignEffect).
+	DependenceRouting Dependence = "routing"
+	// DependenceFewConnections: too few connections, or too uneven, to
+	// estimate the design effect from (estimable): the worst case.
+	DependenceFewConnections Dependence = "few-connections"
+	// DependenceOneBucket: every request in one bucket, so the data show
+	// nothing about the dependence: the worst case.
+	DependenceOneBucket Dependence = "one-bucket"
+	// DependenceNoRouting: a success rate whose requests' routing was not
+	// attributed, so nothing shows how failures on one connection depend
+	// on each other: the worst case.
+	DependenceNoRouting Dependence = "no-routing"
+	// DependenceUnknown: no per-connection counts; each request is taken as
+	// its own connection, which the reason says.
+	DependenceUnknown Dependence = "unknown"
+)
+
+// MinEstimateConnections is the fewest connections from which the design
+// effect is estimated from the data, and twice the fewest effective
+// connections (Kish's n²/Σm², which uneven connection sizes lower); with
+// fewer, the cluster-robust variance rests on too few units (its degrees
+// of freedom are the connections less one) and each connection counts as
+// one draw, the worst case (docs/statistics.md §3.3).
+const MinEstimateConnections = 10
+
+// estimable reports whether per-connection statistics have enough
+// connections, evenly enough used, to estimate a design effect from.
+func estimable(u *UnitStats, n int64) bool {
+	nf := float64(n)
+	return u != nil && u.Units >= MinEstimateConnections && u.SumMM > 0 && nf*nf/u.SumMM >= MinEstimateConnections/2
 }
 
 // Advice says what would settle an INCONCLUSIVE verdict.
@@ -45,39 +100,83 @@ type Advice struct {
 	draws int64
 }
 
-// draws is the effective-n rule of docs/statistics.md §3 applied to one
-// set of counts. It depends only on how the attack spread the requests
-// over connections, never on the outcomes, so every verdict built on it
-// is monotone in the evidence.
+// draws is the effective-n rule of docs/statistics.md §3.3 applied to one
+// set of counts.
 type draws struct {
 	Evidence
 	sampling Sampling
-	// noUnits is set under per-connection balancing when the counts carry
-	// no per-connection statistics: each request then counts as its own
-	// connection, which the reason says.
+	// noUnits is set when the counts carry no per-connection statistics
+	// and connections were reused or per-connection balancing is declared:
+	// each request then counts as its own connection, which the reason says.
 	noUnits bool
 }
 
-// drawsFor applies the effective-n rule to counts c.
-func drawsFor(c Counts, s Sampling) draws {
+// drawsFor applies the effective-n rule to counts c: the design effect is
+// estimated from the per-connection counts whatever balancing is declared,
+// n* = clamp(n/deff, n²/Σm², n); with too few connections to estimate it
+// (estimable), or every request in one bucket and no routing estimate, the
+// worst case n²/Σm².
+//
+// nulls are shares the split tests (its expected shares, by bucket): each
+// bucket's design effect is also evaluated there, and the larger taken.
+// Evaluated at the estimate alone, a connection carrying much of a
+// bucket's requests pulls p̂ to itself and shrinks its own residual, so
+// few uneven connections pinned to buckets look less clustered than they
+// are; evaluated at the share under test, the residuals are what that
+// hypothesis implies (the robust score test's variance, better calibrated
+// with few clusters than the robust Wald's: Guo et al. 2005; §9.2 uses
+// it for the same reason).
+func drawsFor(c Counts, s Sampling, nulls ...map[string]float64) draws {
 	n := c.Total()
 	d := draws{sampling: s, Evidence: Evidence{N: n, EffectiveN: float64(n), DesignEffect: 1,
-		Balancing: s.balancing(), BalancingReason: s.Reason}}
-	if u := c.Units; u != nil {
+		Balancing: s.balancing(), BalancingReason: s.Reason, Dependence: DependenceNone}}
+	u := c.Units
+	if u != nil {
 		d.Connections = u.Units
 		d.ObservedDesignEffect = observedDesignEffect(c)
+		// With every request in one bucket the counts show nothing about
+		// dependence, at any share: no null makes them estimable.
+		if !spread(c) {
+			nulls = nil
+		}
+		for _, null := range nulls {
+			for i, b := range c.Buckets {
+				d.ObservedDesignEffect = math.Max(d.ObservedDesignEffect, designEffectAt(c, i, null[b]))
+			}
+		}
 	}
-	if d.Balancing != PerConnection || n == 0 {
-		return d
-	}
-	u := c.Units
-	if u == nil || u.Units < 1 || !(u.SumMM > 0) {
-		d.noUnits = true
+	if n == 0 {
 		return d
 	}
 	nf := float64(n)
-	// Σ m_j² ≥ Σ m_j = n, so n_eff ≤ n; the min guards round-off.
-	d.EffectiveN = math.Min(nf, nf*nf/u.SumMM)
+	if u == nil || u.Units < 1 || !(u.SumMM > 0) {
+		if d.Balancing == PerConnection {
+			d.noUnits, d.Dependence = true, DependenceUnknown
+		}
+		return d
+	}
+	// Σ m_j² ≥ Σ m_j = n, so n²/Σm² ≤ n; the min guards round-off.
+	worst := math.Min(nf, nf*nf/u.SumMM)
+	d.EffectiveConnections = worst
+	deff, none := d.ObservedDesignEffect, DependenceOneBucket
+	d.Dependence = DependenceEstimated
+	switch {
+	case s.routingOnly:
+		deff, d.Dependence, none = s.RoutingDesignEffect, DependenceRouting, DependenceNoRouting
+	case deff == 0 && s.RoutingDesignEffect > 0:
+		deff, d.Dependence = s.RoutingDesignEffect, DependenceRouting
+	}
+	switch {
+	case nf-worst < 1e-9*nf:
+		d.Dependence = DependenceNone
+		return d
+	case !estimable(u, n):
+		d.EffectiveN, d.Dependence = worst, DependenceFewConnections
+	case deff == 0:
+		d.EffectiveN, d.Dependence = worst, none
+	default:
+		d.EffectiveN = math.Max(worst, math.Min(nf, nf/deff))
+	}
 	d.DesignEffect = nf / d.EffectiveN
 	return d
 }
@@ -94,45 +193,68 @@ func (d draws) ratio() float64 {
 func (d draws) scaled(x int64) float64 { return float64(x) * d.ratio() }
 
 // connectionLimited reports whether more requests on the same connections
-// would add no evidence: per-connection balancing over the attack's fixed
-// keep-alive connections.
+// would add no evidence: the attack's fixed keep-alive connections, and
+// the verdict took each connection as one draw (declared per-connection
+// balancing, clustering found in the data, or too little data to show its
+// absence).
+//
+// When the worst case was taken, connections limit the evidence even if the
+// attack's are not known to be fixed: the counts show them reused.
 func (d draws) connectionLimited() bool {
-	return d.Balancing == PerConnection && d.sampling.FixedConnections > 0 && !d.noUnits
+	switch d.Dependence {
+	case DependenceFewConnections, DependenceOneBucket, DependenceNoRouting:
+		return true
+	case DependenceNone, DependenceUnknown:
+		// Nothing counted yet: the plan's unit.
+		return d.N == 0 && d.sampling.FixedConnections > 0 && d.Balancing == PerConnection
+	}
+	return d.sampling.FixedConnections > 0 && (d.Balancing == PerConnection || d.DesignEffect >= suspectDesignEffect)
 }
 
 // describe says what the requests were worth, quoting real requests and
 // connections, never effective counts as if they were requests.
 func (d draws) describe() string {
-	switch {
-	case d.Balancing != PerConnection:
-		return fmt.Sprintf("%d requests, each an independent draw under per-request balancing", d.N)
-	case d.noUnits:
-		return fmt.Sprintf("%d requests without per-connection counts, each taken as its own connection under per-connection balancing", d.N)
-	case float64(d.N)-d.EffectiveN < 1e-9:
-		return fmt.Sprintf("%d requests on as many connections, each an independent draw under per-connection balancing", d.N)
+	switch d.Dependence {
+	case DependenceUnknown:
+		return fmt.Sprintf("%d requests without per-connection counts, each taken as its own connection", d.N)
+	case DependenceNone:
+		if d.Connections > 0 {
+			return fmt.Sprintf("%d requests on as many connections, each an independent draw", d.N)
+		}
+		return fmt.Sprintf("%d requests, each taken as an independent draw (no per-connection counts)", d.N)
+	case DependenceFewConnections:
+		return fmt.Sprintf("%d requests on %d connections, worth %s independent draws: with fewer than %d connections (or connections this uneven) the data cannot show that requests on one connection are routed independently, so each connection counts as one draw",
+			d.N, d.Connections, fmtDraws(d.EffectiveN), MinEstimateConnections)
+	case DependenceOneBucket:
+		return fmt.Sprintf("%d requests on %d connections, worth %s independent draws: every request is in one bucket, so the data cannot show that requests on one connection are routed independently, and each connection counts as one draw",
+			d.N, d.Connections, fmtDraws(d.EffectiveN))
+	case DependenceNoRouting:
+		return fmt.Sprintf("%d requests on %d connections, worth %s independent draws: the routing of these requests was not attributed, so the data cannot show that requests on one connection fail independently, and each connection counts as one draw",
+			d.N, d.Connections, fmtDraws(d.EffectiveN))
 	}
-	return fmt.Sprintf("%d requests on %d connections, worth %s independent draws under per-connection balancing",
-		d.N, d.Connections, fmtDraws(d.EffectiveN))
+	from := "the counts"
+	if d.Dependence == DependenceRouting {
+		from = "the routing of the same requests"
+	}
+	return fmt.Sprintf("%d requests on %d connections, worth %s independent draws (design effect %.3g estimated from %s, connections as clusters; %s if each connection were one draw)",
+		d.N, d.Connections, fmtDraws(d.EffectiveN), d.DesignEffect, from, fmtDraws(d.EffectiveConnections))
 }
 
-// diagnostic is the remark on the observed design effect, when the
-// assumption of per-request balancing looks wrong: requests on one
-// connection went to the same bucket far more often than independent
-// draws would (docs/statistics.md §3.3).
+// diagnostic is the remark on clustering found under assumed per-request
+// balancing: requests on one connection went to the same bucket far more
+// often than independent draws would. The verdict already accounts for it
+// (docs/statistics.md §3.3); the remark says how to plan for it.
 func (d draws) diagnostic() string {
-	if d.Balancing == PerConnection || d.Connections < minDiagnosticConnections || d.ObservedDesignEffect < suspectDesignEffect {
+	if d.Balancing == PerConnection || d.Dependence != DependenceEstimated && d.Dependence != DependenceRouting || d.DesignEffect < suspectDesignEffect {
 		return ""
 	}
-	return fmt.Sprintf("; note: requests on one connection went to the same bucket more often than independent draws would (observed design effect %.3g over %d connections), so the mesh may balance per connection: set balancing: connection",
+	return fmt.Sprintf("; note: requests on one connection went to the same bucket more often than independent draws would (observed design effect %.3g over %d connections), which the verdict accounts for; the mesh may balance per connection: set balancing: connection so that plan asks for connections",
 		d.ObservedDesignEffect, d.Connections)
 }
 
-// The diagnostic's thresholds: with fewer connections the estimate is too
-// noisy to say anything, and below 2 the clustering costs little.
-const (
-	minDiagnosticConnections = 5
-	suspectDesignEffect      = 2
-)
+// suspectDesignEffect is where the clustering found is worth a remark and
+// makes connections, not requests, the advice: below 2 it costs little.
+const suspectDesignEffect = 2
 
 // advise converts the effective draws that would settle a verdict into
 // requests, or into connections when connections limit the evidence.
@@ -162,7 +284,7 @@ func (d draws) advise(need float64) Advice {
 func (a Advice) text() string {
 	switch {
 	case a.RequiredConnections > 0:
-		return fmt.Sprintf(": more requests on the same connections settle nothing under per-connection balancing; about %d connections would (attack.concurrency, or attack.connections in open loop), or keepAlive: false with about %d requests",
+		return fmt.Sprintf(": more requests on the same connections settle little while each connection counts as one draw; about %d connections would (attack.concurrency, or attack.connections in open loop), or keepAlive: false with about %d requests; under a balancer that picks per connection, declare balancing: connection so that plan asks for connections",
 			a.RequiredConnections, a.draws)
 	case a.RequiredN > 0:
 		return fmt.Sprintf(": about %d requests in total would settle it", a.RequiredN)
@@ -181,17 +303,36 @@ func observedDesignEffect(c Counts) float64 {
 	if u == nil || u.Units < 2 || n == 0 || len(u.SumXX) != len(c.N) || len(u.SumXM) != len(c.N) {
 		return 0
 	}
-	nf, cf := float64(n), float64(u.Units)
 	deff := 0.0
 	for i, x := range c.N {
-		p := float64(x) / nf
-		if p <= 0 || p >= 1 {
-			continue
-		}
-		resid := math.Max(u.SumXX[i]-2*p*u.SumXM[i]+p*p*u.SumMM, 0)
-		deff = math.Max(deff, cf/(cf-1)*resid/(nf*p*(1-p)))
+		deff = math.Max(deff, designEffectAt(c, i, float64(x)/float64(n)))
 	}
 	return deff
+}
+
+// spread reports whether some bucket holds some but not all requests.
+func spread(c Counts) bool {
+	n := c.Total()
+	for _, x := range c.N {
+		if x > 0 && x < n {
+			return true
+		}
+	}
+	return false
+}
+
+// designEffectAt is bucket i's cluster-robust design effect evaluated at
+// the share p, C/(C-1)·Σ_j (x_ij - p m_j)² / (n p(1-p)); 0 when p is not
+// strictly inside (0,1) or it cannot be estimated.
+func designEffectAt(c Counts, i int, p float64) float64 {
+	u := c.Units
+	n := float64(c.Total())
+	if u == nil || u.Units < 2 || n == 0 || !(p > 0 && p < 1) || i >= len(u.SumXX) || i >= len(u.SumXM) {
+		return 0
+	}
+	cf := float64(u.Units)
+	resid := math.Max(u.SumXX[i]-2*p*u.SumXM[i]+p*p*u.SumMM, 0)
+	return cf / (cf - 1) * resid / (n * p * (1 - p))
 }
 
 // fmtDraws prints an effective number of draws: whole when it is one.
@@ -208,4 +349,37 @@ func ceilN(v float64) int64 {
 		return math.MaxInt64 / 2
 	}
 	return int64(math.Ceil(v - 1e-9))
+}
+
+// RoutingDesignEffect is the routing's design effect for
+// Sampling.RoutingDesignEffect: over the given dimensions' counts (the
+// routing of one source's requests: by cluster, pod, version) with enough
+// connections to estimate it from (estimable), the largest pooled
+// estimate, Σ_i resid_i / Σ_i n·p̂_i(1-p̂_i) (the mean design effect of
+// Rao and Scott 1981, with the buckets' residuals of observedDesignEffect);
+// pooling over the buckets gives it (C-1)(k-1) degrees of freedom under
+// independent routing instead of one bucket's C-1. 0 when none shows it.
+func RoutingDesignEffect(dims ...Counts) float64 {
+	deff := 0.0
+	for _, c := range dims {
+		u := c.Units
+		n := float64(c.Total())
+		if !estimable(u, c.Total()) || len(u.SumXX) != len(c.N) || len(u.SumXM) != len(c.N) {
+			continue
+		}
+		var resid, binom float64
+		for i, x := range c.N {
+			p := float64(x) / n
+			if p <= 0 || p >= 1 {
+				continue
+			}
+			resid += math.Max(u.SumXX[i]-2*p*u.SumXM[i]+p*p*u.SumMM, 0)
+			binom += n * p * (1 - p)
+		}
+		if binom > 0 {
+			cf := float64(u.Units)
+			deff = math.Max(deff, cf/(cf-1)*resid/binom)
+		}
+	}
+	return deff
 }

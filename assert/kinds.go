@@ -16,6 +16,10 @@ type ShareSpec struct {
 	// out (the scenario's statistics.margin); 0 means DefaultMargin.
 	Evidence float64
 	Sampling Sampling
+	// Missing is the answered requests whose bucket is unknown: only,
+	// never and reached must hold wherever they went (docs/statistics.md
+	// §3.6). A success rate ignores it: its outcomes are all known.
+	Missing int64
 }
 
 func (s ShareSpec) withDefaults() ShareSpec {
@@ -39,6 +43,8 @@ func (s ShareSpec) validate() error {
 		return fmt.Errorf("power %g: want a probability in (0,1)", s.Power)
 	case !(s.Evidence > 0 && s.Evidence < 1):
 		return fmt.Errorf("zero-tolerance margin %g: want a share in (0,1)", s.Evidence)
+	case s.Missing < 0:
+		return fmt.Errorf("missing: %d requests, want 0 or more", s.Missing)
 	}
 	return s.Sampling.Validate()
 }
@@ -145,6 +151,10 @@ func judgeShare(c Counts, v int64, bound float64, s ShareSpec, what, detail, rul
 	}
 	q := float64(v) / float64(n)
 	verdict, iv := rl.judge(d.scaled(v), d.EffectiveN)
+	missingWhy := ""
+	if s.Missing > 0 {
+		verdict, iv, missingWhy = shareWorstCase(rl, v, n, s.Missing, d.ratio())
+	}
 	r.Verdict, r.Observed, r.Interval = verdict, q, &iv
 	conf := level(s.Confidence)
 	head := fmt.Sprintf("%d of %d requests (%s) %s%s", v, n, pct(q), what, detail)
@@ -166,7 +176,13 @@ func judgeShare(c Counts, v int64, bound float64, s ShareSpec, what, detail, rul
 		why = fmt.Sprintf("%s: at %s confidence that share lies between %s and %s, which straddles the %s %s allows", head, conf, pct(iv.Lo), pct(iv.Hi), pct(bound), rule)
 	}
 	why += "; " + d.describe()
-	if verdict == Inconclusive {
+	switch {
+	case missingWhy != "":
+		why += "; " + missingWhy
+	case s.Missing > 0:
+		why += fmt.Sprintf("; %d answered requests whose bucket is unknown change nothing, wherever they went", s.Missing)
+	}
+	if verdict == Inconclusive && missingWhy == "" {
 		r.Advice = d.advise(rl.settle(d.scaled(v)/d.EffectiveN, int64(math.Floor(d.EffectiveN))+1, s.Power))
 		if t := r.Advice.text(); t != "" {
 			why += t
@@ -205,6 +221,11 @@ func SuccessRate(successes int64, outcomes Counts, atLeast float64, s ShareSpec)
 	if n > 0 {
 		detail = fmt.Sprintf(" (success rate %s)", pct(float64(successes)/float64(n)))
 	}
+	s.Missing = 0 // every outcome is known
+	// Failures follow the routing (a broken backend fails the requests
+	// routed to it): their dependence is the routing's, which keeps n*
+	// independent of the outcomes (docs/statistics.md §3.3).
+	s.Sampling.routingOnly = true
 	r := judgeShare(outcomes, n-successes, 1-atLeast, s, "failed", detail, "successRate atLeast "+pct(atLeast))
 	// Report the success rate, not the failure share judged.
 	if r.Interval != nil {
@@ -336,6 +357,11 @@ func Reached(c Counts, buckets []string, ms MinShare, s ShareSpec) Result {
 	case len(missing) == 0:
 		r.Verdict = Pass
 		r.Reason = fmt.Sprintf("every named bucket got traffic: %s", strings.Join(seen, ", "))
+	case s.Missing >= int64(len(missing)):
+		// Each unseen bucket may have served one of the requests whose
+		// bucket is unknown (docs/statistics.md §3.6).
+		r.Verdict = Inconclusive
+		r.Reason = fmt.Sprintf("%s got no request, but %d answered requests whose bucket is unknown decide it: they may have gone there", strings.Join(missing, ", "), s.Missing)
 	case missingShown(d.EffectiveN):
 		r.Verdict = Fail
 		hi := cpUpper(0, d.EffectiveN, alpha/k)

@@ -58,20 +58,30 @@ func TestSuccessRate(t *testing.T) {
 		{"zero tolerance passes", SuccessRate(59, outcomes(59, 59), 1, s), Pass, 0, 0, "zero tolerance: none of 59 requests failed"},
 		{"zero tolerance, too few", SuccessRate(58, outcomes(58, 58), 1, s), Inconclusive, 59, 0, "below 5% (statistics.margin)"},
 		{"zero tolerance fails", SuccessRate(999, outcomes(999, 1000), 1, s), Fail, 0, 0, "zero tolerance: 1 of 1000 requests"},
-		// Issue 9 defect 1: a perfect run of 4 keep-alive workers × 250 and
-		// the same run with one 500. Per request: both PASS.
-		{"defect 1, perfect, per request", SuccessRate(1000, outcomes(1000, 1000, equalSizes(4, 250)...), 0.99, s), Pass, 0, 0, "1000 requests, each an independent draw"},
-		{"defect 1, one failure, per request", SuccessRate(999, outcomes(999, 1000, equalSizes(4, 250)...), 0.99, s), Pass, 0, 0, ""},
-		// Per connection the 4 connections are 4 draws: not enough, and the
-		// advice is connections (defect 9), quoting real requests (defect 10).
+		// Issue 9 defect 1 / issue 22: a perfect run of 4 keep-alive workers
+		// × 250. Four connections cannot show that requests on one are
+		// independent, so each is one draw, and the advice is connections
+		// (defect 9), quoting real requests (defect 10), whatever the
+		// declared balancing.
+		{"defect 1, perfect, 4 connections per request", SuccessRate(1000, outcomes(1000, 1000, equalSizes(4, 250)...), 0.99, s),
+			Inconclusive, 0, 299, "1000 requests on 4 connections, worth 4 independent draws: with fewer than 10 connections"},
 		{"defect 1, perfect, per connection", SuccessRate(1000, outcomes(1000, 1000, equalSizes(4, 250)...), 0.99, ShareSpec{Sampling: perConn(4)}),
 			Inconclusive, 0, 299, "1000 requests on 4 connections, worth 4 independent draws"},
 		{"defect 1, one failure, per connection", SuccessRate(999, outcomes(999, 1000, equalSizes(4, 250)...), 0.99, ShareSpec{Sampling: perConn(4)}),
 			Inconclusive, 0, 0, "worth 4 independent draws"},
-		// Defect 1: a perfect open-loop run of 1000 requests on 10
-		// connections, per request.
-		{"defect 1, open loop on 10 connections", SuccessRate(1000, outcomes(1000, 1000, equalSizes(10, 100)...), 0.99, ShareSpec{Sampling: Sampling{Balancing: PerRequest, FixedConnections: 10}}),
-			Pass, 0, 0, "1000 requests"},
+		// Issue 22 item 2: 1500 of 1500 through a per-request round robin
+		// over 112 keep-alive connections, whose routing shows no
+		// clustering (design effect 1.02): PASS, whatever was declared.
+		{"issue 22.2, per-request routing, declared connection", SuccessRate(1500, outcomes(1500, 1500, equalSizes(112, 13)[:100]...), 0.99,
+			ShareSpec{Sampling: Sampling{Balancing: PerConnection, FixedConnections: 112, RoutingDesignEffect: 1.02}}),
+			Pass, 0, 0, "design effect 1.02 estimated from the routing of the same requests"},
+		// Without the routing the same run is worth its connections only.
+		{"issue 22.2, no routing", SuccessRate(1300, outcomes(1300, 1300, equalSizes(100, 13)...), 0.99, ShareSpec{Sampling: Sampling{FixedConnections: 100}}),
+			Inconclusive, 0, 299, "the routing of these requests was not attributed"},
+		// A perfect open-loop run of 1000 requests on 10 connections
+		// routed per request.
+		{"defect 1, open loop on 10 connections", SuccessRate(1000, outcomes(1000, 1000, equalSizes(10, 100)...), 0.99, ShareSpec{Sampling: Sampling{Balancing: PerRequest, FixedConnections: 10, RoutingDesignEffect: 1.3}}),
+			Pass, 0, 0, "1000 requests on 10 connections, worth 769 independent draws"},
 		// Defect 9: 55,000 requests on the same 5 connections settle nothing.
 		{"defect 9, 55000 on 5 connections", SuccessRate(55000, outcomes(55000, 55000, equalSizes(5, 11000)...), 0.99, ShareSpec{Sampling: perConn(5)}),
 			Inconclusive, 0, 299, "or keepAlive: false with about 299 requests"},

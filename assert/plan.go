@@ -4,6 +4,8 @@ import (
 	"maps"
 	"math"
 	"slices"
+
+	"gonum.org/v1/gonum/stat/distuv"
 )
 
 // RequiredDraws is the planner (docs/statistics.md §5): the smallest number
@@ -164,3 +166,104 @@ func SpendingLevels(looks int, confidence float64) []float64 {
 // normalSurvival is the upper tail of the standard normal; Erfc keeps
 // the precision of the tiny tails that early looks spend.
 func normalSurvival(z float64) float64 { return 0.5 * math.Erfc(z/math.Sqrt2) }
+
+// Plan is what an expectation needs under the effective-n rule of
+// docs/statistics.md §3.3, in the units an attack controls.
+type Plan struct {
+	// Draws is the independent draws the rule needs (RequiredDraws,
+	// CleanDraws or ReachedDraws at the power the plan gives the test).
+	Draws int64 `json:"draws"`
+	// Requests is the requests to send; 0 when connections, not requests,
+	// limit the evidence (see Connections).
+	Requests int64 `json:"requests,omitempty"`
+	// Connections is the keep-alive connections the attack must hold: the
+	// draws under declared per-connection balancing, MinEstimateConnections
+	// when the attack holds fewer; 0 when the attack's connections do not
+	// limit the evidence.
+	Connections int64 `json:"connections,omitempty"`
+	// Allowance is the factor Requests exceeds Draws by: the upper quantile
+	// of the design effect's estimate under independent routing over the
+	// attack's connections. 1 when no connection is reused.
+	Allowance float64 `json:"allowance"`
+}
+
+// PlanDraws turns the draws a rule needs into what an attack must send
+// (docs/statistics.md §5). draws(power) is the draws at which the test
+// passes with that power; tests is the number of design-effect estimates
+// the verdict takes the largest of (k for a split of k > 2 buckets, 1 for
+// two).
+//
+//   - Declared per-connection balancing over fixed keep-alive connections:
+//     each connection is one draw, so draws(power) connections.
+//   - No keep-alive (s.FixedConnections 0): every request is its own
+//     connection and an independent draw, draws(power) requests.
+//   - Keep-alive under per-request balancing: the effective n is n over the
+//     estimated design effect, which under independent routing over C
+//     equal connections is about χ²_{C-1}/(C-1) for each bucket. The plan splits
+//     1-power in two: the test gets power' = 1-(1-power)/2, and the
+//     requests are draws(power')·q, with q the 1-(1-power)/(2·tests)
+//     quantile of χ²_{C-1}/(C-1); by the union bound a correct mesh then
+//     passes with probability at least power. When the draws do not
+//     depend on the power (a clean run passes from a fixed n), q is the
+//     1-(1-power)/tests quantile. With fewer than
+//     MinEstimateConnections connections the data cannot show
+//     independence: MinEstimateConnections connections, and the requests at
+//     that many.
+func PlanDraws(s Sampling, power float64, tests int, draws func(power float64) int64) Plan {
+	if power == 0 {
+		power = DefaultPower
+	}
+	conns := s.FixedConnections
+	if s.balancing() == PerConnection || conns <= 0 {
+		n := draws(power)
+		p := Plan{Draws: n, Requests: n, Allowance: 1}
+		if s.balancing() == PerConnection && conns > 0 {
+			p.Requests, p.Connections = 0, n
+		}
+		return p
+	}
+	miss := (1 - power) / 2
+	n := draws(1 - miss)
+	if n == draws(power) {
+		// The test's draws do not depend on the power (a clean run passes
+		// from a fixed n): the design effect's estimate gets all of 1-power.
+		miss = 1 - power
+	}
+	p := Plan{Draws: n}
+	if conns < MinEstimateConnections {
+		p.Connections, conns = MinEstimateConnections, MinEstimateConnections
+	}
+	p.Allowance = DependenceAllowance(conns, tests, miss)
+	p.Requests = max(ceilN(float64(n)*p.Allowance), n)
+	return p
+}
+
+// DependenceAllowance is the 1-miss/tests quantile of χ²_{C-1}/(C-1), the
+// design effect's estimate over C equal connections under independent
+// routing: what PlanDraws multiplies the draws by.
+func DependenceAllowance(connections int64, tests int, miss float64) float64 {
+	if connections < 2 {
+		return math.Inf(1)
+	}
+	df := float64(connections - 1)
+	return distuv.ChiSquared{K: df}.Quantile(1-miss/float64(max(tests, 1))) / df
+}
+
+// PlanSplit is PlanDraws for a split: RequiredDraws at each power, the
+// largest of k buckets' design effects (one for two buckets).
+func PlanSplit(s SplitSpec) Plan {
+	s = s.withDefaults()
+	if s.Validate() != nil {
+		return Plan{}
+	}
+	// Two buckets' design effects are one (their residuals are equal).
+	tests := len(s.Expected)
+	if tests <= 2 {
+		tests = 1
+	}
+	return PlanDraws(s.Sampling, s.Power, tests, func(power float64) int64 {
+		t := s
+		t.Power = power
+		return RequiredDraws(t)
+	})
+}

@@ -30,6 +30,10 @@ type SplitSpec struct {
 	Power  float64 // for the advice on INCONCLUSIVE; 0 means DefaultPower
 	// Sampling says what an independent draw is (docs/statistics.md §3).
 	Sampling Sampling
+	// Missing is the answered requests whose bucket is unknown
+	// (unattributed, or dropped by an overloaded attribution): the
+	// verdict must hold wherever they went (docs/statistics.md §3.6).
+	Missing int64
 }
 
 // BucketResult is one bucket's share and its verdict.
@@ -76,7 +80,12 @@ type SplitResult struct {
 	// sums the other buckets.
 	ChiSquareInfinite bool `json:"chiSquareInfinite,omitempty"`
 	Advice
-	Reason string `json:"reason"`
+	// Missing is the answered requests whose bucket is unknown, judged by
+	// their worst case (docs/statistics.md §3.6).
+	Missing int64 `json:"missing,omitempty"`
+	// missingWhy is the reason's clause when they decide the verdict.
+	missingWhy string
+	Reason     string `json:"reason"`
 }
 
 // ChiSquareTest is a chi-square statistic with its p-value.
@@ -218,16 +227,34 @@ func (c Counts) Count(bucket string) int64 {
 // error call SplitSpec.Validate and Counts.Validate first.
 func Split(c Counts, s SplitSpec) SplitResult {
 	s = s.withDefaults()
-	if err := s.Validate(); err != nil {
+	r, rules, d, err := decideSplit(c, s)
+	if err != nil {
 		return SplitResult{Verdict: Inconclusive, Evidence: Evidence{DesignEffect: 1}, Reason: err.Error()}
+	}
+	r.chiSquare()
+	if r.Verdict == Inconclusive && r.missingWhy == "" {
+		r.Advice = d.advise(r.settle(s, rules, d))
+	}
+	r.Reason = r.reason(d)
+	return r
+}
+
+// decideSplit is Split's decision: the effective draws and every bucket's
+// verdict, without the advice and the reason, which do not change it (the
+// calibration tests call it for speed, and check it against Split).
+func decideSplit(c Counts, s SplitSpec) (SplitResult, []BucketRule, draws, error) {
+	if err := s.Validate(); err != nil {
+		return SplitResult{}, nil, draws{}, err
+	}
+	if s.Missing < 0 {
+		return SplitResult{}, nil, draws{}, fmt.Errorf("missing: %d requests, want 0 or more", s.Missing)
 	}
 	if err := c.Validate(); err != nil {
-		return SplitResult{Verdict: Inconclusive, Evidence: Evidence{DesignEffect: 1}, Reason: err.Error()}
+		return SplitResult{}, nil, draws{}, err
 	}
-
 	names := splitNames(c, s)
 	rules := bucketRules(s, names)
-	d := drawsFor(c, s.Sampling)
+	d := drawsFor(c, s.Sampling, s.Expected)
 	r := SplitResult{
 		Evidence:   d.Evidence,
 		Buckets:    make([]BucketResult, len(names)),
@@ -248,12 +275,10 @@ func Split(c Counts, s SplitSpec) SplitResult {
 		r.Buckets[i] = br
 		r.Verdict = Worst(r.Verdict, br.Verdict)
 	}
-	r.chiSquare()
-	if r.Verdict == Inconclusive {
-		r.Advice = d.advise(r.settle(s, rules, d))
+	if s.Missing > 0 {
+		r.worstCase(s.Missing, rules, d)
 	}
-	r.Reason = r.reason(d)
-	return r
+	return r, rules, d, nil
 }
 
 // splitNames lists the buckets judged: Counts' order first (the tally's
@@ -393,12 +418,20 @@ func (r *SplitResult) reason(d draws) string {
 				worst, dist = b, d
 			}
 		}
+		if worst.Bucket == "" {
+			why = fmt.Sprintf("wherever the %d answered requests whose bucket is unknown went, some bucket's share falls outside its band (%s)", r.Missing, levels)
+			break
+		}
 		why = fmt.Sprintf("bucket %s got %s of the requests (%d; %s %s interval %s), outside the allowed %s around the expected %s",
 			worst.Bucket, pct(worst.Observed), worst.Count, level(r.FailLevel), r.FailMethod, fmtInterval(worst.FailInterval), fmtInterval(worst.Allowed), pct(worst.Expected))
 		if r.ChiSquareInfinite && worst.Expected == 0 {
 			why += "; a bucket expected to get nothing got traffic"
 		}
 	default:
+		if r.missingWhy != "" {
+			why = r.missingWhy
+			break
+		}
 		if r.N == 0 {
 			why = "no requests counted"
 			break
@@ -415,7 +448,13 @@ func (r *SplitResult) reason(d draws) string {
 	if r.N > 0 {
 		why += "; " + d.describe()
 	}
-	if r.Verdict == Inconclusive {
+	switch {
+	case r.Missing > 0 && r.missingWhy == "" && r.Verdict == Inconclusive:
+		why += fmt.Sprintf("; %d answered requests whose bucket is unknown are judged by their worst case", r.Missing)
+	case r.Missing > 0 && r.missingWhy == "":
+		why += fmt.Sprintf("; %d answered requests whose bucket is unknown change nothing, wherever they went", r.Missing)
+	}
+	if r.Verdict == Inconclusive && r.missingWhy == "" {
 		switch t := r.Advice.text(); {
 		case t != "":
 			why += t

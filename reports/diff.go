@@ -2,6 +2,7 @@ package reports
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
@@ -34,6 +35,12 @@ type DiffReport struct {
 	// Significant when any changed significantly.
 	Tested      bool `json:"tested"`
 	Significant bool `json:"significant"`
+	// Outcome is the comparison's one conclusion, from the dimensions'
+	// and the expectations' results (the summary line says it, and the
+	// exit code follows it): changed, no-change or untestable.
+	Outcome assert.ExpectationStatus `json:"outcome"`
+	// Regressions name the expectations whose verdict is worse in run B.
+	Regressions []string `json:"regressions,omitempty"`
 	// Notes say what a reader should know about the comparison.
 	Notes []string `json:"notes,omitempty"`
 }
@@ -77,6 +84,10 @@ type ExpectationDiff struct {
 	Source string          `json:"source,omitempty"`
 	A      *assert.Verdict `json:"a,omitempty"`
 	B      *assert.Verdict `json:"b,omitempty"`
+	// Comparison compares its shares at each run's own effective draws
+	// (docs/statistics.md §9.4); nil when the kind has none to compare
+	// (latency, reached) or a run lacks it.
+	Comparison *assert.ExpectationComparison `json:"comparison,omitempty"`
 }
 
 // Changed reports whether the verdict differs between the runs (or the
@@ -91,6 +102,14 @@ func (e ExpectationDiff) Changed() bool {
 func Diff(a, b *Report, level float64) (DiffReport, error) {
 	if !(level > 0 && level < 1) {
 		level = assert.DefaultConfidence
+	}
+	for _, r := range []struct {
+		name string
+		rep  *Report
+	}{{"run A", a}, {"run B", b}} {
+		if err := validateCounts(r.rep); err != nil {
+			return DiffReport{}, fmt.Errorf("%s (%s): %w", r.name, r.rep.RunID, err)
+		}
 	}
 	d := DiffReport{Schema: DiffSchema, Confidence: level, A: diffRun(a), B: diffRun(b),
 		Dimensions: []DimensionDiff{}, Expectations: []ExpectationDiff{}}
@@ -179,11 +198,146 @@ func Diff(a, b *Report, level float64) (DiffReport, error) {
 		v := e.Verdict
 		if i, ok := byName[e.Name]; ok {
 			d.Expectations[i].B = &v
+			ea := a.Expectation[slices.IndexFunc(a.Expectation, func(x Expectation) bool { return x.Name == e.Name })]
+			d.Expectations[i].Comparison = compareExpectation(ea, e, a, b, level)
 			continue
 		}
 		d.Expectations = append(d.Expectations, ExpectationDiff{Name: e.Name, Kind: e.Kind, By: e.By, Source: e.Source, B: &v})
 	}
+	d.conclude()
 	return d, nil
+}
+
+// conclude sets the outcome from everything the tables show, so that the
+// summary line cannot contradict them: changed when a dimension's bucket
+// or an expectation changed; else untestable when an expectation could
+// not be compared or nothing was; else no change.
+func (d *DiffReport) conclude() {
+	changed, untestable, tested := d.Significant, !d.Tested, d.Tested
+	for _, e := range d.Expectations {
+		if e.A != nil && e.B != nil && *e.B > *e.A {
+			d.Regressions = append(d.Regressions, e.Name)
+		}
+		c := e.Comparison
+		if c == nil {
+			// No shares to compare (latency, reached): decisive verdicts
+			// that differ are still a change, each wrong with
+			// probability at most α.
+			if verdictFlip(e) {
+				changed = true
+			}
+			continue
+		}
+		tested = true
+		switch c.Status {
+		case assert.ExpectationChanged:
+			changed = true
+		case assert.ExpectationUntestable:
+			untestable = true
+		}
+	}
+	switch {
+	case changed:
+		d.Outcome = assert.ExpectationChanged
+	case untestable || !tested:
+		d.Outcome = assert.ExpectationUntestable
+	default:
+		d.Outcome = assert.ExpectationSame
+	}
+}
+
+// verdictFlip reports PASS in one run and FAIL in the other.
+func verdictFlip(e ExpectationDiff) bool {
+	return e.A != nil && e.B != nil && *e.A != *e.B && *e.A != assert.Inconclusive && *e.B != assert.Inconclusive
+}
+
+// compareExpectation compares one expectation of both runs at the
+// effective draws each run's verdict used (docs/statistics.md §9.4): a
+// split's or mirror's buckets, or the one share a successRate, only or
+// never judged. nil for the kinds with no share to compare.
+func compareExpectation(ea, eb Expectation, a, b *Report, level float64) *assert.ExpectationComparison {
+	sa, oka := judgedShares(ea, a)
+	sb, okb := judgedShares(eb, b)
+	if !oka || !okb {
+		return nil
+	}
+	c := assert.CompareJudged(sa, sb, ea.Verdict, eb.Verdict, level)
+	return &c
+}
+
+// judgedShares are the shares an expectation's verdict was judged on.
+func judgedShares(e Expectation, r *Report) ([]assert.JudgedShare, bool) {
+	switch {
+	case e.Split != nil:
+		out := make([]assert.JudgedShare, 0, len(e.Split.Buckets))
+		for _, bk := range e.Split.Buckets {
+			margin := max(bk.Expected-bk.Allowed.Lo, bk.Allowed.Hi-bk.Expected)
+			out = append(out, assert.JudgedShare{Bucket: bk.Bucket, Count: bk.Count, N: e.Split.N,
+				EffectiveCount: bk.EffectiveCount, EffectiveN: e.Split.EffectiveN, Margin: margin})
+		}
+		return out, true
+	case e.Result != nil && e.Result.Evidence != nil && (e.Kind == "successRate" || e.Kind == "only" || e.Kind == "never"):
+		margin := r.Statistics.Margin
+		if !(margin > 0) {
+			margin = assert.DefaultMargin
+		}
+		ev := e.Result.Evidence
+		return []assert.JudgedShare{{Bucket: e.Kind, N: ev.N, EffectiveCount: e.Result.Observed * ev.EffectiveN,
+			EffectiveN: ev.EffectiveN, Margin: margin}}, true
+	}
+	return nil, false
+}
+
+// validateCounts refuses a report whose counts no run can have: negative,
+// or adding up past int64 (a crafted or corrupted report.json), naming the
+// field.
+func validateCounts(r *Report) error {
+	if r.Metrics.Requests < 0 {
+		return fmt.Errorf("metrics.requests: %d, want 0 or more", r.Metrics.Requests)
+	}
+	for i, dm := range r.Dimensions {
+		at := fmt.Sprintf("dimensions[%d] (%s from %s)", i, clean(dm.Name, false), clean(dimSource(dm), false))
+		for _, f := range []struct {
+			name string
+			v    int64
+		}{{"attributed", dm.Attributed}, {"unattributed", dm.Unattributed}, {"errorsUnattributed", dm.ErrorsUnattributed}, {"units", dm.Units}} {
+			if f.v < 0 {
+				return fmt.Errorf("%s.%s: %d, want 0 or more", at, f.name, f.v)
+			}
+		}
+		var sum int64
+		for j, bk := range dm.Buckets {
+			if bk.Count < 0 || bk.Errors < 0 {
+				return fmt.Errorf("%s.buckets[%d] (%s): count %d, errors %d, want 0 or more", at, j, clean(bk.Name, false), bk.Count, bk.Errors)
+			}
+			if sum > math.MaxInt64-bk.Count {
+				return fmt.Errorf("%s.buckets[%d] (%s).count: the counts add up past %d", at, j, clean(bk.Name, false), int64(math.MaxInt64))
+			}
+			sum += bk.Count
+		}
+	}
+	for i, e := range r.Expectation {
+		at := fmt.Sprintf("expectations[%d] (%s)", i, clean(e.Name, false))
+		if sp := e.Split; sp != nil {
+			if sp.N < 0 || !(sp.EffectiveN >= 0) {
+				return fmt.Errorf("%s.split.n: %d requests worth %g draws, want 0 or more", at, sp.N, sp.EffectiveN)
+			}
+			var sum int64
+			for j, bk := range sp.Buckets {
+				if bk.Count < 0 || !(bk.EffectiveCount >= 0) {
+					return fmt.Errorf("%s.split.buckets[%d] (%s).count: %d, want 0 or more", at, j, clean(bk.Bucket, false), bk.Count)
+				}
+				if sum > math.MaxInt64-bk.Count {
+					return fmt.Errorf("%s.split.buckets[%d] (%s).count: the counts add up past %d", at, j, clean(bk.Bucket, false), int64(math.MaxInt64))
+				}
+				sum += bk.Count
+			}
+		}
+		if res := e.Result; res != nil && res.Evidence != nil && (res.N < 0 || !(res.EffectiveN >= 0)) {
+			return fmt.Errorf("%s.result.n: %d requests worth %g draws, want 0 or more", at, res.N, res.EffectiveN)
+		}
+	}
+	return nil
 }
 
 func diffRun(r *Report) DiffRun {

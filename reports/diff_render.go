@@ -59,13 +59,9 @@ func DiffTerminal(w io.Writer, d DiffReport) error {
 	if len(d.Expectations) > 0 {
 		p.f("\nexpectations\n")
 		t := table()
-		t.Header("expectation", "A", "B", "")
+		t.Header("expectation", "A", "B", "comparison")
 		for _, e := range d.Expectations {
-			mark := ""
-			if e.Changed() {
-				mark = "changed"
-			}
-			p.err(t.Append(p.esc(diffExpName(e)), diffVerdict(e.A), diffVerdict(e.B), mark))
+			p.err(t.Append(p.esc(diffExpName(e)), diffVerdict(e.A), diffVerdict(e.B), diffComparison(e)))
 		}
 		p.err(t.Render())
 	}
@@ -80,21 +76,64 @@ func DiffHTML(w io.Writer, d DiffReport) error {
 	return diffPage.Execute(w, d)
 }
 
-// diffOutcome is the one-line result.
+// diffOutcome is the one-line result: the report's Outcome, which comes
+// from the same statuses the tables show, with where they come from.
 func diffOutcome(d DiffReport) string {
-	switch {
-	case d.Significant:
-		var where []string
-		for _, dd := range d.Dimensions {
-			if dd.Significant {
-				where = append(where, clean(dd.Name, false)+" from "+clean(dd.Source, false))
+	var where []string
+	for _, dd := range d.Dimensions {
+		if dd.Significant {
+			where = append(where, "shares by "+clean(dd.Name, false)+" from "+clean(dd.Source, false))
+		}
+	}
+	var untestable []string
+	for _, e := range d.Expectations {
+		if e.Comparison == nil && verdictFlip(e) {
+			where = append(where, clean(e.Name, false))
+		}
+		if c := e.Comparison; c != nil {
+			switch c.Status {
+			case assert.ExpectationChanged:
+				where = append(where, clean(e.Name, false))
+			case assert.ExpectationUntestable:
+				untestable = append(untestable, clean(e.Name, false))
 			}
 		}
-		return "significant change (" + strings.Join(where, "; ") + ")"
-	case !d.Tested:
-		return "nothing could be compared"
 	}
-	return "no significant change"
+	switch d.Outcome {
+	case assert.ExpectationChanged:
+		out := "CHANGED (" + strings.Join(where, "; ") + ")"
+		if len(d.Regressions) > 0 {
+			names := make([]string, len(d.Regressions))
+			for i, n := range d.Regressions {
+				names[i] = clean(n, false)
+			}
+			out += "; regression: " + strings.Join(names, ", ") + " has a worse verdict in run B"
+		}
+		return out
+	case assert.ExpectationSame:
+		return "no change within the margins"
+	}
+	if len(untestable) > 0 {
+		return "UNTESTABLE: too few independent draws to show a change or its absence (" + strings.Join(untestable, "; ") + ")"
+	}
+	return "UNTESTABLE: nothing could be compared"
+}
+
+// diffComparison is an expectation's comparison as the table shows it.
+func diffComparison(e ExpectationDiff) string {
+	c := e.Comparison
+	if c == nil {
+		if verdictFlip(e) {
+			return fmt.Sprintf("≠ changed: %v in run A and %v in run B (no shares to compare)", *e.A, *e.B)
+		}
+		if e.Changed() {
+			return "verdict differs; not compared (no shares to compare)"
+		}
+		return "not compared (no shares to compare)"
+	}
+	label := map[assert.ExpectationStatus]string{assert.ExpectationChanged: "≠ changed", assert.ExpectationSame: "= no change",
+		assert.ExpectationUntestable: "? untestable"}[c.Status]
+	return label + ": " + clean(c.Reason, false)
 }
 
 // diffBucket shows a pod bucket as cluster/pod, as the run's own tables do.
@@ -194,6 +233,7 @@ var diffPage = template.Must(template.New("diff").Funcs(template.FuncMap{
 	"expname": func(e ExpectationDiff) string { return clean(diffExpName(e), false) },
 	"method":  diffMethodLine,
 	"outcome": diffOutcome,
+	"compare": diffComparison,
 	"level":   Level,
 	"sig":     func(s assert.ChangeStatus) bool { return s.Significant() },
 }).Parse(diffHTMLTemplate))
@@ -243,13 +283,15 @@ code{font-family:ui-monospace,Menlo,Consolas,monospace}
 {{end}}
 {{if .Expectations}}<h2>Expectations</h2>
 <table>
-<tr><th class="l">expectation</th><th class="l">A</th><th class="l">B</th><th class="l"></th></tr>
-{{range .Expectations}}<tr><td class="l">{{expname .}}</td><td class="l">{{verdict .A}}</td><td class="l">{{verdict .B}}</td><td class="l">{{if .Changed}}≠ changed{{end}}</td></tr>
+<tr><th class="l">expectation</th><th class="l">A</th><th class="l">B</th><th class="l">comparison</th></tr>
+{{range .Expectations}}<tr><td class="l">{{expname .}}</td><td class="l">{{verdict .A}}</td><td class="l">{{verdict .B}}</td><td class="l">{{compare .}}</td></tr>
 {{end}}</table>
 {{end}}
 <p class="small">Each dimension is tested on its own at {{level .Confidence}}: a two-proportion z test per bucket whose variance
 counts connections, not requests, when requests shared keep-alive connections (docs/statistics.md §9), with Holm's
-correction over the buckets of the dimension. ▲ a significant increase of the share from A to B, ▼ a significant decrease.</p>
+correction over the buckets of the dimension. ▲ a significant increase of the share from A to B, ▼ a significant decrease.
+Each expectation is compared at the effective draws its own verdict used (docs/statistics.md §9.4): changed, no change within its
+margin, or untestable.</p>
 </body>
 </html>
 `

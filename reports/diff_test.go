@@ -179,7 +179,7 @@ func TestDiffRenderers(t *testing.T) {
 	for _, s := range []string{`c1\u001b[31m<b>`, "c1/web-1", "c2/web-2", "▼ significant", "▲ significant", "not significant",
 		"Holm's correction over 4 buckets", "two buckets, whose shares are complements", "95% CI", `rollout\r\nv2`,
 		"4 connections, cluster-robust variance", "without per-connection counts", "not compared: version from logs",
-		"RESULT: significant change (pod from body)", "changed"} {
+		"RESULT: CHANGED (shares by pod from body", "changed"} {
 		if !strings.Contains(out, s) {
 			t.Errorf("terminal output lacks %q:\n%s", s, out)
 		}
@@ -194,7 +194,7 @@ func TestDiffRenderers(t *testing.T) {
 	}
 	html := page.String()
 	for _, s := range []string{"<!DOCTYPE html>", "<style>", `c1\u001b[31m&lt;b&gt;`, "c1/web-1", "▼ significant", "▲ significant",
-		"Holm&#39;s correction over 4 buckets", "rollout\\r\\nv2", "significant change (pod from body)", "≠ changed", "@media print"} {
+		"Holm&#39;s correction over 4 buckets", "rollout\\r\\nv2", "CHANGED (shares by pod from body", "≠ changed", "@media print"} {
 		if !strings.Contains(html, s) {
 			t.Errorf("HTML lacks %q", s)
 		}

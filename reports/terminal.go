@@ -333,14 +333,21 @@ func LevelsLine(s *assert.SplitResult) string {
 // was assumed, in requests and connections, never effective counts as if
 // they were requests.
 func EvidenceLine(e assert.Evidence) string {
+	// What the requests were worth comes from the data whatever the
+	// balancing (docs/statistics.md §3.3); the balancing says what was
+	// declared or assumed.
+	unit := "per-request balancing"
+	if e.Balancing == assert.PerConnection {
+		unit = "per-connection balancing"
+	}
 	var what string
 	switch {
-	case e.Balancing != assert.PerConnection:
-		what = fmt.Sprintf("n = %d requests, each an independent draw (per-request balancing", e.N)
+	case e.EffectiveN >= float64(e.N)-1e-9:
+		what = fmt.Sprintf("n = %d requests, each an independent draw (%s", e.N, unit)
 	case e.Connections > 0:
-		what = fmt.Sprintf("n = %d requests on %d connections, worth %.4g independent draws (per-connection balancing", e.N, e.Connections, e.EffectiveN)
+		what = fmt.Sprintf("n = %d requests on %d connections, worth %.4g independent draws (%s", e.N, e.Connections, e.EffectiveN, unit)
 	default:
-		what = fmt.Sprintf("n = %d requests, worth %.4g independent draws (per-connection balancing", e.N, e.EffectiveN)
+		what = fmt.Sprintf("n = %d requests, worth %.4g independent draws (%s", e.N, e.EffectiveN, unit)
 	}
 	if e.BalancingReason != "" {
 		what += ": " + e.BalancingReason

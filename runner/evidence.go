@@ -191,7 +191,10 @@ func (ev evidence) configured(source string) string {
 // verdict: a configuration error of that source, or, for the counts of
 // logs and metrics, a reconciliation that failed: they count more, or far
 // fewer, requests than the attack got answered. Success rate and latency
-// come from the responses alone and are always judged.
+// come from the responses alone and are always judged. Bodies that were
+// answered but not attributed (no rule placed them, or an overloaded
+// attribution dropped them) do not make a source unusable: the verdict is
+// judged by their worst case (missing, docs/statistics.md §3.6).
 func (ev evidence) unusable(e scenarios.Expectation, source string) string {
 	attributed := e.Split != nil || e.Reached != nil || e.Only != nil || e.Never != nil
 	if !attributed && e.Mirror == nil {
@@ -199,11 +202,6 @@ func (ev evidence) unusable(e scenarios.Expectation, source string) string {
 	}
 	if why := ev.configured(source); why != "" {
 		return why
-	}
-	if attributed && source == scenarios.SourceBody {
-		if why := unreadBodies(ev.body); why != "" {
-			return why
-		}
 	}
 	if r := ev.recon[source]; attributed && r != nil && r.Status != reports.ReconcileOK {
 		return "not judged: " + r.Reason
@@ -279,20 +277,4 @@ func (ev evidence) mirrorCounts(m *scenarios.MirrorExpect) mirrorCount {
 	}
 	k := int64(math.Round(max(copies, 0)))
 	return mirrorCount{k: min(k, answered), n: answered, basis: "requests answered (copies counted in " + m.To + "'s logs in the attack window)"}
-}
-
-// unreadBodies says why the bodies' counts cannot be judged when the
-// attribution queue dropped answered responses unread (runner/sink.go):
-// which bucket they belong to is unknown, and they are no fair sample (a
-// rule is slowest on some pods' answers, a burst comes from some pods), so
-// the counts of the rest could be biased by up to their whole share. Even
-// a few are enough: a verdict is calibrated on the requests answered, not
-// on a subset an overload picked.
-func unreadBodies(s tally.Snapshot) string {
-	if s.UnreadAnswered == 0 {
-		return ""
-	}
-	answered, _ := outcomes(s)
-	return fmt.Sprintf("not judged: %d of the %d answered responses (%.2f%%) were not attributed (attribution overloaded: its queue was full; or the run aborted before they were read): who served them is unknown and the rest is not a fair sample; simplify the rules, lower attack.maxBody or the rate",
-		s.UnreadAnswered, answered, 100*float64(s.UnreadAnswered)/float64(max(answered, 1)))
 }

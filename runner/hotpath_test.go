@@ -109,8 +109,9 @@ func TestSlowAttributionDoesNotThrottleTheAttack(t *testing.T) {
 // When the rules cannot keep up even with the queue, the attack still
 // keeps its rate: the responses that find the queue full are counted with
 // their bodies unread, said in a warning, and every expectation judged
-// from the bodies is INCONCLUSIVE (never a verdict on the subset an
-// overload picked), while success rate is judged on every request. The
+// from the bodies is judged by the worst case of the unread ones (never a
+// verdict on the subset an overload picked): with most of them unread,
+// INCONCLUSIVE; success rate is judged on every request. The
 // counts, the recording and the connections stay exact.
 func TestOverloadedAttributionIsCountedNotWaitedFor(t *testing.T) {
 	ts, _ := slowServer(t)
@@ -151,12 +152,19 @@ func TestOverloadedAttributionIsCountedNotWaitedFor(t *testing.T) {
 	for _, e := range rep.Expectation {
 		switch e.Kind {
 		case "split":
-			if e.Verdict != assert.Inconclusive || !strings.Contains(e.Reason, fmt.Sprintf("%d of the %d answered responses", unattributed, n)) {
+			// Most responses were dropped: the few attributed settle
+			// nothing, and the dropped ones are judged by their worst
+			// case (docs/statistics.md §3.6).
+			if e.Verdict != assert.Inconclusive || !strings.Contains(e.Reason, fmt.Sprintf("%d answered requests whose bucket is unknown", unattributed)) {
 				t.Errorf("split: %s (%s), want INCONCLUSIVE for the unread responses", e.Verdict, e.Reason)
 			}
 		case "successRate":
-			if e.Verdict != assert.Pass {
-				t.Errorf("successRate: %s (%s), want PASS on every request", e.Verdict, e.Reason)
+			// Judged on every request; with a few attributed of all the
+			// routing shows nothing about dependence, so the 10
+			// keep-alive lanes are each one draw (docs/statistics.md
+			// §3.3): not enough for a PASS, and nothing failed.
+			if e.Verdict == assert.Fail || !strings.Contains(e.Reason, fmt.Sprintf("0 of %d requests", n)) {
+				t.Errorf("successRate: %s (%s), want a verdict on every request", e.Verdict, e.Reason)
 			}
 		}
 	}

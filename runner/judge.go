@@ -165,8 +165,17 @@ func (j *judge) plan(out []reports.Expectation) {
 			continue
 		}
 		spec := SplitSpec(j.sc, e, out[i].Model.Shares, out[i].Confidence)
-		out[i].Planned, out[i].PlannedUnit = assert.RequiredDraws(spec), drawUnit(spec.Sampling)
+		out[i].Planned, out[i].PlannedUnit = plannedOf(assert.PlanSplit(spec))
 	}
+}
+
+// plannedOf is what a plan asks the attack for: connections when they
+// limit the evidence, else requests (docs/statistics.md §5).
+func plannedOf(p assert.Plan) (int64, string) {
+	if p.Connections > 0 && p.Requests == 0 {
+		return p.Connections, "connections"
+	}
+	return p.Requests, "requests"
 }
 
 // evaluate judges every expectation; look is the sequential look (its
@@ -183,7 +192,6 @@ func (j *judge) one(e scenarios.Expectation, ev evidence, look int) reports.Expe
 	st := j.sc.Statistics
 	conf := j.level(e, look)
 	sampling := Sampling(j.sc, e)
-	share := assert.ShareSpec{Confidence: conf, Power: st.Power, Evidence: st.Margin.Fraction(), Sampling: sampling}
 	r := reports.Expectation{Name: e.Name, Source: e.JudgedFrom(), Confidence: conf}
 	if r.Source == "" {
 		r.Source = scenarios.SourceBody
@@ -207,6 +215,18 @@ func (j *judge) one(e scenarios.Expectation, ev evidence, look int) reports.Expe
 		r.Kind, r.Verdict, r.Reason = e.Kind(), assert.Inconclusive, why
 		return r
 	}
+	if e.Mirror == nil {
+		sampling.RoutingDesignEffect = routingDesignEffect(s)
+	}
+	share := assert.ShareSpec{Confidence: conf, Power: st.Power, Evidence: st.Margin.Fraction(), Sampling: sampling}
+	// Answered bodies whose bucket is unknown are judged by their worst
+	// case (docs/statistics.md §3.6); logs and metrics are reconciled.
+	missing := func(by string) int64 {
+		if r.Source != scenarios.SourceBody {
+			return 0
+		}
+		return s.Unattributed[by]
+	}
 	switch {
 	case e.Mirror != nil:
 		r.Kind = "mirror"
@@ -220,19 +240,22 @@ func (j *judge) one(e scenarios.Expectation, ev evidence, look int) reports.Expe
 			return r
 		}
 		spec := splitSpec(j.sc, sp.Margin, sp.Relative, model.Shares, conf)
-		spec.Sampling = sampling
+		spec.Sampling, spec.Missing = sampling, missing(sp.By)
 		res := assert.Split(byName(s, sp.By, slices.Collect(maps.Keys(model.Shares))), spec)
 		r.Model, r.Split = &model, &res
 		r.Verdict, r.Reason, r.Advice = res.Verdict, res.Reason, res.Advice
 	case e.Reached != nil:
 		r.Kind, r.By = "reached", e.Reached.By
+		share.Missing = missing(e.Reached.By)
 		res := assert.Reached(byName(s, e.Reached.By, e.Reached.Buckets), e.Reached.Buckets, j.minShare(e, ev), share)
 		setResult(&r, res)
 	case e.Only != nil:
 		r.Kind, r.By = "only", e.Only.By
+		share.Missing = missing(e.Only.By)
 		setResult(&r, assert.Only(byName(s, e.Only.By, e.Only.Buckets), e.Only.Buckets, margin(e.Only.Margin), share))
 	case e.Never != nil:
 		r.Kind, r.By = "never", e.Never.By
+		share.Missing = missing(e.Never.By)
 		setResult(&r, assert.Never(byName(s, e.Never.By, e.Never.Buckets), e.Never.Buckets, margin(e.Never.Margin), share))
 	case e.SuccessRate != nil:
 		r.Kind = "successRate"
@@ -246,12 +269,17 @@ func (j *judge) one(e scenarios.Expectation, ev evidence, look int) reports.Expe
 	return r
 }
 
-// drawUnit names what a planned draw is under a sampling unit.
-func drawUnit(s assert.Sampling) string {
-	if s.Balancing == assert.PerConnection && s.FixedConnections > 0 {
-		return "connections"
+// routingDesignEffect is the design effect of the routing of one
+// source's requests, from its attributed dimensions (cluster, pod,
+// version): what a success rate's effective n, and a share whose own
+// counts show nothing, are judged with (docs/statistics.md §3.3).
+func routingDesignEffect(s tally.Snapshot) float64 {
+	fields := attribution.Fields()
+	dims := make([]assert.Counts, 0, len(fields))
+	for _, f := range fields {
+		dims = append(dims, s.Dimensions[string(f)])
 	}
-	return "requests"
+	return assert.RoutingDesignEffect(dims...)
 }
 
 // splitSpec is the spec of a split or a mirror: the scenario's margin and

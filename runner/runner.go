@@ -403,7 +403,7 @@ func unreadWarning(qs queueStats, maxBody scenarios.Size) string {
 		if qs.attributed > 0 {
 			per = (qs.attributing / time.Duration(qs.attributed)).Round(time.Microsecond).String()
 		}
-		w = fmt.Sprintf("not attributed: attribution overloaded: %d responses found the attribution queue full (%s of bodies, %d workers; the rules took %s per response) and were counted with their bodies unread, so the attack kept its rate; expectations judged from the bodies are INCONCLUSIVE. Simplify the rules, lower attack.maxBody (%s) or the rate",
+		w = fmt.Sprintf("not attributed: attribution overloaded: %d responses found the attribution queue full (%s of bodies, %d workers; the rules took %s per response) and were counted with their bodies unread, so the attack kept its rate; expectations judged from the bodies must hold wherever they went (INCONCLUSIVE when they decide it). Simplify the rules, lower attack.maxBody (%s) or the rate",
 			qs.overloaded, scenarios.Size(qs.budget), qs.workers, per, maxBody)
 	}
 	if qs.abort > 0 {

@@ -97,30 +97,33 @@ func TestEarlyStopSettlesBeforeThePlannedEnd(t *testing.T) {
 	}
 }
 
-// Issue 9 defect 1: a perfect run of 4 keep-alive workers × 250 requests
-// against a mesh that routes every request on its own PASSes a 99% success
-// rate; declared per-connection balancing makes it 4 draws, INCONCLUSIVE,
-// with the advice in connections.
+// Issue 9 defect 1 and issue 22 item 1: a perfect run of 4 keep-alive
+// workers × 250 requests cannot show that requests on one connection are
+// routed independently, declared balancing or not: 4 draws, INCONCLUSIVE,
+// with the advice in connections. The same 1000 requests over 20
+// keep-alive workers, routed per request by the server, show it in their
+// routing (by cluster and pod) and PASS a 99% success rate.
 func TestPerfectRunSuccessRate(t *testing.T) {
 	ts, _ := coinServer(t, 0.5)
 	for _, c := range []struct {
-		stats   string
-		verdict assert.Verdict
-		conns   int64
-		reason  string
+		attack, stats string
+		verdict       assert.Verdict
+		conns         int64
+		reason        string
 	}{
-		{"  confidence: 0.95", assert.Pass, 0, "1000 requests, each an independent draw under per-request balancing"},
-		{"  confidence: 0.95\n  balancing: connection", assert.Inconclusive, 299, " connections, worth"},
+		{"  concurrency: 4\n  repetitions: 250", "  confidence: 0.95", assert.Inconclusive, 299, "with fewer than 10 connections"},
+		{"  concurrency: 4\n  repetitions: 250", "  confidence: 0.95\n  balancing: connection", assert.Inconclusive, 299, " connections, worth"},
+		{"  concurrency: 20\n  repetitions: 50", "  confidence: 0.95", assert.Pass, 0, "estimated from the routing of the same requests"},
 	} {
-		sc := load(t, ts.URL, "  concurrency: 4\n  repetitions: 250", c.stats, "  - successRate: {atLeast: 99%}")
+		sc := load(t, ts.URL, c.attack, c.stats, "  - successRate: {atLeast: 99%}")
 		rep, err := Run(context.Background(), sc, Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		e := rep.Expectation[0]
-		// Go's pool may load the 4 connections unevenly, which Kish's
-		// n²/Σm² counts as fewer than 4 draws: the 299 draws a clean run
-		// needs then take proportionally more connections.
+		// Go's pool may load the connections unevenly, which Kish's
+		// n²/Σm² counts as fewer draws than connections: the 299 draws a
+		// clean run needs then take proportionally more connections.
 		most := c.conns
 		if e.Result != nil && e.Result.Evidence != nil && e.Result.EffectiveN > 0 {
 			most = int64(math.Ceil(float64(c.conns)*float64(e.Result.Connections)/e.Result.EffectiveN)) + 1
@@ -128,10 +131,10 @@ func TestPerfectRunSuccessRate(t *testing.T) {
 		if rep.Verdict != c.verdict || e.RequiredConnections < c.conns || e.RequiredConnections > most || e.RequiredN != 0 || !strings.Contains(e.Reason, c.reason) {
 			t.Errorf("%q: verdict %s, advice %d requests / %d connections: %s", c.stats, rep.Verdict, e.RequiredN, e.RequiredConnections, e.Reason)
 		}
-		// Go's transport may dial a fifth connection when a worker's next
+		// Go's transport may dial more connections when a worker's next
 		// request races its previous connection back into the idle pool.
-		if e.Result == nil || e.Result.Evidence == nil || e.Result.Connections < 4 || e.Result.Connections > 8 {
-			t.Errorf("%q: the result does not record the (at least 4) connections: %+v", c.stats, e.Result)
+		if e.Result == nil || e.Result.Evidence == nil || e.Result.Connections < 4 || e.Result.Connections > 40 {
+			t.Errorf("%q: the result does not record the connections: %+v", c.stats, e.Result)
 		}
 	}
 }
@@ -169,7 +172,9 @@ func TestSequentialLevelsPerExpectation(t *testing.T) {
 // ≈ 857; the exact Clopper–Pearson rule needs a little more, never less.
 func TestReportCarriesThePlannedDraws(t *testing.T) {
 	ts, _ := coinServer(t, 0.5)
-	sc := load(t, ts.URL, "  concurrency: 4\n  requests: 200", "", "  - split: {model: equal}\n  - successRate: {atLeast: 99%}")
+	// Without keep-alive every request is a draw (with it, the plan adds
+	// the design effect's allowance: docs/statistics.md §5.1).
+	sc := load(t, ts.URL, "  concurrency: 4\n  requests: 200\n  keepAlive: false", "", "  - split: {model: equal}\n  - successRate: {atLeast: 99%}")
 	rep, err := Run(context.Background(), sc, Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/mesh-verify/mesh-verify/assert"
 	"github.com/mesh-verify/mesh-verify/reports"
 )
 
@@ -29,10 +30,18 @@ without them is taken as independent requests, which the output says), with
 Holm's correction over the buckets of each dimension. Also each expectation's
 verdict in both runs, matched by name.
 
-Exit codes, like diff(1): 0 no significant change, 1 a significant change,
-2 nothing could be compared (no dimension attributed in both runs, or no bucket
-testable, as when all of a run's requests came over one connection), 4 invalid
-input (an unreadable report, another report schema, a bad flag).`,
+Each expectation of both runs is compared at the effective draws its own
+verdict used (as dependence-aware as the verdicts, following each run's
+sampling): "changed" (a share changed significantly, or PASS in one run and
+FAIL in the other), "no change" within its margin, or "untestable" (too few
+independent draws for either). Success rates, only and never are compared
+too.
+
+Exit codes, for a CI gate: 0 no change within the margins, 1 a change (a
+regression among them: the summary names the expectations whose verdict is
+worse in B), 2 untestable or nothing could be compared (as with a few
+keep-alive connections a run), 4 invalid input (an unreadable report, another
+report schema, negative or overflowing counts, a bad flag).`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			render := map[string]func(io.Writer, reports.DiffReport) error{
@@ -63,10 +72,10 @@ input (an unreadable report, another report schema, a bad flag).`,
 			if err := render(cmd.OutOrStdout(), d); err != nil {
 				return &codedError{code: exitSetup, err: err}
 			}
-			switch {
-			case d.Significant:
+			switch d.Outcome {
+			case assert.ExpectationChanged:
 				return &codedError{code: exitFail}
-			case !d.Tested:
+			case assert.ExpectationUntestable:
 				return &codedError{code: exitInconclusive}
 			}
 			return nil

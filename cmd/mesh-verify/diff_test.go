@@ -40,19 +40,24 @@ func splitServer(t *testing.T, ofC1, of int64) string {
 // and returns the run's directory.
 func runScenarioTo(t *testing.T, url, out string) string {
 	t.Helper()
+	return runScenarioWith(t, url, out, "  concurrency: 31\n  repetitions: 20", "  - split: {by: cluster, model: equal}")
+}
+
+// runScenarioWith is runScenarioTo with its own attack and expectations.
+func runScenarioWith(t *testing.T, url, out, attack, expect string) string {
+	t.Helper()
 	file := writeFile(t, t.TempDir(), "scenario.yaml", fmt.Sprintf(`apiVersion: mesh-verify.io/v1alpha1
 kind: Scenario
 metadata: {name: diff-test}
 clusters: [{name: c1}, {name: c2}]
 target: {url: %q}
 attack:
-  concurrency: 31
-  repetitions: 20
+%s
 attribution:
   rules: [{body: '(?P<version>v\d) \(pod (?P<pod>\S+) in (?P<cluster>c\d)\)'}]
 expect:
-  - split: {by: cluster, model: equal}
-`, url))
+%s
+`, url, attack, expect))
 	var stdout, stderr bytes.Buffer
 	code := execute([]string{"run", file, "--out", out, "--quiet"}, &stdout, &stderr)
 	if code != exitPass && code != exitFail && code != exitInconclusive {
@@ -83,22 +88,16 @@ func TestReportDiff(t *testing.T) {
 
 	notReport := writeFile(t, base, "other.json", `{"schema":"mesh-verify.io/report/v0"}`)
 	empty := writeFile(t, base, "empty.json", `{"schema":"`+reports.Schema+`","runId":"empty","dimensions":[]}`)
-	for _, c := range []struct {
-		name   string
-		args   []string
-		code   int
-		stdout []string
-		stderr []string
-	}{
+	for _, c := range []e2e{
 		{"50/50 then 80/20", []string{"report", "diff", even, skewed}, exitFail,
-			[]string{"significant change (cluster from body; pod from body)", "cluster, from body", "c1 ", "c2 ", "50.0%", "80.0%", "20.0%",
+			[]string{"CHANGED (shares by cluster from body; shares by pod from body; split by cluster (equal))", "cluster, from body", "c1 ", "c2 ", "50.0%", "80.0%", "20.0%",
 				"▲ significant", "▼ significant", "+30.0 pp", "-30.0 pp", "cluster-robust variance", "p (Holm)",
-				"split by cluster", "RESULT: significant change"}, nil},
+				"split by cluster", "≠ changed: c1 50% → 80%", "RESULT: CHANGED", "regression: split by cluster (equal) has a worse verdict in run B"}, nil},
 		// The run directory or its report.json, in either order.
 		{"80/20 then 50/50, report.json paths", []string{"report", "diff", filepath.Join(skewed, "report.json"), filepath.Join(even, "report.json")}, exitFail,
 			[]string{"-30.0 pp", "+30.0 pp"}, nil},
 		{"the same split twice", []string{"report", "diff", even, evenAgain}, exitPass,
-			[]string{"RESULT: no significant change", "+0.0 pp", "not significant"}, nil},
+			[]string{"RESULT: no change within the margins", "+0.0 pp", "not significant", "= no change: every share is shown within ±10 points"}, nil},
 		{"json", []string{"report", "diff", even, skewed, "--format", "json"}, exitFail, []string{`"schema": "` + reports.DiffSchema + `"`}, nil},
 		{"html", []string{"report", "diff", even, skewed, "-f", "html"}, exitFail, []string{"<!DOCTYPE html>", "▲ significant"}, nil},
 		// The parent still renders one saved run.
@@ -115,25 +114,9 @@ func TestReportDiff(t *testing.T) {
 		{"other schema", []string{"report", "diff", notReport, even}, exitInvalidInput, nil, []string{"schema"}},
 		{"bad confidence", []string{"report", "diff", even, skewed, "--confidence", "95"}, exitInvalidInput, nil, []string{"--confidence 95"}},
 		{"bad format", []string{"report", "diff", even, skewed, "-f", "pdf"}, exitInvalidInput, nil, []string{`--format "pdf"`}},
-		{"nothing to compare", []string{"report", "diff", empty, even}, exitInconclusive, []string{"nothing could be compared", "not compared: cluster from body"}, nil},
+		{"nothing to compare", []string{"report", "diff", empty, even}, exitInconclusive, []string{"UNTESTABLE: nothing could be compared", "not compared: cluster from body"}, nil},
 	} {
-		t.Run(c.name, func(t *testing.T) {
-			var stdout, stderr bytes.Buffer
-			code := execute(c.args, &stdout, &stderr)
-			if code != c.code {
-				t.Errorf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, c.code, stdout.String(), stderr.String())
-			}
-			for _, s := range c.stdout {
-				if !strings.Contains(stdout.String(), s) {
-					t.Errorf("stdout lacks %q:\n%s", s, stdout.String())
-				}
-			}
-			for _, s := range c.stderr {
-				if !strings.Contains(stderr.String(), s) {
-					t.Errorf("stderr lacks %q:\n%s", s, stderr.String())
-				}
-			}
-		})
+		t.Run(c.name, func(t *testing.T) { c.inProcess(t) })
 	}
 
 	// The JSON names the buckets with their counts and the test's verdict.
@@ -151,6 +134,14 @@ func TestReportDiff(t *testing.T) {
 	}
 }
 
+// inProcess runs the case through execute, in this process, and checks
+// its exit code and outputs.
+func (c e2e) inProcess(t *testing.T) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	c.check(t, execute(c.args, &stdout, &stderr), stdout.String(), stderr.String())
+}
+
 // rep0 is the exit code a saved run was recorded with.
 func rep0(t *testing.T, dir string) int {
 	t.Helper()
@@ -165,4 +156,93 @@ func rep0(t *testing.T, dir string) int {
 		t.Fatal(err)
 	}
 	return r.ExitCode
+}
+
+// stickyServer answers with c1 or c2 by the connection a request came
+// over (its client port), as an L4 balancer pinning connections would.
+func stickyServer(t *testing.T) string {
+	t.Helper()
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, port, _ := strings.Cut(r.RemoteAddr, ":")
+		c := "c1"
+		if len(port) > 0 && (port[len(port)-1]-'0')%2 == 1 {
+			c = "c2"
+		}
+		fmt.Fprintf(w, "I'm callme-service v1 (pod callme-%s-0 in %s)", c, c)
+	}))
+	t.Cleanup(ts.Close)
+	return ts.URL
+}
+
+// failingServer answers like splitServer(1, 2) but fails every
+// failEvery-th request with a 500 (0: never).
+func failingServer(t *testing.T, failEvery int64) string {
+	t.Helper()
+	var n atomic.Int64
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		i := n.Add(1)
+		if failEvery > 0 && i%failEvery == 0 {
+			http.Error(w, "broken", http.StatusInternalServerError)
+			return
+		}
+		c := []string{"c1", "c2"}[i%2]
+		fmt.Fprintf(w, "I'm callme-service v1 (pod callme-%s-0 in %s)", c, c)
+	}))
+	t.Cleanup(ts.Close)
+	return ts.URL
+}
+
+// Issues 22 and 23: a diff you can gate on. Two runs over 2 sticky
+// keep-alive connections are worth 2 draws each: untestable, exit 2 (not
+// "no change", not "nothing compared" while the tables show numbers); a
+// success rate from 100% to 50% is a change and a regression, exit 1;
+// negative or overflowing counts are refused naming the field, exit 4.
+func TestReportDiffGate(t *testing.T) {
+	base := t.TempDir()
+	sticky := stickyServer(t)
+	stickyA := runScenarioWith(t, sticky, filepath.Join(base, "sticky-a"), "  concurrency: 2\n  repetitions: 200", "  - split: {by: cluster, model: equal}")
+	stickyB := runScenarioWith(t, sticky, filepath.Join(base, "sticky-b"), "  concurrency: 2\n  repetitions: 200", "  - split: {by: cluster, model: equal}")
+	rate := "  - successRate: {atLeast: 99%}"
+	healthy := runScenarioWith(t, failingServer(t, 0), filepath.Join(base, "healthy"), "  concurrency: 31\n  repetitions: 20", rate)
+	broken := runScenarioWith(t, failingServer(t, 2), filepath.Join(base, "broken"), "  concurrency: 31\n  repetitions: 20", rate)
+
+	report := func(name string, edit func(r map[string]any)) string {
+		b, err := os.ReadFile(filepath.Join(healthy, "report.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r map[string]any
+		if err := json.Unmarshal(b, &r); err != nil {
+			t.Fatal(err)
+		}
+		edit(r)
+		out, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return writeFile(t, base, name, string(out))
+	}
+	bucket := func(r map[string]any) map[string]any {
+		return r["dimensions"].([]any)[0].(map[string]any)["buckets"].([]any)[0].(map[string]any)
+	}
+	negative := report("negative.json", func(r map[string]any) { bucket(r)["count"] = -5 })
+	overflow := report("overflow.json", func(r map[string]any) {
+		bs := r["dimensions"].([]any)[0].(map[string]any)["buckets"].([]any)
+		for _, b := range bs {
+			b.(map[string]any)["count"] = int64(1) << 62
+		}
+	})
+	for _, c := range []e2e{
+		{"2 sticky connections", []string{"report", "diff", stickyA, stickyB}, exitInconclusive,
+			[]string{"RESULT: UNTESTABLE", "? untestable: the runs are worth ", "too few to show either a change or none"}, nil},
+		{"success rate 100% then 50%", []string{"report", "diff", healthy, broken}, exitFail,
+			[]string{"RESULT: CHANGED (", "success rate ≥ 99%)", "regression: success rate ≥ 99% has a worse verdict in run B", "≠ changed: successRate 100% → 50%"}, nil},
+		{"success rate 100% twice", []string{"report", "diff", healthy, healthy}, exitPass, []string{"RESULT: no change within the margins"}, nil},
+		{"negative count", []string{"report", "diff", healthy, negative}, exitInvalidInput, nil,
+			[]string{"run B", "dimensions[0] (cluster from body).buckets[0] (c", "count -5, errors 0, want 0 or more"}},
+		{"overflowing counts", []string{"report", "diff", overflow, healthy}, exitInvalidInput, nil,
+			[]string{"run A", ".count: the counts add up past 9223372036854775807"}},
+	} {
+		t.Run(c.name, func(t *testing.T) { c.inProcess(t) })
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mesh-verify/mesh-verify/assert"
+	"github.com/mesh-verify/mesh-verify/attribution"
 	"github.com/mesh-verify/mesh-verify/runner"
 	"github.com/mesh-verify/mesh-verify/scenarios"
 )
@@ -65,19 +66,19 @@ result with what its attack sends and the connections it opens.`,
 			}
 			spec := assert.SplitSpec{Expected: model.Shares, Margin: margin, Relative: sf.relative, Confidence: conf,
 				Method: assert.IntervalMethod(smp.interval), Power: sf.power, Sampling: sampling}
-			n := planSplit(out, "split", spec)
-			if n > 0 && sampling.Balancing == assert.PerConnection && sampling.FixedConnections > 0 {
-				fmt.Fprintln(out, connectionsVerdict(smp.connections, n))
+			p := planSplit(out, "split", spec)
+			if p.Connections > 0 && sampling.FixedConnections > 0 {
+				fmt.Fprintln(out, connectionsVerdict(smp.connections, p))
 			}
-			if looks > 1 && n > 0 {
-				return planLooks(out, n, looks, sf.confidence)
+			if looks > 1 && p.Requests > 0 {
+				return planLooks(out, p.Requests, looks, sf.confidence)
 			}
 			return nil
 		},
 	}
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return invalidInput("%v", err) })
 	sf.register(cmd)
-	smp.register(cmd, "with --balancing connection: the keep-alive connections the attack will hold, to compare with the plan")
+	smp.register(cmd, "the keep-alive connections the attack will hold (0: a connection per request): per-request balancing adds the design effect's allowance for them, per-connection balancing compares them with the plan")
 	cmd.Flags().IntVar(&looks, "looks", 1, "interim looks for early stopping (1 = judge once at the end)")
 	addSetFlag(cmd, &set)
 	return cmd
@@ -95,20 +96,26 @@ func lastLevel(looks int, confidence float64) float64 {
 
 // unit names what one draw is under a sampling unit: a connection under
 // per-connection balancing, which without keep-alive is every request.
-func unit(s assert.Sampling) string {
+// planText says what a plan asks the attack for, and why, after its
+// draws (docs/statistics.md §5).
+func planText(p assert.Plan, s assert.Sampling) string {
 	switch {
-	case s.Balancing != assert.PerConnection:
-		return "requests"
-	case s.FixedConnections == 0:
-		return "requests (each on a connection of its own)"
+	case p.Connections > 0 && p.Requests == 0:
+		return fmt.Sprintf("%d connections", p.Connections)
+	case p.Connections > 0:
+		return fmt.Sprintf("%d requests over at least %d keep-alive connections (%d independent draws; with fewer connections the data cannot show that requests on one are routed independently)",
+			p.Requests, p.Connections, p.Draws)
+	case p.Allowance > 1:
+		return fmt.Sprintf("%d requests (%d independent draws, times %.3g for the design effect estimated over %d keep-alive connections)",
+			p.Requests, p.Draws, p.Allowance, s.FixedConnections)
+	case s.Balancing == assert.PerConnection:
+		return fmt.Sprintf("%d requests (each on a connection of its own)", p.Requests)
 	}
-	return "connections"
+	return fmt.Sprintf("%d requests", p.Requests)
 }
 
-// planSplit prints the draws one split expectation needs and returns
-// them (0 when the inputs are invalid or no n would do).
-func planSplit(w io.Writer, name string, s assert.SplitSpec) int64 {
-	n := assert.RequiredDraws(s)
+func planSplit(w io.Writer, name string, s assert.SplitSpec) assert.Plan {
+	p := assert.PlanSplit(s)
 	shares := make([]string, 0, len(s.Expected))
 	for _, b := range slices.Sorted(maps.Keys(s.Expected)) {
 		shares = append(shares, b+" "+pctText(s.Expected[b]))
@@ -121,18 +128,18 @@ func planSplit(w io.Writer, name string, s assert.SplitSpec) int64 {
 	if s.Relative {
 		tol = "±" + pctText(margin) + " of each share"
 	}
-	if n == 0 {
+	if p.Draws == 0 {
 		fmt.Fprintf(w, "%s: cannot plan (expected %s; margin %s; confidence %g; power %g)\n", name, strings.Join(shares, ", "), tol, s.Confidence, s.Power)
-		return 0
+		return assert.Plan{}
 	}
 	exact := "exact"
 	if len(s.Expected) > 2 {
 		exact = "at least"
 	}
-	fmt.Fprintf(w, "%s: %d %s (expected %s; margin %s; %s confidence; PASS with probability %s %.3f; %s)\n",
-		name, n, unit(s.Sampling), strings.Join(shares, ", "), tol, pctText(orDefault(s.Confidence, assert.DefaultConfidence)),
-		exact, assert.SplitPassProbability(s, s.Expected, n), drawText(s.Sampling))
-	return n
+	fmt.Fprintf(w, "%s: %s (expected %s; margin %s; %s confidence; PASS with probability %s %.3f at %d draws; %s)\n",
+		name, planText(p, s.Sampling), strings.Join(shares, ", "), tol, pctText(orDefault(s.Confidence, assert.DefaultConfidence)),
+		exact, assert.SplitPassProbability(s, s.Expected, p.Draws), p.Draws, drawText(s.Sampling))
+	return p
 }
 
 func orDefault(v, def float64) float64 {
@@ -145,21 +152,19 @@ func orDefault(v, def float64) float64 {
 // drawText says what a draw is, for the plan's lines.
 func drawText(s assert.Sampling) string {
 	if s.Balancing == assert.PerConnection {
-		return "per-connection balancing: every request on a connection goes where the connection went, so the draws are connections"
+		return "per-connection balancing declared: every request on a connection goes where the connection went, so the draws are connections"
 	}
-	return "per-request balancing: every request an independent draw"
+	return "per-request balancing: the design effect is estimated from the counts, connections as clusters"
 }
 
-// connectionsVerdict compares the connections an attack holds with the
-// connections a plan needs.
-func connectionsVerdict(have, need int64) string {
+func connectionsVerdict(have int64, p assert.Plan) string {
+	need := p.Connections
 	if have >= need {
 		return fmt.Sprintf("the attack holds %d keep-alive connections: enough", have)
 	}
-	return fmt.Sprintf("the attack holds %d keep-alive connections: NOT enough: needs %d connections (or keepAlive: false with %d requests); more requests on the same connections would not help", have, need, need)
+	return fmt.Sprintf("the attack holds %d keep-alive connections: NOT enough: needs %d connections (or keepAlive: false with %d requests); more requests on the same connections would not help", have, need, p.Draws)
 }
 
-// planLooks prints the interim looks of an early-stopping run of total requests.
 func planLooks(w io.Writer, total int64, looks int, confidence float64) error {
 	p := assert.PlanSequential(total, looks, confidence)
 	fmt.Fprintf(w, "looks (%s):\n", p.Rule)
@@ -190,21 +195,21 @@ func planScenario(w io.Writer, file string, set []string) error {
 		fmt.Fprintf(w, "early stopping with %d looks: each expectation is planned for its last look's level\n", looks)
 	}
 	fmt.Fprintf(w, "FAIL is judged with %s intervals (statistics.interval); PASS always with exact Clopper–Pearson bounds, so the plan does not depend on it\n", st.Interval)
-	var needRequests, needConnections int64
+	var needRequests int64
+	var needConnections assert.Plan
 	for _, e := range sc.Expect {
 		sampling := runner.Sampling(sc, e)
 		conf := lastLevel(looks, runner.Confidence(sc, e))
-		n, err := planExpectation(w, sc, e, sampling, conf)
+		p, err := planExpectation(w, sc, e, sampling, conf)
 		if err != nil {
 			return &codedError{code: exitInvalidInput, err: fmt.Errorf("%s: expectation %q: %w", file, e.Name, err)}
 		}
-		if sampling.Balancing == assert.PerConnection && sampling.FixedConnections > 0 {
-			needConnections = max(needConnections, n)
-		} else {
-			needRequests = max(needRequests, n)
+		needRequests = max(needRequests, p.Requests)
+		if p.Connections > needConnections.Connections {
+			needConnections = p
 		}
 	}
-	if needRequests == 0 && needConnections == 0 {
+	if needRequests == 0 && needConnections.Connections == 0 {
 		fmt.Fprintln(w, "no expectation to plan")
 		return nil
 	}
@@ -216,7 +221,7 @@ func planScenario(w io.Writer, file string, set []string) error {
 		}
 		fmt.Fprintf(w, "the attack sends %d requests: %s\n", planned, verdict)
 	}
-	if needConnections > 0 {
+	if needConnections.Connections > 0 {
 		fmt.Fprintln(w, connectionsVerdict(runner.AttackConnections(sc), needConnections))
 	}
 	if st.Stop == "early" && planned > 0 {
@@ -227,45 +232,51 @@ func planScenario(w io.Writer, file string, set []string) error {
 
 // planExpectation prints the draws one expectation needs (0 when it is
 // not planned: latency, or shares that need a run's inventory).
-func planExpectation(w io.Writer, sc *scenarios.Scenario, e scenarios.Expectation, sampling assert.Sampling, conf float64) (int64, error) {
+func planExpectation(w io.Writer, sc *scenarios.Scenario, e scenarios.Expectation, sampling assert.Sampling, conf float64) (assert.Plan, error) {
 	st := sc.Statistics
-	what := unit(sampling)
+	// The kinds judged on one share take one design effect (a success
+	// rate's, the routing's, is the largest of the source's dimensions').
+	share := func(tests int, draws func(power float64) int64) assert.Plan {
+		return assert.PlanDraws(sampling, st.Power, tests, draws)
+	}
 	switch {
 	case e.Split != nil:
 		model, err := runner.SplitModel(sc, e.Split)
 		if err != nil && needsInventory(sc, e.Split) {
 			fmt.Fprintf(w, "%s: not planned here: its expected shares need the cluster inventory (ready pods) of a run\n", e.Name)
-			return 0, nil
+			return assert.Plan{}, nil
 		}
 		if err != nil {
-			return 0, err
+			return assert.Plan{}, err
 		}
 		return planSplit(w, e.Name, runner.SplitSpec(sc, e, model.Shares, conf)), nil
 	case e.Mirror != nil:
 		model, err := assert.MirrorModel(100 * e.Mirror.Percent.Fraction())
 		if err != nil {
-			return 0, err
+			return assert.Plan{}, err
 		}
 		return planSplit(w, e.Name, runner.SplitSpec(sc, e, model.Shares, conf)), nil
 	case e.SuccessRate != nil:
-		n := assert.CleanDraws(1-e.SuccessRate.AtLeast.Fraction(), conf, st.Margin.Fraction())
-		fmt.Fprintf(w, "%s: %d %s: a run without a failure passes from there (%s confidence; %s)\n", e.Name, n, what, pctText(conf), drawText(sampling))
-		return n, nil
+		p := share(len(attribution.Fields()), func(float64) int64 {
+			return assert.CleanDraws(1-e.SuccessRate.AtLeast.Fraction(), conf, st.Margin.Fraction())
+		})
+		fmt.Fprintf(w, "%s: %s: a run without a failure passes from there (%s confidence; %s)\n", e.Name, planText(p, sampling), pctText(conf), drawText(sampling))
+		return p, nil
 	case e.Only != nil || e.Never != nil:
 		b := e.Only
 		if b == nil {
 			b = e.Never
 		}
-		n := assert.CleanDraws(margin(b.Margin), conf, st.Margin.Fraction())
-		fmt.Fprintf(w, "%s: %d %s: a clean run passes from there (%s confidence; %s)\n", e.Name, n, what, pctText(conf), drawText(sampling))
-		return n, nil
+		p := share(1, func(float64) int64 { return assert.CleanDraws(margin(b.Margin), conf, st.Margin.Fraction()) })
+		fmt.Fprintf(w, "%s: %s: a clean run passes from there (%s confidence; %s)\n", e.Name, planText(p, sampling), pctText(conf), drawText(sampling))
+		return p, nil
 	case e.Reached != nil:
 		shares, from := reachedShares(sc, e)
-		n := assert.ReachedDraws(shares, st.Power)
-		fmt.Fprintf(w, "%s: %d %s: every bucket is seen with probability %s or more (%s; %s)\n", e.Name, n, what, pctText(st.Power), from, drawText(sampling))
-		return n, nil
+		p := share(1, func(power float64) int64 { return assert.ReachedDraws(shares, power) })
+		fmt.Fprintf(w, "%s: %s: every bucket is seen with probability %s or more (%s; %s)\n", e.Name, planText(p, sampling), pctText(st.Power), from, drawText(sampling))
+		return p, nil
 	}
-	return 0, nil
+	return assert.Plan{}, nil
 }
 
 // needsInventory reports whether a split's expected shares come from the

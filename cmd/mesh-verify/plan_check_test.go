@@ -67,20 +67,26 @@ func (c e2e) run(t *testing.T) string {
 	} else if err != nil {
 		t.Fatal(err)
 	}
+	c.check(t, code, out.String(), errb.String())
+	return out.String()
+}
+
+// check holds a command's exit code and outputs to the case.
+func (c e2e) check(t *testing.T, code int, stdout, stderr string) {
+	t.Helper()
 	if code != c.code {
-		t.Errorf("exit code %d, want %d\nstdout:\n%s\nstderr:\n%s", code, c.code, out.String(), errb.String())
+		t.Errorf("exit code %d, want %d\nstdout:\n%s\nstderr:\n%s", code, c.code, stdout, stderr)
 	}
 	for _, s := range c.stdout {
-		if !strings.Contains(out.String(), s) {
-			t.Errorf("stdout does not contain %q:\n%s", s, out.String())
+		if !strings.Contains(stdout, s) {
+			t.Errorf("stdout does not contain %q:\n%s", s, stdout)
 		}
 	}
 	for _, s := range c.stderr {
-		if !strings.Contains(errb.String(), s) {
-			t.Errorf("stderr does not contain %q:\n%s", s, errb.String())
+		if !strings.Contains(stderr, s) {
+			t.Errorf("stderr does not contain %q:\n%s", s, stderr)
 		}
 	}
-	return out.String()
 }
 
 func writeFile(t *testing.T, dir, name, content string) string {
