@@ -5,8 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
-	"net"
 	"regexp"
 	"slices"
 	"sort"
@@ -52,9 +52,13 @@ type logSource struct {
 	// owner maps a pod key to the workload whose rule counts its lines:
 	// the followed pods, and the upstream pods an access log named.
 	owner map[string]string
-	// unresolved counts, per workload, lines whose upstream address is no
-	// observed pod's.
-	unresolved map[string]int64
+	// leftOut counts, per workload, lines whose upstream address names no
+	// single pod or cluster (toUpstream), with the first one's reason.
+	leftOut    map[string]int64
+	leftOutWhy map[string]string
+	// viaGateway counts, per workload, lines counted for the cluster behind
+	// a network gateway.
+	viaGateway map[string]int64
 }
 
 func podKey(cluster, ns, pod string) string { return cluster + "/" + ns + "/" + pod }
@@ -71,6 +75,9 @@ func (kp *kubePath) start(ctx context.Context, runID string, start time.Time) er
 	ls, err := kp.newLogSource(runID, start)
 	if err != nil {
 		return err
+	}
+	if ls != nil {
+		kp.discoverGateways(ctx)
 	}
 	// The watch is running before the attack, or the run is a setup error
 	// (README.md, RBAC: a denied watch names itself).
@@ -122,7 +129,8 @@ func (kp *kubePath) checkLogAccess(ctx context.Context) error {
 
 func (kp *kubePath) newLogSource(runID string, start time.Time) (*logSource, error) {
 	ls := &logSource{kp: kp, workloads: map[string]*scenarios.Workload{}, rules: map[string]podlogs.Rule{},
-		checks: map[string]*podlogs.RuleCheck{}, owner: map[string]string{}, unresolved: map[string]int64{},
+		checks: map[string]*podlogs.RuleCheck{}, owner: map[string]string{}, leftOut: map[string]int64{},
+		leftOutWhy: map[string]string{}, viaGateway: map[string]int64{},
 		done: make(chan struct{})}
 	var skew, background time.Duration
 	pods := 0
@@ -257,49 +265,93 @@ func (ls *logSource) ownerOf(t podlogs.Target) string {
 func (ls *logSource) consume() {
 	defer close(ls.done)
 	for l := range ls.follower.Lines() {
-		w := ls.ownerOf(l.Target)
-		m, ok := ls.rules[w].Match(l)
-		if c := ls.checks[w]; c != nil {
-			c.Note(l, m, ok)
-		}
-		if !ok {
-			continue
-		}
-		if m.Upstream != "" {
-			ls.toUpstream(&m, w)
-		}
-		ls.counter.Add(m)
+		ls.take(l)
 	}
 }
 
-// toUpstream counts a line for the pod its upstream address names, when
-// the inventory knows it: a gateway's or a caller's access log of the
-// requests it sent. Otherwise (an inbound log's local address) the line
-// stays the logging pod's.
-func (ls *logSource) toUpstream(m *podlogs.Match, w string) {
+// take matches one line with its workload's rule and counts it, for the
+// pod or cluster its upstream address names.
+func (ls *logSource) take(l podlogs.Line) {
+	w := ls.ownerOf(l.Target)
+	m, ok := ls.rules[w].Match(l)
+	if c := ls.checks[w]; c != nil {
+		c.Note(l, m, ok)
+	}
+	if !ok || (m.Upstream != "" && !ls.toUpstream(&m, w)) {
+		return
+	}
+	ls.counter.Add(m)
+}
+
+// toUpstream counts a line for who its upstream address names (a
+// gateway's or a caller's access log of the requests it sent): a pod of
+// the logging pod's network, or the cluster behind a network gateway
+// (Istio's east-west gateway, gatewayIP:15443, for a request served on
+// another network). An inbound line (loopback, the pod's own IP) stays
+// the logging pod's. An address that resolves to no single pod or
+// cluster leaves the line out, counted as such: giving it to the logging
+// pod would count a request served elsewhere for the caller's cluster.
+func (ls *logSource) toUpstream(m *podlogs.Match, w string) bool {
 	own := m.Line.Target
-	p, ok := ls.kp.podByAddress(m.Upstream)
-	if !ok {
-		host, _, err := net.SplitHostPort(m.Upstream)
-		if err != nil {
-			host = m.Upstream
+	u := ls.kp.inv.ResolveUpstream(own.Cluster, own.Namespace, own.Pod, m.Upstream)
+	switch u.Kind {
+	case kube.UpstreamOwn:
+		return true
+	case kube.UpstreamPod:
+		if u.Pod.Cluster == own.Cluster && u.Pod.Namespace == own.Namespace && u.Pod.Name == own.Pod {
+			return true
 		}
-		if ip := net.ParseIP(host); ip != nil && !ip.IsLoopback() && !ls.kp.hasIP(own, host) {
-			ls.mu.Lock()
-			ls.unresolved[w]++
-			ls.mu.Unlock()
+		m.Line.Target = podlogs.Target{Cluster: u.Pod.Cluster, Namespace: u.Pod.Namespace, Pod: u.Pod.Name}
+	case kube.UpstreamCluster:
+		// The serving pod is unknown: one target per cluster and gateway
+		// holds these lines, with an empty pod name.
+		m.Line.Target = podlogs.Target{Cluster: u.Cluster, Namespace: u.Gateway.Namespace}
+	default:
+		ls.mu.Lock()
+		ls.leftOut[w]++
+		if ls.leftOutWhy[w] == "" {
+			ls.leftOutWhy[w] = u.Reason
 		}
-		return
+		ls.mu.Unlock()
+		return false
 	}
-	if p.Cluster == own.Cluster && p.Namespace == own.Namespace && p.Name == own.Pod {
-		return
-	}
-	m.Line.Target = podlogs.Target{Cluster: p.Cluster, Namespace: p.Namespace, Pod: p.Name}
 	ls.mu.Lock()
+	if u.Kind == kube.UpstreamCluster {
+		ls.viaGateway[w]++
+	}
 	if _, known := ls.owner[targetKey(m.Line.Target)]; !known {
 		ls.owner[targetKey(m.Line.Target)] = w
 	}
 	ls.mu.Unlock()
+	return true
+}
+
+// discoverGateways reads every cluster's network gateways when a log rule
+// reads upstream addresses, so that ResolveUpstream knows them. A cluster
+// whose gateways cannot be listed (RBAC) is a warning: lines naming its
+// gateway are then left out, never counted for the caller's cluster.
+func (kp *kubePath) discoverGateways(ctx context.Context) {
+	need := false
+	for _, w := range kp.sc.Observe {
+		if w.Logs != nil {
+			if re, err := regexp.Compile(w.Logs.Match); err == nil && re.SubexpIndex("upstream") >= 0 {
+				need = true
+			}
+		}
+	}
+	if !need {
+		return
+	}
+	var gws []kube.Gateway
+	for _, name := range kp.inv.Clusters() {
+		g, err := kube.EastWestGateways(ctx, kp.clusters[name])
+		if err != nil {
+			kp.warnings = append(kp.warnings, fmt.Sprintf("network gateways of cluster %s are unknown (%v): access-log lines whose upstream is a gateway are left out", name, err))
+			continue
+		}
+		gws = append(gws, g...)
+	}
+	kp.inv.SetGateways(gws)
 }
 
 // finish reads on after the attack until the logs stop growing; lines
@@ -332,6 +384,9 @@ type logEvidence struct {
 	// copiesOnly: every observed workload is a mirror target whose lines
 	// are all copies, so the logs count no served request at all.
 	copiesOnly bool
+	// leftOut counts the lines left out because their upstream address
+	// named no single pod or cluster.
+	leftOut int64
 }
 
 // evidence turns the counts into the logs' tally: every request of this
@@ -379,6 +434,11 @@ func (ls *logSource) evidence(start time.Time, grace time.Duration, seqConn []ui
 		}
 	}
 	le.copiesOnly = ls.copiesOnly
+	ls.mu.Lock()
+	for _, n := range ls.leftOut {
+		le.leftOut += n
+	}
+	ls.mu.Unlock()
 
 	t := tally.New(start, grace)
 	// A target's identity is looked up in the inventory once, not once
@@ -452,7 +512,7 @@ func (ls *logSource) ruleReports(answered int64) ([]reports.RuleReport, []report
 	}
 	sort.Strings(names)
 	ls.mu.Lock()
-	unresolved := ls.unresolved
+	leftOut, why, via := maps.Clone(ls.leftOut), maps.Clone(ls.leftOutWhy), maps.Clone(ls.viaGateway)
 	ls.mu.Unlock()
 	for _, name := range names {
 		w := ls.workloads[name]
@@ -473,8 +533,11 @@ func (ls *logSource) ruleReports(answered int64) ([]reports.RuleReport, []report
 				Samples: st.Samples,
 			})
 		}
-		if n := unresolved[name]; n > 0 {
-			warnings = append(warnings, fmt.Sprintf("observe %s: %d log lines name an upstream address that is no observed pod's: they count for the pod that logged them; observe the workload that serves them so the inventory knows its pods' addresses", name, n))
+		if n := leftOut[name]; n > 0 {
+			warnings = append(warnings, fmt.Sprintf("observe %s: %d log lines were left out, not counted for any cluster: their upstream address names no single observed pod or network gateway (first: %s); observe the workload that serves them so the inventory knows its pods' addresses", name, n, why[name]))
+		}
+		if n := via[name]; n > 0 {
+			warnings = append(warnings, fmt.Sprintf("observe %s: %d log lines name a network gateway as upstream: they count for the cluster behind it, with the serving pod unknown", name, n))
 		}
 	}
 	return out, errs, warnings

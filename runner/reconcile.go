@@ -52,7 +52,7 @@ func reconcileLogs(le *logEvidence, answered, failed int64) *reports.Reconciliat
 	}
 	var variance float64
 	for t, pc := range le.pods {
-		p := reports.PodReconciliation{Cluster: t.Cluster, Pod: t.Pod, Workload: le.owner[t]}
+		p := reports.PodReconciliation{Cluster: t.Cluster, Pod: cmp.Or(t.Pod, "(unknown: behind a network gateway)"), Workload: le.owner[t]}
 		if le.idMode[le.owner[t]] {
 			p.Mode = "request id"
 			p.Lines, p.Net = int64(pc.Requests), float64(pc.Requests)
@@ -75,6 +75,9 @@ func reconcileLogs(le *logEvidence, answered, failed int64) *reports.Reconciliat
 	sortPods(r.Pods)
 	if !le.copiesOnly {
 		reconcile(r, variance, le.slack)
+	}
+	if r.Status == reports.ReconcileUnder && le.leftOut > 0 {
+		r.Reason += fmt.Sprintf("; %d lines were left out because their upstream address named no single observed pod or network gateway (see the warnings)", le.leftOut)
 	}
 	return r
 }

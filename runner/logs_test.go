@@ -1,0 +1,156 @@
+package runner
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mesh-verify/mesh-verify/kube"
+	"github.com/mesh-verify/mesh-verify/podlogs"
+	"github.com/mesh-verify/mesh-verify/scenarios"
+	"github.com/mesh-verify/mesh-verify/tally"
+)
+
+// logScenario is a scenario observing one workload's logs with the given
+// logs block, in clusters c1 and c2.
+func logScenario(t *testing.T, workload, selector, logs string) *scenarios.Scenario {
+	t.Helper()
+	src := fmt.Sprintf(`apiVersion: mesh-verify.io/v1alpha1
+kind: Scenario
+metadata: {name: logs}
+clusters:
+  - {name: c1, context: kind-c1}
+  - {name: c2, context: kind-c2}
+target: {url: "http://127.0.0.1:1/hello"}
+attack: {rate: 10/s, duration: 1s}
+attribution: {rules: [{body: "(?P<pod>\\S+)"}]}
+observe:
+  - name: %s
+    namespace: sample
+    selector: %s
+    logs:
+%s
+expect:
+  - successRate: {atLeast: 99%%}
+`, workload, selector, logs)
+	sc, err := scenarios.Parse("logs.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sc
+}
+
+// replay runs lines through a log source as the followed pod's log
+// would give them, without a cluster: the inventory is the given pods'
+// (kube.NewInventory), and the lines carry the runtime's timestamps
+// one per 10 ms from start.
+func replay(t *testing.T, sc *scenarios.Scenario, inv *kube.Inv, from kube.Pod, start time.Time, lines []string) (*logSource, tally.Snapshot, *logEvidence) {
+	t.Helper()
+	kp := &kubePath{sc: sc, inv: inv, clusters: map[string]*kube.Cluster{}}
+	ls, err := kp.newLogSource("20260101T000000Z-abcdef", start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &sc.Observe[0]
+	target := logTarget(from, w)
+	ls.owner[targetKey(target)] = w.Name
+	for i, text := range lines {
+		ls.take(podlogs.Line{Target: target, Time: start.Add(time.Duration(i) * 10 * time.Millisecond), Text: text})
+	}
+	ls.window.To = start.Add(10 * time.Second)
+	snap, le := ls.evidence(start, time.Second, nil, int64(len(lines)), 0)
+	return ls, snap, le
+}
+
+func readLines(t *testing.T, file string) []string {
+	t.Helper()
+	f, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		out = append(out, sc.Text())
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func clusterCounts(s tally.Snapshot) map[string]int64 {
+	out := map[string]int64{}
+	c := s.Dimensions["cluster"]
+	for i, b := range c.Buckets {
+		out[b] = c.N[i]
+	}
+	return out
+}
+
+// On a multi-network Istio mesh the caller's outbound sidecar names the
+// remote network's east-west gateway (gatewayIP:15443) for a request
+// served there: it counts for the cluster behind the gateway, never for
+// the caller's. The second line names a pod of the caller's own network,
+// whose IP a pod of the remote network has too (pod CIDRs may overlap
+// across networks): it is the local pod's.
+func TestOutboundLogThroughEastWestGateway(t *testing.T) {
+	t.Parallel()
+	lines := readLines(t, "testdata/istio-multinetwork.log")
+	sleep := kube.Pod{Cluster: "c1", Namespace: "sample", Name: "sleep-754684654f-n6bzf", Workload: "sleep", IP: "10.10.0.89",
+		IPs: []string{"10.10.0.89"}, Network: "network1", DefaultContainer: "sleep"}
+	pods := []kube.Pod{sleep,
+		{Cluster: "c1", Namespace: "sample", Name: "helloworld-v1-86f77cd7bd-cpxhv", Workload: "helloworld", IP: "10.10.0.90", Network: "network1", Version: "v1"},
+		{Cluster: "c2", Namespace: "sample", Name: "helloworld-v2-758dd55874-6x4t8", Workload: "helloworld", IP: "10.10.0.90", Network: "network2", Version: "v2"},
+	}
+	gws := []kube.Gateway{
+		{Cluster: "c1", Namespace: "istio-system", Name: "istio-eastwestgateway", Network: "network1", Addresses: []string{"192.168.1.246"}, Ports: []int32{15443}},
+		{Cluster: "c2", Namespace: "istio-system", Name: "istio-eastwestgateway", Network: "network2", Addresses: []string{"192.23.120.32"}, Ports: []int32{15443}},
+	}
+	sc := logScenario(t, "sleep", "app=sleep", "      preset: istio-proxy-outbound\n      background: 0s")
+	for _, c := range []struct {
+		name     string
+		gateways []kube.Gateway
+		want     map[string]int64
+		leftOut  int64
+		warning  string
+	}{
+		{"gateways known", gws, map[string]int64{"c1": 1, "c2": 1}, 0, "1 log lines name a network gateway"},
+		// Without the gateways (RBAC denied listing them) the line is left
+		// out and said so, not given to c1.
+		{"gateways unknown", nil, map[string]int64{"c1": 1}, 1, "1 log lines were left out"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			inv := kube.NewInventory([]string{"c1", "c2"}, pods, c.gateways)
+			ls, snap, _ := replay(t, sc, inv, sleep, time.Now(), lines)
+			if got := clusterCounts(snap); !mapsEqual(got, c.want) {
+				t.Fatalf("counts by cluster %v, want %v", got, c.want)
+			}
+			if ls.leftOut["sleep"] != c.leftOut {
+				t.Fatalf("left out %d, want %d", ls.leftOut["sleep"], c.leftOut)
+			}
+			_, _, warnings := ls.ruleReports(2)
+			if !slices.ContainsFunc(warnings, func(w string) bool { return strings.Contains(w, c.warning) }) {
+				t.Fatalf("warnings %q, want one with %q", warnings, c.warning)
+			}
+		})
+	}
+}
+
+func mapsEqual(a, b map[string]int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
