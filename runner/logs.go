@@ -326,20 +326,22 @@ func (ls *logSource) toUpstream(m *podlogs.Match, w string) bool {
 	return true
 }
 
+// readsUpstream reports whether a log rule captures the upstream address
+// (an outbound access log's): its lines may name a network gateway.
+func readsUpstream(l *scenarios.LogSource) bool {
+	if l == nil {
+		return false
+	}
+	re, err := regexp.Compile(l.Match)
+	return err == nil && re.SubexpIndex("upstream") >= 0
+}
+
 // discoverGateways reads every cluster's network gateways when a log rule
 // reads upstream addresses, so that ResolveUpstream knows them. A cluster
 // whose gateways cannot be listed (RBAC) is a warning: lines naming its
 // gateway are then left out, never counted for the caller's cluster.
 func (kp *kubePath) discoverGateways(ctx context.Context) {
-	need := false
-	for _, w := range kp.sc.Observe {
-		if w.Logs != nil {
-			if re, err := regexp.Compile(w.Logs.Match); err == nil && re.SubexpIndex("upstream") >= 0 {
-				need = true
-			}
-		}
-	}
-	if !need {
+	if !slices.ContainsFunc(kp.sc.Observe, func(w scenarios.Workload) bool { return readsUpstream(w.Logs) }) {
 		return
 	}
 	var gws []kube.Gateway
