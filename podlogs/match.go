@@ -38,6 +38,10 @@ type Match struct {
 	// Upstream is the address the proxy sent the request to, when the rule
 	// captures it: the pod that served it, for a proxy's outbound log.
 	Upstream string
+	// Attempt is the attempt number the rule captures (group attempt:
+	// Envoy's %UPSTREAM_REQUEST_ATTEMPT_COUNT% or the x-envoy-attempt-count
+	// header an upstream logs), 0 when none.
+	Attempt int
 	// Excluded is set (and the match refused) when the regex matched but
 	// Exclude did too.
 	Excluded bool
@@ -100,6 +104,9 @@ func withFields(m Match) Match {
 		m.Status = st
 	}
 	m.Upstream = m.Fields["upstream"]
+	if n, err := strconv.Atoi(m.Fields["attempt"]); err == nil && n > 0 {
+		m.Attempt = n
+	}
 	return m
 }
 

@@ -188,6 +188,9 @@ func (kp *kubePath) newLogSource(runID string, start time.Time) (*logSource, err
 		// The join through the data plane's ids pairs the target's copies
 		// with primaries served elsewhere, not with the target's own.
 		Primary: func(m podlogs.Match) bool { return !mirrorTo[ls.ownerOf(m.Line.Target)] },
+		// A request id repeats within a workload's lines per attempt of a
+		// retry; across workloads it is each one's request.
+		Group:   func(m podlogs.Match) string { return ls.ownerOf(m.Line.Target) },
 		Success: codes.Contains,
 	})
 	clients := map[string]kubernetes.Interface{}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/mesh-verify/mesh-verify/kube"
 	"github.com/mesh-verify/mesh-verify/podlogs"
+	"github.com/mesh-verify/mesh-verify/reports"
 	"github.com/mesh-verify/mesh-verify/scenarios"
 	"github.com/mesh-verify/mesh-verify/tally"
 )
@@ -153,4 +154,80 @@ func mapsEqual(a, b map[string]int64) bool {
 		}
 	}
 	return true
+}
+
+// Retries logged per attempt: the callee's inbound sidecar lines carry the
+// caller sidecar's x-request-id on every attempt (Envoy retries the
+// request unchanged), so the split counts each request once, for the pod
+// that answered, and the reconciliation reports the retries. Lines with
+// no id at all (nginx's format) count per attempt, and the report says so.
+func TestRetriedRequestsCountOnce(t *testing.T) {
+	t.Parallel()
+	// The istio.io access-log task's inbound line (docs/real-apps.md),
+	// with the status, the pod address and the id varied.
+	inbound := func(status, id, ip string) string {
+		return fmt.Sprintf(`[2020-11-25T21:26:18.409Z] "GET /status/418 HTTP/1.1" %s - via_upstream - "-" 0 135 3 1 "-" "curl/7.73.0-DEV" "%s" "httpbin:8000" "127.0.0.1:80" inbound|8000|| 127.0.0.1:41854 %s:80 10.44.1.23:37652 outbound_.8000_._.httpbin.foo.svc.cluster.local default`, status, id, ip)
+	}
+	a := kube.Pod{Cluster: "c1", Namespace: "sample", Name: "httpbin-a", Workload: "httpbin", IP: "10.44.1.27", DefaultContainer: "httpbin"}
+	b := kube.Pod{Cluster: "c2", Namespace: "sample", Name: "httpbin-b", Workload: "httpbin", IP: "10.45.1.27", DefaultContainer: "httpbin"}
+	inv := kube.NewInventory([]string{"c1", "c2"}, []kube.Pod{a, b}, nil)
+	sc := logScenario(t, "httpbin", "app=httpbin", "      preset: istio-proxy\n      background: 0s")
+	sc.Attack.SuccessCodes = scenarios.StatusCodes{{Lo: 200, Hi: 499}}
+	kp := &kubePath{sc: sc, inv: inv, clusters: map[string]*kube.Cluster{}}
+	start := time.Now()
+	ls, err := kp.newLogSource("20260101T000000Z-abcdef", start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := func(p kube.Pod, i int, status, id string) {
+		tg := logTarget(p, &sc.Observe[0])
+		ls.owner[targetKey(tg)] = "httpbin"
+		ls.take(podlogs.Line{Target: tg, Time: start.Add(time.Duration(i) * 50 * time.Millisecond), Text: inbound(status, id, p.IP)})
+	}
+	// 10 requests: 0-5 answered in c1 at once; 6-9 failed first in c1
+	// (503) and were retried to c2, which answered.
+	for i := range 10 {
+		id := fmt.Sprintf("84961386-6d84-929d-98bd-c5aee93b5c%02d", i)
+		if i < 6 {
+			at(a, i, "418", id)
+			continue
+		}
+		at(a, i, "503", id)
+		at(b, i+1, "418", id)
+	}
+	ls.window.To = start.Add(10 * time.Second)
+	snap, le := ls.evidence(start, time.Second, nil, 10, 0)
+	if got := clusterCounts(snap); !mapsEqual(got, map[string]int64{"c1": 6, "c2": 4}) {
+		t.Fatalf("counts by cluster %v, want c1 6, c2 4", got)
+	}
+	if f := snap.Failures["cluster"]; f["c1"] != 0 {
+		t.Fatalf("a failed attempt that was retried counted as c1's failure: %v", f)
+	}
+	r := le.recon
+	if r.Status != reports.ReconcileOK || r.Counted != 10 || r.Retried != 4 || r.Attempts != 4 || r.CountsAttempts {
+		t.Fatalf("reconciliation %+v", r)
+	}
+	var out strings.Builder
+	if err := reports.Terminal(&out, &reports.Report{Reconciliation: []reports.Reconciliation{*r}}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "4 requests retried (4 further attempt lines, each request counted once)") {
+		t.Fatalf("terminal report:\n%s", out.String())
+	}
+
+	// The same lines without an id: every attempt counts, and says so.
+	ls2, err := kp.newLogSource("20260101T000000Z-abcdef", start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg := logTarget(a, &sc.Observe[0])
+	ls2.owner[targetKey(tg)] = "httpbin"
+	for i := range 3 {
+		ls2.take(podlogs.Line{Target: tg, Time: start.Add(time.Duration(i) * 50 * time.Millisecond), Text: inbound("418", "-", a.IP)})
+	}
+	ls2.window.To = start.Add(10 * time.Second)
+	_, le2 := ls2.evidence(start, time.Second, nil, 3, 0)
+	if !le2.recon.CountsAttempts {
+		t.Fatalf("id-less lines: %+v", le2.recon)
+	}
 }
