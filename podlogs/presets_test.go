@@ -72,6 +72,11 @@ func TestPresetsOnRealLines(t *testing.T) {
 			{"method": "GET", "path": "/", "status": "200", "request_id": "5f0c2a6e-3b1d-4e8a-9c7f-2d4b6a8c0e1f", "authority": "test-server:80", "upstream": "10.244.1.7:80"},
 			nil, nil,
 		}},
+		{"kuma-sidecar-outbound", "kuma-sidecar.log", []map[string]string{
+			nil, // inbound: excluded
+			{"method": "GET", "path": "/", "status": "200", "request_id": "5f0c2a6e-3b1d-4e8a-9c7f-2d4b6a8c0e1f", "authority": "test-server:80", "upstream": "10.244.1.7:80"},
+			nil,
+		}},
 		{"nginx", "nginx.log", []map[string]string{
 			{"method": "GET", "path": "/", "status": "200"},
 			nil, // the kubelet's probe

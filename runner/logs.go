@@ -159,8 +159,11 @@ func (kp *kubePath) newLogSource(runID string, start time.Time) (*logSource, err
 	}
 	ls.window = podlogs.Window{From: start.Add(-skew), Since: kp.podStart}
 	ls.attackStart = start
-	for name := range ls.workloads {
+	for name, w := range ls.workloads {
 		ls.checks[name] = podlogs.NewRuleCheck(ls.window.From)
+		if p, ok := presetOf(w); ok && p.Opposite != "" {
+			ls.checks[name].WithOpposite(regexp.MustCompile(p.Opposite))
+		}
 	}
 	mirrorTo, shadowOnly := map[string]bool{}, map[string]bool{}
 	for _, e := range kp.sc.Expect {
@@ -519,6 +522,8 @@ func (ls *logSource) ruleReports(answered int64) ([]reports.RuleReport, []report
 	ls.mu.Lock()
 	leftOut, why, via := maps.Clone(ls.leftOut), maps.Clone(ls.leftOutWhy), maps.Clone(ls.viaGateway)
 	ls.mu.Unlock()
+	// silent: every rule is a sidecar preset and none matched a line.
+	silent := len(names) > 0
 	for _, name := range names {
 		w := ls.workloads[name]
 		win := ls.window
@@ -530,7 +535,13 @@ func (ls *logSource) ruleReports(answered int64) ([]reports.RuleReport, []report
 		}
 		out = append(out, reports.RuleReport{Source: scenarios.SourceLogs, Rule: rule, Read: st.Read, Matched: st.Matched,
 			Excluded: st.Excluded, Samples: st.Samples})
-		if st.Missed(max(5, 0.01*float64(answered)), podlogs.MissedNeeds(ls.attackStart, ls.window.To.Add(-ls.settle))) {
+		if p, ok := presetOf(w); !ok || p.Direction == "" || st.Matched > 0 {
+			silent = false
+		}
+		if ce, ok := oppositeSide(name, w, st); ok {
+			silent = false
+			errs = append(errs, ce)
+		} else if st.Missed(max(5, 0.01*float64(answered)), podlogs.MissedNeeds(ls.attackStart, ls.window.To.Add(-ls.settle))) {
 			errs = append(errs, reports.ConfigError{
 				Subject: fmt.Sprintf("observe %s: %s", name, ruleField(w)),
 				Message: fmt.Sprintf("the rule matched none of the %d lines read, while the pods logged %d lines in %d seconds of the attack window, %.0f more than their background explains: it misses the lines of the requests. Fix the regex (or the container: %s) against the lines it did not match",
@@ -545,7 +556,43 @@ func (ls *logSource) ruleReports(answered int64) ([]reports.RuleReport, []report
 			warnings = append(warnings, fmt.Sprintf("observe %s: %d log lines name a network gateway as upstream: they count for the cluster behind it, with the serving pod unknown", name, n))
 		}
 	}
+	if silent && answered >= 10 {
+		warnings = append(warnings, fmt.Sprintf("no observed sidecar logged an access-log line of the side its preset counts, while %d requests were answered: if these pods served them, the mesh logs no such lines (access logging off, or one side only: Kuma's TrafficLog and a MeshAccessLog with only spec.to log outbound; Istio's Telemetry accessLogging match.mode); docs/real-apps.md says which preset reads which side", answered))
+	}
 	return out, errs, warnings
+}
+
+// presetOf is the preset a workload's rule is, when it is one unchanged.
+func presetOf(w *scenarios.Workload) (podlogs.Preset, bool) {
+	if w.Logs == nil || w.Logs.Preset == "" {
+		return podlogs.Preset{}, false
+	}
+	p, err := podlogs.LookupPreset(w.Logs.Preset)
+	if err != nil || p.Match != w.Logs.Match {
+		return podlogs.Preset{}, false
+	}
+	return p, true
+}
+
+// oppositeSide is the configuration error of a proxy preset whose pods
+// log only the other side of their traffic (at least MissedSeconds such
+// lines, none of the preset's side): the mesh logs one side, and the
+// count would be empty for that reason, not for want of requests.
+func oppositeSide(name string, w *scenarios.Workload, st podlogs.RuleStats) (reports.ConfigError, bool) {
+	p, ok := presetOf(w)
+	if !ok || p.Opposite == "" || st.Matched > 0 || st.Opposite < podlogs.MissedSeconds {
+		return reports.ConfigError{}, false
+	}
+	other := "outbound"
+	if p.Direction == "outbound" {
+		other = "inbound"
+	}
+	return reports.ConfigError{
+		Subject: fmt.Sprintf("observe %s: logs.preset %s", name, w.Logs.Preset),
+		Message: fmt.Sprintf("the preset counts %s access-log lines, and the pods logged none, but %d %s ones: %s",
+			p.Direction, st.Opposite, other, p.OnlyOpposite),
+		Samples: st.Samples,
+	}, true
 }
 
 func presetMatch(name string) string {

@@ -231,3 +231,59 @@ func TestRetriedRequestsCountOnce(t *testing.T) {
 		t.Fatalf("id-less lines: %+v", le2.recon)
 	}
 }
+
+// A mesh that logs one side of the traffic only (Kuma's legacy TrafficLog
+// and a MeshAccessLog with only to: log outbound; Istio's Telemetry
+// match.mode one side) leaves a sidecar preset of the other side with an
+// empty count: that is a configuration error naming what to change, not
+// an INCONCLUSIVE run. The lines are podlogs/testdata's (Kuma's default
+// format, istio.io's access-log task).
+func TestLogDirectionOfTheMesh(t *testing.T) {
+	t.Parallel()
+	kuma := readLines(t, "../podlogs/testdata/kuma-sidecar.log")
+	istio := readLines(t, "../podlogs/testdata/istio-proxy.log")
+	for _, c := range []struct {
+		preset string
+		line   string
+		want   []string // in the message
+	}{
+		{"kuma-sidecar", kuma[1], []string{"counts inbound access-log lines", "5 outbound ones", "MeshAccessLog", "spec.from", "TrafficLog", "kuma-sidecar-outbound"}},
+		{"kuma-sidecar-outbound", kuma[0], []string{"counts outbound", "5 inbound ones", "add a spec.to entry"}},
+		{"istio-proxy", istio[1], []string{"counts inbound", "Telemetry", "match.mode CLIENT", "istio-proxy-outbound"}},
+		{"istio-proxy-outbound", istio[0], []string{"counts outbound", "match.mode SERVER"}},
+	} {
+		t.Run(c.preset, func(t *testing.T) {
+			t.Parallel()
+			pod := kube.Pod{Cluster: "c1", Namespace: "sample", Name: "app-0", Workload: "app", IP: "10.244.1.7", DefaultContainer: "app"}
+			inv := kube.NewInventory([]string{"c1", "c2"}, []kube.Pod{pod}, nil)
+			sc := logScenario(t, "app", "app=x", "      preset: "+c.preset+"\n      background: 0s")
+			lines := make([]string, 5)
+			for i := range lines {
+				lines[i] = c.line
+			}
+			ls, _, _ := replay(t, sc, inv, pod, time.Now(), lines)
+			_, errs, _ := ls.ruleReports(5)
+			if len(errs) != 1 || errs[0].Subject != "observe app: logs.preset "+c.preset {
+				t.Fatalf("configuration errors %+v", errs)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(errs[0].Message, w) {
+					t.Errorf("message %q lacks %q", errs[0].Message, w)
+				}
+			}
+		})
+	}
+	// Lines of the preset's own side: no such error.
+	pod := kube.Pod{Cluster: "c1", Namespace: "sample", Name: "app-0", Workload: "app", IP: "10.244.1.7", DefaultContainer: "app"}
+	sc := logScenario(t, "app", "app=x", "      preset: kuma-sidecar\n      background: 0s")
+	ls, _, _ := replay(t, sc, kube.NewInventory([]string{"c1", "c2"}, []kube.Pod{pod}, nil), pod, time.Now(), []string{kuma[0], kuma[1], kuma[1], kuma[1]})
+	if _, errs, w := ls.ruleReports(20); len(errs) != 0 || len(w) != 0 {
+		t.Fatalf("both sides logged: %+v %q", errs, w)
+	}
+	// No access line at all (a server whose mesh logs outbound only): a
+	// warning saying why the count may be empty.
+	ls, _, _ = replay(t, sc, kube.NewInventory([]string{"c1", "c2"}, []kube.Pod{pod}, nil), pod, time.Now(), []string{istio[5]})
+	if _, _, w := ls.ruleReports(20); len(w) != 1 || !strings.Contains(w[0], "MeshAccessLog with only spec.to log outbound") {
+		t.Fatalf("silent sidecars: %q", w)
+	}
+}
