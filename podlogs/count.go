@@ -194,12 +194,26 @@ type Counter struct {
 	// attempts holds, per group and data-plane request id, the line that
 	// stands for the request among its attempts (lines without the run's
 	// id); retriedIDs counts the ids seen more than once.
-	attempts        map[attemptKey]*attemptRef
-	retriedIDs      int
-	attemptOverflow bool
+	attempts               map[attemptKey]*attemptRef
+	retriedIDs, doubledIDs int
+	attemptOverflow        bool
+	// unmarked holds a mirror target's served lines (Primary false, no
+	// copy mark) by data-plane id until a primary with the id shows they
+	// were copies (Istio ≥ 1.28 marks none); unmarkedCopies counts those.
+	unmarked       map[string]unmarkedRef
+	unmarkedCopies int
 }
 
-type groupSets struct{ served, failed, retried seqSet }
+type unmarkedRef struct {
+	target Target
+	sec    int64
+}
+
+// doubled are the run's requests two pods of the group answered with no
+// failed attempt between: not a retry (Envoy retries after a failure),
+// so a mirrored copy the proxy did not mark (Istio ≥ 1.28 drops the
+// "-shadow" suffix by default) or a hedged request.
+type groupSets struct{ served, failed, retried, doubled seqSet }
 
 type attemptKey struct{ group, id string }
 
@@ -212,6 +226,9 @@ type attemptRef struct {
 	attempt int
 	time    int64 // UnixNano of the line
 	lines   int
+	// failedBefore: a line of the id had a failing status; retried and
+	// doubled: the id is counted in retriedIDs or doubledIDs.
+	failedBefore, retried, doubled bool
 }
 
 // Line classes of lines without this run's request id.
@@ -258,7 +275,7 @@ func NewCounter(o CounterOptions) *Counter {
 		o.Group = func(Match) string { return "" }
 	}
 	return &Counter{opts: o, pods: map[Target]*podCounter{}, dpPrimary: map[string]int64{}, dpCopy: map[string]int64{},
-		groups: map[string]*groupSets{}, attempts: map[attemptKey]*attemptRef{}}
+		groups: map[string]*groupSets{}, attempts: map[attemptKey]*attemptRef{}, unmarked: map[string]unmarkedRef{}}
 }
 
 func (c *Counter) group(name string) *groupSets {
@@ -298,14 +315,39 @@ func (c *Counter) Add(m Match) {
 			class = classCopy
 		}
 		sec := m.Line.Time.Unix()
+		primary := c.opts.Primary(m)
+		if class == classServed && !primary && m.RequestID != "" {
+			// The mirror target served a request whose id a primary
+			// carries: an unmarked copy.
+			if _, ok := c.dpPrimary[m.RequestID]; ok {
+				class, copied = classCopy, true
+				c.unmarkedCopies++
+			}
+		}
 		if m.RequestID == "" {
 			p.noID++
 		} else if class != classCopy && !c.firstAttempt(m, p, class, sec) {
 			return
 		}
 		p.count(sec, class, 1)
-		if m.RequestID != "" && !failed && (copied || c.opts.Primary(m)) {
+		if m.RequestID != "" && !failed && (copied || primary) {
 			c.dataPlaneID(m.RequestID, sec, copied)
+		}
+		switch {
+		case m.RequestID == "" || class != classServed:
+		case !primary && len(c.unmarked) < c.opts.MaxDataPlaneIDs:
+			c.unmarked[m.RequestID] = unmarkedRef{target: m.Line.Target, sec: sec}
+		case primary:
+			// A primary logged after its copy: the copy moves class.
+			if ref, ok := c.unmarked[m.RequestID]; ok {
+				delete(c.unmarked, m.RequestID)
+				if tp := c.pods[ref.target]; tp != nil {
+					tp.count(ref.sec, classServed, -1)
+					tp.count(ref.sec, classCopy, 1)
+				}
+				c.dataPlaneID(m.RequestID, ref.sec, true)
+				c.unmarkedCopies++
+			}
 		}
 		return
 	}
@@ -344,8 +386,13 @@ func (c *Counter) Add(m Match) {
 		}
 		if !g.served.add(seq) {
 			// Another pod of the group answered this request already: a
-			// retry (or a hedged attempt). It counts once, for the first.
-			g.retried.add(seq)
+			// retry, or an unmarked copy when no attempt failed. It counts
+			// once, for the first.
+			if g.failed.has(seq) {
+				g.retried.add(seq)
+			} else {
+				g.doubled.add(seq)
+			}
 			p.notKept.add(seq)
 			p.attempts++
 			return
@@ -379,16 +426,29 @@ func (c *Counter) firstAttempt(m Match, p *podCounter, class int, sec int64) boo
 			c.attemptOverflow = true
 			return true
 		}
-		c.attempts[k] = &attemptRef{target: m.Line.Target, sec: sec, class: class, attempt: m.Attempt, time: m.Line.Time.UnixNano(), lines: 1}
+		c.attempts[k] = &attemptRef{target: m.Line.Target, sec: sec, class: class, attempt: m.Attempt, time: m.Line.Time.UnixNano(), lines: 1,
+			failedBefore: class != classServed}
 		return true
 	}
 	ref.lines++
-	if ref.lines == 2 {
+	if class == classServed && ref.class == classServed && ref.target != m.Line.Target && !ref.failedBefore {
+		// Two answers and no failure: an unmarked copy, not a retry.
+		if !ref.doubled {
+			ref.doubled = true
+			c.doubledIDs++
+		}
+	} else if !ref.retried {
+		ref.retried = true
 		c.retriedIDs++
+	}
+	if class != classServed {
+		ref.failedBefore = true
 	}
 	p.attempts++
 	better := false
 	switch {
+	case ref.doubled:
+		// An unmarked copy: the first line read keeps the request.
 	case class != ref.class:
 		better = class == classServed
 	case m.Attempt != ref.attempt && m.Attempt > 0 && ref.attempt > 0:
@@ -541,6 +601,14 @@ type Totals struct {
 	// Attempts the lines beyond each request's first.
 	Retried  int `json:"retried,omitempty"`
 	Attempts int `json:"attempts,omitempty"`
+	// Doubled counts the requests two pods of a group answered with no
+	// failed attempt: no retry, so most likely a mirrored copy the proxy
+	// did not mark as one (Istio ≥ 1.28); each counts once.
+	Doubled int `json:"doubled,omitempty"`
+	// UnmarkedCopies counts the mirror target's lines without a copy mark
+	// (no "-shadow": Istio ≥ 1.28) told to be copies by a primary's
+	// request id: counted as copies, not served.
+	UnmarkedCopies int `json:"unmarkedCopies,omitempty"`
 	// AttemptOverflow is set when more data-plane ids than MaxDataPlaneIDs
 	// came: later ones count per line, attempts included.
 	AttemptOverflow bool `json:"attemptOverflow,omitempty"`
@@ -558,9 +626,10 @@ func (c *Counter) Totals(w Window) Totals {
 		MultiPod:          c.multi.n,
 		DataPlaneOverflow: c.dpOverflow,
 	}
-	t.Retried = c.retriedIDs
+	t.Retried, t.Doubled, t.UnmarkedCopies = c.retriedIDs, c.doubledIDs, c.unmarkedCopies
 	for _, g := range c.groups {
 		t.Retried += g.retried.n
+		t.Doubled += g.doubled.n
 	}
 	t.AttemptOverflow = c.attemptOverflow
 	for _, p := range c.pods {

@@ -244,9 +244,10 @@ func TestMirrorShareFromLogs(t *testing.T) {
 	}
 }
 
-// Retries: a request served by two pods of one group is counted once,
-// for the first, and reported as retried; a mirror predicate by target
-// replaces the -shadow marker.
+// A request two pods of one group answered with no failed attempt is no
+// retry (Envoy retries after a failure): an unmarked mirrored copy (Istio
+// ≥ 1.28 drops "-shadow"). It is counted once, for the first, and
+// reported as doubled; a mirror predicate by target replaces the marker.
 func TestCounterRetriesAndMirrorByTarget(t *testing.T) {
 	t.Parallel()
 	mirrorPod := target("v2")
@@ -257,7 +258,7 @@ func TestCounterRetriesAndMirrorByTarget(t *testing.T) {
 	add(target("a"), "r-2")
 	add(mirrorPod, "r-2")
 	add(mirrorPod, "r-3") // a copy whose primary is not in the logs
-	if tot := c.Totals(Window{}); tot != (Totals{Requests: 2, Mirrored: 2, MirroredServed: 1, MultiPod: 1, Retried: 1, Attempts: 1}) {
+	if tot := c.Totals(Window{}); tot != (Totals{Requests: 2, Mirrored: 2, MirroredServed: 1, MultiPod: 1, Doubled: 1, Attempts: 1}) {
 		t.Errorf("%+v", tot)
 	}
 	if s := c.Served(1); len(s) != 2 {

@@ -556,6 +556,9 @@ func (ls *logSource) ruleReports(answered int64) ([]reports.RuleReport, []report
 			warnings = append(warnings, fmt.Sprintf("observe %s: %d log lines name a network gateway as upstream: they count for the cluster behind it, with the serving pod unknown", name, n))
 		}
 	}
+	if n := ls.counter.Totals(ls.window).Doubled; n > 0 {
+		warnings = append(warnings, fmt.Sprintf("%d requests were answered by two pods of one observed workload with no failed attempt (the same request id, both successful): Envoy retries only after a failure, so these are mirrored copies the proxy did not mark (Istio 1.28 and later drop the -shadow suffix by default) or hedged requests. Each counts once, for the first line read; declare the mirror (expect mirror.to naming the target's workload, observed apart) so that copies are told by the target's pods", n))
+	}
 	if silent && answered >= 10 {
 		warnings = append(warnings, fmt.Sprintf("no observed sidecar logged an access-log line of the side its preset counts, while %d requests were answered: if these pods served them, the mesh logs no such lines (access logging off, or one side only: Kuma's TrafficLog and a MeshAccessLog with only spec.to log outbound; Istio's Telemetry accessLogging match.mode); docs/real-apps.md says which preset reads which side", answered))
 	}

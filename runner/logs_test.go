@@ -287,3 +287,90 @@ func TestLogDirectionOfTheMesh(t *testing.T) {
 		t.Fatalf("silent sidecars: %q", w)
 	}
 }
+
+// Istio 1.28 and later mirror without the "-shadow" authority: a copy is
+// then told by the mirror target's pods when the scenario declares the
+// mirror, and by its request id answered twice when it does not. The
+// lines are podlogs/testdata/istio-proxy.log's primary and copy, the
+// copy's authority without the suffix as 1.28 sends it.
+func TestMirrorCopiesWithoutShadowSuffix(t *testing.T) {
+	t.Parallel()
+	istio := readLines(t, "../podlogs/testdata/istio-proxy.log")
+	primary, copied := istio[2], strings.Replace(istio[3], "callme-service-shadow:8080", "callme-service:8080", 1)
+	v1 := kube.Pod{Cluster: "c1", Namespace: "sample", Name: "callme-v1-0", IP: "10.244.0.15", Version: "v1", DefaultContainer: "callme"}
+	v2 := kube.Pod{Cluster: "c2", Namespace: "sample", Name: "callme-v2-0", IP: "10.245.0.9", Version: "v2", DefaultContainer: "callme"}
+
+	// Undeclared: one workload has both pods.
+	v1.Workload, v2.Workload = "callme", "callme"
+	inv := kube.NewInventory([]string{"c1", "c2"}, []kube.Pod{v1, v2}, nil)
+	sc := logScenario(t, "callme", "app=callme", "      preset: istio-proxy\n      background: 0s")
+	kp := &kubePath{sc: sc, inv: inv, clusters: map[string]*kube.Cluster{}}
+	start := time.Now()
+	ls, err := kp.newLogSource("20260101T000000Z-abcdef", start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, l := range []struct {
+		pod  kube.Pod
+		text string
+	}{{v1, primary}, {v2, copied}} {
+		tg := logTarget(l.pod, &sc.Observe[0])
+		ls.owner[targetKey(tg)] = "callme"
+		ls.take(podlogs.Line{Target: tg, Time: start.Add(time.Duration(i) * time.Millisecond), Text: l.text})
+	}
+	ls.window.To = start.Add(10 * time.Second)
+	snap, _ := ls.evidence(start, time.Second, nil, 1, 0)
+	if got := clusterCounts(snap); !mapsEqual(got, map[string]int64{"c1": 1}) {
+		t.Fatalf("counts by cluster %v, want the request once, for c1", got)
+	}
+	if _, _, w := ls.ruleReports(1); !slices.ContainsFunc(w, func(s string) bool { return strings.Contains(s, "1 requests were answered by two pods") }) {
+		t.Fatalf("warnings %q", w)
+	}
+
+	// Declared: the target's lines are copies, -shadow or not, and join
+	// the primaries by the data plane's id.
+	sc2, err := scenarios.Parse("mirror.yaml", []byte(`apiVersion: mesh-verify.io/v1alpha1
+kind: Scenario
+metadata: {name: mirror}
+clusters:
+  - {name: c1, context: kind-c1}
+  - {name: c2, context: kind-c2}
+target: {url: "http://127.0.0.1:1/caller/ping"}
+attack: {rate: 10/s, duration: 1s}
+attribution: {preset: tutorial}
+observe:
+  - {name: callme-v1, namespace: sample, selector: "version=v1", clusters: [c1], logs: {preset: istio-proxy, background: 0s}}
+  - {name: callme-v2, namespace: sample, selector: "version=v2", clusters: [c2], logs: {preset: istio-proxy, background: 0s}}
+expect:
+  - mirror: {to: callme-v2, percent: 100%, margin: 5%}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v1.Workload, v2.Workload = "callme-v1", "callme-v2"
+	type logged struct {
+		pod  kube.Pod
+		w    int
+		text string
+	}
+	// Either line may be read first: the two pods' streams are apart.
+	for _, order := range [][]logged{{{v1, 0, primary}, {v2, 1, copied}}, {{v2, 1, copied}, {v1, 0, primary}}} {
+		kp = &kubePath{sc: sc2, inv: kube.NewInventory([]string{"c1", "c2"}, []kube.Pod{v1, v2}, nil), clusters: map[string]*kube.Cluster{}}
+		if ls, err = kp.newLogSource("20260101T000000Z-abcdef", start); err != nil {
+			t.Fatal(err)
+		}
+		for i, l := range order {
+			tg := logTarget(l.pod, &sc2.Observe[l.w])
+			ls.owner[targetKey(tg)] = sc2.Observe[l.w].Name
+			ls.take(podlogs.Line{Target: tg, Time: start.Add(time.Duration(i) * time.Millisecond), Text: l.text})
+		}
+		ls.window.To = start.Add(10 * time.Second)
+		snap, le := ls.evidence(start, time.Second, nil, 1, 0)
+		if got := clusterCounts(snap); !mapsEqual(got, map[string]int64{"c1": 1}) {
+			t.Fatalf("declared mirror, %s first: counts by cluster %v, want c1 1", order[0].pod.Name, got)
+		}
+		if le.totals.DataPlaneBoth != 1 || le.totals.UnmarkedCopies != 1 || le.recon.Copies != 1 {
+			t.Fatalf("declared mirror, %s first: join %+v, copies %v", order[0].pod.Name, le.totals, le.recon.Copies)
+		}
+	}
+}
