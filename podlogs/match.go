@@ -22,6 +22,10 @@ type Rule struct {
 
 	// fast is set by NewRule (nil: the regex alone).
 	fast *fastPath
+	// json: the fields come from the line decoded as an Envoy JSON access
+	// log (NewRule sets it for the JSON presets); a line that is no JSON
+	// object is not matched.
+	json bool
 }
 
 // Match is a line that a Rule matched.
@@ -72,6 +76,14 @@ func (r Rule) Match(l Line) (Match, bool) {
 		return Match{Line: l, Excluded: true}, false
 	}
 	m := Match{Line: l}
+	if r.json {
+		f, err := jsonFields(l.Text)
+		if err != nil {
+			return Match{}, false
+		}
+		m.Fields = f
+		return withFields(m), true
+	}
 	for i, name := range r.Regex.SubexpNames() {
 		if name == "" || sub[2*i] < 0 {
 			continue

@@ -88,6 +88,13 @@ func presetTable() map[string]Preset {
 		// "unknown"): the upstream host is the endpoint that served them.
 		"kuma-sidecar-outbound": {Match: kumaHead + `"[^"]*" "[^"]*" "[^"]*" "(?P<upstream>[^"]*)"$`, Exclude: kumaInbound,
 			Container: "kuma-sidecar", Direction: "outbound", Opposite: kumaHead + `"unknown" "[^"]*" "[^"]*" "[^"]*"$`, OnlyOpposite: kumaOnlyFrom},
+		// Envoy's JSON access log (Istio accessLogEncoding JSON, Kuma
+		// MeshAccessLog format type Json with the documented HTTP keys):
+		// the requests the sidecar received, and those it sent.
+		"envoy-json": {Match: envoyJSONInbound, Direction: "inbound", Opposite: envoyJSONOutbound,
+			OnlyOpposite: istioOnlyClient + "; " + kumaOnlyTo},
+		"envoy-json-outbound": {Match: envoyJSONOutbound, Exclude: `"kuma_source_service":\s*"unknown"`, Direction: "outbound",
+			Opposite: envoyJSONInbound, OnlyOpposite: istioOnlyServer + "; " + kumaOnlyFrom},
 		// nginx's "main" log format (Cilium's rebel-base is nginx 1.15.8),
 		// without the kubelet's probes, which rebel-base gets every second.
 		"nginx": {Match: `^\S+ - \S+ \[[^\]]+\] "(?P<method>[A-Z]+) (?P<path>\S+)[^"]*" (?P<status>\d{3}) \d+ "[^"]*" "[^"]*"`,
