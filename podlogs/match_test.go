@@ -229,7 +229,7 @@ func TestMirrorShareFromLogs(t *testing.T) {
 		pa:     {Lines: 11, Requests: 10, Duplicates: 1, Foreign: 1},
 		pb:     {Lines: 10, Requests: 10},
 		mirror: {Lines: 10, Mirrored: 10},
-		noid:   {Lines: 8, Served: ClassCount{Window: 5}, OutsideWindow: 3},
+		noid:   {Lines: 8, WithoutID: 8, Served: ClassCount{Window: 5}, OutsideWindow: 3},
 	}
 	for tg, w := range want {
 		if pods[tg] != w {
