@@ -250,8 +250,11 @@ type podCounter struct {
 	// counted already (the same id in the same group); noID the lines
 	// without any request id, which count per attempt.
 	attempts, noID int
-	group          string
-	perSecond      map[int64]*[classes]int32
+	// otherIDs counts lines with a request id that is not the run's (the
+	// data plane's own, or an id an edge proxy made up).
+	otherIDs  int
+	group     string
+	perSecond map[int64]*[classes]int32
 	// servedPerSecond counts the run's requests served here, by id, per
 	// second of their line: the logs' timeline.
 	servedPerSecond map[int64]int32
@@ -326,7 +329,10 @@ func (c *Counter) Add(m Match) {
 		}
 		if m.RequestID == "" {
 			p.noID++
-		} else if class != classCopy && !c.firstAttempt(m, p, class, sec) {
+		} else {
+			p.otherIDs++
+		}
+		if m.RequestID != "" && class != classCopy && !c.firstAttempt(m, p, class, sec) {
 			return
 		}
 		p.count(sec, class, 1)
@@ -527,6 +533,10 @@ type PodCount struct {
 	// WithoutID counts the lines with no request id at all: each counts,
 	// so a retried request counts once per attempt that reached the pod.
 	WithoutID int `json:"withoutId,omitempty"`
+	// OtherIDs counts the lines whose request id is not the run's: the
+	// data plane's own (an edge proxy regenerates x-request-id; an app
+	// forwards none), counted in the window instead of joined by id.
+	OtherIDs int `json:"otherIds,omitempty"`
 	// Foreign counts lines with another run's request id.
 	Foreign int `json:"foreign"`
 	// Served, Copies and Errors count the lines without one of the run's
@@ -549,7 +559,7 @@ func (c *Counter) Pods(w Window) map[Target]PodCount {
 	out := make(map[Target]PodCount, len(c.pods))
 	for t, p := range c.pods {
 		pc := PodCount{Lines: p.lines, Requests: p.served.n - p.notKept.n, Mirrored: p.mirrored.n, Failed: p.failed,
-			Duplicates: p.duplicates, Foreign: p.foreign, Attempts: p.attempts, WithoutID: p.noID}
+			Duplicates: p.duplicates, Foreign: p.foreign, Attempts: p.attempts, WithoutID: p.noID, OtherIDs: p.otherIDs}
 		if g := c.groups[p.group]; g != nil {
 			answered := intersect(&p.failedSeqs, &g.served)
 			pc.Failed -= answered

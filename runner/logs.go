@@ -332,6 +332,30 @@ func (ls *logSource) toUpstream(m *podlogs.Match, w string) bool {
 	return true
 }
 
+// regenerated says, for a rule that reads request ids, when its lines
+// carry ids but none of this run's: the join by id is impossible, and the
+// lines count in the attack window instead (README.md, counting without
+// request ids). An edge proxy makes up the ids (Istio's gateways since
+// 1.25 regenerate x-request-id for every request from outside the mesh;
+// Kuma's MeshGateway too), or an app in between forwards none.
+func regenerated(name string, w *scenarios.Workload, pods map[podlogs.Target]podlogs.PodCount, owners map[string]string) string {
+	re, err := regexp.Compile(w.Logs.Match)
+	if err != nil || (re.SubexpIndex("request_id") < 0 && re.SubexpIndex("rid") < 0) {
+		return ""
+	}
+	other, ours := 0, 0
+	for t, pc := range pods {
+		if owners[targetKey(t)] == name {
+			other += pc.OtherIDs
+			ours += pc.Requests + pc.Mirrored + pc.Failed + pc.Duplicates + pc.Attempts
+		}
+	}
+	if other == 0 || ours > 0 {
+		return ""
+	}
+	return fmt.Sprintf("observe %s: its %d lines with a request id carry none of this run's: the ids were made up on the way (an ingress gateway regenerates x-request-id for requests from outside the mesh: Istio 1.25 and later always, Kuma's MeshGateway too; or an app in between forwards no header), so its lines are not joined to the requests but counted in the attack window, less the background. To join by id, send the attack through the sidecars, not a gateway, or keep the gateway's id (Istio: preserve_external_request_id through an EnvoyFilter)", name, other)
+}
+
 // readsUpstream reports whether a log rule captures the upstream address
 // (an outbound access log's): its lines may name a network gateway.
 func readsUpstream(l *scenarios.LogSource) bool {
@@ -521,6 +545,7 @@ func (ls *logSource) ruleReports(answered int64) ([]reports.RuleReport, []report
 	sort.Strings(names)
 	ls.mu.Lock()
 	leftOut, why, via := maps.Clone(ls.leftOut), maps.Clone(ls.leftOutWhy), maps.Clone(ls.viaGateway)
+	owners := maps.Clone(ls.owner)
 	ls.mu.Unlock()
 	// silent: every rule is a sidecar preset and none matched a line.
 	silent := len(names) > 0
@@ -548,6 +573,9 @@ func (ls *logSource) ruleReports(answered int64) ([]reports.RuleReport, []report
 					st.Read, st.Lines.Window, st.Seconds, st.Lines.Net(), containerName(w)),
 				Samples: st.Samples,
 			})
+		}
+		if msg := regenerated(name, w, ls.counter.Pods(win), owners); msg != "" {
+			warnings = append(warnings, msg)
 		}
 		if n := leftOut[name]; n > 0 {
 			warnings = append(warnings, fmt.Sprintf("observe %s: %d log lines were left out, not counted for any cluster: their upstream address names no single observed pod or network gateway (first: %s); observe the workload that serves them so the inventory knows its pods' addresses", name, n, why[name]))
