@@ -49,8 +49,8 @@ func (g Gateway) String() string {
 	return fmt.Sprintf("gateway %s/%s in cluster %s (network %s)", g.Namespace, g.Name, g.Cluster, cmp.Or(g.Network, "unlabelled"))
 }
 
-// Has reports whether addr (an IP, or IP:port) is one of the gateway's
-// cross-network addresses; a port, when given, must be one of Ports.
+// Has reports whether ip is one of the gateway's cross-network addresses;
+// a port, when not 0, must be one of Ports.
 func (g Gateway) Has(ip string, port int32) bool {
 	return slices.Contains(g.Addresses, ip) && (port == 0 || slices.Contains(g.Ports, port))
 }

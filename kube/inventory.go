@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -177,6 +178,10 @@ type Inv struct {
 	pods  map[string]*Pod // by Pod.Key()
 	// gateways are the clusters' network gateways (SetGateways).
 	gateways []Gateway
+	// networks caches networksLocked, computed under the read lock by the
+	// first ResolveUpstream after a change; writers (holding the write
+	// lock) clear it, so no reader can store a stale one.
+	networks atomic.Pointer[map[string]string]
 }
 
 // Inventory lists the pods of the workloads in every cluster. Any failure
@@ -226,6 +231,7 @@ func (inv *Inv) list(ctx context.Context, c *Cluster) error {
 				inv.pods[p.Key()] = &p
 			}
 		}
+		inv.networks.Store(nil)
 		inv.mu.Unlock()
 	}
 	return nil
@@ -523,6 +529,7 @@ func (inv *Inv) apply(p Pod, deleted bool) *Event {
 	now := time.Now().UTC()
 	inv.mu.Lock()
 	defer inv.mu.Unlock()
+	defer inv.networks.Store(nil)
 	old, known := inv.pods[p.Key()]
 	if known && old.UID != p.UID && old.UID != "" && p.UID != "" && deleted {
 		return nil // a delete for a pod that was already replaced under the same name

@@ -47,6 +47,18 @@ func (inv *Inv) SetGateways(gws []Gateway) {
 	inv.mu.Lock()
 	defer inv.mu.Unlock()
 	inv.gateways = slices.Clone(gws)
+	inv.networks.Store(nil)
+}
+
+// networksCached is networksLocked, computed once per change; callers
+// hold inv.mu for reading.
+func (inv *Inv) networksCached() map[string]string {
+	if n := inv.networks.Load(); n != nil {
+		return *n
+	}
+	n := inv.networksLocked()
+	inv.networks.Store(&n)
+	return n
 }
 
 // networksLocked is each cluster's network: its gateways' network label,
@@ -118,7 +130,7 @@ func (inv *Inv) ResolveUpstream(cluster, namespace, name, addr string) Upstream 
 	if self, ok := inv.pods[cluster+"/"+namespace+"/"+name]; ok && self.HasIP(host) {
 		return Upstream{Kind: UpstreamOwn, Cluster: cluster}
 	}
-	networks := inv.networksLocked()
+	networks := inv.networksCached()
 	for i := range inv.gateways {
 		if g := &inv.gateways[i]; g.Has(host, port) {
 			return inv.behindGatewayLocked(g, networks)
