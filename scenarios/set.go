@@ -32,6 +32,17 @@ type PathElem struct {
 	IsIndex bool
 }
 
+// Limits of --set (README.md, "Limits"): a scenario's deepest field is a
+// few keys down (expect[0].split.weights.c1), and a path or value beyond
+// these is a mistake or an attack on the parser: a 16,000-segment path
+// once took 8 s and 570 MiB to refuse.
+const (
+	MaxSetPathBytes    = 1024
+	MaxSetPathSegments = 32
+	MaxSetValueBytes   = 64 << 10
+	MaxSets            = 256
+)
+
 // shown is the flag as errors quote it, a credential's value hidden.
 func (s Set) shown() string { return redact.Set(s.Raw) }
 
@@ -41,7 +52,13 @@ func (s Set) shown() string { return redact.Set(s.Raw) }
 func ParseSet(raw string) (Set, error) {
 	p, v, ok := strings.Cut(raw, "=")
 	if !ok {
-		return Set{}, fmt.Errorf("--set %s: want PATH=VALUE (attack.rate=500/s)", redact.Set(raw))
+		return Set{}, fmt.Errorf("--set %s: want PATH=VALUE (attack.rate=500/s)", redact.Set(truncated(raw)))
+	}
+	switch {
+	case len(p) > MaxSetPathBytes:
+		return Set{}, fmt.Errorf("--set %s: the path is %d bytes, more than %d", redact.Set(truncated(raw)), len(p), MaxSetPathBytes)
+	case len(v) > MaxSetValueBytes:
+		return Set{}, fmt.Errorf("--set %s: the value is %d bytes, more than %d (put it in the scenario file)", redact.Set(truncated(p+"=")), len(v), MaxSetValueBytes)
 	}
 	path, err := ParsePath(p)
 	if err != nil {
@@ -50,8 +67,20 @@ func ParseSet(raw string) (Set, error) {
 	return Set{Raw: raw, Path: path, Value: v}, nil
 }
 
+// truncated keeps an error's quote of a --set argument readable.
+func truncated(raw string) string {
+	const show = 80
+	if len(raw) <= show {
+		return raw
+	}
+	return raw[:show] + "…"
+}
+
 // ParseSets parses every --set argument, in order.
 func ParseSets(raws []string) ([]Set, error) {
+	if len(raws) > MaxSets {
+		return nil, fmt.Errorf("--set given %d times, more than %d: put the overrides in the scenario file", len(raws), MaxSets)
+	}
 	out := make([]Set, 0, len(raws))
 	for _, r := range raws {
 		s, err := ParseSet(r)
@@ -72,6 +101,9 @@ func ParsePath(p string) ([]PathElem, error) {
 	var out []PathElem
 	i := 0
 	for i < len(p) {
+		if len(out) >= MaxSetPathSegments {
+			return nil, fmt.Errorf("path of more than %d keys and indices: no scenario field is that deep", MaxSetPathSegments)
+		}
 		switch {
 		case p[i] == '[':
 			if i+1 < len(p) && p[i+1] == '"' {

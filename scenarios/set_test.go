@@ -226,3 +226,47 @@ func TestSetErrorsHideCredentials(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// TestSetLimits: every bound of --set is explicit and refused fast with
+// an error naming it; a 16,000-segment path (once 8 s and 570 MiB) is
+// refused by ParseSets, before any node of the scenario is built. At the bounds, a path or value is
+// still parsed.
+func TestSetLimits(t *testing.T) {
+	t.Parallel()
+	deep := strings.Repeat("a.", 16000) + "b=1"
+	long := "attack.headers.X=" + strings.Repeat("v", MaxSetValueBytes+1)
+	wide := "attack." + strings.Repeat("k", MaxSetPathBytes) + "=1"
+	many := make([]string, MaxSets+1)
+	for i := range many {
+		many[i] = "attack.rate=1/s"
+	}
+	for _, tc := range []struct {
+		name string
+		sets []string
+		want string
+	}{
+		{"deep path", []string{deep}, "more than 1024"},
+		{"segments", []string{strings.Repeat("a.", MaxSetPathSegments) + "b=1"}, "more than 32 keys"},
+		{"long value", []string{long}, "more than 65536"},
+		{"long path", []string{wide}, "more than 1024"},
+		{"too many", many, "more than 256"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := ParseSets(tc.sets)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want %q", err, tc.want)
+			}
+			if len(err.Error()) > 400 {
+				t.Errorf("error is %d bytes: the argument must be quoted truncated", len(err.Error()))
+			}
+		})
+	}
+	// At the bounds: parsed.
+	if _, err := ParseSets([]string{strings.Repeat("a.", MaxSetPathSegments-1) + "b=1"}); err != nil {
+		t.Errorf("%d segments: %v", MaxSetPathSegments, err)
+	}
+	if _, err := ParseSets([]string{"attack.headers.X=" + strings.Repeat("v", MaxSetValueBytes)}); err != nil {
+		t.Errorf("a value of %d bytes: %v", MaxSetValueBytes, err)
+	}
+}
