@@ -6,10 +6,14 @@ package reports
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/mesh-verify/mesh-verify/assert"
@@ -318,11 +322,11 @@ func DecodeJSON(name string, b []byte) (*Report, error) {
 // WriteFile writes the report into dir/name atomically: a half-written
 // report must never be mistaken for a complete one.
 func WriteFile(dir, name string, render func(io.Writer) error) (string, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o777); err != nil { // less the umask
 		return "", fmt.Errorf("create run directory %s: %w", dir, err)
 	}
 	path := filepath.Join(dir, name)
-	f, err := os.CreateTemp(dir, "."+name+".*")
+	f, err := createHonouringUmask(dir, name)
 	if err != nil {
 		return "", fmt.Errorf("write %s: %w", path, err)
 	}
@@ -339,6 +343,25 @@ func WriteFile(dir, name string, render func(io.Writer) error) (string, error) {
 		return "", fmt.Errorf("write %s: %w", path, err)
 	}
 	return path, nil
+}
+
+// createHonouringUmask creates a fresh temporary file beside name, mode
+// 0666 less the process's umask like every other file of the run
+// (results.bin, attribution.jsonl): os.CreateTemp makes 0600 files, which
+// CI artifact uploaders and web servers running as another user could not
+// read. Credentials never reach these files (they are redacted), so the
+// umask, not this code, decides who reads them (README.md, "The run
+// directory").
+func createHonouringUmask(dir, name string) (*os.File, error) {
+	for range 100 {
+		p := filepath.Join(dir, "."+name+"."+strconv.FormatUint(rand.Uint64(), 36))
+		f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o666)
+		if errors.Is(err, fs.ErrExist) {
+			continue
+		}
+		return f, err
+	}
+	return nil, fmt.Errorf("no free temporary name for %s in %s", name, dir)
 }
 
 // Kubernetes is what the run saw of the clusters.

@@ -138,12 +138,12 @@ type batch struct {
 // Create creates dir if needed and the run's files in it (they must not
 // exist yet: a run never overwrites another's), and starts the writer.
 func Create(dir string, opts ...Option) (*Recorder, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o777); err != nil {
 		return nil, fmt.Errorf("runlog: %w", err)
 	}
 	var files [2]io.WriteCloser
 	for i, name := range []string{ResultsFile, AttributionFile} {
-		f, err := os.OpenFile(filepath.Join(dir, name), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		f, err := os.OpenFile(filepath.Join(dir, name), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o666) // the umask decides, as for every run file
 		if err != nil {
 			if i == 1 {
 				files[0].Close()
