@@ -41,6 +41,11 @@ func slowServer(t *testing.T) (*httptest.Server, *atomic.Int64) {
 	return ts, &hits
 }
 
+// slowScenario's expectations hold for any healthy run of its 60
+// requests: the success rate's bound is low enough that even the worst
+// case of its keep-alive connections (each connection one draw, about 10)
+// proves it, since the effective n is estimated from the data
+// (docs/statistics.md §3.3).
 func slowScenario(t *testing.T, url string) *scenarios.Scenario {
 	t.Helper()
 	sc, err := scenarios.Parse("slow.yaml", []byte(fmt.Sprintf(`apiVersion: mesh-verify.io/v1alpha1
@@ -55,7 +60,7 @@ attribution:
     - body: 'pod (?P<pod>\S+) in (?P<cluster>c\d)'
 expect:
   - split: {by: cluster, model: equal, margin: 30%%}
-  - successRate: {atLeast: 90%%}
+  - successRate: {atLeast: 60%%}
 `, url, slowRule)))
 	if err != nil {
 		t.Fatal(err)
