@@ -45,10 +45,20 @@ type junitMessage struct {
 func JUnit(w io.Writer, r *Report) error {
 	s := junitSuite{Name: "mesh-verify/" + r.Scenario.Name, Time: r.Attack.Elapsed.Seconds(),
 		Out: fmt.Sprintf("run %s, %d requests, target %s", r.RunID, r.Metrics.Requests, r.Target)}
-	if r.SetupError != "" {
+	switch f := r.Failure; {
+	case f != nil:
+		// A run that judged nothing is one error case, never zero tests.
+		text := "phase: " + clean(f.Phase, false)
+		if f.Cause != "" {
+			text += "\ncause: " + clean(f.Cause, false)
+		}
+		s.Errors++
+		s.Cases = append(s.Cases, junitCase{Name: clean(f.Kind, false), Classname: s.Name,
+			Error: &junitMessage{Message: clean(f.Error, false), Type: clean(f.Kind, false), Text: text}})
+	case r.SetupError != "":
 		s.Errors++
 		s.Cases = append(s.Cases, junitCase{Name: "setup", Classname: s.Name,
-			Error: &junitMessage{Message: r.SetupError, Type: "setup"}})
+			Error: &junitMessage{Message: clean(r.SetupError, false), Type: "setup"}})
 	}
 	for _, ce := range r.ConfigErrors {
 		text := ""

@@ -59,9 +59,44 @@ type Report struct {
 	Workers *Workers `json:"workers,omitempty"`
 	// SetupError is set when the run could not measure what it was asked to.
 	SetupError string `json:"setupError,omitempty"`
+	// Failure says why a run ended without judging the mesh: a setup
+	// error, bad input found after the run directory was made, or an
+	// interrupt before the attack. Such a run still writes every file, so
+	// a CI step reads the cause where it reads a verdict.
+	Failure *Failure `json:"failure,omitempty"`
 	// Converge lists every attempt of run --converge N --within D; the
 	// report is the last attempt's, its exitCode the gate's.
 	Converge *Converge `json:"converge,omitempty"`
+}
+
+// Failure kinds: what ended a run that judged nothing.
+const (
+	FailureSetup       = "setup"
+	FailureInput       = "input"
+	FailureInterrupted = "interrupted"
+)
+
+// Failure phases: how far the run got.
+const (
+	// PhasePrepare is before the first request: connecting to the
+	// clusters, starting the workers, reaching the target.
+	PhasePrepare = "prepare"
+	// PhaseAttack is the attack and what follows it (nothing answered,
+	// access to the clusters' logs or metrics refused).
+	PhaseAttack = "attack"
+)
+
+// Failure is why a run ended without a verdict on the mesh.
+type Failure struct {
+	// Kind is setup, input or interrupted; ExitCode the run's.
+	Kind     string `json:"kind"`
+	ExitCode int    `json:"exitCode"`
+	// Phase is prepare (before the first request) or attack.
+	Phase string `json:"phase"`
+	// Error is the whole message; Cause its innermost error (the same
+	// text when there is no chain). Both are redacted.
+	Error string `json:"error"`
+	Cause string `json:"cause,omitempty"`
 }
 
 // Workers are the Jobs a distributed run attacked from: one per source

@@ -42,8 +42,20 @@ func render(w io.Writer, r *Report, table func(io.Writer) *tablewriter.Table, he
 	for _, wmsg := range r.Warnings {
 		p.f("WARNING: %s\n", p.esc(wmsg))
 	}
-	if r.SetupError != "" {
+	switch f := r.Failure; {
+	case f != nil:
+		p.f("%s ERROR (%s): %s\n", strings.ToUpper(p.esc(f.Kind)), p.esc(f.Phase), p.esc(f.Error))
+		if f.Cause != "" && f.Cause != f.Error {
+			p.f("cause: %s\n", p.esc(f.Cause))
+		}
+		p.f("\n")
+	case r.SetupError != "":
 		p.f("SETUP ERROR: %s\n\n", p.esc(r.SetupError))
+	}
+	if r.Failure != nil && r.Metrics.Requests == 0 {
+		// Nothing was sent: no table would say anything.
+		p.verdict(r, heading)
+		return p.error
 	}
 	for _, c := range r.ConfigErrors {
 		p.f("CONFIGURATION ERROR: %s: %s\n", p.esc(c.Subject), p.esc(c.Message))
@@ -183,12 +195,16 @@ func render(w io.Writer, r *Report, table func(io.Writer) *tablewriter.Table, he
 	if s := r.Sequential; s != nil && s.StoppedAt > 0 {
 		p.f("\nstopped early at look %d of %d (%s)\n", s.StoppedAt, len(s.Plan.Looks), s.Rule)
 	}
+	p.verdict(r, heading)
+	return p.error
+}
+
+func (p *printer) verdict(r *Report, heading string) {
 	p.f("\n%sVERDICT: %s", heading, r.Verdict)
 	if r.Gate != r.Verdict {
 		p.f(" (gate: %s)", r.Gate)
 	}
 	p.f(" · exit code %d\n", r.ExitCode)
-	return p.error
 }
 
 func hasBodyRules(r *Report) bool {

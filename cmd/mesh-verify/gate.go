@@ -149,9 +149,7 @@ func runGate(cmd *cobra.Command, file string, f runFlags) error {
 	if _, werr := writeRun(loop.dir, rep, loop.source); werr != nil {
 		return &codedError{code: exitSetup, err: werr}
 	}
-	if werr := appendStepSummary(rep); werr != nil {
-		return &codedError{code: exitSetup, err: werr}
-	}
+	appendStepSummary(info, rep)
 	if output != outputTable {
 		if rerr := renderOutput(cmd.OutOrStdout(), output, rep); rerr != nil {
 			return &codedError{code: exitSetup, err: rerr}
@@ -247,6 +245,8 @@ func (l *convergeLoop) finish(converged bool, reason string) {
 // attemptReason is one line on why an attempt did not pass.
 func attemptReason(rep *reports.Report) string {
 	switch {
+	case rep.Failure != nil:
+		return rep.Failure.Kind + ": " + firstLine(rep.Failure.Error)
 	case rep.SetupError != "":
 		return "setup: " + firstLine(rep.SetupError)
 	case len(rep.ConfigErrors) > 0:
