@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -36,7 +38,7 @@ func (f failedRun) report() *reports.Report {
 	case exitInterrupted:
 		kind = reports.FailureInterrupted
 	}
-	msg := redactMessage(f.err.Error())
+	msg := redact.Message(f.err.Error())
 	rep := &reports.Report{
 		Schema:      reports.Schema,
 		RunID:       f.runID,
@@ -50,7 +52,7 @@ func (f failedRun) report() *reports.Report {
 		Gate:        assert.Inconclusive,
 		ExitCode:    f.err.code,
 		Failure: &reports.Failure{Kind: kind, ExitCode: f.err.code, Phase: f.phase,
-			Error: msg, Cause: redactMessage(rootCause(f.err.err))},
+			Error: msg, Cause: redact.Message(rootCause(f.err.err))},
 	}
 	if kind == reports.FailureSetup {
 		rep.SetupError = msg
@@ -65,7 +67,7 @@ func failureOf(rep *reports.Report, err error) *reports.Failure {
 		return rep.Failure
 	}
 	return &reports.Failure{Kind: reports.FailureSetup, ExitCode: rep.ExitCode, Phase: reports.PhaseAttack,
-		Error: redactMessage(rep.SetupError), Cause: redactMessage(rootCause(err))}
+		Error: redact.Message(rep.SetupError), Cause: redact.Message(rootCause(err))}
 }
 
 // rootCause is the innermost error of err's chain (the first branch of a
@@ -90,9 +92,6 @@ func rootCause(err error) string {
 		err = next
 	}
 }
-
-// redactMessage hides the credentials an error may quote.
-func redactMessage(s string) string { return redact.Message(s) }
 
 // dropEmptyRecords removes the results.bin and attribution.jsonl a run
 // that sent no request left empty: an empty results.bin beside a report
@@ -139,4 +138,48 @@ func writeStepSummary(path string, rep *reports.Report) error {
 		return fmt.Errorf("append to $GITHUB_STEP_SUMMARY %s: %w", path, err)
 	}
 	return nil
+}
+
+// redactReport is rep with every string in it (messages, samples of
+// responses, log lines, map keys) passed through redact.Message: errors
+// quote URLs verbatim, malformed ones included, and an echo server's body
+// may hold the request's URL with its token. One walk over the encoded
+// report reaches every field, new ones too.
+func redactReport(rep *reports.Report) (*reports.Report, error) {
+	b, err := json.Marshal(rep)
+	if err != nil {
+		return nil, fmt.Errorf("redact the report: %w", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var doc any
+	if err := dec.Decode(&doc); err != nil {
+		return nil, fmt.Errorf("redact the report: %w", err)
+	}
+	if b, err = json.Marshal(redactJSON(doc)); err != nil {
+		return nil, fmt.Errorf("redact the report: %w", err)
+	}
+	var out reports.Report
+	if err := json.Unmarshal(b, &out); err != nil {
+		return nil, fmt.Errorf("redact the report: %w", err)
+	}
+	return &out, nil
+}
+
+func redactJSON(v any) any {
+	switch v := v.(type) {
+	case string:
+		return redact.Message(v)
+	case []any:
+		for i := range v {
+			v[i] = redactJSON(v[i])
+		}
+	case map[string]any:
+		out := make(map[string]any, len(v))
+		for k, x := range v {
+			out[redact.Message(k)] = redactJSON(x)
+		}
+		return out
+	}
+	return v
 }

@@ -72,7 +72,9 @@ expected one with sound statistics. Exit codes: 0 pass, 1 an expectation failed,
 		code = ec.ExitCode()
 	}
 	if msg := err.Error(); msg != "" {
-		fmt.Fprintln(stderr, "mesh-verify:", msg)
+		// Errors may quote input verbatim (a malformed URL, a YAML
+		// value): redacted like everything else shown.
+		fmt.Fprintln(stderr, "mesh-verify:", redact.Message(msg))
 	}
 	return code
 }
@@ -96,7 +98,7 @@ func newValidateCmd() *cobra.Command {
 					}
 				}
 				if err != nil {
-					fmt.Fprintln(cmd.ErrOrStderr(), err)
+					fmt.Fprintln(cmd.ErrOrStderr(), redact.Message(err.Error()))
 					bad++
 					continue
 				}
@@ -294,6 +296,12 @@ func runScenario(cmd *cobra.Command, file string, f runFlags) error {
 		err = failed
 	} else {
 		rep.Failure = failureOf(rep, err)
+	}
+	// Credentials never leave the process, whichever path wrote them.
+	if red, rerr := redactReport(rep); rerr != nil {
+		return &codedError{code: exitSetup, err: rerr}
+	} else {
+		rep = red
 	}
 	f.gate.attempt(rep, dir, source, err)
 	paths, werr := writeRun(dir, rep, source)
