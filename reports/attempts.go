@@ -58,8 +58,10 @@ func (p *printer) attempts(r *Report, table func(io.Writer) *tablewriter.Table, 
 		p.err(t.Append(fmt.Sprint(i+1), p.esc(a.RunID), a.Start.UTC().Format(time.TimeOnly), round(a.Duration),
 			a.Verdict.String(), fmt.Sprint(a.ExitCode), p.esc(a.Reason)))
 	}
-	p.err(t.Render())
-	p.f("\n")
+	p.table(t)
+	if !p.markdown {
+		p.f("\n")
+	}
 }
 
 // ConvergeTable writes the converge section alone, as the terminal

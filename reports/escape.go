@@ -16,7 +16,9 @@ func Printable(s string) string { return clean(s, false) }
 // regex safe to print: control characters (terminal escape sequences among
 // them) and invalid UTF-8 are shown escaped, like Go's %q without the
 // quotes; in Markdown, characters that would format the text, open HTML or
-// split a table cell are escaped too.
+// split a table cell are escaped too, and what GitHub would turn into a
+// link (scheme://, www., an e-mail address) is broken by an entity or a
+// backslash, so it shows as written.
 func clean(s string, markdown bool) string {
 	var b strings.Builder
 	for i := 0; i < len(s); {
@@ -42,7 +44,12 @@ func clean(s string, markdown bool) string {
 			b.WriteString("&gt;")
 		case markdown && r == '&':
 			b.WriteString("&amp;")
-		case markdown && strings.ContainsRune("\\`*_[]|#~", r):
+		case markdown && r == ':' && strings.HasPrefix(s[i+1:], "//"):
+			// GitHub links a bare scheme://: a URL from a response stays text.
+			b.WriteString("&#58;")
+		case markdown && r == '.' && i >= 3 && strings.EqualFold(s[i-3:i], "www"):
+			b.WriteString("&#46;") // and www.host
+		case markdown && strings.ContainsRune("\\`*_[]|#~@", r):
 			b.WriteByte('\\')
 			b.WriteRune(r)
 		default:

@@ -34,13 +34,22 @@ func Markdown(w io.Writer, r *Report) error {
 
 func render(w io.Writer, r *Report, table func(io.Writer) *tablewriter.Table, heading string) error {
 	p := &printer{w: w, markdown: heading != ""}
-	p.f("%smesh-verify: %s — %s\n", heading, p.esc(r.Scenario.Name), r.Verdict)
+	if p.markdown {
+		// GitHub shows the first lines of a job summary: the verdict and
+		// its exit code come first, the key table next, details folded.
+		p.f("%smesh-verify: %s — %s%s · exit code %d\n\n", heading, p.esc(r.Scenario.Name), r.Verdict, gateNote(r), r.ExitCode)
+	} else {
+		p.f("%smesh-verify: %s — %s\n", heading, p.esc(r.Scenario.Name), r.Verdict)
+	}
 	if r.Scenario.Description != "" {
 		p.f("%s\n", p.esc(r.Scenario.Description))
 	}
 	p.f("\nrun %s · target %s\n\n", p.esc(r.RunID), p.esc(r.Target))
 	for _, wmsg := range r.Warnings {
-		p.f("WARNING: %s\n", p.esc(wmsg))
+		p.f("%sWARNING: %s\n", p.item(), p.esc(wmsg))
+	}
+	if len(r.Warnings) > 0 && p.markdown {
+		p.f("\n")
 	}
 	switch f := r.Failure; {
 	case f != nil:
@@ -58,7 +67,7 @@ func render(w io.Writer, r *Report, table func(io.Writer) *tablewriter.Table, he
 		return p.error
 	}
 	for _, c := range r.ConfigErrors {
-		p.f("CONFIGURATION ERROR: %s: %s\n", p.esc(c.Subject), p.esc(c.Message))
+		p.f("%sCONFIGURATION ERROR: %s: %s\n", p.item(), p.esc(c.Subject), p.esc(c.Message))
 		for _, s := range c.Samples {
 			p.f("  - %s\n", p.quoted(s))
 		}
@@ -67,6 +76,10 @@ func render(w io.Writer, r *Report, table func(io.Writer) *tablewriter.Table, he
 		p.f("\n")
 	}
 	p.attempts(r, table, heading)
+	if p.markdown {
+		p.keyTable(r, table)
+		p.f("<details><summary>Details: attack, observed splits, evidence</summary>\n\n")
+	}
 
 	a := r.Attack
 	t := table(w)
@@ -95,12 +108,19 @@ func render(w io.Writer, r *Report, table func(io.Writer) *tablewriter.Table, he
 	p.err(t.Append(mode, fmt.Sprint(r.Metrics.Requests), req, fmt.Sprintf("%.1f/s", a.AchievedRate),
 		round(a.Elapsed), fmt.Sprint(a.Connections), pct(r.Metrics.Success),
 		round(l.P50), round(l.P99), round(l.Max)))
-	p.err(t.Render())
+	p.table(t)
 	p.workers(r, table, heading)
 
 	if len(r.Metrics.Errors) > 0 {
 		p.f("\nerrors:\n")
+		if p.markdown {
+			p.f("\n")
+		}
 		for _, e := range r.Metrics.Errors {
+			if p.markdown {
+				p.f("- %d × %s\n", e.Count, p.esc(e.Message))
+				continue
+			}
 			p.f("  %6d × %s\n", e.Count, p.esc(e.Message))
 		}
 	}
@@ -138,7 +158,7 @@ func render(w io.Writer, r *Report, table func(io.Writer) *tablewriter.Table, he
 		if d.ErrorsUnattributed > 0 {
 			p.err(t.Append("(unattributed)", "", "", fmt.Sprint(d.ErrorsUnattributed)))
 		}
-		p.err(t.Render())
+		p.table(t)
 	}
 	for _, d := range r.Dimensions {
 		// The table of a field nothing attributed is not dropped silently.
@@ -181,8 +201,8 @@ func render(w io.Writer, r *Report, table func(io.Writer) *tablewriter.Table, he
 					fmt.Sprintf("%s–%s", pct(b.FailInterval.Lo), pct(b.FailInterval.Hi)),
 					fmt.Sprintf("%s–%s", pct(b.Allowed.Lo), pct(b.Allowed.Hi)), b.Verdict.String()))
 			}
-			p.err(t.Render())
-			p.f("%s\n%s\n", LevelsLine(s), EvidenceLine(s.Evidence))
+			p.table(t)
+			p.f("%s\n%s%s\n%s", LevelsLine(s), p.para(), p.esc(EvidenceLine(s.Evidence)), p.para())
 			p.f("%s\n", ChiSquareLine(s))
 		}
 		switch {
@@ -195,16 +215,69 @@ func render(w io.Writer, r *Report, table func(io.Writer) *tablewriter.Table, he
 	if s := r.Sequential; s != nil && s.StoppedAt > 0 {
 		p.f("\nstopped early at look %d of %d (%s)\n", s.StoppedAt, len(s.Plan.Looks), s.Rule)
 	}
+	if p.markdown {
+		p.f("\n</details>\n")
+	}
 	p.verdict(r, heading)
 	return p.error
 }
 
-func (p *printer) verdict(r *Report, heading string) {
-	p.f("\n%sVERDICT: %s", heading, r.Verdict)
-	if r.Gate != r.Verdict {
-		p.f(" (gate: %s)", r.Gate)
+// table renders t; in Markdown a blank line follows, or GitHub would
+// take the next line of text for another row of it.
+func (p *printer) table(t *tablewriter.Table) {
+	p.err(t.Render())
+	if p.markdown {
+		p.f("\n")
 	}
-	p.f(" · exit code %d\n", r.ExitCode)
+}
+
+// item starts a line of a list in Markdown (a line of its own on GitHub,
+// not one paragraph with the next).
+func (p *printer) item() string {
+	if p.markdown {
+		return "- "
+	}
+	return ""
+}
+
+// para separates two lines that are paragraphs of their own in Markdown.
+func (p *printer) para() string {
+	if p.markdown {
+		return "\n"
+	}
+	return ""
+}
+
+// keyTable is the Markdown summary's first table: each expectation with
+// its verdict and reason.
+func (p *printer) keyTable(r *Report, table func(io.Writer) *tablewriter.Table) {
+	if len(r.Expectation) == 0 {
+		return
+	}
+	t := table(p.w)
+	t.Header("expectation", "verdict", "reason")
+	for _, e := range r.Expectation {
+		p.err(t.Append(p.esc(e.Name), e.Verdict.String(), p.esc(firstLine(e.Reason))))
+	}
+	p.table(t)
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+func gateNote(r *Report) string {
+	if r.Gate != r.Verdict {
+		return " (gate: " + r.Gate.String() + ")"
+	}
+	return ""
+}
+
+func (p *printer) verdict(r *Report, heading string) {
+	p.f("\n%sVERDICT: %s%s · exit code %d\n", heading, r.Verdict, gateNote(r), r.ExitCode)
 }
 
 func hasBodyRules(r *Report) bool {
@@ -267,7 +340,7 @@ func (p *printer) reconciliation(r *Report, table func(io.Writer) *tablewriter.T
 			p.err(t.Append(p.esc(pr.Cluster), p.esc(pr.Pod), p.esc(pr.Workload), pr.Mode, fmt.Sprint(pr.Lines), bg,
 				fmt.Sprintf("%.1f", pr.Expected), fmt.Sprintf("%.1f", pr.Net), fmt.Sprintf("%.0f", pr.Copies), fmt.Sprintf("%.0f", pr.Errors)))
 		}
-		p.err(t.Render())
+		p.table(t)
 	}
 }
 
@@ -294,7 +367,7 @@ func (p *printer) workers(r *Report, table func(io.Writer) *tablewriter.Table, h
 		}
 		p.err(t.Append(fmt.Sprint(row.Index), p.esc(row.Cluster), p.esc(row.Pod), fmt.Sprint(row.Requests), fmt.Sprintf("%.1f/s", row.Rate), pct(row.Share), fmt.Sprint(row.Errors), state))
 	}
-	p.err(t.Render())
+	p.table(t)
 }
 
 // rules shows what each rule matched, with samples of what a rule that
@@ -309,7 +382,7 @@ func (p *printer) rules(r *Report, table func(io.Writer) *tablewriter.Table, hea
 	for _, rr := range r.Rules {
 		p.err(t.Append(rr.Source, p.esc(rr.Rule), fmt.Sprint(rr.Read), fmt.Sprint(rr.Matched), fmt.Sprint(rr.Excluded)))
 	}
-	p.err(t.Render())
+	p.table(t)
 	for _, rr := range r.Rules {
 		if rr.Matched > 0 || len(rr.Samples) == 0 {
 			continue
