@@ -25,6 +25,9 @@ type Converge struct {
 	Converged bool `json:"converged"`
 	// Reason says why the gate stopped.
 	Reason string `json:"reason"`
+	// Done is set in the gate's final report; an attempt's report written
+	// while the gate went on has it false.
+	Done bool `json:"done,omitempty"`
 	// Attempts are every run of the gate, in order; each has its own run
 	// directory under --out named by its run id.
 	Attempts []Attempt `json:"attempts"`

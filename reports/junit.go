@@ -86,6 +86,21 @@ func JUnit(w io.Writer, r *Report) error {
 		}
 		s.Cases = append(s.Cases, c)
 	}
+	if c := r.Converge; c != nil {
+		// The gate is a case of its own, so that junit.xml agrees with
+		// the exit code: a gate that did not converge is a failure even
+		// when its last attempt passed.
+		gc := junitCase{Name: fmt.Sprintf("converge: %d consecutive passes within %s", c.Need, c.Within), Classname: s.Name}
+		switch {
+		case !c.Done:
+			gc.Skipped = &junitMessage{Message: clean(c.Reason, false)}
+			s.Skipped++
+		case !c.Converged:
+			gc.Failure = &junitMessage{Message: clean(c.Reason, false), Type: "converge"}
+			s.Failures++
+		}
+		s.Cases = append(s.Cases, gc)
+	}
 	s.Tests = len(s.Cases)
 	if _, err := io.WriteString(w, xml.Header); err != nil {
 		return err

@@ -312,12 +312,17 @@ func runScenario(cmd *cobra.Command, file string, f runFlags) error {
 	if f.output != outputTable {
 		info = cmd.ErrOrStderr() // stdout carries one document only
 	}
-	if f.gate.deferOutput(f.output) {
-		// --converge prints the last attempt's document alone (gate.go).
-	} else if failed != nil && f.output == outputTable {
+	switch {
+	case f.gate.deferOutput():
+		// --converge prints one line per attempt and the final report
+		// once (gate.go).
+		paths = nil
+	case failed != nil && f.output == outputTable:
 		// The error on stderr says it all; the files name it for CI.
-	} else if rerr := renderOutput(stdout, f.output, rep); rerr != nil {
-		return &codedError{code: exitSetup, err: rerr}
+	default:
+		if rerr := renderOutput(stdout, f.output, rep); rerr != nil {
+			return &codedError{code: exitSetup, err: rerr}
+		}
 	}
 	for _, p := range paths {
 		fmt.Fprintf(info, "wrote %s\n", p)
