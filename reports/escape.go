@@ -1,6 +1,8 @@
 package reports
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"unicode"
@@ -54,6 +56,66 @@ func clean(s string, markdown bool) string {
 			b.WriteRune(r)
 		default:
 			b.WriteRune(r)
+		}
+		i += size
+	}
+	return b.String()
+}
+
+// MapStrings is a copy of r with every string in it (map keys too)
+// replaced by f's result: one walk over the encoded report reaches every
+// field, new ones too. The CLI redacts with it; the HTML report makes
+// every string printable with it before the template escapes it for HTML.
+func MapStrings(r *Report, f func(string) string) (*Report, error) {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return nil, fmt.Errorf("encode the report: %w", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var doc any
+	if err := dec.Decode(&doc); err != nil {
+		return nil, fmt.Errorf("decode the report: %w", err)
+	}
+	if b, err = json.Marshal(mapJSON(doc, f)); err != nil {
+		return nil, fmt.Errorf("encode the report: %w", err)
+	}
+	var out Report
+	if err := json.Unmarshal(b, &out); err != nil {
+		return nil, fmt.Errorf("decode the report: %w", err)
+	}
+	return &out, nil
+}
+
+func mapJSON(v any, f func(string) string) any {
+	switch v := v.(type) {
+	case string:
+		return f(v)
+	case []any:
+		for i := range v {
+			v[i] = mapJSON(v[i], f)
+		}
+	case map[string]any:
+		out := make(map[string]any, len(v))
+		for k, x := range v {
+			out[f(k)] = mapJSON(x, f)
+		}
+		return out
+	}
+	return v
+}
+
+// htmlText is text made printable for the HTML report, before
+// html/template escapes it: control characters (ESC, BEL) and invalid
+// UTF-8 are shown escaped as in the terminal; line breaks and tabs stay.
+func htmlText(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == '\n' || r == '\t' || (r != utf8.RuneError || size > 1) && (unicode.IsPrint(r) || r == ' ') {
+			b.WriteString(s[i : i+size])
+		} else {
+			b.WriteString(clean(s[i:i+size], false))
 		}
 		i += size
 	}

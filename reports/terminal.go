@@ -53,7 +53,7 @@ func render(w io.Writer, r *Report, table func(io.Writer) *tablewriter.Table, he
 	}
 	switch f := r.Failure; {
 	case f != nil:
-		p.f("%s ERROR (%s): %s\n", strings.ToUpper(p.esc(f.Kind)), p.esc(f.Phase), p.esc(f.Error))
+		p.f("%s ERROR (%s): %s\n", p.esc(strings.ToUpper(f.Kind)), p.esc(f.Phase), p.esc(f.Error))
 		if f.Cause != "" && f.Cause != f.Error {
 			p.f("cause: %s\n", p.esc(f.Cause))
 		}
@@ -88,7 +88,7 @@ func render(w io.Writer, r *Report, table func(io.Writer) *tablewriter.Table, he
 	if a.RequestedRate > 0 {
 		req = fmt.Sprintf("%.1f/s", a.RequestedRate)
 	}
-	mode := a.Mode
+	mode := p.esc(a.Mode)
 	if a.Concurrency > 0 {
 		mode += fmt.Sprintf(" (c=%d)", a.Concurrency)
 	}
@@ -133,16 +133,16 @@ func render(w io.Writer, r *Report, table func(io.Writer) *tablewriter.Table, he
 		if src == "" {
 			src = "body"
 		}
-		p.f("\n%sobserved by %s, from %s (%d attributed, %d unattributed, %d connections)\n", sub(heading), d.Name, src, d.Attributed, d.Unattributed, d.Units)
+		p.f("\n%sobserved by %s, from %s (%d attributed, %d unattributed, %d connections)\n", sub(heading), p.esc(d.Name), p.esc(src), d.Attributed, d.Unattributed, d.Units)
 		errs := d.ErrorsUnattributed
 		for _, b := range d.Buckets {
 			errs += b.Errors
 		}
 		t := table(w)
 		if errs > 0 {
-			t.Header(d.Name, "requests", "share", "errors")
+			t.Header(p.esc(d.Name), "requests", "share", "errors")
 		} else {
-			t.Header(d.Name, "requests", "share")
+			t.Header(p.esc(d.Name), "requests", "share")
 		}
 		shown, more := largest(d.Buckets, func(b Bucket) int64 { return b.Count })
 		for _, b := range shown {
@@ -180,17 +180,18 @@ func render(w io.Writer, r *Report, table func(io.Writer) *tablewriter.Table, he
 		case e.From != "":
 			p.f("\n%s%s (requests sent from cluster %s): %s\n", sub(heading), p.esc(e.Name), p.esc(e.From), e.Verdict)
 		case e.Source != "" && e.Source != "body":
-			p.f("\n%s%s (from %s): %s\n", sub(heading), p.esc(e.Name), e.Source, e.Verdict)
+			p.f("\n%s%s (from %s): %s\n", sub(heading), p.esc(e.Name), p.esc(e.Source), e.Verdict)
 		default:
 			p.f("\n%s%s: %s\n", sub(heading), p.esc(e.Name), e.Verdict)
 		}
 		p.f("%s\n", p.esc(e.Reason))
 		if e.Model != nil && len(e.Model.Explanation) > 0 {
-			p.f("model %s: %s\n", e.Model.Model, strings.Join(e.Model.Explanation, " "))
+			// Weight names come from the scenario or --set.
+			p.f("model %s: %s\n", p.esc(e.Model.Model), p.esc(strings.Join(e.Model.Explanation, " ")))
 		}
 		if s := e.Split; s != nil {
 			t := table(w)
-			t.Header(e.By, "requests", "observed", "expected", "pass interval", "fail interval", "allowed", "verdict")
+			t.Header(p.esc(e.By), "requests", "observed", "expected", "pass interval", "fail interval", "allowed", "verdict")
 			shown, more := largest(s.Buckets, func(b assert.BucketResult) int64 { return b.Count })
 			if more != "" {
 				p.f("%s\n", more)
@@ -202,7 +203,7 @@ func render(w io.Writer, r *Report, table func(io.Writer) *tablewriter.Table, he
 					fmt.Sprintf("%s–%s", pct(b.Allowed.Lo), pct(b.Allowed.Hi)), b.Verdict.String()))
 			}
 			p.table(t)
-			p.f("%s\n%s%s\n%s", LevelsLine(s), p.para(), p.esc(EvidenceLine(s.Evidence)), p.para())
+			p.f("%s\n%s%s\n%s", p.esc(LevelsLine(s)), p.para(), p.esc(EvidenceLine(s.Evidence)), p.para())
 			p.f("%s\n", ChiSquareLine(s))
 		}
 		switch {
@@ -213,7 +214,7 @@ func render(w io.Writer, r *Report, table func(io.Writer) *tablewriter.Table, he
 		}
 	}
 	if s := r.Sequential; s != nil && s.StoppedAt > 0 {
-		p.f("\nstopped early at look %d of %d (%s)\n", s.StoppedAt, len(s.Plan.Looks), s.Rule)
+		p.f("\nstopped early at look %d of %d (%s)\n", s.StoppedAt, len(s.Plan.Looks), p.esc(s.Rule))
 	}
 	if p.markdown {
 		p.f("\n</details>\n")
@@ -310,7 +311,7 @@ func (p *printer) quoted(s string) string {
 // requests answered, and per pod where the count comes from.
 func (p *printer) reconciliation(r *Report, table func(io.Writer) *tablewriter.Table, heading string) {
 	for _, rc := range r.Reconciliation {
-		p.f("\n%sreconciliation of %s: %.0f counted served", sub(heading), rc.Source, rc.Counted)
+		p.f("\n%sreconciliation of %s: %.0f counted served", sub(heading), p.esc(rc.Source), rc.Counted)
 		if rc.Background > 0 {
 			p.f(" (%.1f background taken out)", rc.Background)
 		}
@@ -320,7 +321,7 @@ func (p *printer) reconciliation(r *Report, table func(io.Writer) *tablewriter.T
 		if rc.Retried > 0 {
 			p.f(", %d requests retried (%d further attempt lines, each request counted once)", rc.Retried, rc.Attempts)
 		}
-		p.f(" for %d answered and %d failed: %s (tolerance %.1f)\n", rc.Answered, rc.Failed, strings.ToUpper(rc.Status), rc.Tolerance)
+		p.f(" for %d answered and %d failed: %s (tolerance %.1f)\n", rc.Answered, rc.Failed, p.esc(strings.ToUpper(rc.Status)), rc.Tolerance)
 		if rc.CountsAttempts {
 			p.f("lines without a request id count attempts, not requests: a retried request counts once per attempt that reached an observed pod\n")
 		}
@@ -337,7 +338,7 @@ func (p *printer) reconciliation(r *Report, table func(io.Writer) *tablewriter.T
 			if pr.BackgroundSeconds > 0 {
 				bg = fmt.Sprintf("%d in %.0fs (%.2f/s)", pr.BackgroundLines, pr.BackgroundSeconds, pr.Rate)
 			}
-			p.err(t.Append(p.esc(pr.Cluster), p.esc(pr.Pod), p.esc(pr.Workload), pr.Mode, fmt.Sprint(pr.Lines), bg,
+			p.err(t.Append(p.esc(pr.Cluster), p.esc(pr.Pod), p.esc(pr.Workload), p.esc(pr.Mode), fmt.Sprint(pr.Lines), bg,
 				fmt.Sprintf("%.1f", pr.Expected), fmt.Sprintf("%.1f", pr.Net), fmt.Sprintf("%.0f", pr.Copies), fmt.Sprintf("%.0f", pr.Errors)))
 		}
 		p.table(t)
@@ -380,7 +381,7 @@ func (p *printer) rules(r *Report, table func(io.Writer) *tablewriter.Table, hea
 	t := table(p.w)
 	t.Header("source", "rule", "tried", "matched", "excluded")
 	for _, rr := range r.Rules {
-		p.err(t.Append(rr.Source, p.esc(rr.Rule), fmt.Sprint(rr.Read), fmt.Sprint(rr.Matched), fmt.Sprint(rr.Excluded)))
+		p.err(t.Append(p.esc(rr.Source), p.esc(rr.Rule), fmt.Sprint(rr.Read), fmt.Sprint(rr.Matched), fmt.Sprint(rr.Excluded)))
 	}
 	p.table(t)
 	for _, rr := range r.Rules {

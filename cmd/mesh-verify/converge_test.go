@@ -164,3 +164,24 @@ func TestAttemptReasonNamesTheFailure(t *testing.T) {
 		t.Errorf("attemptReason = %q, want the inconclusive split", got)
 	}
 }
+
+// check --file prints bucket names from a counts file, and a weight name
+// from --weights, escaped: no raw ESC or BEL reaches the terminal.
+func TestCheckEscapesBucketNames(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	counts := writeFile(t, dir, "counts.json", `{"c2\u001b]0;owned\u0007": 480, "c3\u001b[2J": 520}`)
+	var stdout, stderr bytes.Buffer
+	code := execute([]string{"check", "--file", counts, "--weights", "c2\x1b]0;owned\x07=1,c3\x1b[2J=1"}, &stdout, &stderr)
+	if code == exitInvalidInput {
+		t.Fatalf("exit 4: %s", stderr.String())
+	}
+	for name, out := range map[string]string{"stdout": stdout.String(), "stderr": stderr.String()} {
+		if strings.ContainsAny(out, "\x1b\x07") {
+			t.Errorf("%s carries a raw control byte: %q", name, out)
+		}
+	}
+	if !strings.Contains(stdout.String(), `c2\u001b]0;owned\u0007`) {
+		t.Errorf("the bucket name is not shown escaped:\n%s", stdout.String())
+	}
+}

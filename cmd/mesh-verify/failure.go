@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -143,43 +141,11 @@ func writeStepSummary(path string, rep *reports.Report) error {
 // redactReport is rep with every string in it (messages, samples of
 // responses, log lines, map keys) passed through redact.Message: errors
 // quote URLs verbatim, malformed ones included, and an echo server's body
-// may hold the request's URL with its token. One walk over the encoded
-// report reaches every field, new ones too.
+// may hold the request's URL with its token.
 func redactReport(rep *reports.Report) (*reports.Report, error) {
-	b, err := json.Marshal(rep)
+	out, err := reports.MapStrings(rep, redact.Message)
 	if err != nil {
 		return nil, fmt.Errorf("redact the report: %w", err)
 	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	var doc any
-	if err := dec.Decode(&doc); err != nil {
-		return nil, fmt.Errorf("redact the report: %w", err)
-	}
-	if b, err = json.Marshal(redactJSON(doc)); err != nil {
-		return nil, fmt.Errorf("redact the report: %w", err)
-	}
-	var out reports.Report
-	if err := json.Unmarshal(b, &out); err != nil {
-		return nil, fmt.Errorf("redact the report: %w", err)
-	}
-	return &out, nil
-}
-
-func redactJSON(v any) any {
-	switch v := v.(type) {
-	case string:
-		return redact.Message(v)
-	case []any:
-		for i := range v {
-			v[i] = redactJSON(v[i])
-		}
-	case map[string]any:
-		out := make(map[string]any, len(v))
-		for k, x := range v {
-			out[redact.Message(k)] = redactJSON(x)
-		}
-		return out
-	}
-	return v
+	return out, nil
 }
