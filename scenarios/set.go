@@ -32,6 +32,18 @@ type PathElem struct {
 	IsIndex bool
 }
 
+// Bounds of a --set path (README.md, Limits): the deepest field of a
+// scenario is a handful of steps, and a path is applied by creating the
+// keys the file lacks, so an unbounded one (16,000 segments) would build
+// a tree of that depth, taking seconds and hundreds of MiB, before the
+// strict decode refused it.
+const (
+	// MaxSetPathLen bounds the bytes of a --set PATH.
+	MaxSetPathLen = 512
+	// MaxSetPathSegments bounds its keys and list indices.
+	MaxSetPathSegments = 32
+)
+
 // shown is the flag as errors quote it, a credential's value hidden.
 func (s Set) shown() string { return redact.Set(s.Raw) }
 
@@ -42,6 +54,9 @@ func ParseSet(raw string) (Set, error) {
 	p, v, ok := strings.Cut(raw, "=")
 	if !ok {
 		return Set{}, fmt.Errorf("--set %s: want PATH=VALUE (attack.rate=500/s)", redact.Set(raw))
+	}
+	if len(p) > MaxSetPathLen {
+		return Set{}, fmt.Errorf("--set %s…: the path is %d bytes, more than the limit of %d", redact.Set(p[:min(len(p), 40)]), len(p), MaxSetPathLen)
 	}
 	path, err := ParsePath(p)
 	if err != nil {
@@ -72,6 +87,9 @@ func ParsePath(p string) ([]PathElem, error) {
 	var out []PathElem
 	i := 0
 	for i < len(p) {
+		if len(out) >= MaxSetPathSegments && p[i] != '.' {
+			return nil, fmt.Errorf("path %q…: more than %d keys and indices, the limit of a path", p[:min(len(p), 40)], MaxSetPathSegments)
+		}
 		switch {
 		case p[i] == '[':
 			if i+1 < len(p) && p[i+1] == '"' {
