@@ -94,7 +94,8 @@ func jsonNamesCause(t *testing.T, stdout string) {
 	}
 }
 
-// A step summary that cannot be written is a warning: a FAIL stays exit 1.
+// A step summary that cannot be written is a warning: a FAIL stays exit 1;
+// every file of the run has the same mode.
 func TestUnwritableStepSummaryKeepsTheVerdict(t *testing.T) {
 	t.Parallel()
 	p := startPod(t, "callme-c1-0", "c1", "v1")
@@ -108,5 +109,24 @@ func TestUnwritableStepSummaryKeepsTheVerdict(t *testing.T) {
 	}
 	if !strings.Contains(r.Stderr, "warning") || !strings.Contains(r.Stderr, "GITHUB_STEP_SUMMARY") {
 		t.Errorf("stderr does not warn of the step summary: %s", r.Stderr)
+	}
+	// Every run file has results.bin's mode: the umask, not a private 0600.
+	dir := r.Dir()
+	want, err := os.Stat(filepath.Join(dir, runlog.ResultsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		info, err := e.Info()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Mode().Perm() != want.Mode().Perm() {
+			t.Errorf("%s is %v, results.bin %v", e.Name(), info.Mode().Perm(), want.Mode().Perm())
+		}
 	}
 }

@@ -6,10 +6,14 @@ package reports
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/mesh-verify/mesh-verify/assert"
@@ -350,14 +354,22 @@ func DecodeJSON(name string, b []byte) (*Report, error) {
 	return &r, nil
 }
 
+// FileMode is the mode every file of a run directory is created with,
+// less the umask, as results.bin is (runlog): CI artifact uploaders and web
+// servers running as another user read the reports under the usual umask
+// 022, and a umask of 077 keeps them private. No credential is in them:
+// everything written is redacted.
+const FileMode = 0o644
+
 // WriteFile writes the report into dir/name atomically: a half-written
-// report must never be mistaken for a complete one.
+// report must never be mistaken for a complete one. The file gets
+// FileMode less the umask.
 func WriteFile(dir, name string, render func(io.Writer) error) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("create run directory %s: %w", dir, err)
 	}
 	path := filepath.Join(dir, name)
-	f, err := os.CreateTemp(dir, "."+name+".*")
+	f, err := createTemp(dir, name)
 	if err != nil {
 		return "", fmt.Errorf("write %s: %w", path, err)
 	}
@@ -374,6 +386,20 @@ func WriteFile(dir, name string, render func(io.Writer) error) (string, error) {
 		return "", fmt.Errorf("write %s: %w", path, err)
 	}
 	return path, nil
+}
+
+// createTemp creates a new file beside dir/name for WriteFile to rename:
+// os.CreateTemp would make it 0600 whatever the umask.
+func createTemp(dir, name string) (*os.File, error) {
+	var err error
+	for range 100 {
+		var f *os.File
+		p := filepath.Join(dir, "."+name+"."+strconv.FormatUint(rand.Uint64(), 36))
+		if f, err = os.OpenFile(p, os.O_RDWR|os.O_CREATE|os.O_EXCL, FileMode); err == nil || !errors.Is(err, fs.ErrExist) {
+			return f, err
+		}
+	}
+	return nil, err
 }
 
 // Kubernetes is what the run saw of the clusters.
