@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -481,7 +482,14 @@ func reportRun(cmd *cobra.Command, arg, format, out string) error {
 	case len(files) == 0:
 		return invalidInput("--format %q: want table, json, html, junit, md or plot", format)
 	case len(files) == 1 && out == "":
-		if err := files[0].render(cmd.OutOrStdout(), rep, src); err != nil {
+		// Rendered whole before anything is printed: a results.bin cut
+		// short (a run killed outright) is an error alone, not a page and
+		// then an error.
+		var page bytes.Buffer
+		if err := files[0].render(&page, rep, src); err != nil {
+			return renderError(dir, err)
+		}
+		if _, err := page.WriteTo(cmd.OutOrStdout()); err != nil {
 			return &codedError{code: exitSetup, err: err}
 		}
 		return &codedError{code: rep.ExitCode}
@@ -492,11 +500,22 @@ func reportRun(cmd *cobra.Command, arg, format, out string) error {
 	for _, f := range files {
 		p, err := reports.WriteFile(out, f.file, func(w io.Writer) error { return f.render(w, rep, src) })
 		if err != nil {
-			return &codedError{code: exitSetup, err: err}
+			return renderError(dir, err)
 		}
 		fmt.Fprintf(cmd.OutOrStdout(), "wrote %s\n", p)
 	}
 	return &codedError{code: rep.ExitCode}
+}
+
+// renderError is the exit of a format that could not be rendered: a run
+// file cut short or damaged (results.bin of a run killed outright) is
+// invalid input, naming the file; anything else (a full disk) a setup
+// error.
+func renderError(dir string, err error) error {
+	if errors.Is(err, runlog.ErrTruncated) {
+		return &codedError{code: exitInvalidInput, err: fmt.Errorf("run directory %s: %w (a run killed outright leaves its results cut short; the other formats render from report.json)", dir, err)}
+	}
+	return &codedError{code: exitSetup, err: err}
 }
 
 // connectToDial is the dialer of --connect-to values followed by
