@@ -266,14 +266,16 @@ func runScenario(cmd *cobra.Command, file string, f runFlags) error {
 			}
 		}
 	}
+	// A --metrics-listen that cannot listen ends the run like any setup
+	// error once the run directory exists: with every file written.
+	var rep *reports.Report
 	live, err := f.metrics.startMetrics(&o, metricsout.Run{ID: runID, Scenario: sc.Metadata.Name})
-	if err != nil {
-		return err
-	}
-	rep, err := runner.Run(ctx, sc, o)
-	live.stop()
-	if rep != nil && pushRemote {
-		pushMetrics(remote, rep, cmd.ErrOrStderr())
+	if err == nil {
+		rep, err = runner.Run(ctx, sc, o)
+		live.stop()
+		if rep != nil && pushRemote {
+			pushMetrics(remote, rep, cmd.ErrOrStderr())
+		}
 	}
 	var failed *codedError
 	if rep == nil {
@@ -281,7 +283,10 @@ func runScenario(cmd *cobra.Command, file string, f runFlags) error {
 		// the attempt --converge records.
 		failed = &codedError{code: exitInvalidInput, err: err}
 		var se *runner.SetupError
+		var decided *codedError
 		switch {
+		case errors.As(err, &decided):
+			failed = decided
 		case ctx.Err() != nil:
 			// Ctrl-C while connecting or waiting for readiness: an
 			// interrupt, not a broken setup.
