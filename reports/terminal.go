@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/mesh-verify/mesh-verify/assert"
 
@@ -37,7 +38,7 @@ func render(w io.Writer, r *Report, table func(io.Writer) *tablewriter.Table, he
 	if p.markdown {
 		// GitHub shows the first lines of a job summary: the verdict and
 		// its exit code come first, the key table next, details folded.
-		p.f("%smesh-verify: %s — %s%s · exit code %d\n\n", heading, p.esc(r.Scenario.Name), r.Verdict, gateNote(r), r.ExitCode)
+		p.f("%smesh-verify: %s — %s%s · exit code %d\n", heading, p.esc(r.Scenario.Name), r.Verdict, gateNote(r), r.ExitCode)
 	} else {
 		p.f("%smesh-verify: %s — %s\n", heading, p.esc(r.Scenario.Name), r.Verdict)
 	}
@@ -55,7 +56,7 @@ func render(w io.Writer, r *Report, table func(io.Writer) *tablewriter.Table, he
 	case f != nil:
 		p.f("%s ERROR (%s): %s\n", p.esc(strings.ToUpper(f.Kind)), p.esc(f.Phase), p.esc(f.Error))
 		if f.Cause != "" && f.Cause != f.Error {
-			p.f("cause: %s\n", p.esc(f.Cause))
+			p.f("%scause: %s\n", p.para(), p.esc(f.Cause))
 		}
 		p.f("\n")
 	case r.SetupError != "":
@@ -226,6 +227,10 @@ func render(w io.Writer, r *Report, table func(io.Writer) *tablewriter.Table, he
 // table renders t; in Markdown a blank line follows, or GitHub would
 // take the next line of text for another row of it.
 func (p *printer) table(t *tablewriter.Table) {
+	if p.markdown {
+		// and one before, so that no line of text becomes its header.
+		p.f("\n")
+	}
 	p.err(t.Render())
 	if p.markdown {
 		p.f("\n")
@@ -258,16 +263,24 @@ func (p *printer) keyTable(r *Report, table func(io.Writer) *tablewriter.Table) 
 	t := table(p.w)
 	t.Header("expectation", "verdict", "reason")
 	for _, e := range r.Expectation {
-		p.err(t.Append(p.esc(e.Name), e.Verdict.String(), p.esc(firstLine(e.Reason))))
+		p.err(t.Append(p.esc(e.Name), e.Verdict.String(), p.esc(brief(e.Reason))))
 	}
 	p.table(t)
 }
 
-func firstLine(s string) string {
+// briefReason bounds a reason in the key table, in runes; the whole
+// reason is in the details.
+const briefReason = 160
+
+// brief is the first line of s, cut to briefReason runes.
+func brief(s string) string {
 	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		return s[:i]
+		s = s[:i]
 	}
-	return s
+	if utf8.RuneCountInString(s) <= briefReason {
+		return s
+	}
+	return string([]rune(s)[:briefReason-1]) + "…"
 }
 
 func gateNote(r *Report) string {
