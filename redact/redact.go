@@ -47,7 +47,9 @@ func isCredentialParam(name string) bool {
 func URL(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return "(unparsable URL)"
+		// Go's parse errors quote the URL whole: the malformed one is
+		// redacted by its text.
+		return textURL(raw)
 	}
 	changed := false
 	if _, ok := u.User.Password(); ok {
@@ -79,14 +81,86 @@ func URL(raw string) string {
 	return s
 }
 
-// quotedURL finds the URLs net/http quotes in its errors (Get "URL": …).
-var quotedURL = regexp.MustCompile(`"[a-zA-Z][a-zA-Z0-9+.-]*://[^"\s]*"`)
+// urlInText finds a URL in free text: one quoted whole ("…" with Go's
+// backslash escapes, '…' or `…`, as parse errors, YAML and YAML errors
+// quote them, spaces included), else scheme:// up to a space or a quote.
+var urlInText = regexp.MustCompile(`"` + scheme + `(?:\\.|[^"\\])*"|'` + scheme + `[^']*'|` + "`" + scheme + "[^`]*`|" + scheme + `(?:\\.|[^\s"'\\])+`)
 
-// Message redacts the quoted URLs of an error message.
+const scheme = `[a-zA-Z][a-zA-Z0-9+.-]*://`
+
+// Message redacts every URL an error message or any free text quotes,
+// quoted or not, parsable or not (a URL parse error echoes its input
+// whole): user-info passwords and credential-like query values.
 func Message(msg string) string {
-	return quotedURL.ReplaceAllStringFunc(msg, func(q string) string {
-		return `"` + URL(q[1:len(q)-1]) + `"`
-	})
+	if !strings.Contains(msg, "://") {
+		return msg
+	}
+	return urlInText.ReplaceAllStringFunc(msg, quotedURL)
+}
+
+// quotedURL redacts a URL urlInText found, keeping its quotes.
+func quotedURL(m string) string {
+	if q := m[0]; q == '"' || q == '\'' || q == '`' {
+		return m[:1] + URL(m[1:len(m)-1]) + m[len(m)-1:]
+	}
+	// Punctuation that ends a sentence or a field ("--set URL: …") is
+	// not the URL's.
+	u := strings.TrimRight(m, ".,:;)]}")
+	return URL(u) + m[len(u):]
+}
+
+// textURL redacts a URL that does not parse, by its text: the user info
+// is everything between :// and the last @ before the query (a malformed
+// user info may hold a / or a second @), its password is hidden, and the
+// query's credential-like values are.
+func textURL(raw string) string {
+	i := strings.Index(raw, "://")
+	if i < 0 {
+		return raw
+	}
+	head, rest := raw[:i+3], raw[i+3:]
+	query, frag := "", ""
+	if j := strings.IndexByte(rest, '#'); j >= 0 {
+		rest, frag = rest[:j], rest[j:]
+	}
+	if j := strings.IndexByte(rest, '?'); j >= 0 {
+		rest, query = rest[:j], rest[j+1:]
+	}
+	if at := strings.LastIndexByte(rest, '@'); at >= 0 {
+		if c := strings.IndexByte(rest[:at], ':'); c >= 0 {
+			rest = rest[:c] + ":xxxxx" + rest[at:]
+		}
+	}
+	out := head + rest
+	if strings.Contains(raw[i:len(raw)-len(frag)], "?") {
+		out += "?" + redactQuery(query)
+	}
+	return out + frag
+}
+
+// redactQuery replaces the values of credential-like parameters of a raw
+// query (& or ; separated), keeping the rest byte for byte.
+func redactQuery(q string) string {
+	var b strings.Builder
+	for q != "" {
+		p, sep := q, ""
+		if j := strings.IndexAny(q, "&;"); j >= 0 {
+			p, sep, q = q[:j], q[j:j+1], q[j+1:]
+		} else {
+			q = ""
+		}
+		if k, _, ok := strings.Cut(p, "="); ok {
+			name, err := url.QueryUnescape(k)
+			if err != nil {
+				name = k
+			}
+			if isCredentialParam(name) {
+				p = k + "=REDACTED"
+			}
+		}
+		b.WriteString(p + sep)
+	}
+	return b.String()
 }
 
 // Args is a command line as it may be stored in a report: the
@@ -170,9 +244,6 @@ var yamlKey = regexp.MustCompile(`^(\s*(?:-\s+)?["']?)([^"':#\s][^"':#]*?)(["']?
 // keyOnly finds a YAML mapping key whose value starts on the next line.
 var keyOnly = regexp.MustCompile(`^(\s*(?:-\s+)?["']?)([^"':#\s][^"':#]*?)(["']?\s*:)\s*(?:#.*)?$`)
 
-// anyURL finds URLs in free text.
-var anyURL = regexp.MustCompile(`[a-zA-Z][a-zA-Z0-9+.-]*://[^\s"'<>]+`)
-
 // Scenario is a scenario file as it may be shown in a report: the value
 // of every key that names a credential (a header like Authorization or
 // X-Api-Key, a token, a password) replaced by REDACTED, and every URL
@@ -206,6 +277,7 @@ func Scenario(text string) string {
 				continue
 			}
 		}
+		l = flowNested(l)
 		l = flowPair.ReplaceAllStringFunc(l, func(p string) string {
 			m := flowPair.FindStringSubmatch(p)
 			if name := m[3]; isCredentialParam(name) || headerWords[strings.ToLower(name)] {
@@ -213,7 +285,7 @@ func Scenario(text string) string {
 			}
 			return p
 		})
-		lines[i] = anyURL.ReplaceAllStringFunc(l, URL)
+		lines[i] = Message(l)
 	}
 	return strings.Join(lines, "\n")
 }
@@ -222,3 +294,37 @@ func Scenario(text string) string {
 // ("headers: {Authorization: "Bearer x", X-Api-Key: y}"): the value is a
 // quoted string or runs to the next comma or closing brace.
 var flowPair = regexp.MustCompile(`([{,]\s*)(["']?)([A-Za-z0-9_.-]+)(["']?\s*:\s*)("(?:[^"\\]|\\.)*"|'(?:[^']|'')*'|[^,{}\[\s][^,}]*)`)
+
+// flowNestedKey finds a key of a flow mapping whose value is a flow
+// sequence or mapping ("X-Api-Key: [k1, k2]", "Authorization: {a: b}").
+var flowNestedKey = regexp.MustCompile(`[{,]\s*["']?([A-Za-z0-9_.-]+)["']?\s*:\s*[\[{]`)
+
+// flowNested replaces the whole sequence or mapping under a
+// credential-like key of a flow mapping by REDACTED, brackets balanced
+// (to the end of the line when they are not).
+func flowNested(l string) string {
+	ms := flowNestedKey.FindAllStringSubmatchIndex(l, -1)
+	for i := len(ms) - 1; i >= 0; i-- {
+		m := ms[i]
+		name := l[m[2]:m[3]]
+		if !isCredentialParam(name) && !headerWords[strings.ToLower(name)] {
+			continue
+		}
+		open := m[1] - 1
+		end, depth := len(l), 0
+		for j := open; j < len(l); j++ {
+			switch l[j] {
+			case '[', '{':
+				depth++
+			case ']', '}':
+				depth--
+			}
+			if depth == 0 {
+				end = j + 1
+				break
+			}
+		}
+		l = l[:open] + "REDACTED" + l[end:]
+	}
+	return l
+}

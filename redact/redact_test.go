@@ -16,7 +16,6 @@ func TestURL(t *testing.T) {
 			"https://gw.example/{seq}?n=1&access_token=REDACTED&API_KEY=REDACTED&apikey=REDACTED&password=REDACTED&secret=REDACTED&sig=REDACTED&signature=REDACTED"},
 		{"https://s3.example/o?X-Amz-Signature=abc&client_secret=d&sessionToken=e&key=f", "https://s3.example/o?X-Amz-Signature=REDACTED&client_secret=REDACTED&sessionToken=REDACTED&key=REDACTED"},
 		{"http://u:p@h/?token=t", "http://u:xxxxx@h/?token=REDACTED"},
-		{"http://h/\x7f", "(unparsable URL)"},
 	} {
 		if got := URL(tc.in); got != tc.want {
 			t.Errorf("URL(%q) = %q, want %q", tc.in, got, tc.want)
@@ -41,6 +40,9 @@ func TestArgs(t *testing.T) {
 		// A flow value carries keys of its own.
 		{[]string{"--set", "attack.headers={Authorization: Bearer X9, Accept: json}"}, []string{"--set", "attack.headers={Authorization: REDACTED, Accept: json}"}},
 		{[]string{"--set=attack={rate: 5, headers: {X-Api-Key: k3y}}"}, []string{"--set=attack={rate: 5, headers: {X-Api-Key: REDACTED}}"}},
+		// A list (a header's values) or a mapping under a credential key.
+		{[]string{"--set", "attack.headers={X-Api-Key: [S3CRET, two], Accept: json}"}, []string{"--set", "attack.headers={X-Api-Key: REDACTED, Accept: json}"}},
+		{[]string{"--set", "attack.headers={Authorization: {b: S3CRET}}"}, []string{"--set", "attack.headers={Authorization: REDACTED}"}},
 	} {
 		if got := Args(tc.in); !slices.Equal(got, tc.want) {
 			t.Errorf("Args(%q) = %q, want %q", tc.in, got, tc.want)
@@ -77,5 +79,30 @@ more:
 		if !strings.Contains(got, keep) {
 			t.Errorf("%q was lost:\n%s", keep, got)
 		}
+	}
+}
+
+func TestMalformedURL(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"http://h/\x7f", "http://h/\x7f"},
+		{"http://user:hunter2pass@127.0.0.1:9/p%zz?token=tok3nsecret&x=1", "http://user:xxxxx@127.0.0.1:9/p%zz?token=REDACTED&x=1"},
+		{"http://u:p/w@h%zz?a=1;api_key=k#f", "http://u:xxxxx@h%zz?a=1;api_key=REDACTED#f"},
+		{"http://h:9x/?sig", "http://h:9x/?sig"},
+	} {
+		if got := URL(tc.in); got != tc.want {
+			t.Errorf("URL(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+	// Go's parse error quotes the malformed URL whole, a quote escaped.
+	msg := `bad.yaml:8:8: target.url: invalid URL: parse "http://user:hun\"ter@h/p%zz?x=1&password=pw0rd": invalid URL escape "%zz"`
+	want := `bad.yaml:8:8: target.url: invalid URL: parse "http://user:xxxxx@h/p%zz?x=1&password=REDACTED": invalid URL escape "%zz"`
+	if got := Message(msg); got != want {
+		t.Errorf("Message(%q)\n= %q\nwant %q", msg, got, want)
+	}
+	// Unquoted, a URL ends before the punctuation that follows it.
+	msg = "--set target.url=http://u:pw@h/%zz?token=t0k: target.url: bad, see http://h/?key=k."
+	want = "--set target.url=http://u:xxxxx@h/%zz?token=REDACTED: target.url: bad, see http://h/?key=REDACTED."
+	if got := Message(msg); got != want {
+		t.Errorf("Message(%q)\n= %q\nwant %q", msg, got, want)
 	}
 }

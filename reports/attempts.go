@@ -25,6 +25,9 @@ type Converge struct {
 	Converged bool `json:"converged"`
 	// Reason says why the gate stopped.
 	Reason string `json:"reason"`
+	// Done is set in the gate's final report; an attempt's report written
+	// while the gate went on has it false.
+	Done bool `json:"done,omitempty"`
 	// Attempts are every run of the gate, in order; each has its own run
 	// directory under --out named by its run id.
 	Attempts []Attempt `json:"attempts"`
@@ -58,8 +61,10 @@ func (p *printer) attempts(r *Report, table func(io.Writer) *tablewriter.Table, 
 		p.err(t.Append(fmt.Sprint(i+1), p.esc(a.RunID), a.Start.UTC().Format(time.TimeOnly), round(a.Duration),
 			a.Verdict.String(), fmt.Sprint(a.ExitCode), p.esc(a.Reason)))
 	}
-	p.err(t.Render())
-	p.f("\n")
+	p.table(t)
+	if !p.markdown {
+		p.f("\n")
+	}
 }
 
 // ConvergeTable writes the converge section alone, as the terminal

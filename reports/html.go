@@ -56,7 +56,13 @@ func HTMLWith(w io.Writer, r *Report, o HTMLOptions) error {
 	if err != nil {
 		return fmt.Errorf("parse the HTML template: %w", err)
 	}
-	return t.Execute(w, newHTMLView(r, o))
+	// One escaping layer for HTML: every string made printable (no raw
+	// ESC or BEL from a response), then escaped by html/template.
+	printable, err := MapStrings(r, htmlText)
+	if err != nil {
+		return fmt.Errorf("HTML report: %w", err)
+	}
+	return t.Execute(w, newHTMLView(printable, o))
 }
 
 type htmlView struct {
@@ -180,7 +186,7 @@ func newHTMLView(r *Report, o HTMLOptions) htmlView {
 		}
 	}
 	if len(o.Scenario) > 0 {
-		v.Scenario = redact.Scenario(string(o.Scenario))
+		v.Scenario = htmlText(redact.Scenario(string(o.Scenario)))
 	}
 	return v
 }

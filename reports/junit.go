@@ -43,12 +43,24 @@ type junitMessage struct {
 
 // JUnit writes the report as JUnit XML.
 func JUnit(w io.Writer, r *Report) error {
-	s := junitSuite{Name: "mesh-verify/" + r.Scenario.Name, Time: r.Attack.Elapsed.Seconds(),
-		Out: fmt.Sprintf("run %s, %d requests, target %s", r.RunID, r.Metrics.Requests, r.Target)}
-	if r.SetupError != "" {
+	// One escaping layer: clean makes every string printable text, the
+	// XML encoder escapes it for XML.
+	s := junitSuite{Name: "mesh-verify/" + clean(r.Scenario.Name, false), Time: r.Attack.Elapsed.Seconds(),
+		Out: fmt.Sprintf("run %s, %d requests, target %s", clean(r.RunID, false), r.Metrics.Requests, clean(r.Target, false))}
+	switch f := r.Failure; {
+	case f != nil:
+		// A run that judged nothing is one error case, never zero tests.
+		text := "phase: " + clean(f.Phase, false)
+		if f.Cause != "" {
+			text += "\ncause: " + clean(f.Cause, false)
+		}
+		s.Errors++
+		s.Cases = append(s.Cases, junitCase{Name: clean(f.Kind, false), Classname: s.Name,
+			Error: &junitMessage{Message: clean(f.Error, false), Type: clean(f.Kind, false), Text: text}})
+	case r.SetupError != "":
 		s.Errors++
 		s.Cases = append(s.Cases, junitCase{Name: "setup", Classname: s.Name,
-			Error: &junitMessage{Message: r.SetupError, Type: "setup"}})
+			Error: &junitMessage{Message: clean(r.SetupError, false), Type: "setup"}})
 	}
 	for _, ce := range r.ConfigErrors {
 		text := ""
@@ -56,25 +68,41 @@ func JUnit(w io.Writer, r *Report) error {
 			text += clean(smp, false) + "\n"
 		}
 		s.Errors++
-		s.Cases = append(s.Cases, junitCase{Name: "configuration: " + ce.Subject, Classname: s.Name,
+		s.Cases = append(s.Cases, junitCase{Name: "configuration: " + clean(ce.Subject, false), Classname: s.Name,
 			Error: &junitMessage{Message: clean(ce.Message, false), Type: "configuration", Text: text}})
 	}
 	for _, e := range r.Expectation {
-		c := junitCase{Name: e.Name, Classname: s.Name}
+		c := junitCase{Name: clean(e.Name, false), Classname: s.Name}
+		reason := clean(e.Reason, false)
 		switch e.Verdict {
 		case assert.Fail:
-			c.Failure = &junitMessage{Message: e.Reason, Type: "FAIL"}
+			c.Failure = &junitMessage{Message: reason, Type: "FAIL"}
 			s.Failures++
 		case assert.Inconclusive:
 			if r.Statistics.Inconclusive == "pass" {
-				c.Skipped = &junitMessage{Message: e.Reason}
+				c.Skipped = &junitMessage{Message: reason}
 				s.Skipped++
 			} else {
-				c.Failure = &junitMessage{Message: e.Reason, Type: "INCONCLUSIVE"}
+				c.Failure = &junitMessage{Message: reason, Type: "INCONCLUSIVE"}
 				s.Failures++
 			}
 		}
 		s.Cases = append(s.Cases, c)
+	}
+	if c := r.Converge; c != nil {
+		// The gate is a case of its own, so that junit.xml agrees with
+		// the exit code: a gate that did not converge is a failure even
+		// when its last attempt passed.
+		gc := junitCase{Name: fmt.Sprintf("converge: %d consecutive passes within %s", c.Need, c.Within), Classname: s.Name}
+		switch {
+		case !c.Done:
+			gc.Skipped = &junitMessage{Message: clean(c.Reason, false)}
+			s.Skipped++
+		case !c.Converged:
+			gc.Failure = &junitMessage{Message: clean(c.Reason, false), Type: "converge"}
+			s.Failures++
+		}
+		s.Cases = append(s.Cases, gc)
 	}
 	s.Tests = len(s.Cases)
 	if _, err := io.WriteString(w, xml.Header); err != nil {

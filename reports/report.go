@@ -63,9 +63,44 @@ type Report struct {
 	Workers *Workers `json:"workers,omitempty"`
 	// SetupError is set when the run could not measure what it was asked to.
 	SetupError string `json:"setupError,omitempty"`
+	// Failure says why a run ended without judging the mesh: a setup
+	// error, bad input found after the run directory was made, or an
+	// interrupt before the attack. Such a run still writes every file, so
+	// a CI step reads the cause where it reads a verdict.
+	Failure *Failure `json:"failure,omitempty"`
 	// Converge lists every attempt of run --converge N --within D; the
 	// report is the last attempt's, its exitCode the gate's.
 	Converge *Converge `json:"converge,omitempty"`
+}
+
+// Failure kinds: what ended a run that judged nothing.
+const (
+	FailureSetup       = "setup"
+	FailureInput       = "input"
+	FailureInterrupted = "interrupted"
+)
+
+// Failure phases: how far the run got.
+const (
+	// PhasePrepare is before the first request: connecting to the
+	// clusters, starting the workers, reaching the target.
+	PhasePrepare = "prepare"
+	// PhaseAttack is the attack and what follows it (nothing answered,
+	// access to the clusters' logs or metrics refused).
+	PhaseAttack = "attack"
+)
+
+// Failure is why a run ended without a verdict on the mesh.
+type Failure struct {
+	// Kind is setup, input or interrupted; ExitCode the run's.
+	Kind     string `json:"kind"`
+	ExitCode int    `json:"exitCode"`
+	// Phase is prepare (before the first request) or attack.
+	Phase string `json:"phase"`
+	// Error is the whole message; Cause its innermost error (the same
+	// text when there is no chain). Both are redacted.
+	Error string `json:"error"`
+	Cause string `json:"cause,omitempty"`
 }
 
 // Workers are the Jobs a distributed run attacked from: one per source
@@ -319,8 +354,17 @@ func DecodeJSON(name string, b []byte) (*Report, error) {
 	return &r, nil
 }
 
+// FileMode is the mode every file of a run directory is created with,
+// less the umask, as results.bin is (runlog), as any command-line tool
+// creates files: CI artifact uploaders and web servers running as another
+// user read the reports under the usual umask 022, and a umask of 077
+// keeps them private. No credential is in them: everything written is
+// redacted.
+const FileMode = 0o666
+
 // WriteFile writes the report into dir/name atomically: a half-written
-// report must never be mistaken for a complete one.
+// report must never be mistaken for a complete one. The file gets
+// FileMode less the umask.
 func WriteFile(dir, name string, render func(io.Writer) error) (string, error) {
 	if err := os.MkdirAll(dir, 0o777); err != nil { // less the umask
 		return "", fmt.Errorf("create run directory %s: %w", dir, err)
@@ -355,7 +399,7 @@ func WriteFile(dir, name string, render func(io.Writer) error) (string, error) {
 func createHonouringUmask(dir, name string) (*os.File, error) {
 	for range 100 {
 		p := filepath.Join(dir, "."+name+"."+strconv.FormatUint(rand.Uint64(), 36))
-		f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o666)
+		f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE|os.O_EXCL, FileMode)
 		if errors.Is(err, fs.ErrExist) {
 			continue
 		}

@@ -267,3 +267,31 @@ func TestAttackRowNamesTheProtocol(t *testing.T) {
 		}
 	}
 }
+
+// Every file WriteFile makes has the mode a plain create gives under the
+// process's umask, as results.bin has: not 0600 while results.bin is 0644.
+func TestWriteFileHonoursTheUmask(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ref := filepath.Join(dir, "reference")
+	f, err := os.OpenFile(ref, os.O_CREATE|os.O_WRONLY, FileMode)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	want, err := os.Stat(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := WriteFile(dir, "report.json", func(w io.Writer) error { return WriteJSON(w, sample()) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Mode().Perm() != want.Mode().Perm() {
+		t.Errorf("report.json is %v, a file created under the same umask %v", got.Mode().Perm(), want.Mode().Perm())
+	}
+}

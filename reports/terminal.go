@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/mesh-verify/mesh-verify/assert"
 
@@ -34,19 +35,40 @@ func Markdown(w io.Writer, r *Report) error {
 
 func render(w io.Writer, r *Report, table func(io.Writer) *tablewriter.Table, heading string) error {
 	p := &printer{w: w, markdown: heading != ""}
-	p.f("%smesh-verify: %s — %s\n", heading, p.esc(r.Scenario.Name), r.Verdict)
+	if p.markdown {
+		// GitHub shows the first lines of a job summary: the verdict and
+		// its exit code come first, the key table next, details folded.
+		p.f("%smesh-verify: %s — %s%s · exit code %d\n", heading, p.esc(r.Scenario.Name), r.Verdict, gateNote(r), r.ExitCode)
+	} else {
+		p.f("%smesh-verify: %s — %s\n", heading, p.esc(r.Scenario.Name), r.Verdict)
+	}
 	if r.Scenario.Description != "" {
 		p.f("%s\n", p.esc(r.Scenario.Description))
 	}
 	p.f("\nrun %s · target %s\n\n", p.esc(r.RunID), p.esc(r.Target))
 	for _, wmsg := range r.Warnings {
-		p.f("WARNING: %s\n", p.esc(wmsg))
+		p.f("%sWARNING: %s\n", p.item(), p.esc(wmsg))
 	}
-	if r.SetupError != "" {
+	if len(r.Warnings) > 0 && p.markdown {
+		p.f("\n")
+	}
+	switch f := r.Failure; {
+	case f != nil:
+		p.f("%s ERROR (%s): %s\n", p.esc(strings.ToUpper(f.Kind)), p.esc(f.Phase), p.esc(f.Error))
+		if f.Cause != "" && f.Cause != f.Error {
+			p.f("%scause: %s\n", p.para(), p.esc(f.Cause))
+		}
+		p.f("\n")
+	case r.SetupError != "":
 		p.f("SETUP ERROR: %s\n\n", p.esc(r.SetupError))
 	}
+	if r.Failure != nil && r.Metrics.Requests == 0 {
+		// Nothing was sent: no table would say anything.
+		p.verdict(r, heading)
+		return p.error
+	}
 	for _, c := range r.ConfigErrors {
-		p.f("CONFIGURATION ERROR: %s: %s\n", p.esc(c.Subject), p.esc(c.Message))
+		p.f("%sCONFIGURATION ERROR: %s: %s\n", p.item(), p.esc(c.Subject), p.esc(c.Message))
 		for _, s := range c.Samples {
 			p.f("  - %s\n", p.quoted(s))
 		}
@@ -55,6 +77,10 @@ func render(w io.Writer, r *Report, table func(io.Writer) *tablewriter.Table, he
 		p.f("\n")
 	}
 	p.attempts(r, table, heading)
+	if p.markdown {
+		p.keyTable(r, table)
+		p.f("<details><summary>Details: attack, observed splits, evidence</summary>\n\n")
+	}
 
 	a := r.Attack
 	t := table(w)
@@ -63,7 +89,7 @@ func render(w io.Writer, r *Report, table func(io.Writer) *tablewriter.Table, he
 	if a.RequestedRate > 0 {
 		req = fmt.Sprintf("%.1f/s", a.RequestedRate)
 	}
-	mode := a.Mode
+	mode := p.esc(a.Mode)
 	if a.Concurrency > 0 {
 		mode += fmt.Sprintf(" (c=%d)", a.Concurrency)
 	}
@@ -83,12 +109,19 @@ func render(w io.Writer, r *Report, table func(io.Writer) *tablewriter.Table, he
 	p.err(t.Append(mode, fmt.Sprint(r.Metrics.Requests), req, fmt.Sprintf("%.1f/s", a.AchievedRate),
 		round(a.Elapsed), fmt.Sprint(a.Connections), pct(r.Metrics.Success),
 		round(l.P50), round(l.P99), round(l.Max)))
-	p.err(t.Render())
+	p.table(t)
 	p.workers(r, table, heading)
 
 	if len(r.Metrics.Errors) > 0 {
 		p.f("\nerrors:\n")
+		if p.markdown {
+			p.f("\n")
+		}
 		for _, e := range r.Metrics.Errors {
+			if p.markdown {
+				p.f("- %d × %s\n", e.Count, p.esc(e.Message))
+				continue
+			}
 			p.f("  %6d × %s\n", e.Count, p.esc(e.Message))
 		}
 	}
@@ -101,16 +134,16 @@ func render(w io.Writer, r *Report, table func(io.Writer) *tablewriter.Table, he
 		if src == "" {
 			src = "body"
 		}
-		p.f("\n%sobserved by %s, from %s (%d attributed, %d unattributed, %d connections)\n", sub(heading), d.Name, src, d.Attributed, d.Unattributed, d.Units)
+		p.f("\n%sobserved by %s, from %s (%d attributed, %d unattributed, %d connections)\n", sub(heading), p.esc(d.Name), p.esc(src), d.Attributed, d.Unattributed, d.Units)
 		errs := d.ErrorsUnattributed
 		for _, b := range d.Buckets {
 			errs += b.Errors
 		}
 		t := table(w)
 		if errs > 0 {
-			t.Header(d.Name, "requests", "share", "errors")
+			t.Header(p.esc(d.Name), "requests", "share", "errors")
 		} else {
-			t.Header(d.Name, "requests", "share")
+			t.Header(p.esc(d.Name), "requests", "share")
 		}
 		shown, more := largest(d.Buckets, func(b Bucket) int64 { return b.Count })
 		for _, b := range shown {
@@ -126,7 +159,7 @@ func render(w io.Writer, r *Report, table func(io.Writer) *tablewriter.Table, he
 		if d.ErrorsUnattributed > 0 {
 			p.err(t.Append("(unattributed)", "", "", fmt.Sprint(d.ErrorsUnattributed)))
 		}
-		p.err(t.Render())
+		p.table(t)
 	}
 	for _, d := range r.Dimensions {
 		// The table of a field nothing attributed is not dropped silently.
@@ -148,17 +181,18 @@ func render(w io.Writer, r *Report, table func(io.Writer) *tablewriter.Table, he
 		case e.From != "":
 			p.f("\n%s%s (requests sent from cluster %s): %s\n", sub(heading), p.esc(e.Name), p.esc(e.From), e.Verdict)
 		case e.Source != "" && e.Source != "body":
-			p.f("\n%s%s (from %s): %s\n", sub(heading), p.esc(e.Name), e.Source, e.Verdict)
+			p.f("\n%s%s (from %s): %s\n", sub(heading), p.esc(e.Name), p.esc(e.Source), e.Verdict)
 		default:
 			p.f("\n%s%s: %s\n", sub(heading), p.esc(e.Name), e.Verdict)
 		}
 		p.f("%s\n", p.esc(e.Reason))
 		if e.Model != nil && len(e.Model.Explanation) > 0 {
-			p.f("model %s: %s\n", e.Model.Model, strings.Join(e.Model.Explanation, " "))
+			// Weight names come from the scenario or --set.
+			p.f("model %s: %s\n", p.esc(e.Model.Model), p.esc(strings.Join(e.Model.Explanation, " ")))
 		}
 		if s := e.Split; s != nil {
 			t := table(w)
-			t.Header(e.By, "requests", "observed", "expected", "pass interval", "fail interval", "allowed", "verdict")
+			t.Header(p.esc(e.By), "requests", "observed", "expected", "pass interval", "fail interval", "allowed", "verdict")
 			shown, more := largest(s.Buckets, func(b assert.BucketResult) int64 { return b.Count })
 			if more != "" {
 				p.f("%s\n", more)
@@ -169,8 +203,8 @@ func render(w io.Writer, r *Report, table func(io.Writer) *tablewriter.Table, he
 					fmt.Sprintf("%s–%s", pct(b.FailInterval.Lo), pct(b.FailInterval.Hi)),
 					fmt.Sprintf("%s–%s", pct(b.Allowed.Lo), pct(b.Allowed.Hi)), b.Verdict.String()))
 			}
-			p.err(t.Render())
-			p.f("%s\n%s\n", LevelsLine(s), EvidenceLine(s.Evidence))
+			p.table(t)
+			p.f("%s\n%s%s\n%s", p.esc(LevelsLine(s)), p.para(), p.esc(EvidenceLine(s.Evidence)), p.para())
 			p.f("%s\n", ChiSquareLine(s))
 		}
 		switch {
@@ -181,14 +215,83 @@ func render(w io.Writer, r *Report, table func(io.Writer) *tablewriter.Table, he
 		}
 	}
 	if s := r.Sequential; s != nil && s.StoppedAt > 0 {
-		p.f("\nstopped early at look %d of %d (%s)\n", s.StoppedAt, len(s.Plan.Looks), s.Rule)
+		p.f("\nstopped early at look %d of %d (%s)\n", s.StoppedAt, len(s.Plan.Looks), p.esc(s.Rule))
 	}
-	p.f("\n%sVERDICT: %s", heading, r.Verdict)
-	if r.Gate != r.Verdict {
-		p.f(" (gate: %s)", r.Gate)
+	if p.markdown {
+		p.f("\n</details>\n")
 	}
-	p.f(" · exit code %d\n", r.ExitCode)
+	p.verdict(r, heading)
 	return p.error
+}
+
+// table renders t; in Markdown a blank line follows, or GitHub would
+// take the next line of text for another row of it.
+func (p *printer) table(t *tablewriter.Table) {
+	if p.markdown {
+		// and one before, so that no line of text becomes its header.
+		p.f("\n")
+	}
+	p.err(t.Render())
+	if p.markdown {
+		p.f("\n")
+	}
+}
+
+// item starts a line of a list in Markdown (a line of its own on GitHub,
+// not one paragraph with the next).
+func (p *printer) item() string {
+	if p.markdown {
+		return "- "
+	}
+	return ""
+}
+
+// para separates two lines that are paragraphs of their own in Markdown.
+func (p *printer) para() string {
+	if p.markdown {
+		return "\n"
+	}
+	return ""
+}
+
+// keyTable is the Markdown summary's first table: each expectation with
+// its verdict and reason.
+func (p *printer) keyTable(r *Report, table func(io.Writer) *tablewriter.Table) {
+	if len(r.Expectation) == 0 {
+		return
+	}
+	t := table(p.w)
+	t.Header("expectation", "verdict", "reason")
+	for _, e := range r.Expectation {
+		p.err(t.Append(p.esc(e.Name), e.Verdict.String(), p.esc(brief(e.Reason))))
+	}
+	p.table(t)
+}
+
+// briefReason bounds a reason in the key table, in runes; the whole
+// reason is in the details.
+const briefReason = 160
+
+// brief is the first line of s, cut to briefReason runes.
+func brief(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	if utf8.RuneCountInString(s) <= briefReason {
+		return s
+	}
+	return string([]rune(s)[:briefReason-1]) + "…"
+}
+
+func gateNote(r *Report) string {
+	if r.Gate != r.Verdict {
+		return " (gate: " + r.Gate.String() + ")"
+	}
+	return ""
+}
+
+func (p *printer) verdict(r *Report, heading string) {
+	p.f("\n%sVERDICT: %s%s · exit code %d\n", heading, r.Verdict, gateNote(r), r.ExitCode)
 }
 
 func hasBodyRules(r *Report) bool {
@@ -221,7 +324,7 @@ func (p *printer) quoted(s string) string {
 // requests answered, and per pod where the count comes from.
 func (p *printer) reconciliation(r *Report, table func(io.Writer) *tablewriter.Table, heading string) {
 	for _, rc := range r.Reconciliation {
-		p.f("\n%sreconciliation of %s: %.0f counted served", sub(heading), rc.Source, rc.Counted)
+		p.f("\n%sreconciliation of %s: %.0f counted served", sub(heading), p.esc(rc.Source), rc.Counted)
 		if rc.Background > 0 {
 			p.f(" (%.1f background taken out)", rc.Background)
 		}
@@ -231,7 +334,7 @@ func (p *printer) reconciliation(r *Report, table func(io.Writer) *tablewriter.T
 		if rc.Retried > 0 {
 			p.f(", %d requests retried (%d further attempt lines, each request counted once)", rc.Retried, rc.Attempts)
 		}
-		p.f(" for %d answered and %d failed: %s (tolerance %.1f)\n", rc.Answered, rc.Failed, strings.ToUpper(rc.Status), rc.Tolerance)
+		p.f(" for %d answered and %d failed: %s (tolerance %.1f)\n", rc.Answered, rc.Failed, p.esc(strings.ToUpper(rc.Status)), rc.Tolerance)
 		if rc.CountsAttempts {
 			p.f("lines without a request id count attempts, not requests: a retried request counts once per attempt that reached an observed pod\n")
 		}
@@ -248,10 +351,10 @@ func (p *printer) reconciliation(r *Report, table func(io.Writer) *tablewriter.T
 			if pr.BackgroundSeconds > 0 {
 				bg = fmt.Sprintf("%d in %.0fs (%.2f/s)", pr.BackgroundLines, pr.BackgroundSeconds, pr.Rate)
 			}
-			p.err(t.Append(p.esc(pr.Cluster), p.esc(pr.Pod), p.esc(pr.Workload), pr.Mode, fmt.Sprint(pr.Lines), bg,
+			p.err(t.Append(p.esc(pr.Cluster), p.esc(pr.Pod), p.esc(pr.Workload), p.esc(pr.Mode), fmt.Sprint(pr.Lines), bg,
 				fmt.Sprintf("%.1f", pr.Expected), fmt.Sprintf("%.1f", pr.Net), fmt.Sprintf("%.0f", pr.Copies), fmt.Sprintf("%.0f", pr.Errors)))
 		}
-		p.err(t.Render())
+		p.table(t)
 	}
 }
 
@@ -278,7 +381,7 @@ func (p *printer) workers(r *Report, table func(io.Writer) *tablewriter.Table, h
 		}
 		p.err(t.Append(fmt.Sprint(row.Index), p.esc(row.Cluster), p.esc(row.Pod), fmt.Sprint(row.Requests), fmt.Sprintf("%.1f/s", row.Rate), pct(row.Share), fmt.Sprint(row.Errors), state))
 	}
-	p.err(t.Render())
+	p.table(t)
 }
 
 // rules shows what each rule matched, with samples of what a rule that
@@ -291,9 +394,9 @@ func (p *printer) rules(r *Report, table func(io.Writer) *tablewriter.Table, hea
 	t := table(p.w)
 	t.Header("source", "rule", "tried", "matched", "excluded")
 	for _, rr := range r.Rules {
-		p.err(t.Append(rr.Source, p.esc(rr.Rule), fmt.Sprint(rr.Read), fmt.Sprint(rr.Matched), fmt.Sprint(rr.Excluded)))
+		p.err(t.Append(p.esc(rr.Source), p.esc(rr.Rule), fmt.Sprint(rr.Read), fmt.Sprint(rr.Matched), fmt.Sprint(rr.Excluded)))
 	}
-	p.err(t.Render())
+	p.table(t)
 	for _, rr := range r.Rules {
 		if rr.Matched > 0 || len(rr.Samples) == 0 {
 			continue

@@ -37,7 +37,7 @@ type PathElem struct {
 // these is a mistake or an attack on the parser: a 16,000-segment path
 // once took 8 s and 570 MiB to refuse.
 const (
-	MaxSetPathBytes    = 1024
+	MaxSetPathLen      = 512
 	MaxSetPathSegments = 32
 	MaxSetValueBytes   = 64 << 10
 	MaxSets            = 256
@@ -55,8 +55,8 @@ func ParseSet(raw string) (Set, error) {
 		return Set{}, fmt.Errorf("--set %s: want PATH=VALUE (attack.rate=500/s)", redact.Set(truncated(raw)))
 	}
 	switch {
-	case len(p) > MaxSetPathBytes:
-		return Set{}, fmt.Errorf("--set %s: the path is %d bytes, more than %d", redact.Set(truncated(raw)), len(p), MaxSetPathBytes)
+	case len(p) > MaxSetPathLen:
+		return Set{}, fmt.Errorf("--set %s: the path is %d bytes, more than %d", redact.Set(truncated(raw)), len(p), MaxSetPathLen)
 	case len(v) > MaxSetValueBytes:
 		return Set{}, fmt.Errorf("--set %s: the value is %d bytes, more than %d (put it in the scenario file)", redact.Set(truncated(p+"=")), len(v), MaxSetValueBytes)
 	}

@@ -245,7 +245,7 @@ func printSplit(w io.Writer, r assert.SplitResult, model assert.Shares) error {
 	t.Header("bucket", "count", "observed", "expected", "pass interval", "fail interval", "allowed", "verdict")
 	for _, b := range r.Buckets {
 		if err := t.Append([]string{
-			b.Bucket, strconv.FormatInt(b.Count, 10), share(b.Observed), share(b.Expected),
+			reports.Printable(b.Bucket), strconv.FormatInt(b.Count, 10), share(b.Observed), share(b.Expected),
 			share(b.PassInterval.Lo) + " - " + share(b.PassInterval.Hi), share(b.FailInterval.Lo) + " - " + share(b.FailInterval.Hi),
 			share(b.Allowed.Lo) + " - " + share(b.Allowed.Hi), b.Verdict.String(),
 		}); err != nil {
@@ -255,8 +255,10 @@ func printSplit(w io.Writer, r assert.SplitResult, model assert.Shares) error {
 	if err := t.Render(); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(w, "%s\n%s\n%s\nmodel: %s\nverdict: %s: %s\n", reports.LevelsLine(&r), reports.EvidenceLine(r.Evidence), reports.ChiSquareLine(&r),
-		strings.Join(model.Explanation, "; "), r.Verdict, r.Reason)
+	// Bucket names come from the counts file: escaped for the terminal,
+	// like every line below that quotes them.
+	_, err := fmt.Fprintf(w, "%s\n%s\n%s\nmodel: %s\nverdict: %s: %s\n", reports.LevelsLine(&r), reports.Printable(reports.EvidenceLine(r.Evidence)), reports.ChiSquareLine(&r),
+		reports.Printable(strings.Join(model.Explanation, "; ")), r.Verdict, reports.Printable(r.Reason))
 	return err
 }
 

@@ -1,7 +1,8 @@
 package main
 
-// Exit codes follow the k6 convention: a dedicated code per reason so a CI
-// gate can tell a failed expectation from a broken setup.
+// Exit codes are mesh-verify's own convention (README.md, exit codes): a
+// dedicated code per outcome so a CI gate can tell a failed expectation
+// from inconclusive evidence and from a broken setup.
 const (
 	exitPass         = 0
 	exitFail         = 1

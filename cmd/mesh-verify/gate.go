@@ -85,6 +85,7 @@ func runGate(cmd *cobra.Command, file string, f runFlags) error {
 	output := f.output
 	info := cmd.ErrOrStderr()
 	streak, fails := 0, 0
+	interrupted := false
 	var err error
 	for {
 		n := len(loop.rec.Attempts)
@@ -102,14 +103,16 @@ func runGate(cmd *cobra.Command, file string, f runFlags) error {
 		} else {
 			streak = 0
 		}
+		// One line per attempt; the final report is printed once, below.
 		fmt.Fprintf(info, "converge: attempt %d (%s): %s, exit %d, %d of %d consecutive passes%s\n",
-			len(loop.rec.Attempts), a.RunID, a.Verdict, a.ExitCode, streak, f.gate.converge, reasonSuffix(a.Reason))
+			len(loop.rec.Attempts), a.RunID, a.Verdict, a.ExitCode, streak, f.gate.converge, reasonSuffix(reports.Printable(a.Reason)))
 		switch {
 		case streak >= f.gate.converge:
 			loop.finish(true, fmt.Sprintf("%d consecutive passes after %d attempts in %s", streak, len(loop.rec.Attempts), time.Since(loop.start).Round(time.Second)))
 		case a.ExitCode == exitInvalidInput:
 			loop.finish(false, "attempt "+a.RunID+" found the scenario invalid (exit 4): repeating cannot help")
 		case ctx.Err() != nil || a.ExitCode == exitInterrupted:
+			interrupted = true
 			loop.finish(false, "interrupted")
 		case !time.Now().Before(loop.deadline):
 			loop.finish(false, fmt.Sprintf("%d consecutive passes of %d when --within %s ended, after %d attempts", streak, f.gate.converge, f.gate.within, len(loop.rec.Attempts)))
@@ -127,6 +130,12 @@ func runGate(cmd *cobra.Command, file string, f runFlags) error {
 			} else {
 				fails = 0
 			}
+			if ctx.Err() != nil {
+				// Ctrl-C between attempts: no new attempt starts.
+				interrupted = true
+				loop.finish(false, fmt.Sprintf("interrupted after %d attempts", len(loop.rec.Attempts)))
+				break
+			}
 			continue
 		}
 		break
@@ -139,25 +148,27 @@ func runGate(cmd *cobra.Command, file string, f runFlags) error {
 	}
 	// The last attempt's report, now with the gate's outcome and exit code.
 	rep := loop.rep
-	if loop.rec.Converged {
+	switch {
+	case loop.rec.Converged:
 		rep.ExitCode = exitPass
-	} else if rep.ExitCode == exitPass {
+	case interrupted:
+		rep.ExitCode = exitInterrupted
+	case rep.ExitCode == exitPass:
 		// The last attempt passed, but not N in a row in time: the gate
 		// did not see the mesh converge, which is no PASS.
 		rep.ExitCode = exitInconclusive
 	}
+	if !loop.rec.Converged && rep.Gate == assert.Pass {
+		// report.json and junit.xml say what the exit code says.
+		rep.Gate = assert.Inconclusive
+	}
 	if _, werr := writeRun(loop.dir, rep, loop.source); werr != nil {
 		return &codedError{code: exitSetup, err: werr}
 	}
-	if werr := appendStepSummary(rep); werr != nil {
-		return &codedError{code: exitSetup, err: werr}
-	}
-	if output != outputTable {
-		if rerr := renderOutput(cmd.OutOrStdout(), output, rep); rerr != nil {
-			return &codedError{code: exitSetup, err: rerr}
-		}
-	} else {
-		printAttempts(cmd.OutOrStdout(), loop.rec)
+	appendStepSummary(cmd.ErrOrStderr(), rep)
+	// The final report, once, with every attempt in it.
+	if rerr := renderOutput(cmd.OutOrStdout(), output, rep); rerr != nil {
+		return &codedError{code: exitSetup, err: rerr}
 	}
 	fmt.Fprintf(info, "converge: %s; report of every attempt: %s\n", loop.rec.Reason, filepath.Join(loop.dir, "report.json"))
 	return &codedError{code: rep.ExitCode}
@@ -238,7 +249,7 @@ func (l *convergeLoop) last() *reports.Attempt {
 }
 
 func (l *convergeLoop) finish(converged bool, reason string) {
-	l.rec.Converged, l.rec.Reason = converged, reason
+	l.rec.Converged, l.rec.Reason, l.rec.Done = converged, reason, true
 	if l.rep != nil {
 		l.rep.Converge = l.rec
 	}
@@ -247,14 +258,20 @@ func (l *convergeLoop) finish(converged bool, reason string) {
 // attemptReason is one line on why an attempt did not pass.
 func attemptReason(rep *reports.Report) string {
 	switch {
+	case rep.Failure != nil:
+		return rep.Failure.Kind + ": " + firstLine(rep.Failure.Error)
 	case rep.SetupError != "":
 		return "setup: " + firstLine(rep.SetupError)
 	case len(rep.ConfigErrors) > 0:
 		return "configuration: " + firstLine(rep.ConfigErrors[0].Subject+": "+rep.ConfigErrors[0].Message)
 	}
-	for _, e := range rep.Expectation {
-		if e.Verdict != assert.Pass {
-			return firstLine(e.Name + ": " + e.Verdict.String() + ": " + e.Reason)
+	// The expectation that decided the verdict: a FAIL before an
+	// INCONCLUSIVE listed ahead of it.
+	for _, v := range []assert.Verdict{assert.Fail, assert.Inconclusive} {
+		for _, e := range rep.Expectation {
+			if e.Verdict == v {
+				return firstLine(e.Name + ": " + e.Verdict.String() + ": " + e.Reason)
+			}
 		}
 	}
 	return ""
@@ -286,8 +303,8 @@ func (g *gateFlags) attempt(rep *reports.Report, dir string, source []byte, err 
 	}
 }
 
-// deferOutput is true when the converge loop prints the output itself
-// for a format that must be one document on stdout.
-func (g *gateFlags) deferOutput(output string) bool {
-	return g.gate != nil && output != outputTable
+// deferOutput is true when the converge loop prints the output itself:
+// the final report once, not one per attempt.
+func (g *gateFlags) deferOutput() bool {
+	return g.gate != nil
 }

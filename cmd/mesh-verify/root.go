@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -72,7 +73,9 @@ expected one with sound statistics. Exit codes: 0 pass, 1 an expectation failed,
 		code = ec.ExitCode()
 	}
 	if msg := err.Error(); msg != "" {
-		fmt.Fprintln(stderr, "mesh-verify:", msg)
+		// Errors may quote input verbatim (a malformed URL, a YAML
+		// value): redacted like everything else shown.
+		fmt.Fprintln(stderr, "mesh-verify:", redact.Message(msg))
 	}
 	return code
 }
@@ -96,7 +99,7 @@ func newValidateCmd() *cobra.Command {
 					}
 				}
 				if err != nil {
-					fmt.Fprintln(cmd.ErrOrStderr(), err)
+					fmt.Fprintln(cmd.ErrOrStderr(), redact.Message(err.Error()))
 					bad++
 					continue
 				}
@@ -156,6 +159,8 @@ When $GITHUB_STEP_SUMMARY is set, summary.md is appended to it.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if f.json {
+				// Notices go to stderr only: stdout is the document.
+				fmt.Fprintln(cmd.ErrOrStderr(), "mesh-verify: --json is deprecated, use --output json")
 				f.output = outputJSON
 			}
 			if err := validOutput(f.output); err != nil {
@@ -182,7 +187,9 @@ When $GITHUB_STEP_SUMMARY is set, summary.md is appended to it.`,
 	cmd.Flags().StringVar(&f.out, "out", "mesh-verify-runs", "directory that receives one sub-directory per run (report.json, report.html, junit.xml, summary.md, scenario.yaml)")
 	cmd.Flags().StringVarP(&f.output, "output", "o", outputTable, "what stdout shows: table, json (report.json) or md (summary.md)")
 	cmd.Flags().BoolVar(&f.json, "json", false, "same as --output json")
-	_ = cmd.Flags().MarkDeprecated("json", "use --output json")
+	// Hidden, not MarkDeprecated: cobra prints a deprecation notice on the
+	// command's output, stdout here, which would break `run --json | jq`.
+	_ = cmd.Flags().MarkHidden("json")
 	cmd.Flags().BoolVarP(&f.quiet, "quiet", "q", false, "no live progress")
 	cmd.Flags().StringVar(&f.progress, "progress", "auto", "live progress style: auto, tty or plain")
 	cmd.Flags().IntVar(&f.workers, "workers", 0, "attack from N worker pods in cluster attack.from (sets attack.workers; docs/distributed.md)")
@@ -259,52 +266,82 @@ func runScenario(cmd *cobra.Command, file string, f runFlags) error {
 			}
 		}
 	}
+	// A --metrics-listen that cannot listen ends the run like any setup
+	// error once the run directory exists: with every file written.
+	var rep *reports.Report
 	live, err := f.metrics.startMetrics(&o, metricsout.Run{ID: runID, Scenario: sc.Metadata.Name})
-	if err != nil {
-		return err
+	if err == nil {
+		rep, err = runner.Run(ctx, sc, o)
+		live.stop()
+		if rep != nil && pushRemote {
+			pushMetrics(remote, rep, cmd.ErrOrStderr())
+		}
 	}
-	rep, err := runner.Run(ctx, sc, o)
-	live.stop()
-	if rep != nil && pushRemote {
-		pushMetrics(remote, rep, cmd.ErrOrStderr())
-	}
+	var failed *codedError
 	if rep == nil {
 		// The exit code is decided here, once, for the process and for
 		// the attempt --converge records.
-		ce := &codedError{code: exitInvalidInput, err: err}
+		failed = &codedError{code: exitInvalidInput, err: err}
 		var se *runner.SetupError
+		var decided *codedError
 		switch {
+		case errors.As(err, &decided):
+			failed = decided
 		case ctx.Err() != nil:
 			// Ctrl-C while connecting or waiting for readiness: an
 			// interrupt, not a broken setup.
-			ce = &codedError{code: exitInterrupted, err: fmt.Errorf("interrupted before the attack: %w", err)}
+			failed = &codedError{code: exitInterrupted, err: fmt.Errorf("interrupted before the attack: %w", err)}
 		case errors.As(err, &se):
-			ce.code = exitSetup
+			failed.code = exitSetup
 		}
-		f.gate.attempt(nil, dir, source, ce)
-		return ce
+		// The run directory exists: the run still writes every file, so
+		// that CI finds the cause where it looks for a verdict.
+		_ = rec.Close()
+		rep = failedRun{sc: sc, runID: runID, tool: o.Tool, command: o.Command, err: failed, phase: reports.PhasePrepare}.report()
+		rep.Warnings = append(rep.Warnings, dropEmptyRecords(dir)...)
+		err = failed
+	} else {
+		rep.Failure = failureOf(rep, err)
+	}
+	// Credentials never leave the process, whichever path wrote them.
+	if red, rerr := redactReport(rep); rerr != nil {
+		return &codedError{code: exitSetup, err: rerr}
+	} else {
+		rep = red
 	}
 	f.gate.attempt(rep, dir, source, err)
 	paths, werr := writeRun(dir, rep, source)
 	if werr == nil && f.gate.gate == nil { // --converge appends the last attempt's only
-		werr = appendStepSummary(rep)
+		appendStepSummary(cmd.ErrOrStderr(), rep)
 	}
 	stdout, info := cmd.OutOrStdout(), cmd.OutOrStdout()
 	if f.output != outputTable {
 		info = cmd.ErrOrStderr() // stdout carries one document only
 	}
-	if f.gate.deferOutput(f.output) {
-		// --converge prints the last attempt's document alone (gate.go).
-	} else if rerr := renderOutput(stdout, f.output, rep); rerr != nil {
-		return &codedError{code: exitSetup, err: rerr}
+	switch {
+	case f.gate.deferOutput():
+		// --converge prints one line per attempt and the final report
+		// once (gate.go).
+		paths = nil
+	case failed != nil && f.output == outputTable:
+		// The error on stderr says it all; the files name it for CI.
+	default:
+		if rerr := renderOutput(stdout, f.output, rep); rerr != nil {
+			return &codedError{code: exitSetup, err: rerr}
+		}
 	}
 	for _, p := range paths {
 		fmt.Fprintf(info, "wrote %s\n", p)
 	}
-	if werr != nil {
+	switch {
+	case failed != nil:
+		if werr != nil {
+			fmt.Fprintf(cmd.ErrOrStderr(), "mesh-verify: %v\n", werr)
+		}
+		return failed
+	case werr != nil:
 		return &codedError{code: exitSetup, err: werr}
-	}
-	if err != nil {
+	case err != nil:
 		return &codedError{code: rep.ExitCode, err: err}
 	}
 	return &codedError{code: rep.ExitCode}
@@ -318,27 +355,6 @@ func renderOutput(w io.Writer, output string, rep *reports.Report) error {
 		return reports.Markdown(w, rep)
 	}
 	return reports.Terminal(w, rep)
-}
-
-// appendStepSummary appends summary.md to GitHub Actions' job summary
-// when the run is a step of a workflow.
-func appendStepSummary(rep *reports.Report) error {
-	path := os.Getenv("GITHUB_STEP_SUMMARY")
-	if path == "" {
-		return nil
-	}
-	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o644)
-	if err != nil {
-		return fmt.Errorf("append to $GITHUB_STEP_SUMMARY: %w", err)
-	}
-	if err := reports.Markdown(f, rep); err != nil {
-		f.Close()
-		return fmt.Errorf("append to $GITHUB_STEP_SUMMARY %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("append to $GITHUB_STEP_SUMMARY %s: %w", path, err)
-	}
-	return nil
 }
 
 // savedRun is what a format may read besides the report: the run
@@ -471,7 +487,14 @@ func reportRun(cmd *cobra.Command, arg, format, out string) error {
 	case len(files) == 0:
 		return invalidInput("--format %q: want table, json, html, junit, md or plot", format)
 	case len(files) == 1 && out == "":
-		if err := files[0].render(cmd.OutOrStdout(), rep, src); err != nil {
+		// Rendered whole before anything is printed: a results.bin cut
+		// short (a run killed outright) is an error alone, not a page and
+		// then an error.
+		var page bytes.Buffer
+		if err := files[0].render(&page, rep, src); err != nil {
+			return renderError(dir, err)
+		}
+		if _, err := page.WriteTo(cmd.OutOrStdout()); err != nil {
 			return &codedError{code: exitSetup, err: err}
 		}
 		return &codedError{code: rep.ExitCode}
@@ -482,11 +505,22 @@ func reportRun(cmd *cobra.Command, arg, format, out string) error {
 	for _, f := range files {
 		p, err := reports.WriteFile(out, f.file, func(w io.Writer) error { return f.render(w, rep, src) })
 		if err != nil {
-			return &codedError{code: exitSetup, err: err}
+			return renderError(dir, err)
 		}
 		fmt.Fprintf(cmd.OutOrStdout(), "wrote %s\n", p)
 	}
 	return &codedError{code: rep.ExitCode}
+}
+
+// renderError is the exit of a format that could not be rendered: a run
+// file cut short or damaged (results.bin of a run killed outright) is
+// invalid input, naming the file; anything else (a full disk) a setup
+// error.
+func renderError(dir string, err error) error {
+	if errors.Is(err, runlog.ErrTruncated) {
+		return &codedError{code: exitInvalidInput, err: fmt.Errorf("run directory %s: %w (a run killed outright leaves its results cut short; the other formats render from report.json)", dir, err)}
+	}
+	return &codedError{code: exitSetup, err: err}
 }
 
 // connectToDial is the dialer of --connect-to values followed by

@@ -1,0 +1,87 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mesh-verify/mesh-verify/assert"
+	"github.com/mesh-verify/mesh-verify/reports"
+	"github.com/mesh-verify/mesh-verify/scenarios"
+)
+
+// The report of a run that judged nothing names the kind, phase, error
+// and cause, redacted, and its JUnit is one error case.
+func TestFailedRunReport(t *testing.T) {
+	t.Parallel()
+	sc := &scenarios.Scenario{}
+	sc.Metadata.Name = "down"
+	sc.Target.URL = "http://u:pw0rdX@h/?token=t0kX"
+	for _, tc := range []struct {
+		name        string
+		err         *codedError
+		kind, cause string
+		setupError  bool
+	}{
+		{"input", &codedError{code: exitInvalidInput, err: fmt.Errorf("target.tls.ca: %w", fs.ErrNotExist)}, reports.FailureInput, "file does not exist", false},
+		{"setup", &codedError{code: exitSetup, err: fmt.Errorf(`cannot reach target: Get "http://u:pw0rdX@h/?token=t0kX": %w`, errors.Join(errors.New("connection refused"), errors.New("second")))}, reports.FailureSetup, "connection refused", true},
+		{"interrupted", &codedError{code: exitInterrupted, err: errors.New("interrupted before the attack")}, reports.FailureInterrupted, "interrupted before the attack", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			rep := failedRun{sc: sc, runID: "r", err: tc.err, phase: reports.PhasePrepare}.report()
+			f := rep.Failure
+			if f == nil || f.Kind != tc.kind || f.Cause != tc.cause || f.Phase != reports.PhasePrepare || f.ExitCode != tc.err.code ||
+				rep.ExitCode != tc.err.code || rep.Gate != assert.Inconclusive || (rep.SetupError != "") != tc.setupError {
+				t.Fatalf("report: exit %d, gate %s, setupError %q, failure %+v", rep.ExitCode, rep.Gate, rep.SetupError, f)
+			}
+			var b bytes.Buffer
+			if err := reports.WriteJSON(&b, rep); err != nil {
+				t.Fatal(err)
+			}
+			if err := reports.JUnit(&b, rep); err != nil {
+				t.Fatal(err)
+			}
+			if out := b.String(); strings.Contains(out, "pw0rdX") || strings.Contains(out, "t0kX") {
+				t.Errorf("a credential reached the report:\n%s", out)
+			}
+			if !strings.Contains(b.String(), `<testcase name="`+tc.kind+`"`) || !strings.Contains(b.String(), `errors="1"`) {
+				t.Errorf("junit.xml has no %s error case:\n%s", tc.kind, b.String())
+			}
+		})
+	}
+}
+
+// A --metrics-listen address already taken is a setup error found after
+// the run directory exists: the run writes its report naming it.
+func TestMetricsListenTakenWritesTheReport(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	dir := t.TempDir()
+	out := filepath.Join(dir, "runs")
+	var stdout, stderr bytes.Buffer
+	code := execute([]string{"run", convergeScenario(t, dir, "http://"+ln.Addr().String()+"/"), "--out", out, "--quiet", "-o", "json",
+		"--metrics-listen", ln.Addr().String()}, &stdout, &stderr)
+	if code != exitSetup {
+		t.Fatalf("exit %d, want 3\n%s", code, stderr.String())
+	}
+	var rep reports.Report
+	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil || rep.Failure == nil || !strings.Contains(rep.Failure.Error, "--metrics-listen") {
+		t.Fatalf("stdout is not a report naming --metrics-listen (%v):\n%s", err, stdout.String())
+	}
+	for _, name := range []string{"report.json", "junit.xml", "summary.md"} {
+		if m, _ := filepath.Glob(filepath.Join(out, "*", name)); len(m) != 1 {
+			t.Errorf("%s not written: %v", name, m)
+		}
+	}
+}
