@@ -73,7 +73,11 @@ entries:
 `
 
 // gateScenario expects half and half by version through gate-a; 200
-// requests per attempt tell 100/0 (FAIL) from 50/50 (PASS) at once.
+// requests per attempt tell 100/0 (FAIL) from 50/50 (PASS) at once. Each
+// request opens its own connection (keepAlive: false), so each is a draw
+// however the lab's gateways balance: over 10 keep-alive connections the
+// effective n estimated from the data could fall to 10 (docs/statistics.md
+// §3.3), and an attempt on 100/0 would be INCONCLUSIVE, not FAIL.
 const gateScenario = `apiVersion: mesh-verify.io/v1alpha1
 kind: Scenario
 metadata:
@@ -88,6 +92,7 @@ target:
 attack:
   rate: 100/s
   duration: 2s
+  keepAlive: false
 attribution:
   preset: tutorial
 observe:
