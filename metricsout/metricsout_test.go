@@ -140,6 +140,22 @@ func TestRemoteWriteErrors(t *testing.T) {
 		t.Errorf("503 with 2 retries: %d calls, want 3", c)
 	}
 
+	// No retries means one call, never "retry forever" (the remote API's
+	// MaxRetries of 0).
+	calls.Store(0)
+	done := make(chan error, 1)
+	go func() {
+		done <- metricsout.Write(context.Background(), metricsout.Remote{URL: srv.URL + "/busy", Retries: 0}, fams, time.Now())
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "503") || calls.Load() != 1 {
+			t.Errorf("503 with 0 retries: %v after %d calls, want the 503 after 1 call", err, calls.Load())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("503 with 0 retries: still retrying after 30 s")
+	}
+
 	for _, r := range []metricsout.Remote{
 		{URL: "ftp://example.com/write"},
 		{URL: "http://user:s3cret@%zz/"},

@@ -2,6 +2,7 @@ package metricsout
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -74,8 +75,11 @@ func Write(ctx context.Context, r Remote, fams []*dto.MetricFamily, at time.Time
 		timeout = DefaultTimeout
 	}
 	client := &http.Client{Timeout: timeout, Transport: headerTransport{h: r.Headers, next: http.DefaultTransport}}
+	// The API's MaxRetries of 0 means "retry forever": the retries are
+	// counted here instead, and the write given up after r.Retries of them
+	// (MaxRetries bounds it too, one beyond).
 	api, err := remote.NewAPI(r.URL, remote.WithAPIHTTPClient(client), remote.WithAPIPath(""),
-		remote.WithAPIBackoff(remote.BackoffConfig{Min: 500 * time.Millisecond, Max: 5 * time.Second, MaxRetries: r.Retries}))
+		remote.WithAPIBackoff(remote.BackoffConfig{Min: 500 * time.Millisecond, Max: 5 * time.Second, MaxRetries: r.Retries + 1}))
 	if err != nil {
 		return fmt.Errorf("remote write to %s: %s", redact.URL(r.URL), redact.Message(err.Error()))
 	}
@@ -83,13 +87,30 @@ func Write(ctx context.Context, r Remote, fams []*dto.MetricFamily, at time.Time
 	if len(req.series) == 0 {
 		return nil
 	}
-	if _, err := api.Write(ctx, remote.WriteV1MessageType, req); err != nil {
+	ctx, giveUp := context.WithCancelCause(ctx)
+	defer giveUp(nil)
+	retries := 0
+	var lastErr error
+	onRetry := func(err error) {
+		lastErr = err
+		if retries++; retries > r.Retries {
+			giveUp(errGaveUp)
+		}
+	}
+	_, err = api.Write(ctx, remote.WriteV1MessageType, req, remote.WithWriteRetryCallback(onRetry))
+	if err != nil && errors.Is(context.Cause(ctx), errGaveUp) && lastErr != nil {
+		err = fmt.Errorf("%w (after %d retries)", lastErr, r.Retries)
+	}
+	if err != nil {
 		// The receiver's answer is quoted in the error: keep it to one
 		// readable line.
 		return fmt.Errorf("remote write of %d series to %s: %s", len(req.series), redact.URL(r.URL), oneLine(redact.Message(err.Error())))
 	}
 	return nil
 }
+
+// errGaveUp cancels a write whose retries are spent.
+var errGaveUp = errors.New("remote write retries spent")
 
 type headerTransport struct {
 	h    http.Header

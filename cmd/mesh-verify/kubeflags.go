@@ -130,7 +130,7 @@ func isDNSLabel(s string) bool {
 // Help of --context and -n for commands that run a scenario.
 const (
 	scenarioContextHelp   = "kubeconfig context: NAME for a scenario with one cluster, CLUSTER=CONTEXT per scenario cluster (repeatable); replaces clusters[].context"
-	scenarioNamespaceHelp = `namespace wherever the scenario leaves one unset (target.portForward.namespace, observe[].namespace), instead of "default"; a scenario that sets another one there is refused, naming the field`
+	scenarioNamespaceHelp = `namespace wherever the scenario leaves one unset (target.portForward.namespace, observe[].namespace), instead of "default"; a -n that every namespace the scenario names would override is refused, naming the fields`
 )
 
 // forScenario is the kube.Options of a run of sc; a bad flag is invalid
@@ -149,27 +149,35 @@ func (k *kubeFlags) forScenario(sc *scenarios.Scenario) (kube.Options, error) {
 	return o, nil
 }
 
-// namespaceConflicts refuses -n when the scenario names another namespace
-// where -n would apply: -n fills in what the scenario leaves unset, and a
-// namespace the scenario sets is never silently kept over -n (nor -n over
-// it), as kubectl refuses a manifest whose namespace differs from -n.
+// namespaceConflicts refuses a -n that would apply nowhere: -n fills in
+// the namespaces a scenario leaves unset and keeps those it names (a
+// target in one namespace, the observed apps in -n's), but a -n that every
+// field overrides with another namespace would be silently ignored.
 func (k *kubeFlags) namespaceConflicts(sc *scenarios.Scenario) error {
 	if k.namespace == "" {
 		return nil
 	}
 	var clash []string
-	if f := sc.Target.Forward; f != nil && !f.NamespaceDefaulted() && f.Namespace != k.namespace {
-		clash = append(clash, fmt.Sprintf("target.portForward.namespace is %s", f.Namespace))
+	check := func(defaulted bool, ns, field string) bool {
+		if defaulted {
+			return true // -n applies here
+		}
+		if ns != k.namespace {
+			clash = append(clash, fmt.Sprintf("%s is %s", field, ns))
+		}
+		return false
+	}
+	applies := false
+	if f := sc.Target.Forward; f != nil {
+		applies = check(f.NamespaceDefaulted(), f.Namespace, "target.portForward.namespace") || applies
 	}
 	for i := range sc.Observe {
 		w := &sc.Observe[i]
-		if !w.NamespaceDefaulted() && w.Namespace != k.namespace {
-			clash = append(clash, fmt.Sprintf("observe[%d].namespace is %s", i, w.Namespace))
-		}
+		applies = check(w.NamespaceDefaulted(), w.Namespace, fmt.Sprintf("observe[%d].namespace", i)) || applies
 	}
-	if len(clash) == 0 {
+	if applies || len(clash) == 0 {
 		return nil
 	}
-	return fmt.Errorf("--namespace %s: the scenario %s sets another namespace (%s); -n only fills in namespaces a scenario leaves unset: remove those fields, or change them with --set (e.g. --set %s=%s)",
+	return fmt.Errorf("--namespace %s would apply nowhere: the scenario %s names every namespace itself (%s); -n only fills in namespaces a scenario leaves unset: remove those fields, or change them with --set (e.g. --set %s=%s)",
 		k.namespace, sc.File, strings.Join(clash, "; "), strings.Fields(clash[0])[0], k.namespace)
 }

@@ -166,8 +166,8 @@ contexts: [{name: a, context: {cluster: a, user: oidc-user}}]
 }
 
 // TestNamespaceFlagNeverIgnored: -n fills in the namespaces a scenario
-// leaves unset; where the scenario sets another one, the run is refused
-// naming the field (issue 26: -n was silently ignored there).
+// leaves unset and keeps those it names; a -n that would apply nowhere is
+// refused naming the fields (issue 26: -n was silently ignored there).
 func TestNamespaceFlagNeverIgnored(t *testing.T) {
 	t.Parallel()
 	const src = `apiVersion: mesh-verify.io/v1alpha1
@@ -188,8 +188,10 @@ expect: [{successRate: {atLeast: 90%%}}]
 		{"unset fills in", "", "", "shop", ""},
 		{"same namespace", "namespace: shop,", "namespace: shop,", "shop", ""},
 		{"no flag", "namespace: shop,", "", "", ""},
-		{"target differs", "namespace: interconnect,", "", "shop", "target.portForward.namespace is interconnect"},
-		{"observe differs", "", "namespace: interconnect,", "shop", "observe[0].namespace is interconnect"},
+		{"target named, observe filled in", "namespace: interconnect,", "", "shop", ""},
+		{"observe named, target filled in", "", "namespace: interconnect,", "shop", ""},
+		{"every namespace named otherwise", "namespace: interconnect,", "namespace: sample,", "shop", "target.portForward.namespace is interconnect; observe[0].namespace is sample"},
+		{"one named the same, one otherwise", "namespace: shop,", "namespace: sample,", "shop", "observe[0].namespace is sample"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

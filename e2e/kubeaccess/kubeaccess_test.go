@@ -171,11 +171,12 @@ func TestNamespaceOverride(t *testing.T) {
 	if r.Code != 3 || !strings.Contains(r.Stderr, "kubeaccess-missing") {
 		t.Errorf("-n kubeaccess-missing: exit %d, want 3 naming the namespace\n%s", r.Code, r.Stderr)
 	}
-	// A namespace the scenario names is not replaced.
+	// A -n that every namespace the scenario names would override is not
+	// silently ignored: refused before the run, naming the fields.
 	sc = scenario(t, "kind-c1", "kind-c2", "default")
-	out = t.TempDir()
-	if r := mv(t, nil, "run", sc, "--kubeconfig", kubeconfig(t), "--out", out, "-q", "-n", "kubeaccess-empty"); r.Code != 0 {
-		t.Fatalf("observe namespace named, -n given: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
+	if r := mv(t, nil, "run", sc, "--kubeconfig", kubeconfig(t), "--out", t.TempDir(), "-q", "-n", "kubeaccess-empty"); r.Code != 4 ||
+		!strings.Contains(r.Stderr, "target.portForward.namespace is default; observe[0].namespace is default") {
+		t.Fatalf("every namespace named, -n given: exit %d, want 4 naming the fields\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 }
 
