@@ -45,6 +45,8 @@ const (
 // caller's Service in c1 (the tunnel), callme v1's log in c1 (logs) and
 // callme v2's sidecar counter in c2 through a port-forward (metrics), both
 // inventoried. One second of load: the verdicts are not what is tested.
+// Each request opens its own connection, so 100 requests all to v1 are
+// 100 draws, not one per keep-alive connection (docs/statistics.md §3.3).
 const scenario = `apiVersion: mesh-verify.io/v1alpha1
 kind: Scenario
 metadata:
@@ -58,6 +60,7 @@ target:
 attack:
   rate: 100/s
   duration: 1s
+  keepAlive: false
 attribution:
   preset: tutorial
 observe:
