@@ -12,6 +12,7 @@ import (
 	"github.com/mesh-verify/mesh-verify/lab/daemon"
 	"github.com/mesh-verify/mesh-verify/lab/envoylog"
 	"github.com/mesh-verify/mesh-verify/reports"
+	"github.com/mesh-verify/mesh-verify/tally"
 )
 
 // kumaSidecarScenario attributes the kuma-canary lab's 90/10 split twice:
@@ -105,7 +106,7 @@ func TestMetricsAttributionThroughTheLabsAPIServers(t *testing.T) {
 				return
 			}
 			if strings.HasPrefix(e.RequestID, r.Report().RunID+"-") && e.Code == 200 {
-				linesByPod[p.Name]++
+				linesByPod[tally.PodKey(p.Cluster, p.Name)]++ // the pod bucket: cluster/pod
 				linesByCluster[p.Cluster]++
 			}
 		})

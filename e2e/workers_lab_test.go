@@ -116,14 +116,14 @@ func sidecarCounts(t *testing.T, l *lab.Lab, runID string) (byCluster map[string
 	return byCluster, byWorker
 }
 
-// noWorkersLeft waits until c1 holds no Job, pod or ConfigMap of the run
+// noWorkersLeft waits until c1 holds no Job, pod, ConfigMap or Secret of the run
 // and no worker process of it runs.
 func noWorkersLeft(t *testing.T, l *lab.Lab, runID string) {
 	t.Helper()
 	noWorkersIn(t, l, runID, "kuma-demo", "c1")
 }
 
-// noWorkersIn waits until the clusters hold no Job, pod or ConfigMap of
+// noWorkersIn waits until the clusters hold no Job, pod, ConfigMap or Secret of
 // the run in namespace ns and no worker process of it runs.
 func noWorkersIn(t *testing.T, l *lab.Lab, runID, ns string, clusters ...string) {
 	t.Helper()
@@ -132,7 +132,7 @@ func noWorkersIn(t *testing.T, l *lab.Lab, runID, ns string, clusters ...string)
 	for {
 		var out string
 		for _, c := range clusters {
-			out += e2etest.Kubectl(t, l, c, "get", "jobs,pods,configmaps", "-n", ns, "-l", sel, "-o", "name")
+			out += e2etest.Kubectl(t, l, c, "get", "jobs,pods,configmaps,secrets", "-n", ns, "-l", sel, "-o", "name")
 		}
 		procs := workerProcesses(t, strings.ToLower(runID))
 		if strings.TrimSpace(out) == "" && len(procs) == 0 {

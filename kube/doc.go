@@ -3,7 +3,7 @@
 // every cluster (Inventory, Inv), an in-process port-forward tunnel whose
 // DialContext plugs into an http.Transport (Tunnel), and per-pod Prometheus
 // counters read through the API server's pod proxy (Scrape, Delta), and
-// the distributed workers' Indexed Job and ConfigMap (CreateWorkers,
+// the distributed workers' Indexed Job, Secret and ConfigMap (CreateWorkers,
 // WorkerRun, SweepWorkers; docs/distributed.md, "The Job").
 //
 // Permissions declares the RBAC permission every API call here (and in

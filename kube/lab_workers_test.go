@@ -3,6 +3,7 @@ package kube_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -18,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/mesh-verify/mesh-verify/internal/certtest"
 	"github.com/mesh-verify/mesh-verify/kube"
 	"github.com/mesh-verify/mesh-verify/lab/labtest"
 )
@@ -136,6 +138,10 @@ func TestLabWorkers(t *testing.T) {
 			{coordinatorUser, "update", "batch", "jobs", false},
 			{coordinatorUser, "update", "batch", "jobs/status", false},
 			{coordinatorUser, "get", "", "secrets", false},
+			{coordinatorUser, "create", "", "secrets", true},
+			{coordinatorUser, "list", "", "secrets", false},
+			{coordinatorUser, "watch", "", "secrets", false},
+			{coordinatorUser, "update", "", "secrets", false},
 			{coordinatorUser, "create", "", "serviceaccounts", false},
 			{workerUser, "get", "", "configmaps", true},
 			{workerUser, "list", "", "configmaps", false},
@@ -143,7 +149,10 @@ func TestLabWorkers(t *testing.T) {
 			{workerUser, "patch", "", "configmaps", false},
 			{workerUser, "create", "", "configmaps", false},
 			{workerUser, "list", "", "pods", false},
-			{workerUser, "get", "", "secrets", false},
+			{workerUser, "get", "", "secrets", true},
+			{workerUser, "list", "", "secrets", false},
+			{workerUser, "watch", "", "secrets", false},
+			{workerUser, "create", "", "secrets", false},
 			{workerUser, "create", "batch", "jobs", false},
 		} {
 			if got := can(t, admin, tc.user, tc.verb, tc.group, tc.resource); got != tc.want {
@@ -183,13 +192,14 @@ func TestLabWorkers(t *testing.T) {
 		if !maps.Equal(cm.Labels, labels) || cm.Annotations["mesh-verify.io/expires-at"] != job.Annotations["mesh-verify.io/expires-at"] {
 			t.Errorf("ConfigMap labels %v annotations %v", cm.Labels, cm.Annotations)
 		}
-		want := map[string]string{"scenario.yaml": string(spec.Scenario), "inventory.json": string(spec.Inventory), "run.json": string(spec.Run)}
+		want := map[string]string{"inventory.json": string(spec.Inventory), "run.json": string(spec.Run)}
 		if !maps.Equal(cm.Data, want) {
 			t.Errorf("ConfigMap data %v, want %v", cm.Data, want)
 		}
 		if len(cm.OwnerReferences) != 1 || cm.OwnerReferences[0].UID != job.UID || cm.OwnerReferences[0].Kind != "Job" || cm.OwnerReferences[0].APIVersion != "batch/v1" {
 			t.Errorf("ConfigMap owner references %+v: want the Job %s", cm.OwnerReferences, job.UID)
 		}
+		checkSecret(t, admin, job, labels, map[string]string{"scenario.yaml": string(spec.Scenario)})
 
 		// The Job controller creates one pod per index, each with the
 		// index in its env.
@@ -308,6 +318,95 @@ func TestLabWorkers(t *testing.T) {
 		if err := w.Delete(ctx); err != nil {
 			t.Errorf("deleting again: %v", err)
 		}
+	})
+
+	// A scenario's attack.headers values and target.tls.ca travel in the
+	// immutable Secret only: no ConfigMap event, from the creation to the
+	// deletion, carries either; and a CA file holding a private key never
+	// reaches the cluster at all.
+	t.Run("secrets never in a ConfigMap", func(t *testing.T) {
+		const token = "Bearer s3cr3t-token-9f8e7d"
+		cert, key := certtest.Pair(t)
+		list, err := admin.Client.CoreV1().ConfigMaps(workersNS).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		defer cancel()
+		events, err := admin.Client.CoreV1().ConfigMaps(workersNS).Watch(wctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer events.Stop()
+
+		keyed := workerSpec(newRunID(t, "cafe00"), 1, time.Minute)
+		keyed.CA = append(slices.Clone(cert), key...)
+		if _, err := coord.CreateWorkers(ctx, keyed); err == nil || !strings.Contains(err.Error(), "holds a private key") || strings.Contains(err.Error(), certtest.KeyLine(key)) {
+			t.Fatalf("CreateWorkers with a key in the CA: %v; want a refusal that does not echo the key", err)
+		}
+		if _, err := admin.Client.BatchV1().Jobs(workersNS).Get(ctx, kube.WorkerName(keyed.RunID), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("the refused run's Job: %v, want not found", err)
+		}
+
+		spec := workerSpec(newRunID(t, "5ec4e7"), 1, time.Minute)
+		spec.Scenario = append(slices.Clone(spec.Scenario), []byte("attack: {headers: {Authorization: ["+token+"]}}\n")...)
+		spec.CA = cert
+		w, err := coord.CreateWorkers(ctx, spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = w.Delete(context.Background()) })
+		job, err := admin.Client.BatchV1().Jobs(workersNS).Get(ctx, w.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkSecret(t, admin, job, map[string]string{"app.kubernetes.io/name": "mesh-verify", "app.kubernetes.io/component": "worker", "mesh-verify.io/run": spec.RunID},
+			map[string]string{"scenario.yaml": string(spec.Scenario), "ca.pem": string(cert)})
+		if err := w.Start(ctx, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Delete(ctx); err != nil {
+			t.Fatal(err)
+		}
+		// Every event up to the ConfigMap's deletion by the garbage
+		// collector.
+		seen := 0
+		for done := false; !done; {
+			select {
+			case ev, ok := <-events.ResultChan():
+				if !ok {
+					t.Fatalf("the watch ended after %d events of %s", seen, w.Name)
+				}
+				cm, isCM := ev.Object.(*corev1.ConfigMap)
+				if !isCM {
+					t.Fatalf("watch event %s %T", ev.Type, ev.Object)
+				}
+				raw, err := json.Marshal(cm)
+				if err != nil {
+					t.Fatal(err)
+				}
+				secrets := []string{token, "s3cr3t", "PRIVATE KEY", certtest.KeyLine(key)}
+				if cm.Labels[kube.LabelName] == kube.LabelNameValue {
+					// kube-root-ca.crt, in every namespace, holds certificates.
+					secrets = append(secrets, "CERTIFICATE", "scenario.yaml", "ca.pem")
+				}
+				for _, secret := range secrets {
+					if bytes.Contains(raw, []byte(secret)) {
+						t.Errorf("ConfigMap %s, watch event %s, holds %q", cm.Name, ev.Type, secret)
+					}
+				}
+				if cm.Name == w.Name {
+					seen++
+					done = ev.Type == watch.Deleted
+				}
+			case <-wctx.Done():
+				t.Fatalf("no deletion of ConfigMap %s after %d events", w.Name, seen)
+			}
+		}
+		if seen < 3 { // created, annotated, deleted
+			t.Errorf("%d watch events of ConfigMap %s, want at least 3", seen, w.Name)
+		}
+		poll(t, 90*time.Second, "the Secret to go with its Job", func() error { return gone(ctx, admin, w.Name, spec.RunID) })
 	})
 
 	t.Run("the pod watch sees a worker die", func(t *testing.T) {
@@ -473,7 +572,36 @@ func gone(ctx context.Context, admin *kube.Cluster, name, runID string) error {
 	if _, err := admin.Client.CoreV1().ConfigMaps(workersNS).Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		return fmt.Errorf("ConfigMap %s: %v", name, err)
 	}
+	if _, err := admin.Client.CoreV1().Secrets(workersNS).Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		return fmt.Errorf("Secret %s: %v", name, err)
+	}
 	return nil
+}
+
+// checkSecret checks the workers' Secret as the API server stored it:
+// immutable, labelled like the Job, owned by it, holding data exactly.
+func checkSecret(t *testing.T, admin *kube.Cluster, job *batchv1.Job, labels, data map[string]string) {
+	t.Helper()
+	sec, err := admin.Client.CoreV1().Secrets(workersNS).Get(context.Background(), job.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the workers' Secret: %v", err)
+	}
+	if sec.Immutable == nil || !*sec.Immutable || sec.Type != corev1.SecretTypeOpaque {
+		t.Errorf("Secret %s: immutable %v, type %s; want an immutable Opaque Secret", sec.Name, sec.Immutable, sec.Type)
+	}
+	if !maps.Equal(sec.Labels, labels) || sec.Annotations["mesh-verify.io/expires-at"] != job.Annotations["mesh-verify.io/expires-at"] {
+		t.Errorf("Secret labels %v annotations %v", sec.Labels, sec.Annotations)
+	}
+	if len(sec.OwnerReferences) != 1 || sec.OwnerReferences[0].UID != job.UID || sec.OwnerReferences[0].Kind != "Job" || sec.OwnerReferences[0].APIVersion != "batch/v1" {
+		t.Errorf("Secret owner references %+v: want the Job %s", sec.OwnerReferences, job.UID)
+	}
+	got := map[string]string{}
+	for k, v := range sec.Data {
+		got[k] = string(v)
+	}
+	if !maps.Equal(got, data) {
+		t.Errorf("Secret data %v, want %v", got, data)
+	}
 }
 
 // checkJob checks every field CreateWorkers promises, on the Job the API

@@ -153,8 +153,8 @@ func Permissions() []Permission {
 }
 
 // workerPermissions are a distributed run's: the coordinator's on the
-// Job, its ConfigMap and its pods in the namespace the workers run in,
-// and the workers' own on the ConfigMap.
+// Job, its ConfigMap, its Secret and its pods in the namespace the workers
+// run in, and the workers' own on the ConfigMap and the Secret.
 func workerPermissions() []Permission {
 	w := func(verb, group, resource, sub, call, why string) Permission {
 		return Permission{Feature: FeatureWorkers, Verb: verb, Group: group, Resource: resource, Subresource: sub, Scope: ScopeNamespace, Call: call, Why: why}
@@ -165,7 +165,10 @@ func workerPermissions() []Permission {
 		w("get", "", "serviceaccounts", "", "Cluster.CreateWorkers", "check that the workers' ServiceAccount exists before the Job is created (the Job controller cannot create pods without it)"),
 		w("list", "batch", "jobs", "", "Cluster.SweepWorkers", "earlier runs' Jobs whose expires-at has passed"),
 		w("delete", "batch", "jobs", "", "WorkerRun.Delete, Cluster.SweepWorkers", "remove the Job (its pods and ConfigMap follow) at the end of a run, and expired ones"),
-		w("create", "", "configmaps", "", "Cluster.CreateWorkers", "the scenario, inventory and run config the workers read"),
+		w("create", "", "configmaps", "", "Cluster.CreateWorkers", "the inventory and run config the workers read, and the start and stop annotations they watch"),
+		// create only: the coordinator never reads a Secret back, and the
+		// garbage collector deletes it with its Job.
+		w("create", "", "secrets", "", "Cluster.CreateWorkers", "the scenario (its attack.headers values) and target.tls.ca's certificates, which the workers read"),
 		w("patch", "", "configmaps", "", "WorkerRun.Start, WorkerRun.Stop", "the start-at and stop annotations"),
 		w("list", "", "configmaps", "", "Cluster.SweepWorkers", "earlier runs' ConfigMaps whose expires-at has passed"),
 		w("delete", "", "configmaps", "", "Cluster.SweepWorkers", "an expired ConfigMap left without its Job"),
@@ -180,7 +183,12 @@ func workerPermissions() []Permission {
 		p.Worker = true
 		out = append(out, p)
 	}
-	return out
+	// get by name only: never list or watch, which would read every
+	// Secret of the namespace (docs/distributed.md, Permissions, says
+	// why the workers' namespace should be one of their own).
+	p := w("get", "", "secrets", "", "mesh-verify worker", "the worker reads its Secret: the scenario and the CA certificates")
+	p.Worker = true
+	return append(out, p)
 }
 
 // portForward is the pods/portforward pair: client-go dials SPDY over

@@ -222,7 +222,7 @@ func TestManifestWorkers(t *testing.T) {
 		t.Fatalf("want mesh-verify's Role and the workers' Role in load, none for apps: roles %v, workers' %v", roles, workers)
 	}
 	coordinator := []string{"create jobs.batch", "patch jobs.batch", "list jobs.batch", "delete jobs.batch",
-		"create configmaps", "patch configmaps", "list configmaps", "delete configmaps",
+		"create configmaps", "patch configmaps", "list configmaps", "delete configmaps", "create secrets",
 		"get serviceaccounts", "list pods", "watch pods", "get pods/log"}
 	allow := func(rules []rbacv1.PolicyRule, s string) bool {
 		verb, res, _ := strings.Cut(s, " ")
@@ -238,17 +238,17 @@ func TestManifestWorkers(t *testing.T) {
 		}
 	}
 	for _, s := range []string{"delete pods", "create pods", "update jobs.batch", "delete jobs/status.batch", "create serviceaccounts",
-		"watch jobs.batch", "get jobs.batch", "get configmaps", "watch configmaps"} {
+		"watch jobs.batch", "get jobs.batch", "get configmaps", "watch configmaps", "get secrets", "list secrets", "watch secrets", "delete secrets"} {
 		if allow(roles["load"].Rules, s) {
 			t.Errorf("mesh-verify's Role in load grants %s, which nothing calls", s)
 		}
 	}
-	for _, s := range []string{"get configmaps", "watch configmaps"} {
+	for _, s := range []string{"get configmaps", "watch configmaps", "get secrets"} {
 		if !allow(workers["load"].Rules, s) {
 			t.Errorf("the workers' Role does not grant %s", s)
 		}
 	}
-	for _, s := range []string{"list configmaps", "create configmaps", "patch configmaps", "delete configmaps", "list pods", "get secrets", "create jobs.batch"} {
+	for _, s := range []string{"list configmaps", "create configmaps", "patch configmaps", "delete configmaps", "list pods", "list secrets", "watch secrets", "create secrets", "create jobs.batch"} {
 		if allow(workers["load"].Rules, s) {
 			t.Errorf("the workers' Role grants %s, which a worker never calls", s)
 		}

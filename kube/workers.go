@@ -23,19 +23,26 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/mesh-verify/mesh-verify/internal/certpem"
 )
 
 // The contract between the coordinator and `mesh-verify worker`
-// (docs/distributed.md): the keys of the worker's ConfigMap, the
-// annotations that start and stop the attack, and the labels every object
-// of a distributed run carries.
+// (docs/distributed.md): the keys of the worker's ConfigMap and Secret,
+// the annotations that start and stop the attack, and the labels every
+// object of a distributed run carries.
 const (
-	WorkerKeyScenario  = "scenario.yaml"
+	// WorkerKeyScenario (the scenario as run: its attack.headers values,
+	// credentials often) is in the Secret.
+	WorkerKeyScenario = "scenario.yaml"
+	// WorkerKeyInventory and WorkerKeyRun are in the ConfigMap: pod names
+	// and versions, the run id, the worker count, the in-cluster target
+	// URL, nothing secret.
 	WorkerKeyInventory = "inventory.json"
 	WorkerKeyRun       = "run.json"
-	// WorkerKeyCA holds the PEM authorities of the scenario's
-	// target.tls.ca, a file on the coordinator's machine the pods do not
-	// have; absent when the scenario names none.
+	// WorkerKeyCA, in the Secret, holds the certificates of the
+	// scenario's target.tls.ca, a file on the coordinator's machine the
+	// pods do not have; absent when the scenario names none.
 	WorkerKeyCA = "ca.pem"
 
 	// AnnotationStartAt is the instant (RFC 3339 with nanoseconds) the
@@ -72,8 +79,9 @@ const (
 	MaxWorkerDeadline = 24 * time.Hour
 	// MaxWorkerTTL bounds TTL, for the same reason.
 	MaxWorkerTTL = 7 * 24 * time.Hour
-	// MaxWorkerConfigBytes bounds the ConfigMap's three payloads together:
-	// the API server refuses a ConfigMap over 1 MiB (data, keys and
+	// MaxWorkerConfigBytes bounds the ConfigMap's payloads (inventory and
+	// run config) together, and the Secret's (scenario and CA): the API
+	// server refuses a ConfigMap or a Secret over 1 MiB (data, keys and
 	// metadata); the rest is room for the metadata.
 	MaxWorkerConfigBytes = 1<<20 - 16<<10
 	// WorkerExpiryMargin is added to Deadline for the expires-at
@@ -88,7 +96,7 @@ const (
 )
 
 // WorkerSpec is what CreateWorkers creates: an Indexed Job of Workers pods
-// running `mesh-verify worker` and the ConfigMap they read.
+// running `mesh-verify worker`, and the ConfigMap and Secret they read.
 type WorkerSpec struct {
 	// RunID is the run's id, a valid label value (runner.NewRunID's are).
 	RunID     string
@@ -100,12 +108,13 @@ type WorkerSpec struct {
 	// ServiceAccount the pods run as; empty means
 	// DefaultWorkerServiceAccount (`mesh-verify rbac` creates it).
 	ServiceAccount string
-	// Scenario, Inventory and Run are the ConfigMap's scenario.yaml,
-	// inventory.json and run.json.
+	// Scenario is the Secret's scenario.yaml; Inventory and Run are the
+	// ConfigMap's inventory.json and run.json.
 	Scenario  []byte
 	Inventory []byte
 	Run       []byte
-	// CA is the ConfigMap's ca.pem (optional).
+	// CA is the Secret's ca.pem (optional): PEM certificates only, a
+	// private key is refused (runner.ReadCA reads them so).
 	CA []byte
 	// IndexOffset is the run's index of this Job's first worker (the
 	// workers' --index-offset): with several sources the run numbers
@@ -126,11 +135,11 @@ type WorkerSpec struct {
 	TTL time.Duration
 }
 
-// WorkerRun is a created worker Job and its ConfigMap.
+// WorkerRun is a created worker Job, its ConfigMap and its Secret.
 type WorkerRun struct {
 	Cluster   *Cluster
 	Namespace string
-	// Name is the Job's and the ConfigMap's.
+	// Name is the Job's, the ConfigMap's and the Secret's.
 	Name    string
 	RunID   string
 	JobUID  types.UID
@@ -188,8 +197,18 @@ func (s WorkerSpec) Validate() error {
 			errs = append(errs, fmt.Errorf("service account %q: %s", s.ServiceAccount, strings.Join(e, "; ")))
 		}
 	}
-	if n := len(s.Scenario) + len(s.Inventory) + len(s.Run) + len(s.CA); n > MaxWorkerConfigBytes {
-		errs = append(errs, fmt.Errorf("scenario, inventory and run config are %d bytes together: a ConfigMap holds at most %d", n, MaxWorkerConfigBytes))
+	if n := len(s.Inventory) + len(s.Run); n > MaxWorkerConfigBytes {
+		errs = append(errs, fmt.Errorf("inventory and run config are %d bytes together: the workers' ConfigMap holds at most %d", n, MaxWorkerConfigBytes))
+	}
+	if n := len(s.Scenario) + len(s.CA); n > MaxWorkerConfigBytes {
+		errs = append(errs, fmt.Errorf("scenario and CA are %d bytes together: the workers' Secret holds at most %d", n, MaxWorkerConfigBytes))
+	}
+	if len(s.CA) > 0 {
+		// Only what the workers need: never a key that came with the
+		// authorities (the error names the block, never its bytes).
+		if _, err := certpem.Certificates(s.CA); err != nil {
+			errs = append(errs, fmt.Errorf("ca: %w", err))
+		}
 	}
 	if len(s.Scenario) == 0 || len(s.Run) == 0 {
 		errs = append(errs, errors.New("no scenario or run config"))
@@ -307,20 +326,29 @@ func workerJob(s WorkerSpec, name string, expires time.Time) *batchv1.Job {
 	}
 }
 
-// ConfigMapData is the data of the workers' ConfigMap: scenario.yaml,
-// inventory.json ("[]" for none), run.json and, when set, ca.pem.
+// ConfigMapData is the data of the workers' ConfigMap: inventory.json
+// ("[]" for none) and run.json, nothing secret. Anyone who may view the
+// namespace reads a ConfigMap, and its every change is a watch event.
 func (s WorkerSpec) ConfigMapData() map[string]string {
-	data := map[string]string{WorkerKeyScenario: string(s.Scenario), WorkerKeyRun: string(s.Run), WorkerKeyInventory: "[]"}
+	data := map[string]string{WorkerKeyRun: string(s.Run), WorkerKeyInventory: "[]"}
 	if len(s.Inventory) > 0 {
 		data[WorkerKeyInventory] = string(s.Inventory)
-	}
-	if len(s.CA) > 0 {
-		data[WorkerKeyCA] = string(s.CA)
 	}
 	return data
 }
 
-// workerArgs is the worker container's command line.
+// SecretData is the data of the workers' Secret: scenario.yaml (its
+// attack.headers values are often credentials) and, when set, ca.pem.
+func (s WorkerSpec) SecretData() map[string][]byte {
+	data := map[string][]byte{WorkerKeyScenario: s.Scenario}
+	if len(s.CA) > 0 {
+		data[WorkerKeyCA] = s.CA
+	}
+	return data
+}
+
+// workerArgs is the worker container's command line; the Secret has the
+// ConfigMap's name.
 func workerArgs(s WorkerSpec, name string) []string {
 	args := []string{"worker", "--configmap", name, "--namespace", s.Namespace}
 	if s.IndexOffset > 0 {
@@ -332,12 +360,13 @@ func workerArgs(s WorkerSpec, name string) []string {
 	return args
 }
 
-// CreateWorkers creates a run's worker Job and ConfigMap in
-// spec.Namespace. The Job is created suspended, then the ConfigMap owned
-// by it (deleting the Job garbage-collects the ConfigMap, and a ConfigMap
-// never outlives its Job), then the Job is resumed: its pods never start
-// before the ConfigMap they read exists. On any failure what was created
-// is deleted again.
+// CreateWorkers creates a run's worker Job, Secret and ConfigMap in
+// spec.Namespace. The Job is created suspended, then the Secret and the
+// ConfigMap owned by it (deleting the Job garbage-collects both, and
+// neither outlives its Job), then the Job is resumed: its pods never start
+// before what they read exists. The Secret is immutable: nothing can
+// swap the scenario under running workers. On any failure what was
+// created is deleted again.
 func (c *Cluster) CreateWorkers(ctx context.Context, spec WorkerSpec) (*WorkerRun, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, err
@@ -386,18 +415,21 @@ func (c *Cluster) createWorkers(ctx context.Context, spec WorkerSpec, now time.T
 		return undo(c.wrap(fmt.Sprintf("create jobs.batch %s in namespace %s", name, ns),
 			errors.New("the API server dropped spec.backoffLimitPerIndex: distributed workers need Kubernetes 1.29 or later (the JobBackoffLimitPerIndex feature), so that a dead worker is never retried")))
 	}
-	cm := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: name, Namespace: ns, Labels: workerLabels(spec.RunID),
-			Annotations: map[string]string{AnnotationExpiresAt: expires.UTC().Format(time.RFC3339)},
-			// No blockOwnerDeletion: it only matters to a foreground
-			// deletion, and setting it needs update on jobs/finalizers
-			// where the OwnerReferencesPermissionEnforcement admission
-			// plugin runs.
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: name, UID: job.UID}},
-		},
-		Data: spec.ConfigMapData(),
+	meta := metav1.ObjectMeta{
+		Name: name, Namespace: ns, Labels: workerLabels(spec.RunID),
+		Annotations: map[string]string{AnnotationExpiresAt: expires.UTC().Format(time.RFC3339)},
+		// No blockOwnerDeletion: it only matters to a foreground
+		// deletion, and setting it needs update on jobs/finalizers
+		// where the OwnerReferencesPermissionEnforcement admission
+		// plugin runs.
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: name, UID: job.UID}},
 	}
+	immutable := true
+	secret := &corev1.Secret{ObjectMeta: *meta.DeepCopy(), Immutable: &immutable, Type: corev1.SecretTypeOpaque, Data: spec.SecretData()}
+	if _, err := c.Client.CoreV1().Secrets(ns).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
+		return undo(c.wrap(fmt.Sprintf("create secrets %s in namespace %s", name, ns), err))
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: meta, Data: spec.ConfigMapData()}
 	if _, err := c.Client.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
 		return undo(c.wrap(fmt.Sprintf("create configmaps %s in namespace %s", name, ns), err))
 	}
@@ -661,15 +693,15 @@ func JobStatus(job *batchv1.Job) WorkerJobStatus {
 	return st
 }
 
-// background deletes an object's dependents after it: the Job's pods and
-// ConfigMap go through the garbage collector.
+// background deletes an object's dependents after it: the Job's pods,
+// ConfigMap and Secret go through the garbage collector.
 func background() metav1.DeleteOptions {
 	p := metav1.DeletePropagationBackground
 	return metav1.DeleteOptions{PropagationPolicy: &p}
 }
 
-// Delete deletes the Job; the garbage collector deletes its pods and
-// ConfigMap. A Job already gone is no error.
+// Delete deletes the Job; the garbage collector deletes its pods,
+// ConfigMap and Secret. A Job already gone is no error.
 func (w *WorkerRun) Delete(ctx context.Context) error {
 	opts := background()
 	opts.Preconditions = &metav1.Preconditions{UID: &w.JobUID} // never a later Job of the same name
@@ -715,7 +747,9 @@ func (c *Cluster) SweepWorkers(ctx context.Context, ns string, now time.Time) ([
 		deleted = append(deleted, "job/"+j.Name)
 	}
 	// A ConfigMap goes with its Job; one left without (its Job deleted
-	// with orphan propagation) expires like it.
+	// with orphan propagation) expires like it. Secrets are not listed
+	// (that would read every Secret of the namespace): one goes with its
+	// Job only.
 	cms, err := c.Client.CoreV1().ConfigMaps(ns).List(ctx, sel)
 	if err != nil {
 		return deleted, c.wrap(fmt.Sprintf("list configmaps in namespace %s (sweep leftover workers)", ns), err)

@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/mesh-verify/mesh-verify/fleet"
+	"github.com/mesh-verify/mesh-verify/internal/certtest"
 )
 
 // maxWorkerNameLen is "mv-", the prefix, "-" and 8 hex digits.
@@ -86,9 +87,15 @@ func TestWorkerSpecValidate(t *testing.T) {
 	if err := validSpec().Validate(); err != nil {
 		t.Fatalf("valid spec: %v", err)
 	}
+	// big fills the Secret (scenario and CA), bigCM the ConfigMap
+	// (inventory and run config), to n bytes.
 	big := func(n int) func(*WorkerSpec) {
-		return func(s *WorkerSpec) { s.Scenario = []byte(strings.Repeat("a", n-len(s.Inventory)-len(s.Run))) }
+		return func(s *WorkerSpec) { s.Scenario = []byte(strings.Repeat("a", n-len(s.CA))) }
 	}
+	bigCM := func(n int) func(*WorkerSpec) {
+		return func(s *WorkerSpec) { s.Inventory = []byte(`["` + strings.Repeat("a", n-len(s.Run)-4) + `"]`) }
+	}
+	cert, key := certtest.Pair(t)
 	for _, tc := range []struct {
 		name   string
 		change func(*WorkerSpec)
@@ -96,7 +103,10 @@ func TestWorkerSpecValidate(t *testing.T) {
 	}{
 		{"max workers", func(s *WorkerSpec) { s.Workers = MaxWorkers }, ""},
 		{"one worker", func(s *WorkerSpec) { s.Workers = 1 }, ""},
-		{"config at the limit", big(MaxWorkerConfigBytes), ""},
+		{"secret at the limit", big(MaxWorkerConfigBytes), ""},
+		{"configmap at the limit", bigCM(MaxWorkerConfigBytes), ""},
+		{"both at the limit", func(s *WorkerSpec) { big(MaxWorkerConfigBytes)(s); bigCM(MaxWorkerConfigBytes)(s) }, ""},
+		{"a CA", func(s *WorkerSpec) { s.CA = cert }, ""},
 		{"no inventory", func(s *WorkerSpec) { s.Inventory = nil }, ""},
 		{"longest deadline", func(s *WorkerSpec) { s.Deadline = MaxWorkerDeadline }, ""},
 		{"longest ttl", func(s *WorkerSpec) { s.TTL = MaxWorkerTTL }, ""},
@@ -106,7 +116,10 @@ func TestWorkerSpecValidate(t *testing.T) {
 		{"negative offset", func(s *WorkerSpec) { s.IndexOffset = -1 }, "index offset -1"},
 		{"no workers", func(s *WorkerSpec) { s.Workers = 0 }, "workers 0: want 1 to 10000"},
 		{"too many workers", func(s *WorkerSpec) { s.Workers = MaxWorkers + 1 }, "workers 10001"},
-		{"config over the limit", big(MaxWorkerConfigBytes + 1), "a ConfigMap holds at most"},
+		{"secret over the limit", big(MaxWorkerConfigBytes + 1), "scenario and CA are 1032193 bytes together: the workers' Secret holds at most 1032192"},
+		{"configmap over the limit", bigCM(MaxWorkerConfigBytes + 1), "inventory and run config are 1032193 bytes together: the workers' ConfigMap holds at most 1032192"},
+		{"a CA with its key", func(s *WorkerSpec) { s.CA = append(cert, key...) }, "ca: PEM block 2 (PRIVATE KEY) holds a private key"},
+		{"a CA of no certificate", func(s *WorkerSpec) { s.CA = []byte("x") }, "ca: holds no PEM certificate"},
 		{"no run id", func(s *WorkerSpec) { s.RunID = "" }, "no run id"},
 		{"run id not a label value", func(s *WorkerSpec) { s.RunID = "a b" }, `run id "a b" is no label value`},
 		{"run id too long", func(s *WorkerSpec) { s.RunID = strings.Repeat("a", 64) }, "is no label value"},
@@ -133,6 +146,24 @@ func TestWorkerSpecValidate(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.err) || !strings.HasPrefix(err.Error(), "worker spec: ") {
 			t.Errorf("%s: error %v, want %q", tc.name, err, tc.err)
 		}
+		if err != nil && strings.Contains(err.Error(), strings.Split(string(key), "\n")[1]) {
+			t.Errorf("%s: error %v echoes the key", tc.name, err)
+		}
+	}
+}
+
+// The ConfigMap carries nothing secret; the Secret carries the scenario
+// and the CA.
+func TestWorkerData(t *testing.T) {
+	s := validSpec()
+	cert, _ := certtest.Pair(t)
+	s.CA = cert
+	cm, secret := s.ConfigMapData(), s.SecretData()
+	if len(cm) != 2 || cm[WorkerKeyRun] != string(s.Run) || cm[WorkerKeyInventory] != string(s.Inventory) {
+		t.Errorf("ConfigMapData %v: want only run.json and inventory.json", cm)
+	}
+	if len(secret) != 2 || string(secret[WorkerKeyScenario]) != string(s.Scenario) || string(secret[WorkerKeyCA]) != string(cert) {
+		t.Errorf("SecretData %v: want scenario.yaml and ca.pem", secret)
 	}
 }
 

@@ -54,6 +54,10 @@ func TestOnlyAMarkedDirectoryIsTheLabs(t *testing.T) {
 			t.Errorf("up: %v", err)
 		}
 		untouched(t, dir)
+		// The refusal leaves the directory as it was: no lock file.
+		if _, err := os.Lstat(filepath.Join(dir, ".lock")); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("a refused up left %s/.lock (%v)", dir, err)
+		}
 	})
 	t.Run("down of an empty or missing directory does nothing", func(t *testing.T) {
 		for _, dir := range []string{t.TempDir(), filepath.Join(t.TempDir(), "none")} {
@@ -63,4 +67,42 @@ func TestOnlyAMarkedDirectoryIsTheLabs(t *testing.T) {
 			}
 		}
 	})
+}
+
+// `down` removes what a run with worker pods leaves (the daemon's jobs/
+// directories) and the lock file, so that the next `up` in the directory
+// is not refused as "not empty"; a user's own file stays, with the
+// directory.
+func TestDownRemovesJobsAndLock(t *testing.T) {
+	t.Parallel()
+	for _, mine := range []bool{false, true} {
+		dir := filepath.Join(t.TempDir(), "lab")
+		files := []string{".mesh-verify-lab", ".lock", "lab.json", "jobs/c1/load_mv-run-0_0f3a/stdout"}
+		if mine {
+			files = append(files, "mine.txt")
+		}
+		for _, f := range files {
+			p := filepath.Join(dir, f)
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(p, []byte("x\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := lab.Down(context.Background(), lab.Options{Dir: dir}); err != nil {
+			t.Fatalf("down: %v", err)
+		}
+		entries, err := os.ReadDir(dir)
+		var names []string
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		switch {
+		case mine && (err != nil || len(names) != 1 || names[0] != "mine.txt"):
+			t.Errorf("down with a user's file: left %v (%v), want only mine.txt", names, err)
+		case !mine && !errors.Is(err, os.ErrNotExist):
+			t.Errorf("down: left %s holding %v (%v), want it removed", dir, names, err)
+		}
+	}
 }

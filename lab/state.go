@@ -34,7 +34,11 @@ const (
 
 func labFiles() []string {
 	return []string{markerFile, stateFile, daemonLog, lockFile, kubeconfig, daemon.PIDFile, daemon.StatusFile,
-		"kwok.yaml", "kwok", kubeCacheDir, "logs", "nginx"}
+		"kwok.yaml", "kwok", kubeCacheDir, "logs", "nginx",
+		// The daemon's working directories of mesh-verify's Job pods
+		// (lab/daemon/jobs.go, jobDirName): a run with worker pods
+		// leaves them.
+		"jobs"}
 }
 
 // DefaultDir is ${XDG_STATE_HOME:-~/.local/state}/mesh-verify/lab: state,
@@ -133,21 +137,32 @@ func removeState(dir string) error {
 			errs = append(errs, err)
 		}
 	}
-	entries, _ := os.ReadDir(dir)
-	if len(entries) == 1 && entries[0].Name() == lockFile || len(entries) == 0 {
-		_ = os.Remove(filepath.Join(dir, lockFile))
+	// The lock goes with the lab even when a user's files keep the
+	// directory: a lab command that finds none creates it again.
+	_ = os.Remove(filepath.Join(dir, lockFile))
+	entries, err := os.ReadDir(dir)
+	if err == nil && len(entries) == 0 {
 		_ = os.Remove(dir)
 	}
 	return errors.Join(errs...)
 }
 
 // lock serialises lab commands on one directory (flock; released when
-// the process dies, so a crashed `lab up` never blocks the next one).
+// the process dies, so a crashed `lab up` never blocks the next one). A
+// lock file it created in a directory that holds no lab when the lock is
+// released (a `lab up` refused on a directory of other files) is removed
+// again: the refusal leaves the directory as it found it.
 func lock(dir string) (func(), error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create lab directory %s: %w", dir, err)
 	}
-	f, err := os.OpenFile(filepath.Join(dir, lockFile), os.O_RDWR|os.O_CREATE, 0o644)
+	path := filepath.Join(dir, lockFile)
+	created := true
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	if errors.Is(err, fs.ErrExist) {
+		created = false
+		f, err = os.OpenFile(path, os.O_RDWR, 0o644)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("lock lab directory: %w", err)
 	}
@@ -156,6 +171,9 @@ func lock(dir string) (func(), error) {
 		return nil, fmt.Errorf("another mesh-verify lab command is running on %s", dir)
 	}
 	return func() {
+		if created && !isLabDir(dir) {
+			_ = os.Remove(path) // before the unlock: no one else holds it
+		}
 		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
 		f.Close()
 	}, nil

@@ -131,7 +131,7 @@ func newHTMLView(r *Report, o HTMLOptions) htmlView {
 			s := *e.Split
 			s.Buckets = slices.Clone(s.Buckets)
 			for k, b := range s.Buckets {
-				if c := podCluster[b.Bucket]; c != "" {
+				if c := podCluster[b.Bucket]; c != "" && !strings.HasPrefix(b.Bucket, c+"/") {
 					s.Buckets[k].Bucket = c + "/" + b.Bucket
 				}
 			}
@@ -186,9 +186,11 @@ func newHTMLView(r *Report, o HTMLOptions) htmlView {
 }
 
 // BucketLabel shows a pod bucket with its cluster (pod names repeat
-// across clusters); other buckets by name.
+// across clusters); other buckets by name. A pod bucket's name is
+// "cluster/pod" already when its cluster is known (tally.PodKey); reports
+// of earlier versions named the pod alone.
 func BucketLabel(b Bucket) string {
-	if b.Cluster != "" {
+	if b.Cluster != "" && !strings.HasPrefix(b.Name, b.Cluster+"/") {
 		return b.Cluster + "/" + b.Name
 	}
 	return b.Name

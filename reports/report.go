@@ -14,6 +14,7 @@ import (
 
 	"github.com/mesh-verify/mesh-verify/assert"
 	"github.com/mesh-verify/mesh-verify/attack"
+	"github.com/mesh-verify/mesh-verify/internal/boundedfile"
 )
 
 // Schema identifies the report format; bump it on any incompatible change.
@@ -179,6 +180,8 @@ type Dimension struct {
 
 // Bucket is one cluster, pod or version.
 type Bucket struct {
+	// Name is the value; a pod's is "cluster/pod" when its cluster is
+	// known, so that web-0 of c1 and web-0 of c2 are two buckets.
 	Name string `json:"name"`
 	// Cluster is the cluster of a pod bucket: pod names repeat across
 	// clusters, so a pod is shown as cluster/pod.
@@ -284,24 +287,18 @@ func WriteJSON(w io.Writer, r *Report) error {
 	return enc.Encode(r)
 }
 
-// MaxReportSize bounds a report.json read back: a run of a million
-// requests writes well under a megabyte (a dimension keeps at most
-// tally.MaxBuckets buckets), so this is far beyond any real one.
+// MaxReportSize bounds a report.json read back (`report`, `report
+// diff`): a run of a million requests writes well under a megabyte (a
+// dimension keeps at most tally.MaxBuckets buckets), so this is far beyond
+// any real one. A larger file, or one that is not a regular file, is
+// refused before it is read.
 const MaxReportSize = 64 << 20
 
 // ReadJSON reads a report written by WriteJSON.
 func ReadJSON(path string) (*Report, error) {
-	f, err := os.Open(path)
+	b, err := boundedfile.Read(path, MaxReportSize, "a report")
 	if err != nil {
 		return nil, fmt.Errorf("read report: %w", err)
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, MaxReportSize+1))
-	if err != nil {
-		return nil, fmt.Errorf("read report %s: %w", path, err)
-	}
-	if len(b) > MaxReportSize {
-		return nil, fmt.Errorf("read report %s: larger than %d MiB, the limit of a report", path, MaxReportSize>>20)
 	}
 	return DecodeJSON(path, b)
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/http"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -15,6 +14,8 @@ import (
 
 	"github.com/mesh-verify/mesh-verify/attack"
 	"github.com/mesh-verify/mesh-verify/attribution"
+	"github.com/mesh-verify/mesh-verify/internal/boundedfile"
+	"github.com/mesh-verify/mesh-verify/internal/certpem"
 	"github.com/mesh-verify/mesh-verify/scenarios"
 )
 
@@ -103,18 +104,44 @@ func targetTLS(sc *scenarios.Scenario) (cfg *tls.Config, insecure bool, err erro
 	}
 	cfg.ServerName = t.ServerName
 	if t.CA != "" {
-		path := caPath(sc)
-		pem, err := os.ReadFile(path)
+		pem, err := ReadCA(sc)
 		if err != nil {
-			return nil, false, fmt.Errorf("target.tls.ca: %w", err)
+			return nil, false, err
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return nil, false, fmt.Errorf("target.tls.ca: %s holds no PEM certificate", path)
+			return nil, false, fmt.Errorf("target.tls.ca: %s holds no PEM certificate", caPath(sc))
 		}
 		cfg.RootCAs = pool
 	}
 	return cfg, false, nil
+}
+
+// MaxCAFileBytes bounds target.tls.ca: a bundle of every public root CA
+// is about 220 KiB, and the file goes to distributed workers in a Secret
+// that holds at most 1 MiB with the scenario.
+const MaxCAFileBytes = 512 << 10
+
+// ReadCA reads the scenario's target.tls.ca (nil when it names none or
+// skips verification): a regular file of at most MaxCAFileBytes that holds
+// certificates and no private key. It returns the certificates alone,
+// PEM-encoded again, which is all a worker needs; a key is refused, never
+// echoed. validate, run and the workers' Secret all read it here.
+func ReadCA(sc *scenarios.Scenario) ([]byte, error) {
+	t := sc.Target.TLS
+	if t == nil || t.CA == "" || t.InsecureSkipVerify {
+		return nil, nil
+	}
+	path := caPath(sc)
+	data, err := boundedfile.Read(path, MaxCAFileBytes, "a CA file")
+	if err != nil {
+		return nil, fmt.Errorf("target.tls.ca: %w", err)
+	}
+	certs, err := certpem.Certificates(data)
+	if err != nil {
+		return nil, fmt.Errorf("target.tls.ca: %s: %w", path, err)
+	}
+	return certs, nil
 }
 
 // caPath is target.tls.ca's file, relative to the scenario's.

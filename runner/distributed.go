@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -152,13 +151,12 @@ func startFleet(ctx context.Context, kp *kubePath, sc *scenarios.Scenario, runID
 	if err != nil {
 		return nil, fmt.Errorf("encode inventory.json: %w", err)
 	}
-	// The pods do not have the coordinator's files: target.tls.ca goes
-	// in the ConfigMap (ca.pem).
-	var ca []byte
-	if t := sc.Target.TLS; t != nil && t.CA != "" && !t.InsecureSkipVerify {
-		if ca, err = os.ReadFile(caPath(sc)); err != nil {
-			return nil, fmt.Errorf("target.tls.ca: %w", err)
-		}
+	// The pods do not have the coordinator's files: target.tls.ca's
+	// certificates (never a key: ReadCA refuses a file with one) go in
+	// the workers' Secret (ca.pem).
+	ca, err := ReadCA(sc)
+	if err != nil {
+		return nil, err
 	}
 	offset := 0
 	for _, s := range sc.Attack.WorkerSources() {

@@ -2,11 +2,14 @@ package runner
 
 import (
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/mesh-verify/mesh-verify/assert"
 	"github.com/mesh-verify/mesh-verify/attack"
+	"github.com/mesh-verify/mesh-verify/attribution"
 	"github.com/mesh-verify/mesh-verify/reports"
 	"github.com/mesh-verify/mesh-verify/scenarios"
 	"github.com/mesh-verify/mesh-verify/tally"
@@ -218,19 +221,19 @@ func (j *judge) one(e scenarios.Expectation, ev evidence, look int) reports.Expe
 		}
 		spec := splitSpec(j.sc, sp.Margin, sp.Relative, model.Shares, conf)
 		spec.Sampling = sampling
-		res := assert.Split(s.Dimensions[sp.By], spec)
+		res := assert.Split(byName(s, sp.By, slices.Collect(maps.Keys(model.Shares))), spec)
 		r.Model, r.Split = &model, &res
 		r.Verdict, r.Reason, r.Advice = res.Verdict, res.Reason, res.Advice
 	case e.Reached != nil:
 		r.Kind, r.By = "reached", e.Reached.By
-		res := assert.Reached(s.Dimensions[e.Reached.By], e.Reached.Buckets, j.minShare(e, ev), share)
+		res := assert.Reached(byName(s, e.Reached.By, e.Reached.Buckets), e.Reached.Buckets, j.minShare(e, ev), share)
 		setResult(&r, res)
 	case e.Only != nil:
 		r.Kind, r.By = "only", e.Only.By
-		setResult(&r, assert.Only(s.Dimensions[e.Only.By], e.Only.Buckets, margin(e.Only.Margin), share))
+		setResult(&r, assert.Only(byName(s, e.Only.By, e.Only.Buckets), e.Only.Buckets, margin(e.Only.Margin), share))
 	case e.Never != nil:
 		r.Kind, r.By = "never", e.Never.By
-		setResult(&r, assert.Never(s.Dimensions[e.Never.By], e.Never.Buckets, margin(e.Never.Margin), share))
+		setResult(&r, assert.Never(byName(s, e.Never.By, e.Never.Buckets), e.Never.Buckets, margin(e.Never.Margin), share))
 	case e.SuccessRate != nil:
 		r.Kind = "successRate"
 		oc := s.Dimensions[tally.Outcome]
@@ -361,6 +364,38 @@ func PlannedRequests(sc *scenarios.Scenario) int64 {
 	return plannedRequests(attackOptions(sc, "", ""))
 }
 
+// byName is the counts of dimension by, where a pod the scenario names
+// by its name alone ("web-0") stands for the pod bucket of that name
+// ("c1/web-0", tally.PodKey) when exactly one cluster has it. A name
+// several clusters share stays unmatched (its count 0): the scenario
+// must say which, as "c1/web-0".
+func byName(s tally.Snapshot, by string, names []string) assert.Counts {
+	c := s.Dimensions[by]
+	if by != string(attribution.Pod) || len(names) == 0 {
+		return c
+	}
+	match := map[string][]int{}
+	for i, b := range c.Buckets {
+		if n := tally.PodName(b, s.PodClusters[b]); n != b {
+			match[n] = append(match[n], i)
+		}
+	}
+	var renamed []string
+	for _, n := range names {
+		if slices.Contains(c.Buckets, n) || len(match[n]) != 1 {
+			continue
+		}
+		if renamed == nil {
+			renamed = slices.Clone(c.Buckets)
+		}
+		renamed[match[n][0]] = n
+	}
+	if renamed != nil {
+		c.Buckets = renamed
+	}
+	return c
+}
+
 // model computes the expected shares of a split expectation; ready pods
 // come from the scenario, else from the inventory. By pod, each cluster's
 // share is spread evenly over its ready pods, named by the inventory.
@@ -379,7 +414,9 @@ func (j *judge) model(sp *scenarios.Split, ready map[string][]string) (assert.Sh
 			return assert.Shares{}, fmt.Errorf("model %s by pod: cluster %s has a share but no ready pod in the inventory", sp.Model, c)
 		}
 		for _, n := range names {
-			byPod.Shares[n] = share / float64(len(names))
+			// The observed buckets' names: a StatefulSet's web-0 in two
+			// clusters is two pods.
+			byPod.Shares[tally.PodKey(c, n)] = share / float64(len(names))
 		}
 	}
 	byPod.Explanation = append(append([]string(nil), s.Explanation...),
@@ -425,7 +462,9 @@ func (j *judge) clusterModel(sp *scenarios.Split, ready map[string][]string) (as
 		}
 		if len(b) == 0 && sp.By == "pod" {
 			for _, c := range j.sc.Clusters {
-				b = append(b, ready[c.Name]...)
+				for _, n := range ready[c.Name] {
+					b = append(b, tally.PodKey(c.Name, n))
+				}
 			}
 		}
 		if len(b) == 0 {

@@ -1,14 +1,22 @@
 package runner
 
 import (
+	"fmt"
+	"maps"
 	"math"
 	"strings"
 	"testing"
+	"time"
+
+	vegeta "github.com/tsenart/vegeta/v12/lib"
 
 	"github.com/mesh-verify/mesh-verify/assert"
+	"github.com/mesh-verify/mesh-verify/attack"
+	"github.com/mesh-verify/mesh-verify/attribution"
 	"github.com/mesh-verify/mesh-verify/podlogs"
 	"github.com/mesh-verify/mesh-verify/reports"
 	"github.com/mesh-verify/mesh-verify/scenarios"
+	"github.com/mesh-verify/mesh-verify/tally"
 )
 
 // By pod, a per-pod model spreads each cluster's share over the ready pods
@@ -38,10 +46,11 @@ expect:
 	}
 	ready := map[string][]string{"c2": {"app-c2-a"}, "c3": {"app-c3-a", "app-c3-b"}}
 	j := newJudge(sc, attackOptions(sc, "", ""))
+	// The model names each pod as the observed buckets do: cluster/pod.
 	cases := []map[string]float64{
-		{"app-c2-a": 0.5, "app-c3-a": 0.25, "app-c3-b": 0.25},
-		{"app-c2-a": 1.0 / 3, "app-c3-a": 1.0 / 3, "app-c3-b": 1.0 / 3},
-		{"app-c2-a": 1.0 / 3, "app-c3-a": 1.0 / 3, "app-c3-b": 1.0 / 3},
+		{"c2/app-c2-a": 0.5, "c3/app-c3-a": 0.25, "c3/app-c3-b": 0.25},
+		{"c2/app-c2-a": 1.0 / 3, "c3/app-c3-a": 1.0 / 3, "c3/app-c3-b": 1.0 / 3},
+		{"c2/app-c2-a": 1.0 / 3, "c3/app-c3-a": 1.0 / 3, "c3/app-c3-b": 1.0 / 3},
 	}
 	for i, want := range cases {
 		got, err := j.model(sc.Expect[i].Split, ready)
@@ -56,6 +65,12 @@ expect:
 				t.Errorf("expect[%d]: pod %s share %v, want %v", i, pod, got.Shares[pod], w)
 			}
 		}
+	}
+	// A StatefulSet's web-0 in both clusters is two pods of the model.
+	same := map[string][]string{"c2": {"web-0"}, "c3": {"web-0", "web-1"}}
+	if got, err := j.model(sc.Expect[1].Split, same); err != nil || len(got.Shares) != 3 ||
+		math.Abs(got.Shares["c2/web-0"]-1.0/3) > 1e-12 || math.Abs(got.Shares["c3/web-0"]-1.0/3) > 1e-12 {
+		t.Errorf("web-0 in c2 and c3: shares %v, %v; want three pods of 1/3", got.Shares, err)
 	}
 	if _, err := j.model(sc.Expect[0].Split, nil); err == nil {
 		t.Error("a split by pod without an inventory was accepted")
@@ -171,5 +186,74 @@ expect: [{mirror: {to: m, percent: 50%, shadow: false}}]
 	j.mirror(&r, sc.Expect[0].Mirror, evidence{logInfo: &logEvidence{unread: map[string]string{"m": "the log of pod c1/default/m-0 could not be read: a container name must be specified"}}}, 0.95)
 	if r.Verdict != assert.Inconclusive || !strings.Contains(r.Reason, "could not be read") {
 		t.Errorf("%v: %s", r.Verdict, r.Reason)
+	}
+}
+
+// A scenario may name a pod by its name alone when one cluster has it;
+// a name two clusters share matches neither (the scenario must say
+// c1/web-0), and other dimensions are untouched.
+func TestByNameResolvesBarePodNames(t *testing.T) {
+	t.Parallel()
+	s := tally.Snapshot{
+		Dimensions: map[string]assert.Counts{
+			"pod":     {Buckets: []string{"c1/api-0", "c1/web-0", "c2/web-0", "lone"}, N: []int64{1, 2, 3, 4}},
+			"cluster": {Buckets: []string{"c1"}, N: []int64{3}},
+		},
+		PodClusters: map[string]string{"c1/api-0": "c1", "c1/web-0": "c1", "c2/web-0": "c2"},
+	}
+	for _, tc := range []struct {
+		by    string
+		names []string
+		want  map[string]int64
+	}{
+		{"pod", []string{"api-0", "web-0", "lone"}, map[string]int64{"api-0": 1, "c1/web-0": 2, "c2/web-0": 3, "lone": 4}},
+		{"pod", []string{"c2/web-0"}, map[string]int64{"c1/api-0": 1, "c1/web-0": 2, "c2/web-0": 3, "lone": 4}},
+		{"pod", nil, map[string]int64{"c1/api-0": 1, "c1/web-0": 2, "c2/web-0": 3, "lone": 4}},
+		{"cluster", []string{"c1"}, map[string]int64{"c1": 3}},
+	} {
+		c := byName(s, tc.by, tc.names)
+		got := map[string]int64{}
+		for i, b := range c.Buckets {
+			got[b] = c.N[i]
+		}
+		if !maps.Equal(got, tc.want) {
+			t.Errorf("byName(%s, %v) = %v, want %v", tc.by, tc.names, got, tc.want)
+		}
+	}
+	if s.Dimensions["pod"].Buckets[0] != "c1/api-0" {
+		t.Errorf("byName renamed the snapshot's own buckets: %v", s.Dimensions["pod"].Buckets)
+	}
+}
+
+// The report's pod buckets of a tally that saw web-0 in c1 and in c2:
+// two buckets, named cluster/pod, each with its cluster and its errors,
+// and labelled without the cluster twice.
+func TestReportPodBucketsPerCluster(t *testing.T) {
+	t.Parallel()
+	start := time.Now()
+	tl := tally.New(start, time.Minute)
+	add := func(cluster string, code uint16, errMsg string) {
+		tl.Add(&attack.Result{Result: &vegeta.Result{Code: code, Error: errMsg, Timestamp: start}},
+			attribution.Identity{Cluster: cluster, Pod: "web-0"})
+	}
+	add("c1", 200, "")
+	add("c2", 200, "")
+	add("c2", 200, "")
+	add("c2", 503, "503 Service Unavailable")
+	var pods *reports.Dimension
+	for _, d := range dimensions(scenarios.SourceBody, tl.Snapshot()) {
+		if d.Name == "pod" {
+			pods = &d
+		}
+	}
+	if pods == nil {
+		t.Fatal("no pod dimension")
+	}
+	got := map[string]string{}
+	for _, b := range pods.Buckets {
+		got[reports.BucketLabel(b)] = fmt.Sprintf("%s %d %d", b.Cluster, b.Count, b.Errors)
+	}
+	if want := map[string]string{"c1/web-0": "c1 1 0", "c2/web-0": "c2 2 1"}; !maps.Equal(got, want) {
+		t.Errorf("pod buckets %v, want %v", got, want)
 	}
 }

@@ -371,7 +371,7 @@ func (kp *kubePath) unknownPods(s tally.Snapshot) []string {
 	}
 	var out []string
 	for _, b := range s.Dimensions[string(attribution.Pod)].Buckets {
-		if len(kp.inv.Lookup(b)) == 0 {
+		if len(kp.inv.Lookup(tally.PodName(b, s.PodClusters[b]))) == 0 {
 			out = append(out, b)
 		}
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"reflect"
 	"regexp"
 	"slices"
@@ -15,6 +14,8 @@ import (
 	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/mesh-verify/mesh-verify/internal/boundedfile"
 )
 
 // Load reads, decodes, defaults and validates the scenario at path. The
@@ -28,26 +29,16 @@ func Load(path string) (*Scenario, error) {
 }
 
 // MaxFileSize bounds a scenario file. The largest catalog scenario is a
-// few KiB; a megabyte is thousands of expectations. Reading stops there,
-// so a device or a runaway generator (`validate /dev/zero`) fails at once
-// instead of filling memory.
+// few KiB; a megabyte is thousands of expectations. A larger file, or one
+// that is not a regular file (`validate /dev/zero`, a FIFO), is refused
+// before it is read (internal/boundedfile), so it can neither block nor
+// fill memory.
 const MaxFileSize = 1 << 20
 
-// ReadFile reads a scenario file of at most MaxFileSize bytes.
+// ReadFile reads a scenario file: a regular file of at most MaxFileSize
+// bytes.
 func ReadFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
-	}
-	if len(data) > MaxFileSize {
-		return nil, fmt.Errorf("%s is larger than %d KiB, the limit of a scenario file", path, MaxFileSize>>10)
-	}
-	return data, nil
+	return boundedfile.Read(path, MaxFileSize, "a scenario file")
 }
 
 // Parse is Load for data already in memory; file names it in messages.

@@ -8,6 +8,7 @@ package tally
 import (
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -56,10 +57,8 @@ type Tally struct {
 	failures             map[string]map[string]int64
 	failuresUnattributed map[string]int64
 	samples              []string // bodies no rule could attribute, to help fix the rules
-	// podCluster is the cluster each pod was attributed with when it was
-	// first counted (answered or failed), noted once per pod, not per
-	// request: pod names
-	// repeat across clusters, reports show cluster/pod.
+	// podCluster is the cluster of each pod bucket (PodKey), noted once
+	// per bucket, not per request.
 	podCluster map[string]string
 	noSamples  bool
 	// unread counts the results whose body attribution never read
@@ -206,6 +205,37 @@ func (t *Tally) AddUnread(r *attack.Result) {
 	t.add(r, attribution.Identity{}, true)
 }
 
+// PodKey is the bucket of a pod in the pod dimension: "cluster/pod" when
+// the cluster is known, else the pod's name. Pod names repeat across
+// clusters (a StatefulSet's web-0 in c1 and in c2): keyed by name alone,
+// two pods became one bucket labelled with whichever cluster came first.
+func PodKey(cluster, pod string) string {
+	if cluster == "" || pod == "" {
+		return pod
+	}
+	return cluster + "/" + pod
+}
+
+// PodName is the pod's name in a pod bucket, given the bucket's cluster
+// (Snapshot.PodClusters): PodKey undone.
+func PodName(bucket, cluster string) string {
+	if cluster == "" {
+		return bucket
+	}
+	if name, ok := strings.CutPrefix(bucket, cluster+"/"); ok {
+		return name
+	}
+	return bucket
+}
+
+// value is the bucket of identity id in field f.
+func value(f attribution.Field, id attribution.Identity) string {
+	if f == attribution.Pod {
+		return PodKey(id.Cluster, id.Pod)
+	}
+	return id.Get(f)
+}
+
 func (t *Tally) add(r *attack.Result, id attribution.Identity, unread bool) {
 	t.total++
 	// Errors are counted here, capped; vegeta's own list grows with every
@@ -225,7 +255,7 @@ func (t *Tally) add(r *attack.Result, id attribution.Identity, unread bool) {
 	t.count(Outcome, outcome, cs)
 	if !ok {
 		for _, f := range attribution.Fields() {
-			if v := id.Get(f); v != "" {
+			if v := value(f, id); v != "" {
 				if t.failures[string(f)] == nil {
 					t.failures[string(f)] = map[string]int64{}
 				}
@@ -250,7 +280,7 @@ func (t *Tally) add(r *attack.Result, id attribution.Identity, unread bool) {
 	}
 	if ok {
 		for _, f := range attribution.Fields() {
-			if v := id.Get(f); v != "" {
+			if v := value(f, id); v != "" {
 				if t.count(string(f), v, cs) && f == attribution.Pod {
 					t.notePodCluster(v, id.Cluster)
 				}
@@ -479,7 +509,8 @@ type Snapshot struct {
 	// Connections is the number of sampling units seen (distinct
 	// connections, plus requests that never got one).
 	Connections int64
-	// PodClusters is the cluster each pod was attributed with.
+	// PodClusters is the cluster of each pod bucket ("cluster/pod",
+	// PodKey) that has one.
 	PodClusters map[string]string
 	// Unread counts the results whose body attribution never read (see
 	// AddUnread), UnreadAnswered those among them that were answered: they

@@ -2,6 +2,7 @@ package tally
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -97,7 +98,7 @@ func TestFailuresUnattributedAndSlices(t *testing.T) {
 	add(1700*time.Millisecond, 504, "504 Gateway Timeout", attribution.Identity{Cluster: "c2"}, "")
 	s := tl.Snapshot()
 	// Failures are attributed too, apart from the successes' counts.
-	if s.Failures["cluster"]["c2"] != 2 || s.Failures["pod"]["callme-c2-0"] != 1 || s.FailuresUnattributed["cluster"] != 1 || s.FailuresUnattributed["pod"] != 2 {
+	if s.Failures["cluster"]["c2"] != 2 || s.Failures["pod"]["c2/callme-c2-0"] != 1 || s.FailuresUnattributed["cluster"] != 1 || s.FailuresUnattributed["pod"] != 2 {
 		t.Errorf("failures %v, unattributed %v", s.Failures, s.FailuresUnattributed)
 	}
 	if c := s.Dimensions["cluster"]; len(c.Buckets) != 1 || c.Buckets[0] != "c1" {
@@ -158,7 +159,7 @@ func TestClosedConnectionsAreForgotten(t *testing.T) {
 	}
 }
 
-// Each pod keeps the cluster it was first counted with, whether it first
+// Each pod bucket ("cluster/pod") has its cluster, whether it first
 // answered or only failed; a pod never named with a cluster has none.
 func TestPodClusters(t *testing.T) {
 	start := time.Now()
@@ -172,10 +173,57 @@ func TestPodClusters(t *testing.T) {
 	add(200, "", attribution.Identity{Cluster: "c2", Pod: "callme-b"})
 	add(200, "", attribution.Identity{Pod: "callme-c"})
 	got := tl.Snapshot().PodClusters
-	want := map[string]string{"callme-a": "c1", "callme-b": "c2"}
-	if len(got) != len(want) || got["callme-a"] != "c1" || got["callme-b"] != "c2" {
+	want := map[string]string{"c1/callme-a": "c1", "c2/callme-b": "c2"}
+	if !maps.Equal(got, want) {
 		t.Fatalf("pod clusters %v, want %v", got, want)
 	}
+}
+
+// A pod name in two clusters (a StatefulSet's web-0 in c1 and c2) is two
+// buckets, each with its own count, errors and cluster, in one tally and
+// in worker states merged (on main they were one bucket labelled with
+// whichever cluster came first).
+func TestSamePodNameInTwoClusters(t *testing.T) {
+	t.Parallel()
+	start := time.Now()
+	tally := func(ids ...attribution.Identity) *Tally {
+		tl := New(start, time.Minute)
+		for i, id := range ids {
+			code, errMsg := 200, ""
+			if i == 0 || ids[i-1] != id { // each pod's first request fails
+				code, errMsg = 503, "503 Service Unavailable"
+			}
+			tl.Add(&attack.Result{Result: &vegeta.Result{Code: uint16(code), Error: errMsg, Timestamp: start}, ConnID: uint64(i + 1)}, id)
+		}
+		return tl
+	}
+	c1 := attribution.Identity{Cluster: "c1", Pod: "web-0"}
+	c2 := attribution.Identity{Cluster: "c2", Pod: "web-0"}
+	check := func(name string, s Snapshot) {
+		t.Helper()
+		pods := s.Dimensions["pod"]
+		got := map[string]int64{}
+		for i, b := range pods.Buckets {
+			got[b] = pods.N[i]
+		}
+		if want := map[string]int64{"c1/web-0": 2, "c2/web-0": 3}; !maps.Equal(got, want) {
+			t.Errorf("%s: pod buckets %v, want %v", name, got, want)
+		}
+		if want := map[string]string{"c1/web-0": "c1", "c2/web-0": "c2"}; !maps.Equal(s.PodClusters, want) {
+			t.Errorf("%s: pod clusters %v, want %v", name, s.PodClusters, want)
+		}
+		if want := map[string]int64{"c1/web-0": 1, "c2/web-0": 1}; !maps.Equal(s.Failures["pod"], want) {
+			t.Errorf("%s: pod failures %v, want %v", name, s.Failures["pod"], want)
+		}
+		for _, b := range pods.Buckets {
+			if n := PodName(b, s.PodClusters[b]); n != "web-0" {
+				t.Errorf("%s: PodName(%s) = %s", name, b, n)
+			}
+		}
+	}
+	check("one tally", tally(c1, c1, c1, c2, c2, c2, c2).Snapshot())
+	// Each worker saw one cluster's web-0; merged they are still two.
+	check("merged states", Merge(tally(c1, c1, c1).State(), tally(c2, c2, c2, c2).State()).Snapshot())
 }
 
 // A rule that captures a per-request value names a new pod with every

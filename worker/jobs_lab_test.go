@@ -17,6 +17,7 @@ import (
 	"github.com/mesh-verify/mesh-verify/kube"
 	"github.com/mesh-verify/mesh-verify/lab/labtest"
 	"github.com/mesh-verify/mesh-verify/scenarios"
+	"github.com/mesh-verify/mesh-verify/tally"
 	"github.com/mesh-verify/mesh-verify/worker"
 )
 
@@ -68,7 +69,7 @@ expect:
 	if err != nil {
 		t.Fatal(err)
 	}
-	data, err := worker.ConfigMapData([]byte(sc), pods, worker.RunConfig{RunID: run, Workers: 2, Target: target, Interval: "1s"})
+	data, err := worker.RunData([]byte(sc), pods, worker.RunConfig{RunID: run, Workers: 2, Target: target, Interval: "1s"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +190,7 @@ expect:
 	var served int64
 	pd := snap.Dimensions["pod"]
 	for i, b := range pd.Buckets {
-		if !names[b] {
+		if b = tally.PodName(b, snap.PodClusters[b]); !names[b] {
 			t.Errorf("pod %q is none of the echo pods %v", b, slices.Sorted(maps.Keys(names)))
 		}
 		served += pd.N[i]

@@ -254,7 +254,7 @@ func (e *labEnv) createConfigMap(t *testing.T, name, run, attack string, workers
 
 func (e *labEnv) createConfigMapFor(t *testing.T, name, run, attack string, workers int, target string) {
 	t.Helper()
-	data, err := worker.ConfigMapData([]byte(fmt.Sprintf(labScenario, attack, workers)),
+	data, err := worker.RunData([]byte(fmt.Sprintf(labScenario, attack, workers)),
 		[]kube.Pod{{Cluster: "c1", Namespace: "default", Name: "web-0", Version: "v1"}, {Cluster: "c1", Namespace: "default", Name: "web-1", Version: "v2"}},
 		worker.RunConfig{RunID: run, Workers: workers, Target: target, Interval: "1s"})
 	if err != nil {
@@ -284,10 +284,28 @@ func (e *labEnv) startAttacking(t *testing.T, cm, run string, lead time.Duration
 	}
 }
 
+// putConfigMap writes a worker's ConfigMap and Secret of that name, each
+// with its keys of data (worker.SplitData).
 func (e *labEnv) putConfigMap(t *testing.T, name string, data map[string]string) {
 	t.Helper()
+	cm, secret := worker.SplitData(data)
+	e.putObjects(t, name, cm, secret)
+}
+
+// putObjects writes a ConfigMap of data cm and, unless secret is nil, a
+// Secret of data secret, both named name.
+func (e *labEnv) putObjects(t *testing.T, name string, cm map[string]string, secret map[string][]byte) {
+	t.Helper()
 	_, err := e.cl.Client.CoreV1().ConfigMaps("default").Create(context.Background(),
-		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: data}, metav1.CreateOptions{})
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: cm}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if secret == nil {
+		return
+	}
+	_, err = e.cl.Client.CoreV1().Secrets("default").Create(context.Background(),
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: secret}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -386,7 +404,7 @@ func TestLabWorkers(t *testing.T) {
 		got := map[string]int64{}
 		d := snap.Dimensions["pod"]
 		for i, b := range d.Buckets {
-			got[b] = d.N[i]
+			got[tally.PodName(b, snap.PodClusters[b])] = d.N[i] // the inventory's cluster, c1, is the only one
 		}
 		for pod, n := range pods {
 			if got[pod] != n {
@@ -414,6 +432,27 @@ func TestLabWorkers(t *testing.T) {
 		}
 		if el := time.Since(began); el > 30*time.Second {
 			t.Errorf("gave up after %s with a 3s start timeout", el)
+		}
+	})
+
+	// A start instant beyond --start-timeout is refused as soon as it is
+	// read, not waited for (it used to be, until the Job's deadline).
+	t.Run("start far ahead", func(t *testing.T) {
+		e.createConfigMap(t, "mv-2099", "run-2099", "rate: 10/s, duration: 2s", 1)
+		e.annotate(t, "mv-2099", worker.AnnotationStartAt, "2099-01-01T00:00:00Z")
+		began := time.Now()
+		p := startWorker(t, e.bin, e.env, 0, append([]string{"--configmap", "mv-2099", "--start-timeout", "1m"}, e.args...)...)
+		recs, err := p.rest(t, 60*time.Second)
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+			t.Fatalf("exit %v, want 1; stderr:\n%s", err, p.stderr.String())
+		}
+		want := "configmap default/mv-2099: annotation mesh-verify.io/start-at 2099-01-01T00:00:00Z is "
+		if len(recs) != 2 || recs[1].Kind != fleet.KindError || !strings.Contains(recs[1].Error, want) || !strings.Contains(recs[1].Error, "beyond --start-timeout 1m0s") {
+			t.Fatalf("records %+v, want ready and an error saying %q", recs, want)
+		}
+		if el := time.Since(began); el > 30*time.Second {
+			t.Errorf("refused after %s, with a 1m start timeout: want at once", el)
 		}
 	})
 
@@ -453,7 +492,7 @@ func TestLabWorkers(t *testing.T) {
 	})
 
 	// A scenario's target.tls.ca is a file on the coordinator's machine:
-	// its certificates travel in the ConfigMap's ca.pem, and the worker
+	// its certificates travel in the Secret's ca.pem, and the worker
 	// trusts them for the target. Without them the same target's
 	// certificate is refused, so the test shows the CA carried, not TLS
 	// left unchecked.
@@ -475,7 +514,7 @@ func TestLabWorkers(t *testing.T) {
 			ca      []byte
 			answers bool
 		}{{"mv-tls", ca, true}, {"mv-tls-other-ca", pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: otherCA(t)}), false}} {
-			data, err := worker.ConfigMapData([]byte(sc), nil, worker.RunConfig{RunID: "run-" + c.cm, Workers: 1, Target: srv.URL + "/hello", Interval: "1s"})
+			data, err := worker.RunData([]byte(sc), nil, worker.RunConfig{RunID: "run-" + c.cm, Workers: 1, Target: srv.URL + "/hello", Interval: "1s"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -502,7 +541,7 @@ func TestLabWorkers(t *testing.T) {
 	t.Run("index offset", func(t *testing.T) {
 		// The second source's Job of a run of 4: its pod 1 is the run's
 		// worker 3 in every record, the first one included.
-		data, err := worker.ConfigMapData([]byte(fmt.Sprintf(labScenario, "rate: 10/s, duration: 1s", 4)), nil,
+		data, err := worker.RunData([]byte(fmt.Sprintf(labScenario, "rate: 10/s, duration: 1s", 4)), nil,
 			worker.RunConfig{RunID: "run-offset", Workers: 4, Target: e.tg.url, Interval: "1s"})
 		if err != nil {
 			t.Fatal(err)
@@ -525,7 +564,7 @@ func TestLabWorkers(t *testing.T) {
 	})
 
 	t.Run("bad configmap", func(t *testing.T) {
-		good, err := worker.ConfigMapData([]byte(fmt.Sprintf(labScenario, "rate: 10/s, duration: 1s", 1)), nil,
+		good, err := worker.RunData([]byte(fmt.Sprintf(labScenario, "rate: 10/s, duration: 1s", 1)), nil,
 			worker.RunConfig{RunID: "run-bad", Workers: 1, Target: e.tg.url, Interval: "1s"})
 		if err != nil {
 			t.Fatal(err)
@@ -534,10 +573,16 @@ func TestLabWorkers(t *testing.T) {
 		badRun := map[string]string{worker.KeyScenario: good[worker.KeyScenario], worker.KeyInventory: good[worker.KeyInventory], worker.KeyRun: `{"runId":"r","workers":1,"target":"http://x/","interval":"0s"}`}
 		e.putConfigMap(t, "mv-norun", noRun)
 		e.putConfigMap(t, "mv-badrun", badRun)
+		// The layout before the Secret: everything in the ConfigMap.
+		e.putObjects(t, "mv-scenario-in-cm", good, map[string][]byte{})
+		goodCM, _ := worker.SplitData(good)
+		e.putObjects(t, "mv-nosecret", goodCM, nil)
 		for _, c := range []struct{ cm, want string }{
 			{"mv-norun", `configmap default/mv-norun: missing key "run.json"`},
 			{"mv-badrun", "configmap default/mv-badrun, key run.json: interval 0s: want 500ms to 5m0s"},
 			{"mv-absent", `get configmap default/mv-absent`},
+			{"mv-scenario-in-cm", `configmap default/mv-scenario-in-cm: key "scenario.yaml" refused: it belongs in the Secret`},
+			{"mv-nosecret", `get secret default/mv-nosecret`},
 		} {
 			p := startWorker(t, e.bin, e.env, 0, append([]string{"--configmap", c.cm}, e.args...)...)
 			recs, err := p.rest(t, 60*time.Second)

@@ -137,7 +137,17 @@ func (w *run) run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("get configmap %s in %s: %w", name, w.cl, err)
 	}
-	c, err := ParseConfig(name, cm.Data)
+	// The scenario and the CA are in the Secret of the same name: read
+	// once (it is immutable), by name (the workers' Role has no list).
+	secret, err := w.cl.Client.CoreV1().Secrets(w.ns).Get(ctx, w.o.ConfigMap, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("get secret %s in %s: %w", name, w.cl, err)
+	}
+	data, err := MergeData(name, cm.Data, secret.Data)
+	if err != nil {
+		return err
+	}
+	c, err := ParseConfig(name, data)
 	if err != nil {
 		return err
 	}
@@ -151,7 +161,7 @@ func (w *run) run(ctx context.Context) error {
 		// a file. /tmp is the pod's one writable place (an emptyDir).
 		path, err := writeCA(c.CA)
 		if err != nil {
-			return fmt.Errorf("configmap %s, key %s: %w", name, KeyCA, err)
+			return fmt.Errorf("secret %s, key %s: %w", name, KeyCA, err)
 		}
 		defer os.Remove(path)
 		t := *sc.Target.TLS
@@ -188,9 +198,8 @@ func (w *run) run(ctx context.Context) error {
 		w.logf("stop annotation before the start signal")
 		return w.final(tally.New(time.Now(), 0).State())
 	}
-	raw := sig.Annotations[AnnotationStartAt]
-	if startAt, err = time.Parse(time.RFC3339Nano, raw); err != nil {
-		return fmt.Errorf("configmap %s: annotation %s %q: want an RFC 3339 time like 2026-12-01T10:00:00.5Z", name, AnnotationStartAt, raw)
+	if startAt, err = parseStartAt(sig.Annotations[AnnotationStartAt], time.Now(), w.o.StartTimeout); err != nil {
+		return fmt.Errorf("configmap %s: %w", name, err)
 	}
 	if d := time.Until(startAt); d > 0 {
 		w.logf("starting at %s (in %s)", startAt.Format(time.RFC3339Nano), d.Round(time.Millisecond))
@@ -335,6 +344,22 @@ func (w *run) events(ctx context.Context, watcher watch.Interface, done func(*co
 			}
 		}
 	}
+}
+
+// parseStartAt reads the start-at annotation. An instant further from now
+// than the start timeout is refused at once: the coordinator sets it a
+// second or two ahead, and a worker told to start in 2099 would otherwise
+// hold its pod until the Job's deadline, the timeout meant to bound the
+// wait notwithstanding.
+func parseStartAt(raw string, now time.Time, timeout time.Duration) (time.Time, error) {
+	at, err := time.Parse(time.RFC3339Nano, raw)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("annotation %s %q: want an RFC 3339 time like 2026-12-01T10:00:00.5Z", AnnotationStartAt, raw)
+	}
+	if d := at.Sub(now); d > timeout {
+		return time.Time{}, fmt.Errorf("annotation %s %s is %s from now, beyond --start-timeout %s", AnnotationStartAt, at.UTC().Format(time.RFC3339Nano), d.Round(time.Second), timeout)
+	}
+	return at, nil
 }
 
 func lastErr(err error) string {

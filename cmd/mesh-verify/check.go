@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -19,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mesh-verify/mesh-verify/assert"
+	"github.com/mesh-verify/mesh-verify/internal/boundedfile"
 	"github.com/mesh-verify/mesh-verify/reports"
 	"github.com/mesh-verify/mesh-verify/scenarios"
 )
@@ -306,8 +306,11 @@ func parsePairs[V any](flag, s string, parse func(string) (V, error)) (pairs[V],
 // -9223372036854775808), and the weights are the scenario's
 // (scenarios.MaxWeight).
 const (
-	maxCount      = 1_000_000_000_000
-	maxBuckets    = 10_000
+	maxCount   = 1_000_000_000_000
+	maxBuckets = 10_000
+	// maxCountsFile bounds `check --file`: 10,000 buckets of CSV are far
+	// below it. A larger file, or one that is not a regular file, is
+	// refused before it is read.
 	maxCountsFile = 1 << 20
 )
 
@@ -348,17 +351,9 @@ func splitList(s string) []string {
 // readCountsFile reads a JSON object or CSV of counts; every error names
 // the file and, where there is one, the line.
 func readCountsFile(path string) (assert.Counts, error) {
-	f, err := os.Open(path)
+	data, err := boundedfile.Read(path, maxCountsFile, "a counts file")
 	if err != nil {
 		return assert.Counts{}, invalidInput("%v", err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxCountsFile+1))
-	if err != nil {
-		return assert.Counts{}, invalidInput("read %s: %v", path, err)
-	}
-	if len(data) > maxCountsFile {
-		return assert.Counts{}, invalidInput("%s is larger than %d KiB, the limit of a counts file", path, maxCountsFile>>10)
 	}
 	var c assert.Counts
 	switch ext := strings.ToLower(filepath.Ext(path)); {

@@ -135,7 +135,7 @@ func TestCheckE2E(t *testing.T) {
 			nil, []string{`"c2=4611686018427387904"`, "from 0 to 1000000000000"}},
 		{"counts at the bound", []string{"check", "--counts", "c2=1000000000000,c3=1000000000000", "--expect", "equal"}, exitPass, []string{"verdict: PASS"}, nil},
 		{"weight 1e308", []string{"check", "--counts", "c2=5,c3=5", "--weights", "c2=1e308,c3=1"}, exitInvalidInput, nil, []string{"from 0 to 1e+09"}},
-		{"huge counts file", []string{"check", "--file", hugeCSV, "--expect", "equal"}, exitInvalidInput, nil, []string{"larger than 1024 KiB"}},
+		{"huge counts file", []string{"check", "--file", hugeCSV, "--expect", "equal"}, exitInvalidInput, nil, []string{"larger than 1 MiB, the limit of a counts file"}},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.run(t) })
 	}

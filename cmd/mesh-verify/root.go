@@ -86,7 +86,16 @@ func newValidateCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			bad := 0
 			for _, f := range args {
-				if _, _, err := loadScenario(f, set); err != nil {
+				sc, _, err := loadScenario(f, set)
+				if err == nil {
+					// The files a scenario names are input too: run would
+					// refuse a CA file that is missing, too large, not a
+					// regular file or holding a private key.
+					if _, cerr := runner.ReadCA(sc); cerr != nil {
+						err = fmt.Errorf("%s: %w", f, cerr)
+					}
+				}
+				if err != nil {
 					fmt.Fprintln(cmd.ErrOrStderr(), err)
 					bad++
 					continue

@@ -6,12 +6,13 @@ package topologies
 
 import (
 	"embed"
+	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"sort"
 	"strings"
 
+	"github.com/mesh-verify/mesh-verify/internal/boundedfile"
 	"github.com/mesh-verify/mesh-verify/lab/topology"
 )
 
@@ -71,10 +72,10 @@ func Resolve(nameOrFile string) (*topology.Topology, []byte, error) {
 		return t, data, err
 	}
 	looksLikeFile := strings.ContainsAny(nameOrFile, "/\\") || strings.HasSuffix(nameOrFile, ".yaml") || strings.HasSuffix(nameOrFile, ".yml")
-	data, err := os.ReadFile(nameOrFile)
+	data, err := topology.ReadFile(nameOrFile)
 	if err != nil {
-		if looksLikeFile {
-			return nil, nil, fmt.Errorf("read topology: %w", err)
+		if looksLikeFile || errors.Is(err, boundedfile.ErrRefused) {
+			return nil, nil, err
 		}
 		return nil, nil, unknown(nameOrFile)
 	}

@@ -5,13 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/mesh-verify/mesh-verify/internal/boundedfile"
 )
 
 // Error is one problem in a topology file: "file:line:col: field: msg".
@@ -53,11 +54,25 @@ func (es Errors) Error() string {
 	return strings.Join(lines, "\n")
 }
 
-// Load reads and parses a topology file.
-func Load(path string) (*Topology, error) {
-	data, err := os.ReadFile(path)
+// MaxFileBytes bounds a topology file (`lab up --topology FILE`): the
+// built-in ones are 1 to 3 KiB. A larger file, or one that is not a
+// regular file (a FIFO, /dev/zero), is refused before it is read.
+const MaxFileBytes = 256 << 10
+
+// ReadFile reads a topology file of at most MaxFileBytes.
+func ReadFile(path string) ([]byte, error) {
+	data, err := boundedfile.Read(path, MaxFileBytes, "a topology file")
 	if err != nil {
 		return nil, fmt.Errorf("read topology: %w", err)
+	}
+	return data, nil
+}
+
+// Load reads and parses a topology file.
+func Load(path string) (*Topology, error) {
+	data, err := ReadFile(path)
+	if err != nil {
+		return nil, err
 	}
 	return Parse(path, data)
 }
