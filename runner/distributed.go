@@ -179,8 +179,12 @@ func startFleet(ctx context.Context, kp *kubePath, sc *scenarios.Scenario, runID
 		if err != nil {
 			return nil, fmt.Errorf("encode run.json: %w", err)
 		}
+		pod, err := workerPodTemplate(&sc.Attack)
+		if err != nil {
+			return nil, err
+		}
 		run, err := cl.CreateWorkers(ctx, kube.WorkerSpec{
-			RunID: runID, Namespace: ns, Workers: s.Workers, IndexOffset: offset, Image: f.image, ServiceAccount: sc.Attack.ServiceAccount,
+			RunID: runID, Namespace: ns, Workers: s.Workers, IndexOffset: offset, Image: f.image, ServiceAccount: sc.Attack.ServiceAccount, Pod: pod,
 			Scenario: source, Inventory: inv, Run: rc, CA: ca, Deadline: jobDeadline(sc),
 			// A worker ready first waits for the last one, then for the
 			// log window's lead and the metrics scrape before the start.
