@@ -15,6 +15,13 @@ import (
 // validation let through, named by its field.
 func workerPodTemplate(a *scenarios.Attack) (kube.WorkerPodTemplate, error) {
 	var t kube.WorkerPodTemplate
+	// The worker follows the sidecar's lifecycle (its --sidecar).
+	switch a.Sidecar() {
+	case scenarios.SidecarIstio:
+		t.Sidecar = kube.SidecarIstio
+	case scenarios.SidecarKuma:
+		t.Sidecar = kube.SidecarKuma
+	}
 	p := a.Pod
 	if p == nil {
 		return t, nil
