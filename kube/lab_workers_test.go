@@ -18,6 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/mesh-verify/mesh-verify/internal/certtest"
@@ -454,6 +455,63 @@ func TestLabWorkers(t *testing.T) {
 			}
 		case <-time.After(10 * time.Second):
 			t.Fatal("WatchPods did not return after its context ended")
+		}
+	})
+
+	// The real kube-scheduler marks a pod no node can take Unschedulable;
+	// the lab's kwok nodes pull no image, so an image that cannot be
+	// pulled is written into the pod's status as the kubelet would
+	// (waiting, ErrImagePull). Both reach WatchPods within seconds.
+	t.Run("the pod watch sees pods that will not start", func(t *testing.T) {
+		spec := workerSpec(newRunID(t, "5c4ed0"), 2, time.Minute)
+		spec.Pod.NodeSelector = map[string]string{"mesh-verify.io/test": "no-such-node"}
+		w, _ := createWorkers(t, coord, admin, spec)
+		wctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		snaps := make(chan []kube.WorkerPod, 1000)
+		go func() {
+			_ = w.WatchPods(wctx, func(p []kube.WorkerPod) {
+				select {
+				case snaps <- slices.Clone(p):
+				default:
+				}
+			})
+		}()
+		// within waits for a snapshot in which the pod of index 0 fails
+		// to start for want, at most 30 s.
+		within := func(want string) kube.WorkerPod {
+			t.Helper()
+			timeout := time.After(30 * time.Second)
+			for {
+				select {
+				case ps := <-snaps:
+					for _, p := range ps {
+						if p.Index == 0 && p.StartFailure() == want {
+							return p
+						}
+					}
+				case <-timeout:
+					t.Fatalf("no pod seen failing to start with %s within 30s", want)
+				}
+			}
+		}
+		start := time.Now()
+		p := within("Unschedulable")
+		t.Logf("Unschedulable seen after %s: %s", time.Since(start).Round(time.Millisecond), p.Message)
+		if !p.Unschedulable || p.Reason != "Unschedulable" || p.Message == "" {
+			t.Errorf("pod %+v: want the scheduler's reason and message", p)
+		}
+		msg := `Failed to pull image "` + spec.Image + `": not found`
+		patch := `{"status":{"containerStatuses":[{"name":"worker","image":"` + spec.Image + `","imageID":"","ready":false,"restartCount":0,` +
+			`"state":{"waiting":{"reason":"ErrImagePull","message":` + fmt.Sprintf("%q", msg) + `}}}]}}`
+		if _, err := admin.Client.CoreV1().Pods(workersNS).Patch(ctx, p.Name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}, "status"); err != nil {
+			t.Fatal(err)
+		}
+		start = time.Now()
+		p = within("ErrImagePull")
+		t.Logf("ErrImagePull seen after %s", time.Since(start).Round(time.Millisecond))
+		if p.Message != msg {
+			t.Errorf("message %q, want %q", p.Message, msg)
 		}
 	})
 

@@ -575,6 +575,33 @@ type WorkerPod struct {
 	ExitCode int32
 	// Deleting: the pod has a deletion timestamp.
 	Deleting bool
+	// Unschedulable: the scheduler found no node for the pod (condition
+	// PodScheduled False, reason Unschedulable); Reason and Message are
+	// the condition's when the container has none.
+	Unschedulable bool
+}
+
+// StartFailure is why a pod that has not started will not start without
+// a change: its image cannot be pulled (ErrImagePull, ImagePullBackOff,
+// InvalidImageName, ErrImageNeverPull) or no node can take it
+// (Unschedulable); "" when neither. A coordinator reports it at once
+// instead of waiting for the worker's ready record.
+func (p WorkerPod) StartFailure() string {
+	// The kubelet's waiting reasons for an image it cannot pull or name:
+	// the pod will not start without a change to the image or its pull
+	// secrets.
+	imageFailure := false
+	switch p.Reason {
+	case "ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull":
+		imageFailure = true
+	}
+	switch {
+	case p.State == "waiting" && imageFailure:
+		return p.Reason
+	case p.Unschedulable && p.State == "":
+		return "Unschedulable"
+	}
+	return ""
 }
 
 // Failed reports a worker that ended without success.
@@ -606,6 +633,12 @@ func workerPod(p *corev1.Pod) WorkerPod {
 		out.Index = i
 	} else if i, ok := parseCompletionIndex(p.Labels[batchv1.JobCompletionIndexAnnotation]); ok {
 		out.Index = i
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+			out.Unschedulable = true
+			out.Reason, out.Message = cmp.Or(out.Reason, c.Reason), cmp.Or(out.Message, c.Message)
+		}
 	}
 	for _, cs := range p.Status.ContainerStatuses {
 		if cs.Name != "worker" {

@@ -419,6 +419,9 @@ func (f *fleetRun) awaitReady(ctx context.Context, timeout time.Duration) error 
 					if p.Failed() && !ready[p.Index] {
 						return fmt.Errorf("worker %d failed before it was ready: %s", p.Index, describePod(p))
 					}
+					if why := p.StartFailure(); why != "" && !ready[p.Index] {
+						return f.startFailure(p, why)
+					}
 				}
 			case ev.warning != "":
 				f.warnings = append(f.warnings, ev.warning)
@@ -432,6 +435,16 @@ func (f *fleetRun) awaitReady(ctx context.Context, timeout time.Duration) error 
 		}
 	}
 	return nil
+}
+
+// startFailure is the setup error of a worker pod that will not start
+// (kube.WorkerPod.StartFailure), reported as soon as the pod watch sees
+// it rather than after workerReadyTimeout: what to fix, named.
+func (f *fleetRun) startFailure(p kube.WorkerPod, why string) error {
+	if why == "Unschedulable" {
+		return fmt.Errorf("worker %d cannot be scheduled: no node can take its pod (check attack.pod.nodeSelector, tolerations and resources): %s", p.Index, describePod(p))
+	}
+	return fmt.Errorf("worker %d cannot start: image %s cannot be pulled (%s; check attack.image and attack.pod.imagePullSecrets): %s", p.Index, f.image, why, describePod(p))
 }
 
 func (f *fleetRun) notReady(ready map[int]bool) string {
