@@ -168,7 +168,7 @@ func startFleet(ctx context.Context, kp *kubePath, sc *scenarios.Scenario, runID
 		// it expires with its annotation, and the next run removes it.
 		swept, err := cl.SweepWorkers(ctx, ns, time.Now())
 		if err != nil && kube.IsDenied(err) {
-			return nil, err
+			return nil, workersDenied(err, s.Cluster, ns, sc.Attack.Workers)
 		}
 		if err != nil {
 			f.warnings = append(f.warnings, "sweeping expired worker Jobs: "+err.Error())
@@ -191,7 +191,7 @@ func startFleet(ctx context.Context, kp *kubePath, sc *scenarios.Scenario, runID
 			StartTimeout: workerReadyTimeout + logSkew(sc) + workerStartMargin,
 		})
 		if err != nil {
-			return nil, err
+			return nil, workersDenied(err, s.Cluster, ns, sc.Attack.Workers)
 		}
 		src := &sourceRun{cluster: s.Cluster, offset: offset, count: s.Workers, run: run}
 		f.sources = append(f.sources, src)
@@ -210,7 +210,7 @@ func startFleet(ctx context.Context, kp *kubePath, sc *scenarios.Scenario, runID
 				f.send(wctx, fleetEvent{src: src, pods: ps})
 			})
 			if err != nil {
-				f.send(wctx, fleetEvent{src: src, err: err})
+				f.send(wctx, fleetEvent{src: src, err: workersDenied(err, src.cluster, src.run.Namespace, sc.Attack.Workers)})
 			}
 		}()
 	}
