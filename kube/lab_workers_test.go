@@ -16,7 +16,9 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/mesh-verify/mesh-verify/internal/certtest"
@@ -351,15 +353,7 @@ func TestLabWorkers(t *testing.T) {
 		spec := workerSpec(newRunID(t, "5ec4e7"), 1, time.Minute)
 		spec.Scenario = append(slices.Clone(spec.Scenario), []byte("attack: {headers: {Authorization: ["+token+"]}}\n")...)
 		spec.CA = cert
-		w, err := coord.CreateWorkers(ctx, spec)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = w.Delete(context.Background()) })
-		job, err := admin.Client.BatchV1().Jobs(workersNS).Get(ctx, w.Name, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		w, job := createWorkers(t, coord, admin, spec)
 		checkSecret(t, admin, job, map[string]string{"app.kubernetes.io/name": "mesh-verify", "app.kubernetes.io/component": "worker", "mesh-verify.io/run": spec.RunID},
 			map[string]string{"scenario.yaml": string(spec.Scenario), "ca.pem": string(cert)})
 		if err := w.Start(ctx, time.Now()); err != nil {
@@ -464,6 +458,63 @@ func TestLabWorkers(t *testing.T) {
 		}
 	})
 
+	// The real kube-scheduler marks a pod no node can take Unschedulable;
+	// the lab's kwok nodes pull no image, so an image that cannot be
+	// pulled is written into the pod's status as the kubelet would
+	// (waiting, ErrImagePull). Both reach WatchPods within seconds.
+	t.Run("the pod watch sees pods that will not start", func(t *testing.T) {
+		spec := workerSpec(newRunID(t, "5c4ed0"), 2, time.Minute)
+		spec.Pod.NodeSelector = map[string]string{"mesh-verify.io/test": "no-such-node"}
+		w, _ := createWorkers(t, coord, admin, spec)
+		wctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		snaps := make(chan []kube.WorkerPod, 1000)
+		go func() {
+			_ = w.WatchPods(wctx, func(p []kube.WorkerPod) {
+				select {
+				case snaps <- slices.Clone(p):
+				default:
+				}
+			})
+		}()
+		// within waits for a snapshot in which the pod of index 0 fails
+		// to start for want, at most 30 s.
+		within := func(want string) kube.WorkerPod {
+			t.Helper()
+			timeout := time.After(30 * time.Second)
+			for {
+				select {
+				case ps := <-snaps:
+					for _, p := range ps {
+						if p.Index == 0 && p.StartFailure() == want {
+							return p
+						}
+					}
+				case <-timeout:
+					t.Fatalf("no pod seen failing to start with %s within 30s", want)
+				}
+			}
+		}
+		start := time.Now()
+		p := within("Unschedulable")
+		t.Logf("Unschedulable seen after %s: %s", time.Since(start).Round(time.Millisecond), p.Message)
+		if !p.Unschedulable || p.Reason != "Unschedulable" || p.Message == "" {
+			t.Errorf("pod %+v: want the scheduler's reason and message", p)
+		}
+		msg := `Failed to pull image "` + spec.Image + `": not found`
+		patch := `{"status":{"containerStatuses":[{"name":"worker","image":"` + spec.Image + `","imageID":"","ready":false,"restartCount":0,` +
+			`"state":{"waiting":{"reason":"ErrImagePull","message":` + fmt.Sprintf("%q", msg) + `}}}]}}`
+		if _, err := admin.Client.CoreV1().Pods(workersNS).Patch(ctx, p.Name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}, "status"); err != nil {
+			t.Fatal(err)
+		}
+		start = time.Now()
+		p = within("ErrImagePull")
+		t.Logf("ErrImagePull seen after %s", time.Since(start).Round(time.Millisecond))
+		if p.Message != msg {
+			t.Errorf("message %q, want %q", p.Message, msg)
+		}
+	})
+
 	t.Run("sweep removes expired runs only", func(t *testing.T) {
 		old, err := coord.CreateWorkers(ctx, workerSpec(newRunID(t, "0ld0ld"), 1, time.Second))
 		if err != nil {
@@ -515,6 +566,91 @@ func TestLabWorkers(t *testing.T) {
 		}
 		if _, err := admin.Client.CoreV1().ConfigMaps(workersNS).Get(ctx, "mv-unknown", metav1.GetOptions{}); err != nil {
 			t.Errorf("the ConfigMap without expires-at: %v", err)
+		}
+	})
+
+	t.Run("the scenario's pod template reaches the pods and stays restricted", func(t *testing.T) {
+		runID := newRunID(t, "90d000")
+		spec := workerSpec(runID, 2, time.Minute)
+		secs := int64(30)
+		spec.Pod = kube.WorkerPodTemplate{
+			Labels:       map[string]string{"team": "load", "sidecar.istio.io/inject": "true"},
+			Annotations:  map[string]string{"sidecar.istio.io/inject": "true", "kuma.io/sidecar-injection": "enabled"},
+			NodeSelector: map[string]string{"kubernetes.io/os": "linux"},
+			Tolerations: []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "load", Effect: corev1.TaintEffectNoSchedule},
+				{Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: &secs}},
+			Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m")},
+				Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")},
+			},
+			ImagePullSecrets: []string{"regcred"},
+			Sidecar:          kube.SidecarIstio,
+		}
+		_, job := createWorkers(t, coord, admin, spec)
+		tpl := job.Spec.Template
+		for k, v := range map[string]string{"team": "load", "sidecar.istio.io/inject": "true", "app.kubernetes.io/name": "mesh-verify", "mesh-verify.io/run": runID} {
+			if tpl.Labels[k] != v {
+				t.Errorf("pod template label %s=%q, want %q", k, tpl.Labels[k], v)
+			}
+		}
+		for k, v := range spec.Pod.Annotations {
+			if tpl.Annotations[k] != v {
+				t.Errorf("pod template annotation %s=%q, want %q", k, tpl.Annotations[k], v)
+			}
+		}
+		ps := tpl.Spec
+		if !maps.Equal(ps.NodeSelector, spec.Pod.NodeSelector) {
+			t.Errorf("nodeSelector %v, want %v", ps.NodeSelector, spec.Pod.NodeSelector)
+		}
+		if len(ps.Tolerations) != 2 || ps.Tolerations[0] != spec.Pod.Tolerations[0] || ps.Tolerations[1].TolerationSeconds == nil || *ps.Tolerations[1].TolerationSeconds != 30 {
+			t.Errorf("tolerations %+v, want %+v", ps.Tolerations, spec.Pod.Tolerations)
+		}
+		if len(ps.ImagePullSecrets) != 1 || ps.ImagePullSecrets[0].Name != "regcred" {
+			t.Errorf("imagePullSecrets %+v, want regcred", ps.ImagePullSecrets)
+		}
+		c := ps.Containers[0]
+		// cpu named by the scenario: its request replaces the default's, the
+		// default cpu limit goes; memory named: its limit replaces both.
+		if got := c.Resources.Requests.Cpu().String(); got != "500m" {
+			t.Errorf("cpu request %s, want 500m", got)
+		}
+		if _, ok := c.Resources.Limits[corev1.ResourceCPU]; ok {
+			t.Errorf("cpu limit %s: want none (the scenario named cpu without a limit)", c.Resources.Limits.Cpu())
+		}
+		if _, ok := c.Resources.Requests[corev1.ResourceMemory]; ok || c.Resources.Limits.Memory().String() != "1Gi" {
+			t.Errorf("memory %+v: want a limit of 1Gi and no default request", c.Resources)
+		}
+		if !slices.Equal(c.Args[len(c.Args)-2:], []string{"--sidecar", "istio"}) {
+			t.Errorf("args %v: want --sidecar istio", c.Args)
+		}
+
+		// The real PodSecurity admission of the API server, level
+		// restricted: a dry-run pod of the Job's template in a namespace
+		// that enforces it (its default ServiceAccount: the pod is never
+		// created).
+		lab.Apply(t, "c1", "apiVersion: v1\nkind: Namespace\nmetadata: {name: restricted, labels: {pod-security.kubernetes.io/enforce: restricted}}\n")
+		poll(t, 30*time.Second, "the default ServiceAccount of namespace restricted", func() error {
+			_, err := admin.Client.CoreV1().ServiceAccounts("restricted").Get(ctx, "default", metav1.GetOptions{})
+			return err
+		})
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "restricted-check", Namespace: "restricted", Labels: tpl.Labels, Annotations: tpl.Annotations}, Spec: *ps.DeepCopy()}
+		pod.Spec.ServiceAccountName = "default"
+		if _, err := admin.Client.CoreV1().Pods("restricted").Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+			t.Fatalf("the worker pod in a namespace enforcing PodSecurity restricted: %v", err)
+		}
+		// And the check can fail: the same pod with privilege escalation.
+		yes := true
+		pod.Spec.Containers[0].SecurityContext.AllowPrivilegeEscalation = &yes
+		if _, err := admin.Client.CoreV1().Pods("restricted").Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err == nil || !strings.Contains(err.Error(), "restricted") {
+			t.Fatalf("a privileged pod in the restricted namespace: %v, want a PodSecurity refusal", err)
+		}
+	})
+
+	t.Run("the worker's own labels cannot be overridden", func(t *testing.T) {
+		spec := workerSpec(newRunID(t, "0ab000"), 1, time.Minute)
+		spec.Pod.Labels = map[string]string{"mesh-verify.io/run": "other"}
+		if _, err := coord.CreateWorkers(ctx, spec); err == nil || !strings.Contains(err.Error(), "pod label mesh-verify.io/run: the worker's own label, not overridable") {
+			t.Fatalf("CreateWorkers overriding the run label: %v", err)
 		}
 	})
 
@@ -689,4 +825,21 @@ func statusOf(ctx context.Context, admin *kube.Cluster, w *kube.WorkerRun) (kube
 		return kube.WorkerJobStatus{}, fmt.Errorf("job %s replaced (uid %s, created as %s)", w.Name, job.UID, w.JobUID)
 	}
 	return kube.JobStatus(job), nil
+}
+
+// createWorkers creates a run's workers as the coordinator, deleted when
+// the test ends, and reads their Job back as the admin.
+func createWorkers(t *testing.T, coord, admin *kube.Cluster, spec kube.WorkerSpec) (*kube.WorkerRun, *batchv1.Job) {
+	t.Helper()
+	ctx := context.Background()
+	w, err := coord.CreateWorkers(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.Delete(context.Background()) })
+	job, err := admin.Client.BatchV1().Jobs(workersNS).Get(ctx, w.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w, job
 }

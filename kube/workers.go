@@ -133,6 +133,92 @@ type WorkerSpec struct {
 	// TTL is the Job's ttlSecondsAfterFinished; zero means
 	// DefaultWorkerTTL.
 	TTL time.Duration
+	// Pod is what the scenario adds to the pod template (attack.pod).
+	Pod WorkerPodTemplate
+}
+
+// The sidecars a worker follows (WorkerPodTemplate.Sidecar, the worker's
+// --sidecar).
+const (
+	SidecarIstio = "istio"
+	SidecarKuma  = "kuma"
+)
+
+// WorkerPodTemplate is what a scenario adds to the worker pods so that
+// they live in a mesh like any client. The worker's own labels, security
+// context, command and volumes are not overridable: the pods stay
+// PodSecurity "restricted" whatever is added here.
+type WorkerPodTemplate struct {
+	// Labels and Annotations are added to the pod template's; a label of
+	// the worker's own (workerLabels) is refused.
+	Labels, Annotations map[string]string
+	NodeSelector        map[string]string
+	Tolerations         []corev1.Toleration
+	// Resources replace the worker container's defaults per resource
+	// named in either list: a cpu request given drops both default cpu
+	// values, so a request is never above a default limit.
+	Resources        corev1.ResourceRequirements
+	ImagePullSecrets []string
+	// Sidecar is the injected proxy the worker waits for and stops at the
+	// end (SidecarIstio, SidecarKuma), or "" for none.
+	Sidecar string
+}
+
+// validate checks what the API server would refuse, and the worker's own
+// labels, with errors naming the field.
+func (p WorkerPodTemplate) validate() []error {
+	var errs []error
+	own := workerLabels("x")
+	for k, v := range p.Labels {
+		if _, ok := own[k]; ok {
+			errs = append(errs, fmt.Errorf("pod label %s: the worker's own label, not overridable", k))
+		}
+		if e := append(validation.IsQualifiedName(k), validation.IsValidLabelValue(v)...); len(e) > 0 {
+			errs = append(errs, fmt.Errorf("pod label %s=%q: %s", k, v, strings.Join(e, "; ")))
+		}
+	}
+	for k, v := range p.NodeSelector {
+		if e := append(validation.IsQualifiedName(k), validation.IsValidLabelValue(v)...); len(e) > 0 {
+			errs = append(errs, fmt.Errorf("node selector %s=%q: %s", k, v, strings.Join(e, "; ")))
+		}
+	}
+	for k := range p.Annotations {
+		if e := validation.IsQualifiedName(k); len(e) > 0 {
+			errs = append(errs, fmt.Errorf("pod annotation %s: %s", k, strings.Join(e, "; ")))
+		}
+	}
+	for _, n := range p.ImagePullSecrets {
+		if e := validation.IsDNS1123Subdomain(n); len(e) > 0 {
+			errs = append(errs, fmt.Errorf("image pull secret %q: %s", n, strings.Join(e, "; ")))
+		}
+	}
+	switch p.Sidecar {
+	case "", SidecarIstio, SidecarKuma:
+	default:
+		errs = append(errs, fmt.Errorf("sidecar %q: want %s, %s or none", p.Sidecar, SidecarIstio, SidecarKuma))
+	}
+	return errs
+}
+
+// workerResources are the worker container's requests and limits: small
+// requests for many workers on a small cluster, no CPU limit below what a
+// load generator at a few thousand requests/s uses (a throttled worker
+// would show as latency of the mesh), each resource the scenario names
+// replaced as a whole.
+func workerResources(p WorkerPodTemplate) corev1.ResourceRequirements {
+	r := corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
+		Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("512Mi")},
+	}
+	for _, named := range []corev1.ResourceList{p.Resources.Requests, p.Resources.Limits} {
+		for name := range named {
+			delete(r.Requests, name)
+			delete(r.Limits, name)
+		}
+	}
+	maps.Copy(r.Requests, p.Resources.Requests)
+	maps.Copy(r.Limits, p.Resources.Limits)
+	return r
 }
 
 // WorkerRun is a created worker Job, its ConfigMap and its Secret.
@@ -222,6 +308,7 @@ func (s WorkerSpec) Validate() error {
 	if s.Deadline < time.Second || s.Deadline > MaxWorkerDeadline {
 		errs = append(errs, fmt.Errorf("deadline %s: want 1s to %s", s.Deadline, MaxWorkerDeadline))
 	}
+	errs = append(errs, s.Pod.validate()...)
 	if s.TTL < 0 || s.TTL > MaxWorkerTTL {
 		errs = append(errs, fmt.Errorf("ttl %s: want 0 (the default, %s) to %s", s.TTL, DefaultWorkerTTL, MaxWorkerTTL))
 	}
@@ -259,6 +346,17 @@ func workerJob(s WorkerSpec, name string, expires time.Time) *batchv1.Job {
 	yes, no := true, false
 	nonRoot := int64(65532) // the image's USER (Dockerfile)
 	mode := batchv1.IndexedCompletion
+	// The scenario's labels first: the worker's own win (Validate refuses
+	// them anyway).
+	podLabels := maps.Clone(s.Pod.Labels)
+	if podLabels == nil {
+		podLabels = map[string]string{}
+	}
+	maps.Copy(podLabels, workerLabels(s.RunID))
+	var pullSecrets []corev1.LocalObjectReference
+	for _, n := range s.Pod.ImagePullSecrets {
+		pullSecrets = append(pullSecrets, corev1.LocalObjectReference{Name: n})
+	}
 	return &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: name, Namespace: s.Namespace, Labels: workerLabels(s.RunID),
@@ -279,8 +377,11 @@ func workerJob(s WorkerSpec, name string, expires time.Time) *batchv1.Job {
 			ActiveDeadlineSeconds:   seconds(s.Deadline),
 			Suspend:                 &yes,
 			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: workerLabels(s.RunID)},
+				ObjectMeta: metav1.ObjectMeta{Labels: podLabels, Annotations: maps.Clone(s.Pod.Annotations)},
 				Spec: corev1.PodSpec{
+					NodeSelector:       maps.Clone(s.Pod.NodeSelector),
+					Tolerations:        slices.Clone(s.Pod.Tolerations),
+					ImagePullSecrets:   pullSecrets,
 					RestartPolicy:      corev1.RestartPolicyNever,
 					ServiceAccountName: cmp.Or(s.ServiceAccount, DefaultWorkerServiceAccount),
 					// The worker reads its ConfigMap with the pod's token.
@@ -302,14 +403,7 @@ func workerJob(s WorkerSpec, name string, expires time.Time) *batchv1.Job {
 							{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
 							{Name: "POD_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}},
 						},
-						// Requests small enough for many workers on a small
-						// cluster; no CPU limit below what a load generator
-						// at a few thousand requests/s uses (a throttled
-						// worker would show as latency of the mesh).
-						Resources: corev1.ResourceRequirements{
-							Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
-							Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("512Mi")},
-						},
+						Resources: workerResources(s.Pod),
 						SecurityContext: &corev1.SecurityContext{
 							AllowPrivilegeEscalation: &no,
 							ReadOnlyRootFilesystem:   &yes,
@@ -356,6 +450,9 @@ func workerArgs(s WorkerSpec, name string) []string {
 	}
 	if s.StartTimeout > 0 {
 		args = append(args, "--start-timeout", s.StartTimeout.String())
+	}
+	if s.Pod.Sidecar != "" {
+		args = append(args, "--sidecar", s.Pod.Sidecar)
 	}
 	return args
 }
@@ -478,6 +575,33 @@ type WorkerPod struct {
 	ExitCode int32
 	// Deleting: the pod has a deletion timestamp.
 	Deleting bool
+	// Unschedulable: the scheduler found no node for the pod (condition
+	// PodScheduled False, reason Unschedulable); Reason and Message are
+	// the condition's when the container has none.
+	Unschedulable bool
+}
+
+// StartFailure is why a pod that has not started will not start without
+// a change: its image cannot be pulled (ErrImagePull, ImagePullBackOff,
+// InvalidImageName, ErrImageNeverPull) or no node can take it
+// (Unschedulable); "" when neither. A coordinator reports it at once
+// instead of waiting for the worker's ready record.
+func (p WorkerPod) StartFailure() string {
+	// The kubelet's waiting reasons for an image it cannot pull or name:
+	// the pod will not start without a change to the image or its pull
+	// secrets.
+	imageFailure := false
+	switch p.Reason {
+	case "ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull":
+		imageFailure = true
+	}
+	switch {
+	case p.State == "waiting" && imageFailure:
+		return p.Reason
+	case p.Unschedulable && p.State == "":
+		return "Unschedulable"
+	}
+	return ""
 }
 
 // Failed reports a worker that ended without success.
@@ -509,6 +633,12 @@ func workerPod(p *corev1.Pod) WorkerPod {
 		out.Index = i
 	} else if i, ok := parseCompletionIndex(p.Labels[batchv1.JobCompletionIndexAnnotation]); ok {
 		out.Index = i
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+			out.Unschedulable = true
+			out.Reason, out.Message = cmp.Or(out.Reason, c.Reason), cmp.Or(out.Message, c.Message)
+		}
 	}
 	for _, cs := range p.Status.ContainerStatuses {
 		if cs.Name != "worker" {

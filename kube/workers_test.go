@@ -15,6 +15,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
@@ -133,6 +134,16 @@ func TestWorkerSpecValidate(t *testing.T) {
 		{"deadline too long", func(s *WorkerSpec) { s.Deadline = MaxWorkerDeadline + time.Second }, "deadline 24h0m1s"},
 		{"negative ttl", func(s *WorkerSpec) { s.TTL = -time.Second }, "ttl -1s"},
 		{"ttl too long", func(s *WorkerSpec) { s.TTL = MaxWorkerTTL + time.Second }, "ttl 168h0m1s"},
+		{"pod template", func(s *WorkerSpec) {
+			s.Pod = WorkerPodTemplate{Labels: map[string]string{"team": "load"}, Annotations: map[string]string{"sidecar.istio.io/inject": "true"},
+				NodeSelector: map[string]string{"kubernetes.io/os": "linux"}, ImagePullSecrets: []string{"regcred"}, Sidecar: SidecarKuma}
+		}, ""},
+		{"the worker's own label", func(s *WorkerSpec) { s.Pod.Labels = map[string]string{LabelRun: "x"} }, "pod label mesh-verify.io/run: the worker's own label, not overridable"},
+		{"bad pod label", func(s *WorkerSpec) { s.Pod.Labels = map[string]string{"team": "a b"} }, `pod label team="a b"`},
+		{"bad node selector", func(s *WorkerSpec) { s.Pod.NodeSelector = map[string]string{"-x": "y"} }, `node selector -x="y"`},
+		{"bad annotation", func(s *WorkerSpec) { s.Pod.Annotations = map[string]string{"a b": ""} }, "pod annotation a b"},
+		{"bad pull secret", func(s *WorkerSpec) { s.Pod.ImagePullSecrets = []string{"Reg"} }, `image pull secret "Reg"`},
+		{"bad sidecar", func(s *WorkerSpec) { s.Pod.Sidecar = "linkerd" }, `sidecar "linkerd": want istio, kuma or none`},
 	} {
 		s := validSpec()
 		tc.change(&s)
@@ -382,4 +393,72 @@ func btoi(b bool) int64 {
 		return 1
 	}
 	return 0
+}
+
+// A pod that will not start without a change is told from one still
+// starting: the image's waiting reasons and the scheduler's condition.
+func TestWorkerPodStartFailure(t *testing.T) {
+	t.Parallel()
+	waiting := func(reason string) corev1.PodStatus {
+		return corev1.PodStatus{Phase: corev1.PodPending, ContainerStatuses: []corev1.ContainerStatus{{Name: "worker",
+			State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: "m"}}}}}
+	}
+	unschedulable := corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled,
+		Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, Message: "0/3 nodes are available"}}}
+	for _, tc := range []struct {
+		name   string
+		status corev1.PodStatus
+		want   string
+	}{
+		{"ErrImagePull", waiting("ErrImagePull"), "ErrImagePull"},
+		{"ImagePullBackOff", waiting("ImagePullBackOff"), "ImagePullBackOff"},
+		{"InvalidImageName", waiting("InvalidImageName"), "InvalidImageName"},
+		{"ErrImageNeverPull", waiting("ErrImageNeverPull"), "ErrImageNeverPull"},
+		{"still creating", waiting("ContainerCreating"), ""},
+		{"unschedulable", unschedulable, "Unschedulable"},
+		{"being scheduled", corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "SchedulingGated"}}}, ""},
+		{"pending", corev1.PodStatus{Phase: corev1.PodPending}, ""},
+	} {
+		p := workerPod(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Status: tc.status})
+		if got := p.StartFailure(); got != tc.want {
+			t.Errorf("%s: StartFailure() = %q, want %q (%+v)", tc.name, got, tc.want, p)
+		}
+	}
+	if p := workerPod(&corev1.Pod{Status: unschedulable}); p.Reason != "Unschedulable" || p.Message != "0/3 nodes are available" {
+		t.Errorf("unschedulable pod %+v: want the condition's reason and message", p)
+	}
+}
+
+// A resource the scenario names replaces both default values of it; the
+// others keep theirs.
+func TestWorkerResources(t *testing.T) {
+	t.Parallel()
+	q := resource.MustParse
+	r := workerResources(WorkerPodTemplate{Resources: corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: q("4")},
+		Limits:   corev1.ResourceList{"example.com/gpu": q("1")},
+	}})
+	for _, c := range []struct {
+		what string
+		list corev1.ResourceList
+		name corev1.ResourceName
+		want string
+	}{
+		{"cpu request", r.Requests, corev1.ResourceCPU, "4"},
+		{"cpu limit (the default's 2 would be below the request)", r.Limits, corev1.ResourceCPU, ""},
+		{"memory request", r.Requests, corev1.ResourceMemory, "64Mi"},
+		{"memory limit", r.Limits, corev1.ResourceMemory, "512Mi"},
+		{"gpu limit", r.Limits, "example.com/gpu", "1"},
+	} {
+		got := ""
+		if v, ok := c.list[c.name]; ok {
+			got = v.String()
+		}
+		if got != c.want {
+			t.Errorf("%s: %q, want %q", c.what, got, c.want)
+		}
+	}
+	if d := workerResources(WorkerPodTemplate{}); d.Requests.Cpu().String() != "100m" || d.Limits.Memory().String() != "512Mi" {
+		t.Errorf("defaults %+v", d)
+	}
 }

@@ -55,6 +55,12 @@ const (
 	// deleteTimeout bounds the Job's deletion at the end, also after a
 	// Ctrl-C.
 	deleteTimeout = 30 * time.Second
+	// unschedulableGrace is how long a worker pod may stay Unschedulable
+	// before the run stops: the scheduler also says so of a pod that
+	// waits for others to leave a full node, which takes seconds; no node
+	// that fits at all is not a matter of seconds. An image that cannot
+	// be pulled stops the run at once.
+	unschedulableGrace = 10 * time.Second
 )
 
 // fleetRun is one distributed run's Job and what its pods printed.
@@ -76,6 +82,8 @@ type fleetRun struct {
 	warnings []string
 	closing  sync.Once
 	closeErr error
+	// unschedulableGrace is the constant's, shorter in tests.
+	unschedulableGrace time.Duration
 }
 
 // sourceRun is one source's Job: workers offset to offset+count-1.
@@ -135,7 +143,8 @@ func startFleet(ctx context.Context, kp *kubePath, sc *scenarios.Scenario, runID
 	}
 	ns := workerNamespace(sc)
 	f := &fleetRun{sc: sc, workers: sc.Attack.Workers, image: sc.Attack.WorkerImage(version),
-		events: make(chan fleetEvent, 4*sc.Attack.Workers+16), followed: map[string]bool{}, pods: map[int]kube.WorkerPod{}, progress: progress}
+		events: make(chan fleetEvent, 4*sc.Attack.Workers+16), followed: map[string]bool{}, pods: map[int]kube.WorkerPod{}, progress: progress,
+		unschedulableGrace: unschedulableGrace}
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	f.follow = cancel
 	defer func() {
@@ -168,7 +177,7 @@ func startFleet(ctx context.Context, kp *kubePath, sc *scenarios.Scenario, runID
 		// it expires with its annotation, and the next run removes it.
 		swept, err := cl.SweepWorkers(ctx, ns, time.Now())
 		if err != nil && kube.IsDenied(err) {
-			return nil, err
+			return nil, workersDenied(err, s.Cluster, ns, sc.Attack.Workers)
 		}
 		if err != nil {
 			f.warnings = append(f.warnings, "sweeping expired worker Jobs: "+err.Error())
@@ -179,15 +188,19 @@ func startFleet(ctx context.Context, kp *kubePath, sc *scenarios.Scenario, runID
 		if err != nil {
 			return nil, fmt.Errorf("encode run.json: %w", err)
 		}
+		pod, err := workerPodTemplate(&sc.Attack)
+		if err != nil {
+			return nil, err
+		}
 		run, err := cl.CreateWorkers(ctx, kube.WorkerSpec{
-			RunID: runID, Namespace: ns, Workers: s.Workers, IndexOffset: offset, Image: f.image, ServiceAccount: sc.Attack.ServiceAccount,
+			RunID: runID, Namespace: ns, Workers: s.Workers, IndexOffset: offset, Image: f.image, ServiceAccount: sc.Attack.ServiceAccount, Pod: pod,
 			Scenario: source, Inventory: inv, Run: rc, CA: ca, Deadline: jobDeadline(sc),
 			// A worker ready first waits for the last one, then for the
 			// log window's lead and the metrics scrape before the start.
 			StartTimeout: workerReadyTimeout + logSkew(sc) + workerStartMargin,
 		})
 		if err != nil {
-			return nil, err
+			return nil, workersDenied(err, s.Cluster, ns, sc.Attack.Workers)
 		}
 		src := &sourceRun{cluster: s.Cluster, offset: offset, count: s.Workers, run: run}
 		f.sources = append(f.sources, src)
@@ -206,7 +219,7 @@ func startFleet(ctx context.Context, kp *kubePath, sc *scenarios.Scenario, runID
 				f.send(wctx, fleetEvent{src: src, pods: ps})
 			})
 			if err != nil {
-				f.send(wctx, fleetEvent{src: src, err: err})
+				f.send(wctx, fleetEvent{src: src, err: workersDenied(err, src.cluster, src.run.Namespace, sc.Attack.Workers)})
 			}
 		}()
 	}
@@ -401,12 +414,22 @@ func (f *fleetRun) awaitReady(ctx context.Context, timeout time.Duration) error 
 	ready := map[int]bool{}
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
+	// unschedulable: since when each pod has been seen Unschedulable;
+	// recheck fires when the first of them has been for the grace.
+	unschedulable := map[string]time.Time{}
+	recheck := time.NewTimer(time.Hour)
+	recheck.Stop()
+	defer recheck.Stop()
 	for len(ready) < f.workers {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-deadline.C:
 			return fmt.Errorf("%d of %d workers ready after %s: %s", len(ready), f.workers, timeout, f.notReady(ready))
+		case <-recheck.C:
+			if err := f.unschedulableFor(unschedulable, time.Now(), recheck); err != nil {
+				return err
+			}
 		case ev := <-f.events:
 			switch {
 			case ev.pods != nil:
@@ -415,6 +438,17 @@ func (f *fleetRun) awaitReady(ctx context.Context, timeout time.Duration) error 
 					if p.Failed() && !ready[p.Index] {
 						return fmt.Errorf("worker %d failed before it was ready: %s", p.Index, describePod(p))
 					}
+					switch why := p.StartFailure(); {
+					case why == "" || ready[p.Index]:
+						delete(unschedulable, p.Name)
+					case why != "Unschedulable":
+						return f.startFailure(p, why)
+					case unschedulable[p.Name].IsZero():
+						unschedulable[p.Name] = time.Now()
+					}
+				}
+				if err := f.unschedulableFor(unschedulable, time.Now(), recheck); err != nil {
+					return err
 				}
 			case ev.warning != "":
 				f.warnings = append(f.warnings, ev.warning)
@@ -428,6 +462,44 @@ func (f *fleetRun) awaitReady(ctx context.Context, timeout time.Duration) error 
 		}
 	}
 	return nil
+}
+
+// unschedulableFor fails with the first pod that has been Unschedulable
+// for unschedulableGrace at now, and else sets recheck to when the next
+// one will have been.
+func (f *fleetRun) unschedulableFor(since map[string]time.Time, now time.Time, recheck *time.Timer) error {
+	next := time.Duration(0)
+	for name, t := range since {
+		left := f.unschedulableGrace - now.Sub(t)
+		if left <= 0 {
+			f.mu.Lock()
+			var pod kube.WorkerPod
+			for _, p := range f.pods {
+				if p.Name == name {
+					pod = p
+				}
+			}
+			f.mu.Unlock()
+			return f.startFailure(pod, "Unschedulable")
+		}
+		if next == 0 || left < next {
+			next = left
+		}
+	}
+	if next > 0 {
+		recheck.Reset(next)
+	}
+	return nil
+}
+
+// startFailure is the setup error of a worker pod that will not start
+// (kube.WorkerPod.StartFailure), reported as soon as the pod watch sees
+// it rather than after workerReadyTimeout: what to fix, named.
+func (f *fleetRun) startFailure(p kube.WorkerPod, why string) error {
+	if why == "Unschedulable" {
+		return fmt.Errorf("worker %d cannot be scheduled: no node has taken its pod for %s (check attack.pod.nodeSelector, tolerations and resources): %s", p.Index, f.unschedulableGrace, describePod(p))
+	}
+	return fmt.Errorf("worker %d cannot start: image %s cannot be pulled (%s; check attack.image and attack.pod.imagePullSecrets): %s", p.Index, f.image, why, describePod(p))
 }
 
 func (f *fleetRun) notReady(ready map[int]bool) string {

@@ -110,8 +110,10 @@ func enums() map[reflect.Type]map[string][]string {
 			"stop":         {"end", "early"},
 			"balancing":    Balancings(),
 		},
-		reflect.TypeFor[Split]():     {"by": Dimensions(), "model": SplitModels(), "source": Sources(), "balancing": Balancings()},
-		reflect.TypeFor[BucketSet](): {"by": Dimensions(), "source": Sources()},
+		reflect.TypeFor[Split]():      {"by": Dimensions(), "model": SplitModels(), "source": Sources(), "balancing": Balancings()},
+		reflect.TypeFor[BucketSet]():  {"by": Dimensions(), "source": Sources()},
+		reflect.TypeFor[WorkerPod]():  {"sidecar": {SidecarIstio, SidecarKuma, SidecarNone}},
+		reflect.TypeFor[Toleration](): {"operator": {"Equal", "Exists"}, "effect": {"NoSchedule", "PreferNoSchedule", "NoExecute"}},
 	}
 }
 

@@ -131,12 +131,58 @@ type Attack struct {
 	Image string `yaml:"image"`
 	// ServiceAccount the worker pods run as (default mesh-verify-worker).
 	ServiceAccount string `yaml:"serviceAccount"`
+	// Pod shapes the worker pods so that they live in a mesh like any
+	// client (docs/distributed.md, Worker pods in a mesh): labels and
+	// annotations (sidecar injection), scheduling, resources, pull
+	// secrets, and the sidecar whose lifecycle the worker follows.
+	Pod *WorkerPod `yaml:"pod"`
 	// Sources run workers in several clusters at once (docs/distributed.md,
 	// Several sources): each names its cluster and how many workers run
 	// there, and the attack is shared over all of them. attack.workers is
 	// then their sum (it may be left out) and attack.from is left out.
 	// Expectations with from: judge one source's requests only.
 	Sources []Source `yaml:"sources"`
+}
+
+// WorkerPod is what a scenario may add to the worker pods' template.
+// The worker's own labels, security context, command and volumes stay
+// mesh-verify's.
+type WorkerPod struct {
+	// Labels and Annotations are added to the pod template's, e.g.
+	// sidecar.istio.io/inject: "true" or kuma.io/sidecar-injection: enabled.
+	Labels      map[string]string `yaml:"labels"`
+	Annotations map[string]string `yaml:"annotations"`
+	// NodeSelector and Tolerations place the pods, as in a PodSpec.
+	NodeSelector map[string]string `yaml:"nodeSelector"`
+	Tolerations  []Toleration      `yaml:"tolerations"`
+	// Resources replace the worker container's defaults per resource
+	// named (cpu: a request or limit given for cpu replaces both of the
+	// defaults' cpu values).
+	Resources *Resources `yaml:"resources"`
+	// ImagePullSecrets name Secrets of the workers' namespace that pull
+	// attack.image from a private registry.
+	ImagePullSecrets []string `yaml:"imagePullSecrets"`
+	// Sidecar is the mesh proxy injected next to the worker: istio or
+	// kuma (the worker waits until it is ready and stops it at the end,
+	// so that the Job completes), none, or left out: istio or kuma when
+	// the annotations ask for injection, else none.
+	Sidecar string `yaml:"sidecar"`
+}
+
+// Toleration is a PodSpec toleration.
+type Toleration struct {
+	Key               string `yaml:"key"`
+	Operator          string `yaml:"operator"`
+	Value             string `yaml:"value"`
+	Effect            string `yaml:"effect"`
+	TolerationSeconds *int64 `yaml:"tolerationSeconds"`
+}
+
+// Resources are a container's requests and limits, quantities as
+// Kubernetes writes them (100m, 64Mi).
+type Resources struct {
+	Requests map[string]string `yaml:"requests"`
+	Limits   map[string]string `yaml:"limits"`
 }
 
 // Source is one cluster a distributed run's workers attack from.

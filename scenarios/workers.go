@@ -30,6 +30,9 @@ func (s *Scenario) checkWorkers(c *checker) {
 				c.add(f.path, "applies to distributed runs only: set attack.workers (or run --workers N)")
 			}
 		}
+		if a.Pod != nil {
+			c.add("attack.pod", "applies to distributed runs only: set attack.workers (or run --workers N)")
+		}
 		return
 	}
 	if a.Workers < 0 || a.Workers > MaxAttackWorkers {
@@ -51,6 +54,7 @@ func (s *Scenario) checkWorkers(c *checker) {
 	if !isDNSName(a.ServiceAccount) {
 		c.add("attack.serviceAccount", "invalid ServiceAccount name %q: want lowercase letters, digits, '-' and '.'", a.ServiceAccount)
 	}
+	s.checkWorkerPod(c)
 	if a.Image != "" && strings.ContainsFunc(a.Image, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) {
 		c.add("attack.image", "invalid image %q: an image reference has no spaces", a.Image)
 	}

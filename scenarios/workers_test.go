@@ -54,16 +54,7 @@ func TestWorkersFields(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := Parse("w.yaml", []byte(workersDoc(c.target, c.attack)))
-			if c.want == "" {
-				if err != nil {
-					t.Fatalf("unexpected error: %v", err)
-				}
-				return
-			}
-			line, rest, _ := strings.Cut(c.want, ":")
-			if err == nil || !strings.Contains(err.Error(), "w.yaml:"+line+":") || !strings.Contains(err.Error(), rest) {
-				t.Fatalf("got:\n%v\nwant: %s", err, c.want)
-			}
+			wantParseError(t, err, c.want)
 		})
 	}
 }
@@ -197,5 +188,21 @@ func TestExpectationFrom(t *testing.T) {
 				t.Fatalf("got:\n%v\nwant: %s", err, c.want)
 			}
 		})
+	}
+}
+
+// wantParseError checks Parse's error against want, "line:field: substring"
+// ("" for no error).
+func wantParseError(t *testing.T, err error, want string) {
+	t.Helper()
+	if want == "" {
+		if err != nil {
+			t.Fatalf("unexpected error: %v", err)
+		}
+		return
+	}
+	line, rest, _ := strings.Cut(want, ":")
+	if err == nil || !strings.Contains(err.Error(), "w.yaml:"+line+":") || !strings.Contains(err.Error(), rest) {
+		t.Fatalf("got:\n%v\nwant: %s", err, want)
 	}
 }

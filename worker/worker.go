@@ -62,6 +62,12 @@ type Options struct {
 	// Service names through $MESH_VERIFY_CONNECT_TO (lab/README.md). nil
 	// dials the target's address as cluster DNS resolves it.
 	Dial attack.DialFunc
+	// Proxy is the injected mesh proxy (--sidecar), nil for none: the
+	// worker waits for it before anything else, for at most
+	// ProxyReadyTimeout (default DefaultProxyReadyTimeout), and asks it to
+	// quit when it ends, whatever the outcome.
+	Proxy             *Proxy
+	ProxyReadyTimeout time.Duration
 	// Records receives the records (stdout); Log the log lines (stderr).
 	Records io.Writer
 	Log     io.Writer
@@ -88,11 +94,30 @@ func Run(ctx context.Context, o Options) error {
 	if o.StartTimeout < 0 || o.StartTimeout > MaxStartTimeout {
 		return fmt.Errorf("--start-timeout %s: want a duration up to %s", o.StartTimeout, MaxStartTimeout)
 	}
+	if o.ProxyReadyTimeout == 0 {
+		o.ProxyReadyTimeout = DefaultProxyReadyTimeout
+	}
+	if o.ProxyReadyTimeout < 0 || o.ProxyReadyTimeout > MaxProxyReadyTimeout {
+		return fmt.Errorf("--sidecar-ready-timeout %s: want a duration up to %s", o.ProxyReadyTimeout, MaxProxyReadyTimeout)
+	}
 	if o.Log == nil {
 		o.Log = io.Discard
 	}
 	out := &emitter{w: o.Records, worker: o.Index, pod: o.Pod}
 	w := &run{o: o, out: out}
+	if p := o.Proxy; p != nil {
+		// Last: after the final or error record. A proxy that outlives the
+		// worker keeps the pod, and so the Job, running until its deadline.
+		defer func() {
+			qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), proxyCall)
+			defer cancel()
+			if err := p.Quit(qctx); err != nil {
+				w.logf("%v", err)
+			} else {
+				w.logf("asked the %s sidecar to quit", p.Name)
+			}
+		}()
+	}
 	err := w.run(ctx)
 	if err != nil {
 		if eerr := out.emit(fleet.KindError, w.state, err.Error()); eerr != nil {
@@ -117,6 +142,14 @@ func (w *run) logf(format string, args ...any) {
 }
 
 func (w *run) run(ctx context.Context) error {
+	if p := w.o.Proxy; p != nil {
+		// Every connection, the API server's too, goes through the
+		// proxy: none works before it is ready.
+		if err := p.WaitReady(ctx, w.o.ProxyReadyTimeout); err != nil {
+			return err
+		}
+		w.logf("the %s sidecar is ready", p.Name)
+	}
 	cfg, err := kube.LoadConfig(w.o.Kube)
 	if err != nil {
 		return fmt.Errorf("load kubeconfig: %w", err)

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/mesh-verify/mesh-verify/kube"
 	"github.com/mesh-verify/mesh-verify/runner"
+	"github.com/mesh-verify/mesh-verify/scenarios"
 )
 
 type rbacFlags struct {
@@ -18,6 +20,8 @@ type rbacFlags struct {
 	clusterWide    bool
 	cluster        string
 	set            []string
+	// workers is --workers: attack.workers, as run --workers sets it.
+	workers int
 }
 
 // newRBACCmd is `mesh-verify rbac`: the RBAC manifest generated from the
@@ -34,10 +38,20 @@ port-forward's target kind, logs, metrics via proxy or portForward); a ClusterRo
 only for cluster-scoped resources (get nodes, metrics via the pod proxy). Without
 one: everything mesh-verify can call, in --namespace. --cluster-wide grants the same
 through one ClusterRole and ClusterRoleBinding. Apply it in every cluster the
-scenario uses (--cluster NAME: only what that scenario cluster needs).`,
+scenario uses (--cluster NAME: only what that scenario cluster needs); --workers N:
+what a distributed run of N worker pods needs, as run --workers N.`,
 		Args:              cobra.MaximumNArgs(1),
 		ValidArgsFunction: builtinArg,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if cmd.Flags().Changed("workers") {
+				if f.workers < 0 || f.workers > scenarios.MaxAttackWorkers {
+					return invalidInput("--workers %d: want 0 (attack from this process) to %d worker pods", f.workers, scenarios.MaxAttackWorkers)
+				}
+				if len(args) == 0 {
+					return invalidInput("--workers needs a scenario (without one the manifest grants every feature, the workers' included)")
+				}
+				f.set = append(slices.Clone(f.set), "attack.workers="+strconv.Itoa(f.workers))
+			}
 			return printRBAC(cmd, args, f)
 		},
 	}
@@ -46,6 +60,7 @@ scenario uses (--cluster NAME: only what that scenario cluster needs).`,
 	cmd.Flags().StringVar(&f.serviceAccount, "service-account", kube.DefaultServiceAccount, "name of the ServiceAccount, and of its Roles and bindings")
 	cmd.Flags().BoolVar(&f.clusterWide, "cluster-wide", false, "one ClusterRole and ClusterRoleBinding instead of a Role per namespace")
 	cmd.Flags().StringVar(&f.cluster, "cluster", "", "only what this scenario cluster needs (default: every cluster's, merged)")
+	cmd.Flags().IntVar(&f.workers, "workers", 0, "what a distributed run of N worker pods needs (the Job, its ConfigMap and Secret, the workers' ServiceAccount and Role), as run --workers N: sets attack.workers")
 	return cmd
 }
 

@@ -79,6 +79,13 @@ func TestRBACCommand(t *testing.T) {
 		{[]string{"rbac", "kuma-canary", "--cluster", "c1", "--set", "attack.workers=2", "--set", "attack.serviceAccount=load-sa"}, exitPass,
 			[]string{"kind: ServiceAccount\nmetadata:\n  labels:\n    app.kubernetes.io/name: mesh-verify\n  name: load-sa\n  namespace: kuma-demo\n", "- jobs"},
 			[]string{"mesh-verify-worker", "- pods/portforward"}},
+		// --workers N is --set attack.workers=N: the Job's and the workers'
+		// permissions appear, which the same scenario without it lacks.
+		{[]string{"rbac", "kuma-canary", "--cluster", "c1", "--workers", "3"}, exitPass,
+			[]string{"kind: ServiceAccount\nmetadata:\n  labels:\n    app.kubernetes.io/name: mesh-verify\n  name: mesh-verify-worker\n", "- jobs", "- secrets"}, nil},
+		{[]string{"rbac", "kuma-canary", "--cluster", "c1"}, exitPass, nil, []string{"- jobs", "mesh-verify-worker"}},
+		{[]string{"rbac", "kuma-canary", "--workers", "1001"}, exitInvalidInput, []string{"--workers 1001: want 0 (attack from this process) to 1000 worker pods"}, nil},
+		{[]string{"rbac", "--workers", "2"}, exitInvalidInput, []string{"--workers needs a scenario"}, nil},
 		{[]string{"rbac", "skupper-1", "--set", "attack.rat=5"}, exitInvalidInput, []string{`--set attack.rat=5: attack.rat: unknown field`}, nil},
 		{[]string{"rbac", "--set", "attack.rate=5/s"}, exitInvalidInput, []string{"--set needs a scenario"}, nil},
 	} {

@@ -26,6 +26,8 @@ func newWorkerCmd() *cobra.Command {
 		kubeconfig           []string
 		startTimeout         time.Duration
 		indexOffset          int
+		sidecar              string
+		sidecarTimeout       time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "worker --configmap NAME",
@@ -54,6 +56,10 @@ exits 1.`,
 			// In the lab, Service names reach the data plane through the
 			// connect-to list the daemon sets (lab/README.md); on a real
 			// cluster the variable is unset and cluster DNS resolves them.
+			proxy, err := worker.ProxyFor(sidecar)
+			if err != nil {
+				return invalidInput("%v", err)
+			}
 			dial, err := connectToDial(connectTo)
 			if err != nil {
 				return err
@@ -68,11 +74,11 @@ exits 1.`,
 			defer stop()
 			err = worker.Run(ctx, worker.Options{
 				ConfigMap: configMap, Namespace: namespace, Index: index, IndexOffset: indexOffset, Pod: os.Getenv("POD_NAME"),
-				StartTimeout: startTimeout,
-				Kube:         kube.Options{Kubeconfig: kubeconfig, UserAgent: "mesh-verify-worker", ExecWrapper: kube.ExecWrapper()},
-				Context:      kubeContext,
-				Dial:         dial,
-				Records:      cmd.OutOrStdout(), Log: cmd.ErrOrStderr(),
+				StartTimeout: startTimeout, Proxy: proxy, ProxyReadyTimeout: sidecarTimeout,
+				Kube:    kube.Options{Kubeconfig: kubeconfig, UserAgent: "mesh-verify-worker", ExecWrapper: kube.ExecWrapper()},
+				Context: kubeContext,
+				Dial:    dial,
+				Records: cmd.OutOrStdout(), Log: cmd.ErrOrStderr(),
 			})
 			if err != nil {
 				return &codedError{code: exitFail, err: err}
@@ -87,6 +93,8 @@ exits 1.`,
 	cmd.Flags().StringArrayVar(&connectTo, "connect-to", nil, "HOST:PORT:CONNECT_HOST:CONNECT_PORT (repeatable; curl's --connect-to), as for run; $"+attack.ConnectToEnv+" adds entries after these")
 	cmd.Flags().DurationVar(&startTimeout, "start-timeout", worker.DefaultStartTimeout, "how long to wait for the start signal")
 	cmd.Flags().IntVar(&indexOffset, "index-offset", 0, "the run's index of the Job's first worker (several sources): this worker is the run's worker index-offset + JOB_COMPLETION_INDEX")
+	cmd.Flags().StringVar(&sidecar, "sidecar", "none", "the injected mesh proxy: istio or kuma (wait until it is ready, ask it to quit at the end so that the Job completes) or none")
+	cmd.Flags().DurationVar(&sidecarTimeout, "sidecar-ready-timeout", worker.DefaultProxyReadyTimeout, "how long to wait for the sidecar to be ready")
 	_ = cmd.MarkFlagRequired("configmap")
 	return cmd
 }

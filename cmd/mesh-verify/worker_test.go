@@ -53,6 +53,9 @@ expect:
 		{[]string{"run", file, "--workers", "2", "--set", "attack.rate=1/s"}, exitInvalidInput, "attack.rate: 1 is less than attack.workers (2)"},
 		{[]string{"validate", file, "--set", "attack.workers=2"}, exitPass, "ok"},
 		{[]string{"worker"}, exitInvalidInput, `required flag(s) "configmap" not set`},
+		{[]string{"worker", "--configmap", "cm", "--sidecar", "linkerd"}, exitInvalidInput, `--sidecar "linkerd": want istio, kuma or none`},
+		{[]string{"validate", file, "--set", "attack.workers=2", "--set", "attack.pod.sidecar=linkerd"}, exitInvalidInput, `attack.pod.sidecar: unknown sidecar "linkerd"`},
+		{[]string{"validate", file, "--set", "attack.workers=2", "--set", "attack.pod.labels.team=load"}, exitPass, "ok"},
 	} {
 		args := c.args
 		if args[0] == "run" {
