@@ -198,17 +198,48 @@ func New(p Policy) (*Sim, error) {
 		now:     time.Now,
 	}
 	s.setWeightsLocked(p.Weights)
-	if p.Mirror != nil {
-		s.mirrorN = uint64(math.Round(p.Mirror.Percent * mirrorDenominator / 100))
-		n := p.Mirror.MaxInFlight
-		if n == 0 {
-			n = defaultMirrorInFlight
-		}
-		s.mirrorSem = make(chan struct{}, n)
+	s.setMirrorLocked(p.Mirror)
+	// The copies' bound is fixed for the simulator's life (SetPolicy may
+	// add a mirror later): ServeHTTP reads the channel without the lock.
+	n := defaultMirrorInFlight
+	if p.Mirror != nil && p.Mirror.MaxInFlight > 0 {
+		n = p.Mirror.MaxInFlight
 	}
+	s.mirrorSem = make(chan struct{}, n)
 	s.transport = loopback.Transport(512, 128)
 	s.proxy = s.newProxy()
 	return s, nil
+}
+
+// setMirrorLocked makes m the mirror (nil: none).
+func (s *Sim) setMirrorLocked(m *Mirror) {
+	s.mirrorN = 0
+	if m != nil {
+		s.mirrorN = uint64(math.Round(m.Percent * mirrorDenominator / 100))
+	}
+}
+
+// SetPolicy replaces the policy of a serving simulator, as a control
+// plane's push replaces a data plane's routes (the lab's daemon calls it
+// when a mesh object changes): every request routed from now on follows
+// p. Connections already pinned keep their backend, as Cilium's socket
+// load balancer and Skupper's router keep an open connection where it
+// is; balanced mode's open counts carry over. The random source and its
+// seed stay (p.Seed is ignored), and so does the bound on mirror copies
+// in flight. A policy New would refuse is refused, and the old one stays.
+func (s *Sim) SetPolicy(p Policy) error {
+	p = clonePolicy(p)
+	if err := validate(p); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p.Seed = s.p.Seed
+	s.p = p
+	s.setWeightsLocked(p.Weights)
+	s.setMirrorLocked(p.Mirror)
+	s.first, s.switched = time.Time{}, false
+	return nil
 }
 
 // setWeightsLocked makes w the weights of weighted mode.
