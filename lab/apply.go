@@ -16,10 +16,12 @@ import (
 	"github.com/mesh-verify/mesh-verify/lab/topology"
 )
 
-// applyCluster creates a cluster's node, namespaces, Deployments and
-// Services. The clusters are fresh, so everything is created; an object
-// that exists already (a retried up) is updated to the topology's.
-func applyCluster(ctx context.Context, cfg *rest.Config, cluster string, t *topology.Topology) error {
+// applyCluster creates a cluster's node, namespaces, the topology's
+// manifests (kubectl apply: the meshes' objects, before any pod, so every
+// entry starts with its route), Services and Deployments. The clusters
+// are fresh, so everything is created; an object that exists already (a
+// retried up) is updated to the topology's.
+func applyCluster(ctx context.Context, cfg *rest.Config, cluster string, t *topology.Topology, kubectl kubectlFunc) error {
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return fmt.Errorf("cluster %s: %w", cluster, err)
@@ -52,6 +54,9 @@ func applyCluster(ctx context.Context, cfg *rest.Config, cluster string, t *topo
 		if err := waitServiceAccount(ctx, cs, cluster, ns); err != nil {
 			return err
 		}
+	}
+	if err := applyManifests(ctx, kubectl, cluster, t); err != nil {
+		return err
 	}
 	for _, s := range t.ServiceObjects(cluster) {
 		_, err := cs.CoreV1().Services(s.Namespace).Create(ctx, s, metav1.CreateOptions{})

@@ -44,6 +44,10 @@ type Topology struct {
 	Services []Service `yaml:"services"`
 	Entries  []Entry   `yaml:"entries"`
 
+	// Manifests are the Kubernetes manifests of a topology directory
+	// (ParseDir): the tutorial's own mesh objects, per cluster.
+	Manifests []Manifest `yaml:"-"`
+
 	// File is where the topology was loaded from ("builtin:NAME" for the
 	// embedded catalog).
 	File string `yaml:"-"`
@@ -136,7 +140,12 @@ type Entry struct {
 
 	// To is the Service (in the entry's namespace, in every cluster) whose
 	// ready pods are the backends.
-	To     string `yaml:"to"`
+	To string `yaml:"to"`
+	// Mesh routes the entry by that mesh's own objects (lab/meshroute):
+	// the topology's manifests as applied, watched by the daemon, so a
+	// kubectl patch changes the routing. Without it, Policy does: a
+	// lab-only policy for test topologies no mesh object describes.
+	Mesh   string `yaml:"mesh"`
 	Policy Policy `yaml:"policy"`
 	// AccessLog makes a gateway entry an Envoy (Istio's ingress gateway,
 	// Kuma's gateway) that writes this format's access line per request
@@ -171,10 +180,14 @@ func (t *Topology) UseDataPlane(dp string) error {
 	for i := range t.Entries {
 		e := &t.Entries[i]
 		e.DataPlane = dp
+		if e.Mesh != "" {
+			continue // its policy comes from the manifests: CheckRoutes below
+		}
 		if err := e.checkDataPlane(); err != nil {
 			errs = append(errs, fmt.Errorf("topology %s, entry %s (mode %s): %w", t.Metadata.Name, e.Name, e.Policy.Mode, err))
 		}
 	}
+	errs = append(errs, t.CheckRoutes())
 	return errors.Join(errs...)
 }
 

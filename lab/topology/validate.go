@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"reflect"
 	"regexp"
 	"slices"
 	"sort"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/mesh-verify/mesh-verify/lab/apps"
 	"github.com/mesh-verify/mesh-verify/lab/envoylog"
+	"github.com/mesh-verify/mesh-verify/lab/meshroute"
 	"github.com/mesh-verify/mesh-verify/lab/meshsim"
 	"github.com/mesh-verify/mesh-verify/lab/sidecar"
 )
@@ -299,6 +301,10 @@ func (t *Topology) checkEntries(c *checker) {
 		case to == nil:
 			c.add(at(p, "to"), "no Service %s/%s is declared under services", e.Namespace, e.To)
 		}
+		if e.Mesh != "" {
+			t.checkMesh(c, p, e)
+			continue
+		}
 		t.checkPolicy(c, at(p, "policy"), e)
 		switch {
 		case e.DataPlane != "" && !slices.Contains(DataPlanes(), e.DataPlane):
@@ -308,6 +314,20 @@ func (t *Topology) checkEntries(c *checker) {
 				c.add(at(p, "dataPlane"), "%v", err)
 			}
 		}
+	}
+}
+
+// checkMesh checks an entry routed by its mesh's objects; the route
+// itself is checked against the manifests (CheckRoutes).
+func (t *Topology) checkMesh(c *checker, p []any, e *Entry) {
+	if !slices.Contains(meshroute.Meshes(), e.Mesh) {
+		c.add(at(p, "mesh"), "unknown mesh %q (known: %s)", e.Mesh, strings.Join(meshroute.Meshes(), ", "))
+	}
+	if !reflect.DeepEqual(e.Policy, Policy{}) {
+		c.add(at(p, "policy"), "entry %s routes by %s's own objects (the topology's manifests); a policy would be a second, private truth: remove it", e.Name, e.Mesh)
+	}
+	if e.DataPlane != "" && !slices.Contains(DataPlanes(), e.DataPlane) {
+		c.add(at(p, "dataPlane"), "unknown data plane %q (known: %s)", e.DataPlane, strings.Join(DataPlanes(), ", "))
 	}
 }
 
