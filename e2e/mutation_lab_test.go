@@ -37,6 +37,20 @@ func TestMutationsFlipVerdicts(t *testing.T) {
 		{"mirrorPercentage 50 -> 10", "istio-mirror", "istio-mirror", "c1",
 			[]string{"virtualservice", "callme-service-route", "--type", "json", "-p", `[{"op":"replace","path":"/spec/http/0/mirrorPercentage/value","value":10}]`},
 			"mirror 10% to version v2"},
+		// Kuma's route weights, 90/10 by zone, made 50/50.
+		{"TrafficRoute weights 90/10 -> 50/50", "kuma-canary", "kuma-canary", "c1",
+			[]string{"trafficroute", "test-server", "--type", "json", "-p",
+				`[{"op":"replace","path":"/spec/conf/split/0/weight","value":50},{"op":"replace","path":"/spec/conf/split/1/weight","value":50}]`},
+			"weights by cluster c1=50,c2=50"},
+		// c3's link made dearer than six concurrent connections: the
+		// router keeps every connection on c2, no even split any more.
+		{"skupper link cost of c3 1 -> 10", "skupper-1", "skupper-1", "c3",
+			[]string{"secret", "link1", "-n", "interconnect", "-p", `{"metadata":{"annotations":{"skupper.io/cost":"10"}}}`},
+			"costs c2=1,c3=10"},
+		// x-wing's cluster prefers its own rebel-base pods: no 50/50.
+		{"cilium affinity none -> local", "cilium-rebel-base", "cilium-rebel-base", "c1",
+			[]string{"service", "rebel-base", "-p", `{"metadata":{"annotations":{"service.cilium.io/affinity":"local"}}}`},
+			"failover order c1>c2"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -45,6 +45,8 @@ func TestSeedExperimentsInTheLab(t *testing.T) {
 		{"cilium-c2", map[string]assert.Verdict{"cilium-c2": assert.Pass}},
 		{"cilium-both", map[string]assert.Verdict{"cilium-both": assert.Pass}},
 		{"kuma-canary", map[string]assert.Verdict{"kuma-canary": assert.Pass}},
+		// The same split from the next Kuma release's MeshHTTPRoute.
+		{"kuma-canary-v3", map[string]assert.Verdict{"kuma-canary": assert.Pass}},
 		{"istio-helloworld", map[string]assert.Verdict{"istio-helloworld": assert.Pass}},
 		{"cilium-rebel-base", map[string]assert.Verdict{"cilium-rebel-base": assert.Pass}},
 	}

@@ -210,6 +210,13 @@ func Up(ctx context.Context, o Options) (_ *Lab, err error) {
 		return nil, err
 	}
 	fmt.Fprintf(o.Out, "lab %s: %s\n", t.Metadata.Name, t.Metadata.Seed)
+	// What the mesh objects say that the simulator does not play is said
+	// up front, never dropped silently (the daemon logs it per entry too).
+	if notes, err := t.CheckRoutes(); err == nil {
+		for _, n := range notes {
+			fmt.Fprintf(o.Out, "  %s\n", n)
+		}
+	}
 	fmt.Fprintf(o.Out, "  routing seed %d (replay this lab's random routing with: mesh-verify lab up --seed %d)\n", st.Seed, st.Seed)
 	// The daemon starts as soon as every API server answers, while the
 	// workloads are still being applied: it serves pods as they appear.

@@ -25,7 +25,8 @@ say() { printf '\n\033[1m== %s\033[0m\n' "$*" >&2; }
 # Skupper balances per cluster, so expecting equal per pod must FAIL.)
 # (istio-mirror-sidecar checks the same mirroring from the istio-proxy access
 # logs; istio-helloworld and cilium-rebel-base are the meshes' own
-# multicluster checks, beside the tutorials'.)
+# multicluster checks, beside the tutorials'; kuma-canary runs twice, its
+# split from a TrafficRoute and from the next Kuma release's MeshHTTPRoute.)
 seeds=(
   "skupper-1             skupper-1          PASS"
   "skupper-2             skupper-2          PASS"
@@ -37,6 +38,7 @@ seeds=(
   "cilium-c2             cilium-c2          PASS"
   "cilium-both           cilium-both        PASS"
   "kuma-canary           kuma-canary        PASS"
+  "kuma-canary           kuma-canary-v3     PASS"
   "istio-helloworld      istio-helloworld   PASS"
   "cilium-rebel-base     cilium-rebel-base  PASS"
 )

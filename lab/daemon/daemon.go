@@ -432,6 +432,12 @@ func (d *Daemon) startPod(ctx context.Context, ref podRef, pod *corev1.Pod) (rt 
 		rt.status.DataPlane, rt.status.DataPlaneLog = dataPlaneName(e), rt.plane.dp.Log()
 		rt.elog.Line("mesh entry %s (data plane: %s) in cluster %s: policy %s; routes Service %s/%s across clusters %s; listening on %s",
 			e.Name, rt.status.DataPlane, ref.cluster, rt.status.Policy, e.Namespace, e.To, strings.Join(topo.Clusters, ", "), rt.plane.dp.Addr())
+		if e.Mesh != "" {
+			d.mu.Lock()
+			r := routeOf(d.routes[e.Name])
+			d.mu.Unlock()
+			rt.elog.Line("route from the mesh's objects: %s", r.Describe())
+		}
 	case pod.Labels[topology.LabelLabApp] != "":
 		name := pod.Labels[topology.LabelLabApp]
 		a := topo.App(name)

@@ -16,12 +16,12 @@ import (
 	"github.com/mesh-verify/mesh-verify/lab/topology"
 )
 
-// files holds the catalog: single-file topologies (NAME.yaml) and
-// topology directories (NAME/lab.yaml with NAME/<cluster>/*.yaml, the
-// tutorial's own manifests). go:embed needs a package-level variable;
+// files holds the catalog: topology directories (NAME/lab.yaml with
+// NAME/<cluster>/*.yaml, the tutorial's own manifests; single files
+// NAME.yaml are read too). go:embed needs a package-level variable;
 // embed.FS is read-only, so it is not mutable state.
 //
-//go:embed *.yaml */lab.yaml */*/*.yaml
+//go:embed */lab.yaml */*/*.yaml
 var files embed.FS
 
 // Names lists the built-in topologies, sorted.
@@ -41,6 +41,9 @@ func Names() []string {
 
 // Builtin parses a built-in topology afresh (callers may change it).
 func Builtin(name string) (*topology.Topology, error) {
+	if _, err := Source(name); err != nil {
+		return nil, err
+	}
 	t, _, err := Resolve(name)
 	if err != nil {
 		return nil, err

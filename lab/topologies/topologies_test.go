@@ -62,6 +62,14 @@ func TestTopologyDirectories(t *testing.T) {
 	if len(top.Manifests) == 0 || !strings.Contains(string(src), "mesh: istio") || top.ManifestsDigest() == "" {
 		t.Fatalf("istio-mirror: %d manifests, lab.yaml %q", len(top.Manifests), src)
 	}
+	// What the objects set and the lab does not play is reported by path.
+	k, _, err := Resolve("kuma-canary-v3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if notes, err := k.CheckRoutes(); err != nil || !strings.Contains(strings.Join(notes, "\n"), "MeshHTTPRoute kuma-demo/test-server-canary in cluster c1: spec.to[0].rules[0].matches") {
+		t.Errorf("kuma-canary-v3 notes %q, %v: want the route's matches named", notes, err)
+	}
 	ms, err := Manifests("istio-mirror")
 	if err != nil {
 		t.Fatal(err)

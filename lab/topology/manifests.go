@@ -64,7 +64,7 @@ func ParseDir(fsys fs.FS, dir, where string) (*Topology, error) {
 			return nil, fmt.Errorf("%s/%s: a topology directory holds %s and one directory of manifests per cluster", where, de.Name(), LabFile)
 		}
 	}
-	if err := t.CheckRoutes(); err != nil {
+	if _, err := t.CheckRoutes(); err != nil {
 		return nil, err
 	}
 	t.File = where
@@ -160,10 +160,11 @@ func (t *Topology) RouteEntry(e *Entry) meshroute.Entry {
 // CheckRoutes derives every mesh entry's route from the manifests, as the
 // daemon will from the API servers, and says which object or field the
 // mesh would refuse, or which policy the entry's data plane cannot play.
-func (t *Topology) CheckRoutes() error {
+// notes say, per entry, what the objects set that the lab does not play.
+func (t *Topology) CheckRoutes() (notes []string, err error) {
 	objs, err := t.MeshObjects()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var errs []error
 	for i := range t.Entries {
@@ -176,11 +177,14 @@ func (t *Topology) CheckRoutes() error {
 			errs = append(errs, fmt.Errorf("topology %s: %w", t.Metadata.Name, err))
 			continue
 		}
+		for _, ig := range r.Ignored {
+			notes = append(notes, fmt.Sprintf("entry %s: not modelled by the lab: %s", e.Name, ig))
+		}
 		if e.UsesNginx() {
 			if err := nginx.Supports(r.Policy); err != nil {
 				errs = append(errs, fmt.Errorf("topology %s, entry %s: the nginx data plane cannot play the route its manifests give: %w", t.Metadata.Name, e.Name, err))
 			}
 		}
 	}
-	return errors.Join(errs...)
+	return notes, errors.Join(errs...)
 }

@@ -187,8 +187,8 @@ func (t *Topology) UseDataPlane(dp string) error {
 			errs = append(errs, fmt.Errorf("topology %s, entry %s (mode %s): %w", t.Metadata.Name, e.Name, e.Policy.Mode, err))
 		}
 	}
-	errs = append(errs, t.CheckRoutes())
-	return errors.Join(errs...)
+	_, err := t.CheckRoutes()
+	return errors.Join(append(errs, err)...)
 }
 
 // checkDataPlane says why the entry's data plane cannot play its policy.
