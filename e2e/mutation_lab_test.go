@@ -33,24 +33,31 @@ func TestMutationsFlipVerdicts(t *testing.T) {
 		// policy is a substring of the entry's policy in the lab status
 		// once the daemon applied the change.
 		policy string
+		// bad, if set, then patches the object into one the mesh refuses:
+		// the status must name the field (badErr) and the entry keep
+		// routing by policy.
+		bad    []string
+		badErr string
 	}{
 		{"mirrorPercentage 50 -> 10", "istio-mirror", "istio-mirror", "c1",
 			[]string{"virtualservice", "callme-service-route", "--type", "json", "-p", `[{"op":"replace","path":"/spec/http/0/mirrorPercentage/value","value":10}]`},
-			"mirror 10% to version v2"},
+			"mirror 10% to version v2",
+			[]string{"virtualservice", "callme-service-route", "--type", "json", "-p", `[{"op":"replace","path":"/spec/http/0/route/0/destination/subset","value":"v9"}]`},
+			`spec.http[0].route[0].destination.subset: subset "v9" is not defined by any DestinationRule`},
 		// Kuma's route weights, 90/10 by zone, made 50/50.
 		{"TrafficRoute weights 90/10 -> 50/50", "kuma-canary", "kuma-canary", "c1",
 			[]string{"trafficroute", "test-server", "--type", "json", "-p",
 				`[{"op":"replace","path":"/spec/conf/split/0/weight","value":50},{"op":"replace","path":"/spec/conf/split/1/weight","value":50}]`},
-			"weights by cluster c1=50,c2=50"},
+			"weights by cluster c1=50,c2=50", nil, ""},
 		// c3's link made dearer than six concurrent connections: the
 		// router keeps every connection on c2, no even split any more.
 		{"skupper link cost of c3 1 -> 10", "skupper-1", "skupper-1", "c3",
 			[]string{"secret", "link1", "-n", "interconnect", "-p", `{"metadata":{"annotations":{"skupper.io/cost":"10"}}}`},
-			"costs c2=1,c3=10"},
+			"costs c2=1,c3=10", nil, ""},
 		// x-wing's cluster prefers its own rebel-base pods: no 50/50.
 		{"cilium affinity none -> local", "cilium-rebel-base", "cilium-rebel-base", "c1",
 			[]string{"service", "rebel-base", "-p", `{"metadata":{"annotations":{"service.cilium.io/affinity":"local"}}}`},
-			"failover order c1>c2"},
+			"failover order c1>c2", nil, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -75,6 +82,11 @@ func TestMutationsFlipVerdicts(t *testing.T) {
 			took := waitPolicy(t, l, c.policy, patched)
 			t.Logf("%s: the data plane routes by the patched object %v after the patch", c.name, took.Round(time.Millisecond))
 			run(assert.Fail)
+			if c.bad == nil {
+				return
+			}
+			e2etest.Kubectl(t, l, c.cluster, append([]string{"patch"}, c.bad...)...)
+			waitRouteError(t, l, c.badErr, c.policy, time.Now())
 		})
 	}
 }
@@ -102,6 +114,29 @@ func waitPolicy(t *testing.T, l *lab.Lab, want string, since time.Time) time.Dur
 				}
 			}
 			t.Fatalf("no entry routes by %q %v after the patch (policies: %q; status error %v)", want, routeTimeout, got, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// waitRouteError waits until an entry pod's status reports a refused
+// route containing want while its policy still contains policy.
+func waitRouteError(t *testing.T, l *lab.Lab, want, policy string, since time.Time) {
+	t.Helper()
+	for {
+		st, err := daemon.ReadStatus(l.Dir)
+		if err == nil {
+			for _, p := range st.Pods {
+				if strings.Contains(p.RouteError, want) {
+					if !strings.Contains(p.Policy, policy) {
+						t.Fatalf("route refused (%s), but the policy changed to %q", p.RouteError, p.Policy)
+					}
+					return
+				}
+			}
+		}
+		if time.Since(since) > routeTimeout {
+			t.Fatalf("no entry reports a refused route containing %q %v after the patch (status error %v)", want, routeTimeout, err)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -28,6 +28,7 @@ import (
 	"github.com/mesh-verify/mesh-verify/lab/nginx"
 	"github.com/mesh-verify/mesh-verify/lab/topologies"
 	"github.com/mesh-verify/mesh-verify/lab/topology"
+	"github.com/mesh-verify/mesh-verify/reports"
 )
 
 // Options are shared by the lab commands.
@@ -214,7 +215,7 @@ func Up(ctx context.Context, o Options) (_ *Lab, err error) {
 	// up front, never dropped silently (the daemon logs it per entry too).
 	if notes, err := t.CheckRoutes(); err == nil {
 		for _, n := range notes {
-			fmt.Fprintf(o.Out, "  %s\n", n)
+			fmt.Fprintf(o.Out, "  %s\n", reports.Printable(n))
 		}
 	}
 	fmt.Fprintf(o.Out, "  routing seed %d (replay this lab's random routing with: mesh-verify lab up --seed %d)\n", st.Seed, st.Seed)

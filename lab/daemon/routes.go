@@ -115,10 +115,12 @@ func (d *Daemon) syncRoutes(ctx context.Context) error {
 		}
 		cur := d.routes[e.Name]
 		d.mu.Unlock()
+		d.setRouteError(e, err)
 		if err != nil {
 			if old == nil || old.err == nil || old.err.Error() != err.Error() {
 				d.log.Error("mesh route refused; the entry keeps its last route", "entry", e.Name, "err", err)
 				d.entryLines(e, "mesh objects refused, keeping the last route: %v", err)
+				d.markDirty()
 			}
 			continue
 		}
@@ -174,6 +176,21 @@ func (d *Daemon) applyRoute(e *topology.Entry, r meshroute.Route) error {
 		d.mu.Unlock()
 	}
 	return nil
+}
+
+// setRouteError shows err (nil: none) in the status of entry e's pods.
+func (d *Daemon) setRouteError(e *topology.Entry, err error) {
+	msg := ""
+	if err != nil {
+		msg = err.Error()
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, rt := range d.pods {
+		if rt.plane != nil && rt.plane.entry == e {
+			rt.status.RouteError = msg
+		}
+	}
 }
 
 // entryLines writes a line to the log of every running pod of entry e.
