@@ -87,9 +87,26 @@ func TestMutationsFlipVerdicts(t *testing.T) {
 			}
 			e2etest.Kubectl(t, l, c.cluster, append([]string{"patch"}, c.bad...)...)
 			waitRouteError(t, l, c.badErr, c.policy, time.Now())
+			// The API server serves the mesh's real CRD: kubectl refuses an
+			// unknown field by its name, as on a cluster with the mesh.
+			out, err := e2etest.KubectlErr(t, l, []byte(unknownFieldVS), c.cluster, "apply", "-f", "-")
+			if err == nil || !strings.Contains(out, `unknown field "spec.http[0].retriez"`) {
+				t.Errorf("kubectl apply of a VirtualService with an unknown field: %v\n%s", err, out)
+			}
 		})
 	}
 }
+
+// unknownFieldVS misspells a VirtualService field.
+const unknownFieldVS = `apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: misspelt}
+spec:
+  hosts: [callme-service]
+  http:
+    - route: [{destination: {host: callme-service}}]
+      retriez: {attempts: 3}
+`
 
 // waitPolicy waits until an entry pod's policy in the lab status contains
 // want, at most routeTimeout after since, and returns how long it took.

@@ -39,6 +39,8 @@ func TestSeedExperimentsInTheLab(t *testing.T) {
 		{"skupper-2", map[string]assert.Verdict{"skupper-2": assert.Pass, "skupper-2-per-pod": assert.Fail}},
 		{"skupper-3", map[string]assert.Verdict{"skupper-3": assert.Pass}},
 		{"skupper-4", map[string]assert.Verdict{"skupper-4": assert.Pass}},
+		// The same from Skupper v2's Link objects.
+		{"skupper-4-v2", map[string]assert.Verdict{"skupper-4": assert.Pass}},
 		// The same mirroring from callme-v2's own lines and from the
 		// istio-proxy access logs joined by the sidecars' x-request-id.
 		{"istio-mirror", map[string]assert.Verdict{"istio-mirror": assert.Pass, "istio-mirror-sidecar": assert.Pass}},

@@ -26,13 +26,15 @@ say() { printf '\n\033[1m== %s\033[0m\n' "$*" >&2; }
 # (istio-mirror-sidecar checks the same mirroring from the istio-proxy access
 # logs; istio-helloworld and cilium-rebel-base are the meshes' own
 # multicluster checks, beside the tutorials'; kuma-canary runs twice, its
-# split from a TrafficRoute and from the next Kuma release's MeshHTTPRoute.)
+# split from a TrafficRoute and from the next Kuma release's MeshHTTPRoute;
+# skupper-4 from v1 link Secrets and from v2 Links.)
 seeds=(
   "skupper-1             skupper-1          PASS"
   "skupper-2             skupper-2          PASS"
   "skupper-2-per-pod     skupper-2          FAIL"
   "skupper-3             skupper-3          PASS"
   "skupper-4             skupper-4          PASS"
+  "skupper-4             skupper-4-v2       PASS"
   "istio-mirror          istio-mirror       PASS"
   "istio-mirror-sidecar  istio-mirror       PASS"
   "cilium-c2             cilium-c2          PASS"

@@ -115,12 +115,16 @@ func (d *Daemon) destination(e *topology.Entry, b meshsim.Backend) sidecar.Desti
 	if s := d.cfg.Topology.ServiceByName(e.Namespace, e.To); s != nil {
 		dst.Port = s.Port
 	}
-	if e.Policy.Mode == meshsim.ModeWeighted && e.Policy.WeightBy == meshsim.ByVersion {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	switch {
+	case e.Mesh != "":
+		// The subset the VirtualService routes this version to.
+		dst.Subset = routeOf(d.routes[e.Name]).Subsets[b.Version]
+	case e.Policy.Mode == meshsim.ModeWeighted && e.Policy.WeightBy == meshsim.ByVersion:
 		// A split by version routes to DestinationRule subsets named after them.
 		dst.Subset = b.Version
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
 	if rt := d.pods[podRef{cluster: b.Cluster, namespace: e.Namespace, name: b.Pod}]; rt != nil {
 		dst.Workload = rt.status.App
 	}

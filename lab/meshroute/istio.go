@@ -115,6 +115,12 @@ func deriveIstio(e Entry, objs Objects) (Route, error) {
 		if err != nil {
 			return Route{}, err
 		}
+		if hasSubset {
+			if r.Subsets == nil {
+				r.Subsets = map[string]string{}
+			}
+			r.Subsets[version], _ = stringAt(d["destination"].(map[string]any)["subset"], vs, e.Cluster, dp+".destination.subset")
+		}
 		usedDR = usedDR || hasSubset
 		allSubsets = allSubsets && hasSubset
 		w, set, err := numberAt(d["weight"], vs, e.Cluster, dp+".weight")

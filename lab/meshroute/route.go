@@ -67,6 +67,10 @@ type Route struct {
 	// Ignored names, by path, what the objects say that the lab does not
 	// play (retries, timeouts, match conditions, …).
 	Ignored []string
+	// Subsets name, by version, the Istio DestinationRule subset a route
+	// sends that version's pods to: Envoy's upstream cluster
+	// outbound|port|subset|host in the sidecar's access log.
+	Subsets map[string]string
 }
 
 // Describe is a one-line form for logs: the objects it came from and

@@ -201,6 +201,9 @@ spec:
 			if !reflect.DeepEqual(r.Clusters, tc.clusters) {
 				t.Errorf("clusters = %v, want %v", r.Clusters, tc.clusters)
 			}
+			if tc.entry.Mesh == MeshIstio && tc.want.Mode == meshsim.ModeWeighted && r.Subsets["v1"] != "v1" {
+				t.Errorf("subsets %v: want version v1 routed to subset v1", r.Subsets)
+			}
 			if tc.ignored != "" && !strings.Contains(strings.Join(r.Ignored, "\n"), tc.ignored) {
 				t.Errorf("ignored = %q, want one naming %q", r.Ignored, tc.ignored)
 			}
