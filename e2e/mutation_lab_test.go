@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -156,5 +157,46 @@ func waitRouteError(t *testing.T, l *lab.Lab, want, policy string, since time.Ti
 			t.Fatalf("no entry reports a refused route containing %q %v after the patch (status error %v)", want, routeTimeout, err)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestLabUpRefusesBadManifests: `lab up` of a topology directory whose
+// manifests the mesh would refuse fails before it starts anything, naming
+// the file, the object and the field, as kubectl or istioctl would; what
+// the mesh accepts (weights not adding up to 100: relative since Istio
+// 1.15) is not refused.
+func TestLabUpRefusesBadManifests(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name  string
+		edits []string
+		want  []string // substrings of the error
+	}{
+		{"an unknown kind", []string{"kind: VirtualService", "kind: VirtualSvc"},
+			[]string{"c1/virtualservice.yaml:3: VirtualSvc callme-service-route: kind VirtualSvc (apiVersion networking.istio.io/v1beta1) is not a kind the lab serves"}},
+		{"a route to an undefined subset", []string{"          subset: v1", "          subset: v3"},
+			[]string{`VirtualService default/callme-service-route in cluster c1: spec.http[0].route[0].destination.subset: subset "v3" is not defined by any DestinationRule`,
+				"c1/virtualservice.yaml:3)"}},
+		{"a negative weight", []string{"weight: 100", "weight: -100"},
+			[]string{"spec.http[0].route[0].weight: -100: want a whole number >= 0", "c1/virtualservice.yaml:3)"}},
+		{"several destinations, none weighted", []string{"        weight: 100\n", "      - destination:\n          host: callme-service\n          subset: v2\n"},
+			[]string{"spec.http[0].route: 2 destinations and none has a weight: total destination weight = 0"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			topo := editedTopology(t, "istio-mirror", c.edits)
+			dir := t.TempDir()
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			r := runBinary(t, ctx, "lab", "up", "--topology", topo, "--dir", dir)
+			for _, w := range c.want {
+				if r.Code == 0 || !strings.Contains(r.Stderr, w) {
+					t.Fatalf("lab up: exit %d, want a failure saying %q\nstdout:\n%s\nstderr:\n%s", r.Code, w, r.Stdout, r.Stderr)
+				}
+			}
+			if _, err := os.Stat(filepath.Join(dir, "kwok")); err == nil {
+				t.Errorf("lab up started clusters before refusing the manifests")
+			}
+		})
 	}
 }

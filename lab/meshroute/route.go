@@ -178,9 +178,24 @@ func where(u *unstructured.Unstructured, cluster string) string {
 	return describe(u) + " in cluster " + cluster
 }
 
+// ObjectError is a problem of one field of one mesh object.
+type ObjectError struct {
+	Cluster, Kind, Namespace, Name string
+	// Path is the field, like spec.http[0].route[0].weight.
+	Path, Msg string
+}
+
+func (e *ObjectError) Error() string {
+	obj := e.Kind + " " + e.Name
+	if e.Namespace != "" {
+		obj = e.Kind + " " + e.Namespace + "/" + e.Name
+	}
+	return fmt.Sprintf("%s in cluster %s: %s: %s", obj, e.Cluster, e.Path, e.Msg)
+}
+
 // fieldError is an error about one field of one object.
 func fieldError(u *unstructured.Unstructured, cluster, path, format string, a ...any) error {
-	return fmt.Errorf("%s: %s: %s", where(u, cluster), path, fmt.Sprintf(format, a...))
+	return &ObjectError{Cluster: cluster, Kind: u.GetKind(), Namespace: u.GetNamespace(), Name: u.GetName(), Path: path, Msg: fmt.Sprintf(format, a...)}
 }
 
 // ignoredFields lists m's keys that are not in known, as path.key.

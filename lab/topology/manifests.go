@@ -145,6 +145,30 @@ func (t *Topology) MeshObjects() (meshroute.Objects, error) {
 	return out, nil
 }
 
+// definedAt is " (file:line)" of the manifest that defines the object an
+// error is about, "" when no manifest does (a Service of lab.yaml).
+func (t *Topology) definedAt(err error) string {
+	var oe *meshroute.ObjectError
+	if !errors.As(err, &oe) {
+		return ""
+	}
+	for _, m := range t.Manifests {
+		if m.Cluster != oe.Cluster {
+			continue
+		}
+		for _, o := range m.Objects {
+			ns := o.Object.GetNamespace()
+			if ns == "" && namespaced(o.Object.GetKind()) {
+				ns = DefaultNamespace
+			}
+			if o.Object.GetKind() == oe.Kind && o.Object.GetName() == oe.Name && ns == oe.Namespace {
+				return fmt.Sprintf(" (%s:%d)", o.File, o.Line)
+			}
+		}
+	}
+	return ""
+}
+
 // namespaced reports whether a manifest kind lives in a namespace.
 func namespaced(kind string) bool { return kind != "Namespace" && kind != "TrafficRoute" }
 
@@ -174,7 +198,7 @@ func (t *Topology) CheckRoutes() (notes []string, err error) {
 		}
 		r, err := meshroute.Derive(t.RouteEntry(e), objs)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("topology %s: %w", t.Metadata.Name, err))
+			errs = append(errs, fmt.Errorf("topology %s: %w%s", t.Metadata.Name, err, t.definedAt(err)))
 			continue
 		}
 		for _, ig := range r.Ignored {
