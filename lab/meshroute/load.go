@@ -33,7 +33,6 @@ func Kinds() []Kind {
 	return []Kind{
 		{[]string{"v1"}, "Namespace", ""},
 		{[]string{"v1"}, "Secret", MeshSkupper},
-		{[]string{"v1"}, "Service", MeshCilium},
 		{istio, "VirtualService", MeshIstio},
 		{istio, "DestinationRule", MeshIstio},
 		{istio, "Gateway", MeshIstio},
@@ -140,6 +139,12 @@ func decode(file string, line int, doc []byte) (Manifest, error) {
 	}
 	if u.GetName() == "" {
 		return m, fmt.Errorf("%s:%d: %s: metadata.name is required", file, line, u.GetKind())
+	}
+	switch u.GetKind() {
+	case "Service", "Deployment":
+		// Their pods' labels and ports are the lab's to render: two
+		// sources of one Service would disagree on a re-up.
+		return m, fmt.Errorf("%s: a %s of a topology comes from lab.yaml (apps, services, their annotations), not from a manifest", m.Where(), u.GetKind())
 	}
 	k, ok := findKind(u.GetKind())
 	if !ok {

@@ -5,24 +5,40 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+
 	"github.com/mesh-verify/mesh-verify/lab/meshsim"
 )
 
-// objects loads YAML manifests per cluster, as `lab up` does, with the
-// namespace kubectl would give an object that names none.
+// objects loads YAML manifests per cluster, as `lab up` does (Services,
+// which lab.yaml renders, decoded as they are), with the namespace
+// kubectl would give an object that names none.
 func objects(t *testing.T, byCluster map[string]string) Objects {
 	t.Helper()
 	out := Objects{}
 	for c, src := range byCluster {
-		ms, err := Load(c+".yaml", []byte(src))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, m := range ms {
-			if m.Object.GetNamespace() == "" && m.Object.GetKind() != "TrafficRoute" && m.Object.GetKind() != "Namespace" {
-				m.Object.SetNamespace("default")
+		var objs []*unstructured.Unstructured
+		if strings.Contains(src, "kind: Service\n") {
+			var m map[string]any
+			if err := yaml.Unmarshal([]byte(src), &m); err != nil {
+				t.Fatal(err)
 			}
-			out[c] = append(out[c], m.Object)
+			objs = append(objs, &unstructured.Unstructured{Object: m})
+		} else {
+			ms, err := Load(c+".yaml", []byte(src))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range ms {
+				objs = append(objs, m.Object)
+			}
+		}
+		for _, o := range objs {
+			if o.GetNamespace() == "" && o.GetKind() != "TrafficRoute" && o.GetKind() != "Namespace" {
+				o.SetNamespace("default")
+			}
+			out[c] = append(out[c], o)
 		}
 	}
 	return out
@@ -225,6 +241,7 @@ func TestLoad(t *testing.T) {
 			err: "f.yaml:15: ServiceEntry x: kind ServiceEntry (apiVersion networking.istio.io/v1) is not a kind the lab serves"},
 		{name: "a version the lab does not serve", src: "apiVersion: kuma.io/v1\nkind: MeshHTTPRoute\nmetadata: {name: x}\n",
 			err: "f.yaml:1: MeshHTTPRoute x: apiVersion kuma.io/v1: the lab serves MeshHTTPRoute as kuma.io/v1alpha1"},
+		{name: "a Service", src: "apiVersion: v1\nkind: Service\nmetadata: {name: x}\n", err: "f.yaml:1: Service x: a Service of a topology comes from lab.yaml"},
 		{name: "no name", src: "apiVersion: v1\nkind: Secret\nmetadata: {}\n", err: "f.yaml:1: Secret: metadata.name is required"},
 		{name: "not YAML", src: "a: [\n", err: "f.yaml:1:"},
 		{name: "empty", src: "---\n# nothing\n---\n", n: 0},
