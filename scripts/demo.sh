@@ -100,16 +100,20 @@ for line in "${seeds[@]}"; do
     grep -E '^(entry|  [a-z].* routes)' "$LOGS/lab-$topology.txt" >&2 || true
     current="$topology"
   fi
+  # A scenario run again on a variant of its topology (skupper-4-v2) is
+  # named with it, so rows and logs stay apart.
+  name="$scenario"
+  [[ "$topology" == "$scenario"?* ]] && name="$scenario@$topology"
   say "mesh-verify run scenarios/catalog/$scenario.yaml   (expect $want)"
   code=0
   KUBECONFIG="$LAB/kubeconfig" "$MV" run "scenarios/catalog/$scenario.yaml" --out "$OUT" --progress plain \
-    >"$LOGS/run-$scenario.txt" || code=$?
+    >"$LOGS/run-$name.txt" || code=$?
   got="$(verdict_of "$code")"
   # The report directory is the one `run` says it wrote to.
-  report="$(sed -n 's/^wrote \(.*\)\/report\.json$/\1/p' "$LOGS/run-$scenario.txt" | tail -n1)"
-  grep -E '^(VERDICT|.*: (PASS|FAIL|INCONCLUSIVE)$)' "$LOGS/run-$scenario.txt" >&2 || tail -n 5 "$LOGS/run-$scenario.txt" >&2
+  report="$(sed -n 's/^wrote \(.*\)\/report\.json$/\1/p' "$LOGS/run-$name.txt" | tail -n1)"
+  grep -E '^(VERDICT|.*: (PASS|FAIL|INCONCLUSIVE)$)' "$LOGS/run-$name.txt" >&2 || tail -n 5 "$LOGS/run-$name.txt" >&2
   [ "$got" = "$want" ] || bad=1
-  rows+=("$scenario|$want|$got|${report:-$LOGS/run-$scenario.txt}")
+  rows+=("$name|$want|$got|${report:-$LOGS/run-$name.txt}")
 done
 
 say "summary ($((SECONDS - start))s; routing seed $seed; reports under $OUT)"
