@@ -108,6 +108,10 @@ func TestTopologyDirectories(t *testing.T) {
 		{"a directory that is no cluster", string(src), map[string]string{"c9/x.yaml": vs}, "c9: not a cluster of the topology"},
 		{"a policy beside the mesh", strings.Replace(string(src), "    mesh: istio\n", "    mesh: istio\n    policy: {mode: per-pod}\n", 1), nil,
 			"entries[0].policy: entry istio-proxy routes by istio's own objects"},
+		{"a selector its apps' pods do not match", strings.Replace(string(src), "  - name: callme-service\n    port: 8080\n", "  - name: callme-service\n    port: 8080\n    selector: {name: callme}\n", 1), nil,
+			"services[1].selector.name: app callme-service-v1's pods do not carry name=callme"},
+		{"a pod label the lab sets itself", strings.Replace(string(src), "    sidecar: istio\n", "    sidecar: istio\n    labels: {version: v9}\n", 1), nil,
+			"apps[0].labels.version: the lab sets version itself"},
 		{"an unknown mesh", strings.Replace(string(src), "mesh: istio", "mesh: linkerd", 1), nil, `entries[0].mesh: unknown mesh "linkerd"`},
 	}
 	for _, tc := range tests {

@@ -69,6 +69,9 @@ func (t *Topology) Deployments(cluster string) []*appsv1.Deployment {
 			continue
 		}
 		labels := map[string]string{LabelApp: a.Service, LabelVersion: a.Version, LabelLabApp: a.Name, LabelManaged: "true"}
+		for k, v := range a.Labels {
+			labels[k] = v // validate keeps them off the lab's own keys
+		}
 		d := deployment(a.Namespace, a.Name, n, labels, a.Kind, a.Port, []corev1.EnvVar{{Name: "VERSION", Value: a.Version}})
 		a.decorate(&d.Spec.Template)
 		out = append(out, d)
@@ -181,7 +184,11 @@ func (t *Topology) ServiceObjects(cluster string) []*corev1.Service {
 		for k, v := range s.Labels {
 			labels[k] = v
 		}
-		out = append(out, service(s.Namespace, s.Name, labels, s.Annotations, map[string]string{LabelApp: s.Name}, s.Port, portName))
+		selector := map[string]string{LabelApp: s.Name}
+		if len(s.Selector) > 0 {
+			selector = s.Selector
+		}
+		out = append(out, service(s.Namespace, s.Name, labels, s.Annotations, selector, s.Port, portName))
 	}
 	for _, e := range t.Entries {
 		if e.Cluster != cluster || !e.Gateway() {

@@ -104,6 +104,9 @@ type App struct {
 	// Variant picks a release of the real app where its format changed:
 	// echo "1.18" prints Istio 1.18's body (an empty Cluster= line).
 	Variant string `yaml:"variant"`
+	// Labels are more pod labels, the tutorial's own (Cilium's rebel-base
+	// pods carry name=rebel-base), beside the lab's app and version.
+	Labels map[string]string `yaml:"labels"`
 }
 
 // Service is a ClusterIP Service over the pods of the apps that name it.
@@ -118,6 +121,8 @@ type Service struct {
 	Clusters    []string          `yaml:"clusters"`
 	Annotations map[string]string `yaml:"annotations"`
 	Labels      map[string]string `yaml:"labels"`
+	// Selector is the tutorial's selector of the pods (default: app=<name>).
+	Selector map[string]string `yaml:"selector"`
 }
 
 // Entry is where traffic enters the simulated mesh. A gateway entry has

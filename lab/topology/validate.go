@@ -164,6 +164,16 @@ func (t *Topology) checkServices(c *checker) {
 				}
 			}
 		}
+		for _, a := range t.Apps {
+			if a.Service != s.Name || a.Namespace != s.Namespace || len(s.Selector) == 0 {
+				continue
+			}
+			for _, k := range slices.Sorted(maps.Keys(s.Selector)) {
+				if v, ok := a.Labels[k]; !ok || v != s.Selector[k] {
+					c.add(at(p, "selector", k), "app %s's pods do not carry %s=%s (their labels: app, version and %v): the Service would not select them", a.Name, k, s.Selector[k], a.Labels)
+				}
+			}
+		}
 		switch {
 		case !used:
 			c.add(at(p, "name"), "no app names Service %s as its service: it would select no pod", key)
@@ -182,6 +192,11 @@ func (t *Topology) checkApps(c *checker) {
 		a := &t.Apps[i]
 		p := []any{"apps", i}
 		checkName(c, at(p, "name"), "app (Deployment)", a.Name)
+		for _, k := range slices.Sorted(maps.Keys(a.Labels)) {
+			if k == LabelApp || k == LabelVersion || strings.HasPrefix(k, "lab.mesh-verify.io/") {
+				c.add(at(p, "labels", k), "the lab sets %s itself (service, version and its own labels)", k)
+			}
+		}
 		if j, dup := seen[a.Name]; dup {
 			// Names are global, not per namespace: pods are matched to
 			// their app by the Deployment name label alone.
