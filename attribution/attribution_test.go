@@ -57,6 +57,8 @@ func TestPresetsOnRealBodies(t *testing.T) {
 		// The caller embeds its callee's answer: the callee is what the mesh routed.
 		{"tutorial", "caller-ping.txt", nil, nil, Identity{Service: "callme-service", Version: "v2"}},
 		{"tutorial", "callme-random-error-504.txt", nil, nil, Identity{Version: "v1"}},
+		{"tutorial", "callme-random-error-200.txt", nil, nil, Identity{Service: "callme-service", Version: "v2"}},
+		{"tutorial", "caller-random-error-200.txt", nil, nil, Identity{Service: "callme-service", Version: "v2"}},
 		{"istio-echo", "istio-echo-cluster.txt", nil, nil, Identity{Pod: "echo-v1-6d8f7c9b5-xk2lm", Cluster: "cluster-2", Version: "v1"}},
 		// The body's Cluster wins over the inventory.
 		{"istio-echo", "istio-echo-cluster.txt", inv, nil, Identity{Pod: "echo-v1-6d8f7c9b5-xk2lm", Cluster: "cluster-2", Version: "v1"}},

@@ -27,8 +27,11 @@ func presets() map[string]func() []Rule {
 		// names the version of a failure.
 		"tutorial": func() []Rule {
 			return []Rule{
+				// /ping-with-random-error's success glues the JVM's
+				// instance UUID to the name ("I'm callme-service<uuid>
+				// v1"): the UUID is no part of the service.
 				{Name: "preset tutorial (I'm …)", Source: Body, Last: true,
-					Regex: regexp.MustCompile(`I'm (?P<service>[A-Za-z0-9._-]+) (?P<version>v[A-Za-z0-9._-]*[A-Za-z0-9_-])`)},
+					Regex: regexp.MustCompile(`I'm (?P<service>[A-Za-z0-9._-]+?)(?:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})? (?P<version>v[A-Za-z0-9._-]*[A-Za-z0-9_-])`)},
 				{Name: "preset tutorial (Surprise …)", Source: Body,
 					Regex: regexp.MustCompile(`^Surprise \S+ (?P<version>v\S*)`)},
 			}

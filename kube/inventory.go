@@ -47,15 +47,24 @@ type Pod struct {
 	// Workload is the label of the first workload that selected the pod.
 	Workload string `json:"workload,omitempty"`
 	Node     string `json:"node,omitempty"`
-	// IP is the pod IP. Not a key: pod IPs repeat across clusters.
-	IP    string `json:"ip,omitempty"`
-	Phase string `json:"phase"`
-	Ready bool   `json:"ready"`
+	// IP is the pod's primary IP (status.podIP); IPs are all of them
+	// (status.podIPs: two on a dual-stack pod, one per family). Not a key:
+	// pod IPs repeat across clusters, and across networks by design.
+	IP  string   `json:"ip,omitempty"`
+	IPs []string `json:"ips,omitempty"`
+	// Network is the pod's topology.istio.io/network label (Istio's
+	// injector sets it when the mesh has several networks): which pod an
+	// address names depends on the network it was seen from.
+	Network string `json:"network,omitempty"`
+	Phase   string `json:"phase"`
+	Ready   bool   `json:"ready"`
 	// Terminating is set once the pod has a deletion timestamp.
 	Terminating bool `json:"terminating,omitempty"`
 	// Version is the `version` label, else `app.kubernetes.io/version`.
 	Version string `json:"version,omitempty"`
-	// Restarts sums the restart counts of the pod's containers.
+	// Restarts sums the restart counts of the pod's containers and init
+	// containers: a native sidecar (an init container with restartPolicy
+	// Always, as Istio and Kuma can inject) restarts there.
 	Restarts   int32      `json:"restarts"`
 	StartTime  *time.Time `json:"startTime,omitempty"`
 	Containers []string   `json:"containers,omitempty"`
@@ -84,6 +93,8 @@ func podFromAPI(cluster, workload string, in *corev1.Pod) Pod {
 		Workload:    workload,
 		Node:        in.Spec.NodeName,
 		IP:          in.Status.PodIP,
+		IPs:         podIPs(in),
+		Network:     in.Labels[NetworkLabel],
 		Phase:       string(in.Status.Phase),
 		Ready:       podReady(in),
 		Terminating: in.DeletionTimestamp != nil,
@@ -127,8 +138,32 @@ func restarts(p *corev1.Pod) int32 {
 	for _, s := range p.Status.ContainerStatuses {
 		n += s.RestartCount
 	}
+	// An init container that ran to completion has no restarts once the
+	// pod runs; one that restarts is a native sidecar (or a failing init
+	// container, which a restart count shows as well).
+	for _, s := range p.Status.InitContainerStatuses {
+		n += s.RestartCount
+	}
 	return n
 }
+
+// podIPs are every IP of the pod: status.podIPs, with status.podIP first
+// when an API server filled only that field.
+func podIPs(p *corev1.Pod) []string {
+	var out []string
+	if p.Status.PodIP != "" {
+		out = append(out, p.Status.PodIP)
+	}
+	for _, ip := range p.Status.PodIPs {
+		if ip.IP != "" && !slices.Contains(out, ip.IP) {
+			out = append(out, ip.IP)
+		}
+	}
+	return out
+}
+
+// HasIP reports whether ip is one of the pod's addresses.
+func (p Pod) HasIP(ip string) bool { return ip != "" && (p.IP == ip || slices.Contains(p.IPs, ip)) }
 
 // Inv is the pod inventory of the observed workloads in every cluster. It
 // is safe for concurrent use; Watch keeps it current.
@@ -140,6 +175,8 @@ type Inv struct {
 	mu    sync.RWMutex
 	taken time.Time
 	pods  map[string]*Pod // by Pod.Key()
+	// gateways are the clusters' network gateways (SetGateways).
+	gateways []Gateway
 }
 
 // Inventory lists the pods of the workloads in every cluster. Any failure
@@ -514,4 +551,18 @@ func (inv *Inv) apply(p Pod, deleted bool) *Event {
 		return &Event{Type: PodChanged, Pod: p, Previous: &prev, Time: now}
 	}
 	return nil
+}
+
+// NewInventory is an inventory of pods already known, for replaying the
+// logs of a run offline and for tests that need no cluster: it is never
+// watched, and Clusters are the names given.
+func NewInventory(clusters []string, pods []Pod, gateways []Gateway) *Inv {
+	inv := &Inv{pods: map[string]*Pod{}, gateways: slices.Clone(gateways), taken: time.Now().UTC()}
+	for _, c := range clusters {
+		inv.clusters = append(inv.clusters, &Cluster{Name: c})
+	}
+	for _, p := range pods {
+		inv.pods[p.Key()] = &p
+	}
+	return inv
 }

@@ -30,12 +30,16 @@ const (
 	// FeatureWorkers runs the attack from worker pods, an Indexed Job
 	// (attack.workers > 0, docs/distributed.md).
 	FeatureWorkers Feature = "workers"
+	// FeatureGateways lists the clusters' network gateways (Istio's
+	// east-west gateways), which an access log's upstream address may name
+	// (a log rule that captures upstream).
+	FeatureGateways Feature = "gateways"
 )
 
 // Features lists every feature, in the order the README's table shows them.
 func Features() []Feature {
 	return []Feature{FeatureConnect, FeatureNamespaceCheck, FeatureInventory, FeatureTunnel, FeatureLogs,
-		FeatureMetricsProxy, FeatureMetricsPortForward, FeatureWorkers}
+		FeatureMetricsProxy, FeatureMetricsPortForward, FeatureWorkers, FeatureGateways}
 }
 
 // Scope says where a permission has to be granted.
@@ -149,7 +153,14 @@ func Permissions() []Permission {
 			Call: "Tunnel.connect", Why: "the scrape's port-forward watches its pod like every tunnel"},
 	)
 	all = append(all, portForward(FeatureMetricsPortForward, "scrapeForward", "GET the metrics through a port-forward (observe[].metrics via: portForward)")...)
-	return append(all, workerPermissions()...)
+	all = append(all, workerPermissions()...)
+	// The gateways live in istio-system (or wherever the mesh put them), a
+	// namespace the scenario does not name: listed cluster-wide, by label.
+	return append(all,
+		Permission{Feature: FeatureGateways, Verb: "list", Resource: "services", Scope: ScopeCluster, Optional: true,
+			Call: "EastWestGateways", Why: "the network gateways an outbound access-log line may name as upstream (denied: such lines are left out, with a warning)"},
+		Permission{Feature: FeatureGateways, Verb: "list", Group: "discovery.k8s.io", Resource: "endpointslices", Scope: ScopeCluster, Optional: true,
+			Call: "EastWestGateways", Why: "the gateway pods' addresses"})
 }
 
 // workerPermissions are a distributed run's: the coordinator's on the

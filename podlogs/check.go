@@ -1,6 +1,7 @@
 package podlogs
 
 import (
+	"regexp"
 	"sync"
 	"time"
 )
@@ -18,9 +19,12 @@ const (
 // their background, yet the rule matched nothing. Safe for concurrent use.
 type RuleCheck struct {
 	from time.Time
+	// opposite matches the other side of a proxy's access log (nil: none).
+	opposite *regexp.Regexp
 
 	mu                      sync.Mutex
 	read, matched, excluded int64
+	opposites               int64
 	// samples of lines not matched: from the window's start on, and before.
 	samples, early []string
 	perSecond      map[int64]int
@@ -32,12 +36,23 @@ func NewRuleCheck(from time.Time) *RuleCheck {
 	return &RuleCheck{from: from, perSecond: map[int64]int{}}
 }
 
+// WithOpposite makes the check count the lines the rule did not match that
+// re does: a proxy's access-log lines of the other side (Preset.Opposite).
+func (c *RuleCheck) WithOpposite(re *regexp.Regexp) *RuleCheck {
+	c.opposite = re
+	return c
+}
+
 // Note records one line read and what the rule made of it.
 func (c *RuleCheck) Note(l Line, m Match, matched bool) {
+	opposite := !matched && c.opposite != nil && c.opposite.MatchString(l.Text)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.read++
 	c.perSecond[l.Time.Unix()]++
+	if opposite {
+		c.opposites++
+	}
 	switch {
 	case matched:
 		c.matched++
@@ -62,6 +77,9 @@ type RuleStats struct {
 	Read     int64 `json:"read"`
 	Matched  int64 `json:"matched"`
 	Excluded int64 `json:"excluded"`
+	// Opposite counts the lines not matched that are the other side of a
+	// proxy's access log (WithOpposite).
+	Opposite int64 `json:"opposite,omitempty"`
 	// Samples are up to MaxSamples lines the rule did not match, from the
 	// window's start on when there are any.
 	Samples []string `json:"samples,omitempty"`
@@ -100,7 +118,7 @@ func MissedNeeds(start, end time.Time) int {
 func (c *RuleCheck) Stats(w Window) RuleStats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	s := RuleStats{Read: c.read, Matched: c.matched, Excluded: c.excluded}
+	s := RuleStats{Read: c.read, Matched: c.matched, Excluded: c.excluded, Opposite: c.opposites}
 	s.Samples = append(s.Samples, c.samples...)
 	for _, e := range c.early {
 		if len(s.Samples) < MaxSamples {

@@ -159,7 +159,14 @@ type CounterOptions struct {
 	Success func(status int) bool
 	// MaxDataPlaneIDs bounds the data plane's request ids kept for the
 	// mirror join (DefaultMaxDataPlaneIDs); past it the join is refused.
+	// The same bound holds the ids kept to count a retried request once.
 	MaxDataPlaneIDs int
+	// Group names the set of lines within which one request id is one
+	// request, however many lines carry it (the workload whose rule
+	// matched): a retry's attempts, to the same pod or another, count
+	// once. Several groups may log the same request (an app that forwards
+	// the id to its callee). nil: one group.
+	Group func(Match) string
 }
 
 // Counter joins matches to one run. Lines with one of the run's request
@@ -181,6 +188,47 @@ type Counter struct {
 	// The data plane's request ids, with the second they were first seen.
 	dpPrimary, dpCopy map[string]int64
 	dpOverflow        bool
+	// groups are the run's requests served and failed per Group, and those
+	// logged more than once there (retried).
+	groups map[string]*groupSets
+	// attempts holds, per group and data-plane request id, the line that
+	// stands for the request among its attempts (lines without the run's
+	// id); retriedIDs counts the ids seen more than once.
+	attempts               map[attemptKey]*attemptRef
+	retriedIDs, doubledIDs int
+	attemptOverflow        bool
+	// unmarked holds a mirror target's served lines (Primary false, no
+	// copy mark) by data-plane id until a primary with the id shows they
+	// were copies (Istio ≥ 1.28 marks none); unmarkedCopies counts those.
+	unmarked       map[string]unmarkedRef
+	unmarkedCopies int
+}
+
+type unmarkedRef struct {
+	target Target
+	sec    int64
+}
+
+// doubled are the run's requests two pods of the group answered with no
+// failed attempt between: not a retry (Envoy retries after a failure),
+// so a mirrored copy the proxy did not mark (Istio ≥ 1.28 drops the
+// "-shadow" suffix by default) or a hedged request.
+type groupSets struct{ served, failed, retried, doubled seqSet }
+
+type attemptKey struct{ group, id string }
+
+// attemptRef is the line counted for a request that has several attempt
+// lines: where and in which class and second it was counted.
+type attemptRef struct {
+	target  Target
+	sec     int64
+	class   int
+	attempt int
+	time    int64 // UnixNano of the line
+	lines   int
+	// failedBefore: a line of the id had a failing status; retried and
+	// doubled: the id is counted in retriedIDs or doubledIDs.
+	failedBefore, retried, doubled bool
 }
 
 // Line classes of lines without this run's request id.
@@ -194,7 +242,19 @@ const (
 type podCounter struct {
 	lines, duplicates, foreign, failed int
 	served, mirrored                   seqSet
-	perSecond                          map[int64]*[classes]int32
+	// failedSeqs are the run's requests this pod logged failing; notKept
+	// those it served after another pod of its group had (a retry's
+	// second answer): counted once, for the first pod.
+	failedSeqs, notKept seqSet
+	// attempts counts lines that are a further attempt of a request
+	// counted already (the same id in the same group); noID the lines
+	// without any request id, which count per attempt.
+	attempts, noID int
+	// otherIDs counts lines with a request id that is not the run's (the
+	// data plane's own, or an id an edge proxy made up).
+	otherIDs  int
+	group     string
+	perSecond map[int64]*[classes]int32
 	// servedPerSecond counts the run's requests served here, by id, per
 	// second of their line: the logs' timeline.
 	servedPerSecond map[int64]int32
@@ -214,7 +274,20 @@ func NewCounter(o CounterOptions) *Counter {
 	if o.MaxDataPlaneIDs <= 0 {
 		o.MaxDataPlaneIDs = DefaultMaxDataPlaneIDs
 	}
-	return &Counter{opts: o, pods: map[Target]*podCounter{}, dpPrimary: map[string]int64{}, dpCopy: map[string]int64{}}
+	if o.Group == nil {
+		o.Group = func(Match) string { return "" }
+	}
+	return &Counter{opts: o, pods: map[Target]*podCounter{}, dpPrimary: map[string]int64{}, dpCopy: map[string]int64{},
+		groups: map[string]*groupSets{}, attempts: map[attemptKey]*attemptRef{}, unmarked: map[string]unmarkedRef{}}
+}
+
+func (c *Counter) group(name string) *groupSets {
+	g := c.groups[name]
+	if g == nil {
+		g = &groupSets{}
+		c.groups[name] = g
+	}
+	return g
 }
 
 // Add counts one match.
@@ -223,7 +296,7 @@ func (c *Counter) Add(m Match) {
 	defer c.mu.Unlock()
 	p := c.pods[m.Line.Target]
 	if p == nil {
-		p = &podCounter{perSecond: map[int64]*[classes]int32{}, servedPerSecond: map[int64]int32{}}
+		p = &podCounter{perSecond: map[int64]*[classes]int32{}, servedPerSecond: map[int64]int32{}, group: c.opts.Group(m)}
 		c.pods[m.Line.Target] = p
 	}
 	failed := m.Status != 0 && !c.opts.Success(m.Status)
@@ -245,20 +318,60 @@ func (c *Counter) Add(m Match) {
 			class = classCopy
 		}
 		sec := m.Line.Time.Unix()
-		h := p.perSecond[sec]
-		if h == nil {
-			h = new([classes]int32)
-			p.perSecond[sec] = h
+		primary := c.opts.Primary(m)
+		if class == classServed && !primary && m.RequestID != "" {
+			// The mirror target served a request whose id a primary
+			// carries: an unmarked copy.
+			if _, ok := c.dpPrimary[m.RequestID]; ok {
+				class, copied = classCopy, true
+				c.unmarkedCopies++
+			}
 		}
-		h[class]++
-		if m.RequestID != "" && !failed && (copied || c.opts.Primary(m)) {
+		if m.RequestID == "" {
+			p.noID++
+		} else {
+			p.otherIDs++
+		}
+		if m.RequestID != "" && class != classCopy && !c.firstAttempt(m, p, class, sec) {
+			return
+		}
+		p.count(sec, class, 1)
+		if m.RequestID != "" && !failed && (copied || primary) {
 			c.dataPlaneID(m.RequestID, sec, copied)
+		}
+		switch {
+		case m.RequestID == "" || class != classServed:
+		case !primary && len(c.unmarked) < c.opts.MaxDataPlaneIDs:
+			c.unmarked[m.RequestID] = unmarkedRef{target: m.Line.Target, sec: sec}
+		case primary:
+			// A primary logged after its copy: the copy moves class.
+			if ref, ok := c.unmarked[m.RequestID]; ok {
+				delete(c.unmarked, m.RequestID)
+				if tp := c.pods[ref.target]; tp != nil {
+					tp.count(ref.sec, classServed, -1)
+					tp.count(ref.sec, classCopy, 1)
+				}
+				c.dataPlaneID(m.RequestID, ref.sec, true)
+				c.unmarkedCopies++
+			}
 		}
 		return
 	}
+	g := c.group(c.opts.Group(m))
 	switch {
 	case failed:
-		p.failed++
+		switch {
+		case p.failedSeqs.has(seq):
+			p.duplicates++
+		case g.served.has(seq) || !g.failed.add(seq):
+			// A failed attempt of a request answered (its lines came in
+			// another order) or failed already in the group.
+			g.retried.add(seq)
+			p.attempts++
+		default:
+			p.failedSeqs.add(seq)
+			p.failed++
+		}
 	case copied:
 		if !p.mirrored.add(seq) {
 			p.duplicates++
@@ -266,15 +379,97 @@ func (c *Counter) Add(m Match) {
 		}
 		c.mirrored.add(seq)
 	default:
+		if g.failed.has(seq) {
+			g.retried.add(seq)
+		}
 		if !p.served.add(seq) {
+			g.retried.add(seq)
 			p.duplicates++
 			return
 		}
 		if !c.served.add(seq) {
 			c.multi.add(seq)
 		}
+		if !g.served.add(seq) {
+			// Another pod of the group answered this request already: a
+			// retry, or an unmarked copy when no attempt failed. It counts
+			// once, for the first.
+			if g.failed.has(seq) {
+				g.retried.add(seq)
+			} else {
+				g.doubled.add(seq)
+			}
+			p.notKept.add(seq)
+			p.attempts++
+			return
+		}
 		p.servedPerSecond[m.Line.Time.Unix()]++
 	}
+}
+
+func (p *podCounter) count(sec int64, class int, n int32) {
+	h := p.perSecond[sec]
+	if h == nil {
+		h = new([classes]int32)
+		p.perSecond[sec] = h
+	}
+	h[class] += n
+}
+
+// firstAttempt reports whether a line without the run's id, with the data
+// plane's request id, is to be counted: the first line of its id in its
+// group, or a later attempt that stands for the request better (a success
+// after a failure; else the higher attempt count, else the later line),
+// which then takes the earlier line's place. A retry's attempts carry the
+// same x-request-id (Envoy retries the request as it is), so one request
+// counts once however often it was tried. Past MaxDataPlaneIDs ids every
+// line counts, as an attempt (Totals.AttemptOverflow).
+func (c *Counter) firstAttempt(m Match, p *podCounter, class int, sec int64) bool {
+	k := attemptKey{c.opts.Group(m), m.RequestID}
+	ref := c.attempts[k]
+	if ref == nil {
+		if len(c.attempts) >= c.opts.MaxDataPlaneIDs {
+			c.attemptOverflow = true
+			return true
+		}
+		c.attempts[k] = &attemptRef{target: m.Line.Target, sec: sec, class: class, attempt: m.Attempt, time: m.Line.Time.UnixNano(), lines: 1,
+			failedBefore: class != classServed}
+		return true
+	}
+	ref.lines++
+	if class == classServed && ref.class == classServed && ref.target != m.Line.Target && !ref.failedBefore {
+		// Two answers and no failure: an unmarked copy, not a retry.
+		if !ref.doubled {
+			ref.doubled = true
+			c.doubledIDs++
+		}
+	} else if !ref.retried {
+		ref.retried = true
+		c.retriedIDs++
+	}
+	if class != classServed {
+		ref.failedBefore = true
+	}
+	p.attempts++
+	better := false
+	switch {
+	case ref.doubled:
+		// An unmarked copy: the first line read keeps the request.
+	case class != ref.class:
+		better = class == classServed
+	case m.Attempt != ref.attempt && m.Attempt > 0 && ref.attempt > 0:
+		better = m.Attempt > ref.attempt
+	default:
+		better = m.Line.Time.UnixNano() > ref.time
+	}
+	if !better {
+		return false
+	}
+	if old := c.pods[ref.target]; old != nil {
+		old.count(ref.sec, ref.class, -1)
+	}
+	ref.target, ref.sec, ref.class, ref.attempt, ref.time = m.Line.Target, sec, class, m.Attempt, m.Line.Time.UnixNano()
+	return true
 }
 
 // ServedPerSecond is, per target, the served lines per second (Unix time):
@@ -325,11 +520,23 @@ type PodCount struct {
 	Requests int `json:"requests"`
 	// Mirrored counts the distinct mirrored copies of the run's requests.
 	Mirrored int `json:"mirrored"`
-	// Failed counts lines with one of the run's ids and a failing status.
+	// Failed counts the run's requests this pod logged failing that no pod
+	// of its group answered on a retry: a failed attempt of a request that
+	// succeeded elsewhere is an attempt, not a failure.
 	Failed int `json:"failed"`
 	// Duplicates counts lines that repeat a request id already counted
 	// here (a retry to the same pod, or a line logged twice).
 	Duplicates int `json:"duplicates"`
+	// Attempts counts lines of requests another line of the group already
+	// counts: retries logged per attempt, counted once.
+	Attempts int `json:"attempts,omitempty"`
+	// WithoutID counts the lines with no request id at all: each counts,
+	// so a retried request counts once per attempt that reached the pod.
+	WithoutID int `json:"withoutId,omitempty"`
+	// OtherIDs counts the lines whose request id is not the run's: the
+	// data plane's own (an edge proxy regenerates x-request-id; an app
+	// forwards none), counted in the window instead of joined by id.
+	OtherIDs int `json:"otherIds,omitempty"`
 	// Foreign counts lines with another run's request id.
 	Foreign int `json:"foreign"`
 	// Served, Copies and Errors count the lines without one of the run's
@@ -351,8 +558,13 @@ func (c *Counter) Pods(w Window) map[Target]PodCount {
 	defer c.mu.Unlock()
 	out := make(map[Target]PodCount, len(c.pods))
 	for t, p := range c.pods {
-		pc := PodCount{Lines: p.lines, Requests: p.served.n, Mirrored: p.mirrored.n, Failed: p.failed,
-			Duplicates: p.duplicates, Foreign: p.foreign}
+		pc := PodCount{Lines: p.lines, Requests: p.served.n - p.notKept.n, Mirrored: p.mirrored.n, Failed: p.failed,
+			Duplicates: p.duplicates, Foreign: p.foreign, Attempts: p.attempts, WithoutID: p.noID, OtherIDs: p.otherIDs}
+		if g := c.groups[p.group]; g != nil {
+			answered := intersect(&p.failedSeqs, &g.served)
+			pc.Failed -= answered
+			pc.Attempts += answered
+		}
 		span := w.span(t)
 		pc.BackgroundSeconds = span.background.Seconds()
 		for cl, dst := range []*ClassCount{&pc.Served, &pc.Copies, &pc.Errors} {
@@ -394,6 +606,22 @@ type Totals struct {
 	DataPlaneBoth      int `json:"dataPlaneBoth"`
 	// DataPlaneOverflow is set when more ids than MaxDataPlaneIDs came.
 	DataPlaneOverflow bool `json:"dataPlaneOverflow,omitempty"`
+	// Retried counts the requests logged more than once in a group (per
+	// attempt, by the run's id or the data plane's), each counted once;
+	// Attempts the lines beyond each request's first.
+	Retried  int `json:"retried,omitempty"`
+	Attempts int `json:"attempts,omitempty"`
+	// Doubled counts the requests two pods of a group answered with no
+	// failed attempt: no retry, so most likely a mirrored copy the proxy
+	// did not mark as one (Istio ≥ 1.28); each counts once.
+	Doubled int `json:"doubled,omitempty"`
+	// UnmarkedCopies counts the mirror target's lines without a copy mark
+	// (no "-shadow": Istio ≥ 1.28) told to be copies by a primary's
+	// request id: counted as copies, not served.
+	UnmarkedCopies int `json:"unmarkedCopies,omitempty"`
+	// AttemptOverflow is set when more data-plane ids than MaxDataPlaneIDs
+	// came: later ones count per line, attempts included.
+	AttemptOverflow bool `json:"attemptOverflow,omitempty"`
 }
 
 // Totals returns the join over all targets; data-plane ids count in the
@@ -407,6 +635,18 @@ func (c *Counter) Totals(w Window) Totals {
 		MirroredServed:    intersect(&c.served, &c.mirrored),
 		MultiPod:          c.multi.n,
 		DataPlaneOverflow: c.dpOverflow,
+	}
+	t.Retried, t.Doubled, t.UnmarkedCopies = c.retriedIDs, c.doubledIDs, c.unmarkedCopies
+	for _, g := range c.groups {
+		t.Retried += g.retried.n
+		t.Doubled += g.doubled.n
+	}
+	t.AttemptOverflow = c.attemptOverflow
+	for _, p := range c.pods {
+		t.Attempts += p.attempts + p.duplicates
+		if g := c.groups[p.group]; g != nil {
+			t.Attempts += intersect(&p.failedSeqs, &g.served)
+		}
 	}
 	span := w.span(Target{})
 	for id, sec := range c.dpPrimary {
@@ -447,7 +687,11 @@ func (c *Counter) EachServed(fn func(seq uint64, t Target)) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for t, p := range c.pods {
-		p.served.each(func(seq uint64) { fn(seq, t) })
+		p.served.each(func(seq uint64) {
+			if !p.notKept.has(seq) {
+				fn(seq, t)
+			}
+		})
 	}
 }
 

@@ -23,6 +23,8 @@ func NewRule(re *regexp.Regexp) Rule {
 			r.fast.envoy = kind
 		}
 	}
+	// The Envoy JSON presets read their fields from the decoded object.
+	r.json = re.String() == envoyJSONInbound || re.String() == envoyJSONOutbound
 	return r
 }
 

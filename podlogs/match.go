@@ -22,6 +22,10 @@ type Rule struct {
 
 	// fast is set by NewRule (nil: the regex alone).
 	fast *fastPath
+	// json: the fields come from the line decoded as an Envoy JSON access
+	// log (NewRule sets it for the JSON presets); a line that is no JSON
+	// object is not matched.
+	json bool
 }
 
 // Match is a line that a Rule matched.
@@ -38,6 +42,10 @@ type Match struct {
 	// Upstream is the address the proxy sent the request to, when the rule
 	// captures it: the pod that served it, for a proxy's outbound log.
 	Upstream string
+	// Attempt is the attempt number the rule captures (group attempt:
+	// Envoy's %UPSTREAM_REQUEST_ATTEMPT_COUNT% or the x-envoy-attempt-count
+	// header an upstream logs), 0 when none.
+	Attempt int
 	// Excluded is set (and the match refused) when the regex matched but
 	// Exclude did too.
 	Excluded bool
@@ -68,6 +76,14 @@ func (r Rule) Match(l Line) (Match, bool) {
 		return Match{Line: l, Excluded: true}, false
 	}
 	m := Match{Line: l}
+	if r.json {
+		f, err := jsonFields(l.Text)
+		if err != nil {
+			return Match{}, false
+		}
+		m.Fields = f
+		return withFields(m), true
+	}
 	for i, name := range r.Regex.SubexpNames() {
 		if name == "" || sub[2*i] < 0 {
 			continue
@@ -100,6 +116,9 @@ func withFields(m Match) Match {
 		m.Status = st
 	}
 	m.Upstream = m.Fields["upstream"]
+	if n, err := strconv.Atoi(m.Fields["attempt"]); err == nil && n > 0 {
+		m.Attempt = n
+	}
 	return m
 }
 

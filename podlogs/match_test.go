@@ -229,7 +229,7 @@ func TestMirrorShareFromLogs(t *testing.T) {
 		pa:     {Lines: 11, Requests: 10, Duplicates: 1, Foreign: 1},
 		pb:     {Lines: 10, Requests: 10},
 		mirror: {Lines: 10, Mirrored: 10},
-		noid:   {Lines: 8, Served: ClassCount{Window: 5}, OutsideWindow: 3},
+		noid:   {Lines: 8, WithoutID: 8, Served: ClassCount{Window: 5}, OutsideWindow: 3},
 	}
 	for tg, w := range want {
 		if pods[tg] != w {
@@ -244,9 +244,12 @@ func TestMirrorShareFromLogs(t *testing.T) {
 	}
 }
 
-// Retries: a request served by two pods is counted once per pod and once
-// in MultiPod; a mirror predicate by target replaces the -shadow marker.
+// A request two pods of one group answered with no failed attempt is no
+// retry (Envoy retries after a failure): an unmarked mirrored copy (Istio
+// ≥ 1.28 drops "-shadow"). It is counted once, for the first, and
+// reported as doubled; a mirror predicate by target replaces the marker.
 func TestCounterRetriesAndMirrorByTarget(t *testing.T) {
+	t.Parallel()
 	mirrorPod := target("v2")
 	c := NewCounter(CounterOptions{RunID: "r", Mirror: func(m Match) bool { return m.Line.Target == mirrorPod }})
 	add := func(tg Target, id string) { c.Add(Match{Line: Line{Target: tg, Time: t0}, RequestID: id}) }
@@ -255,11 +258,93 @@ func TestCounterRetriesAndMirrorByTarget(t *testing.T) {
 	add(target("a"), "r-2")
 	add(mirrorPod, "r-2")
 	add(mirrorPod, "r-3") // a copy whose primary is not in the logs
-	if tot := c.Totals(Window{}); tot != (Totals{Requests: 2, Mirrored: 2, MirroredServed: 1, MultiPod: 1}) {
+	if tot := c.Totals(Window{}); tot != (Totals{Requests: 2, Mirrored: 2, MirroredServed: 1, MultiPod: 1, Doubled: 1, Attempts: 1}) {
 		t.Errorf("%+v", tot)
 	}
 	if s := c.Served(1); len(s) != 2 {
 		t.Errorf("served by %v", s)
+	}
+	n := 0
+	c.EachServed(func(seq uint64, tg Target) {
+		if seq == 1 {
+			n++
+			if tg != target("a") {
+				t.Errorf("request 1 counted for %v, want the first pod", tg)
+			}
+		}
+	})
+	if n != 1 {
+		t.Errorf("request 1 counted %d times", n)
+	}
+}
+
+// Envoy retries a request with its x-request-id unchanged, and each
+// attempt that reached a pod is a line in that pod's inbound access log
+// (Istio's TEXT format; the lines are the istio.io access-log task's,
+// testdata/README.md, with status, pod and id changed to play a retry).
+// One request is one count, for the attempt that answered; an attempt
+// that failed before one that succeeded is no error. The same id logged
+// by two workloads (an app that forwards it) is two requests.
+func TestCounterCountsARetriedRequestOnce(t *testing.T) {
+	t.Parallel()
+	p, err := LookupPreset("istio-proxy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rule := NewRule(regexp.MustCompile(p.Match))
+	line := func(status, id, pod string) string {
+		return fmt.Sprintf(`[2020-11-25T21:26:18.409Z] "GET /status/418 HTTP/1.1" %s - via_upstream - "-" 0 135 3 1 "-" "curl/7.73.0-DEV" "%s" "httpbin:8000" "127.0.0.1:80" inbound|8000|| 127.0.0.1:41854 %s:80 10.44.1.23:37652 outbound_.8000_._.httpbin.foo.svc.cluster.local default`, status, id, pod)
+	}
+	a, b, other := target("httpbin-a"), target("httpbin-b"), target("frontend-0")
+	group := map[Target]string{a: "httpbin", b: "httpbin", other: "frontend"}
+	for _, run := range []struct {
+		name string
+		id   func(i int) string
+	}{
+		{"data plane's ids", func(i int) string { return fmt.Sprintf("84961386-6d84-929d-98bd-c5aee93b5c%02d", i) }},
+		{"the run's ids", func(i int) string { return fmt.Sprintf("r-%d", i) }},
+	} {
+		t.Run(run.name, func(t *testing.T) {
+			t.Parallel()
+			c := NewCounter(CounterOptions{RunID: "r", Success: func(s int) bool { return s < 500 },
+				Group: func(m Match) string { return group[m.Line.Target] }})
+			add := func(tg Target, at time.Duration, status string, i int) {
+				m, ok := rule.Match(Line{Target: tg, Time: t0.Add(at), Text: line(status, run.id(i), tg.Pod)})
+				if !ok {
+					t.Fatalf("preset does not match %q", line(status, run.id(i), tg.Pod))
+				}
+				c.Add(m)
+			}
+			// 0: answered by a first try. 1: a 503 at a, retried to b,
+			// which answers. 2: answered at b, then (lines in any order)
+			// its failed first try at a. 3: failed at a and b: a failure.
+			// 4: answered at a and logged by the frontend too.
+			add(a, 0, "418", 0)
+			add(a, 100*time.Millisecond, "503", 1)
+			add(b, 150*time.Millisecond, "418", 1)
+			add(b, 300*time.Millisecond, "418", 2)
+			add(a, 250*time.Millisecond, "503", 2)
+			add(a, 400*time.Millisecond, "503", 3)
+			add(b, 450*time.Millisecond, "503", 3)
+			add(a, 500*time.Millisecond, "418", 4)
+			add(other, 500*time.Millisecond, "418", 4)
+			w := Window{From: t0.Add(-time.Second), To: t0.Add(10 * time.Second)}
+			pods := c.Pods(w)
+			served := func(tg Target) int { return pods[tg].Requests + int(pods[tg].Served.Window) }
+			failed := func(tg Target) int { return pods[tg].Failed + int(pods[tg].Errors.Window) }
+			if served(a) != 2 || served(b) != 2 || served(other) != 1 {
+				t.Errorf("served a %d b %d frontend %d, want 2 2 1", served(a), served(b), served(other))
+			}
+			// Request 3 failed at both: one failure, at whichever pod
+			// holds it; its other line is an attempt.
+			if failed(a)+failed(b) != 1 {
+				t.Errorf("failed a %d + b %d, want 1", failed(a), failed(b))
+			}
+			tot := c.Totals(w)
+			if tot.Retried != 3 || tot.Attempts != 3 {
+				t.Errorf("retried %d attempts %d, want 3 3 (%+v)", tot.Retried, tot.Attempts, tot)
+			}
+		})
 	}
 }
 

@@ -416,6 +416,15 @@ type Reconciliation struct {
 	Tolerance float64 `json:"tolerance"`
 	// Copies counts mirrored copies, which are not served requests.
 	Copies float64 `json:"copies,omitempty"`
+	// Retried counts the requests logged once per attempt (a retry: the
+	// same request id more than once in a workload's logs), each counted
+	// once; Attempts the lines beyond each one's first.
+	Retried  int64 `json:"retried,omitempty"`
+	Attempts int64 `json:"attempts,omitempty"`
+	// CountsAttempts is set when some lines carry no request id: those
+	// count attempts, not requests (a retried request counts once per
+	// attempt that reached an observed pod).
+	CountsAttempts bool `json:"countsAttempts,omitempty"`
 	// Status is ok, over (more than was sent and failed) or under (fewer
 	// than answered); Reason says what that means.
 	Status string              `json:"status"`

@@ -228,7 +228,13 @@ func (p *printer) reconciliation(r *Report, table func(io.Writer) *tablewriter.T
 		if rc.Copies > 0 {
 			p.f(", %.0f mirrored copies", rc.Copies)
 		}
+		if rc.Retried > 0 {
+			p.f(", %d requests retried (%d further attempt lines, each request counted once)", rc.Retried, rc.Attempts)
+		}
 		p.f(" for %d answered and %d failed: %s (tolerance %.1f)\n", rc.Answered, rc.Failed, strings.ToUpper(rc.Status), rc.Tolerance)
+		if rc.CountsAttempts {
+			p.f("lines without a request id count attempts, not requests: a retried request counts once per attempt that reached an observed pod\n")
+		}
 		if rc.Reason != "" {
 			p.f("%s\n", p.esc(rc.Reason))
 		}

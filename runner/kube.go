@@ -223,7 +223,7 @@ func (kp *kubePath) podByAddress(addr string) (kube.Pod, bool) {
 	host := addressHost(addr)
 	var matches []kube.Pod
 	for _, p := range kp.inv.Pods() {
-		if p.IP != "" && p.IP == host {
+		if p.HasIP(host) {
 			matches = append(matches, p)
 		}
 	}
@@ -273,16 +273,6 @@ func podIdentity(name string, matches []kube.Pod) (attribution.Identity, bool) {
 		return attribution.Identity{}, false
 	}
 	return id, true
-}
-
-// hasIP reports whether the pod behind t has the IP.
-func (kp *kubePath) hasIP(t podlogs.Target, ip string) bool {
-	for _, p := range kp.inv.Lookup(t.Pod) {
-		if p.Cluster == t.Cluster && p.Namespace == t.Namespace && p.IP == ip {
-			return true
-		}
-	}
-	return false
 }
 
 // podStart is when a target's pod started, for the background period of a

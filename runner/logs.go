@@ -5,8 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
-	"net"
 	"regexp"
 	"slices"
 	"sort"
@@ -52,9 +52,13 @@ type logSource struct {
 	// owner maps a pod key to the workload whose rule counts its lines:
 	// the followed pods, and the upstream pods an access log named.
 	owner map[string]string
-	// unresolved counts, per workload, lines whose upstream address is no
-	// observed pod's.
-	unresolved map[string]int64
+	// leftOut counts, per workload, lines whose upstream address names no
+	// single pod or cluster (toUpstream), with the first one's reason.
+	leftOut    map[string]int64
+	leftOutWhy map[string]string
+	// viaGateway counts, per workload, lines counted for the cluster behind
+	// a network gateway.
+	viaGateway map[string]int64
 }
 
 func podKey(cluster, ns, pod string) string { return cluster + "/" + ns + "/" + pod }
@@ -71,6 +75,9 @@ func (kp *kubePath) start(ctx context.Context, runID string, start time.Time) er
 	ls, err := kp.newLogSource(runID, start)
 	if err != nil {
 		return err
+	}
+	if ls != nil {
+		kp.discoverGateways(ctx)
 	}
 	// The watch is running before the attack, or the run is a setup error
 	// (README.md, RBAC: a denied watch names itself).
@@ -122,7 +129,8 @@ func (kp *kubePath) checkLogAccess(ctx context.Context) error {
 
 func (kp *kubePath) newLogSource(runID string, start time.Time) (*logSource, error) {
 	ls := &logSource{kp: kp, workloads: map[string]*scenarios.Workload{}, rules: map[string]podlogs.Rule{},
-		checks: map[string]*podlogs.RuleCheck{}, owner: map[string]string{}, unresolved: map[string]int64{},
+		checks: map[string]*podlogs.RuleCheck{}, owner: map[string]string{}, leftOut: map[string]int64{},
+		leftOutWhy: map[string]string{}, viaGateway: map[string]int64{},
 		done: make(chan struct{})}
 	var skew, background time.Duration
 	pods := 0
@@ -151,8 +159,11 @@ func (kp *kubePath) newLogSource(runID string, start time.Time) (*logSource, err
 	}
 	ls.window = podlogs.Window{From: start.Add(-skew), Since: kp.podStart}
 	ls.attackStart = start
-	for name := range ls.workloads {
+	for name, w := range ls.workloads {
 		ls.checks[name] = podlogs.NewRuleCheck(ls.window.From)
+		if p, ok := presetOf(w); ok && p.Opposite != "" {
+			ls.checks[name].WithOpposite(regexp.MustCompile(p.Opposite))
+		}
 	}
 	mirrorTo, shadowOnly := map[string]bool{}, map[string]bool{}
 	for _, e := range kp.sc.Expect {
@@ -180,6 +191,9 @@ func (kp *kubePath) newLogSource(runID string, start time.Time) (*logSource, err
 		// The join through the data plane's ids pairs the target's copies
 		// with primaries served elsewhere, not with the target's own.
 		Primary: func(m podlogs.Match) bool { return !mirrorTo[ls.ownerOf(m.Line.Target)] },
+		// A request id repeats within a workload's lines per attempt of a
+		// retry; across workloads it is each one's request.
+		Group:   func(m podlogs.Match) string { return ls.ownerOf(m.Line.Target) },
 		Success: codes.Contains,
 	})
 	clients := map[string]kubernetes.Interface{}
@@ -257,49 +271,119 @@ func (ls *logSource) ownerOf(t podlogs.Target) string {
 func (ls *logSource) consume() {
 	defer close(ls.done)
 	for l := range ls.follower.Lines() {
-		w := ls.ownerOf(l.Target)
-		m, ok := ls.rules[w].Match(l)
-		if c := ls.checks[w]; c != nil {
-			c.Note(l, m, ok)
-		}
-		if !ok {
-			continue
-		}
-		if m.Upstream != "" {
-			ls.toUpstream(&m, w)
-		}
-		ls.counter.Add(m)
+		ls.take(l)
 	}
 }
 
-// toUpstream counts a line for the pod its upstream address names, when
-// the inventory knows it: a gateway's or a caller's access log of the
-// requests it sent. Otherwise (an inbound log's local address) the line
-// stays the logging pod's.
-func (ls *logSource) toUpstream(m *podlogs.Match, w string) {
+// take matches one line with its workload's rule and counts it, for the
+// pod or cluster its upstream address names.
+func (ls *logSource) take(l podlogs.Line) {
+	w := ls.ownerOf(l.Target)
+	m, ok := ls.rules[w].Match(l)
+	if c := ls.checks[w]; c != nil {
+		c.Note(l, m, ok)
+	}
+	if !ok || (m.Upstream != "" && !ls.toUpstream(&m, w)) {
+		return
+	}
+	ls.counter.Add(m)
+}
+
+// toUpstream counts a line for who its upstream address names (a
+// gateway's or a caller's access log of the requests it sent): a pod of
+// the logging pod's network, or the cluster behind a network gateway
+// (Istio's east-west gateway, gatewayIP:15443, for a request served on
+// another network). An inbound line (loopback, the pod's own IP) stays
+// the logging pod's. An address that resolves to no single pod or
+// cluster leaves the line out, counted as such: giving it to the logging
+// pod would count a request served elsewhere for the caller's cluster.
+func (ls *logSource) toUpstream(m *podlogs.Match, w string) bool {
 	own := m.Line.Target
-	p, ok := ls.kp.podByAddress(m.Upstream)
-	if !ok {
-		host, _, err := net.SplitHostPort(m.Upstream)
-		if err != nil {
-			host = m.Upstream
+	u := ls.kp.inv.ResolveUpstream(own.Cluster, own.Namespace, own.Pod, m.Upstream)
+	switch u.Kind {
+	case kube.UpstreamOwn:
+		return true
+	case kube.UpstreamPod:
+		if u.Pod.Cluster == own.Cluster && u.Pod.Namespace == own.Namespace && u.Pod.Name == own.Pod {
+			return true
 		}
-		if ip := net.ParseIP(host); ip != nil && !ip.IsLoopback() && !ls.kp.hasIP(own, host) {
-			ls.mu.Lock()
-			ls.unresolved[w]++
-			ls.mu.Unlock()
+		m.Line.Target = podlogs.Target{Cluster: u.Pod.Cluster, Namespace: u.Pod.Namespace, Pod: u.Pod.Name}
+	case kube.UpstreamCluster:
+		// The serving pod is unknown: one target per cluster and gateway
+		// holds these lines, with an empty pod name.
+		m.Line.Target = podlogs.Target{Cluster: u.Cluster, Namespace: u.Gateway.Namespace}
+	default:
+		ls.mu.Lock()
+		ls.leftOut[w]++
+		if ls.leftOutWhy[w] == "" {
+			ls.leftOutWhy[w] = u.Reason
 		}
-		return
+		ls.mu.Unlock()
+		return false
 	}
-	if p.Cluster == own.Cluster && p.Namespace == own.Namespace && p.Name == own.Pod {
-		return
-	}
-	m.Line.Target = podlogs.Target{Cluster: p.Cluster, Namespace: p.Namespace, Pod: p.Name}
 	ls.mu.Lock()
+	if u.Kind == kube.UpstreamCluster {
+		ls.viaGateway[w]++
+	}
 	if _, known := ls.owner[targetKey(m.Line.Target)]; !known {
 		ls.owner[targetKey(m.Line.Target)] = w
 	}
 	ls.mu.Unlock()
+	return true
+}
+
+// regenerated says, for a rule that reads request ids, when its lines
+// carry ids but none of this run's: the join by id is impossible, and the
+// lines count in the attack window instead (README.md, counting without
+// request ids). An edge proxy makes up the ids (Istio's gateways since
+// 1.25 regenerate x-request-id for every request from outside the mesh;
+// Kuma's MeshGateway too), or an app in between forwards none.
+func regenerated(name string, w *scenarios.Workload, pods map[podlogs.Target]podlogs.PodCount, owners map[string]string) string {
+	re, err := regexp.Compile(w.Logs.Match)
+	if err != nil || (re.SubexpIndex("request_id") < 0 && re.SubexpIndex("rid") < 0) {
+		return ""
+	}
+	other, ours := 0, 0
+	for t, pc := range pods {
+		if owners[targetKey(t)] == name {
+			other += pc.OtherIDs
+			ours += pc.Requests + pc.Mirrored + pc.Failed + pc.Duplicates + pc.Attempts
+		}
+	}
+	if other == 0 || ours > 0 {
+		return ""
+	}
+	return fmt.Sprintf("observe %s: its %d lines with a request id carry none of this run's: the ids were made up on the way (an ingress gateway regenerates x-request-id for requests from outside the mesh: Istio 1.25 and later always, Kuma's MeshGateway too; or an app in between forwards no header), so its lines are not joined to the requests but counted in the attack window, less the background. To join by id, send the attack through the sidecars, not a gateway, or keep the gateway's id (Istio: preserve_external_request_id through an EnvoyFilter)", name, other)
+}
+
+// readsUpstream reports whether a log rule captures the upstream address
+// (an outbound access log's): its lines may name a network gateway.
+func readsUpstream(l *scenarios.LogSource) bool {
+	if l == nil {
+		return false
+	}
+	re, err := regexp.Compile(l.Match)
+	return err == nil && re.SubexpIndex("upstream") >= 0
+}
+
+// discoverGateways reads every cluster's network gateways when a log rule
+// reads upstream addresses, so that ResolveUpstream knows them. A cluster
+// whose gateways cannot be listed (RBAC) is a warning: lines naming its
+// gateway are then left out, never counted for the caller's cluster.
+func (kp *kubePath) discoverGateways(ctx context.Context) {
+	if !slices.ContainsFunc(kp.sc.Observe, func(w scenarios.Workload) bool { return readsUpstream(w.Logs) }) {
+		return
+	}
+	var gws []kube.Gateway
+	for _, name := range kp.inv.Clusters() {
+		g, err := kube.EastWestGateways(ctx, kp.clusters[name])
+		if err != nil {
+			kp.warnings = append(kp.warnings, fmt.Sprintf("network gateways of cluster %s are unknown (%v): access-log lines whose upstream is a gateway are left out", name, err))
+			continue
+		}
+		gws = append(gws, g...)
+	}
+	kp.inv.SetGateways(gws)
 }
 
 // finish reads on after the attack until the logs stop growing; lines
@@ -332,6 +416,9 @@ type logEvidence struct {
 	// copiesOnly: every observed workload is a mirror target whose lines
 	// are all copies, so the logs count no served request at all.
 	copiesOnly bool
+	// leftOut counts the lines left out because their upstream address
+	// named no single pod or cluster.
+	leftOut int64
 }
 
 // evidence turns the counts into the logs' tally: every request of this
@@ -379,6 +466,11 @@ func (ls *logSource) evidence(start time.Time, grace time.Duration, seqConn []ui
 		}
 	}
 	le.copiesOnly = ls.copiesOnly
+	ls.mu.Lock()
+	for _, n := range ls.leftOut {
+		le.leftOut += n
+	}
+	ls.mu.Unlock()
 
 	t := tally.New(start, grace)
 	// A target's identity is looked up in the inventory once, not once
@@ -452,8 +544,11 @@ func (ls *logSource) ruleReports(answered int64) ([]reports.RuleReport, []report
 	}
 	sort.Strings(names)
 	ls.mu.Lock()
-	unresolved := ls.unresolved
+	leftOut, why, via := maps.Clone(ls.leftOut), maps.Clone(ls.leftOutWhy), maps.Clone(ls.viaGateway)
+	owners := maps.Clone(ls.owner)
 	ls.mu.Unlock()
+	// silent: every rule is a sidecar preset and none matched a line.
+	silent := len(names) > 0
 	for _, name := range names {
 		w := ls.workloads[name]
 		win := ls.window
@@ -465,7 +560,13 @@ func (ls *logSource) ruleReports(answered int64) ([]reports.RuleReport, []report
 		}
 		out = append(out, reports.RuleReport{Source: scenarios.SourceLogs, Rule: rule, Read: st.Read, Matched: st.Matched,
 			Excluded: st.Excluded, Samples: st.Samples})
-		if st.Missed(max(5, 0.01*float64(answered)), podlogs.MissedNeeds(ls.attackStart, ls.window.To.Add(-ls.settle))) {
+		if p, ok := presetOf(w); !ok || p.Direction == "" || st.Matched > 0 {
+			silent = false
+		}
+		if ce, ok := oppositeSide(name, w, st); ok {
+			silent = false
+			errs = append(errs, ce)
+		} else if st.Missed(max(5, 0.01*float64(answered)), podlogs.MissedNeeds(ls.attackStart, ls.window.To.Add(-ls.settle))) {
 			errs = append(errs, reports.ConfigError{
 				Subject: fmt.Sprintf("observe %s: %s", name, ruleField(w)),
 				Message: fmt.Sprintf("the rule matched none of the %d lines read, while the pods logged %d lines in %d seconds of the attack window, %.0f more than their background explains: it misses the lines of the requests. Fix the regex (or the container: %s) against the lines it did not match",
@@ -473,11 +574,56 @@ func (ls *logSource) ruleReports(answered int64) ([]reports.RuleReport, []report
 				Samples: st.Samples,
 			})
 		}
-		if n := unresolved[name]; n > 0 {
-			warnings = append(warnings, fmt.Sprintf("observe %s: %d log lines name an upstream address that is no observed pod's: they count for the pod that logged them; observe the workload that serves them so the inventory knows its pods' addresses", name, n))
+		if msg := regenerated(name, w, ls.counter.Pods(win), owners); msg != "" {
+			warnings = append(warnings, msg)
+		}
+		if n := leftOut[name]; n > 0 {
+			warnings = append(warnings, fmt.Sprintf("observe %s: %d log lines were left out, not counted for any cluster: their upstream address names no single observed pod or network gateway (first: %s); observe the workload that serves them so the inventory knows its pods' addresses", name, n, why[name]))
+		}
+		if n := via[name]; n > 0 {
+			warnings = append(warnings, fmt.Sprintf("observe %s: %d log lines name a network gateway as upstream: they count for the cluster behind it, with the serving pod unknown", name, n))
 		}
 	}
+	if n := ls.counter.Totals(ls.window).Doubled; n > 0 {
+		warnings = append(warnings, fmt.Sprintf("%d requests were answered by two pods of one observed workload with no failed attempt (the same request id, both successful): Envoy retries only after a failure, so these are mirrored copies the proxy did not mark (Istio 1.28 and later drop the -shadow suffix by default) or hedged requests. Each counts once, for the first line read; declare the mirror (expect mirror.to naming the target's workload, observed apart) so that copies are told by the target's pods", n))
+	}
+	if silent && answered >= 10 {
+		warnings = append(warnings, fmt.Sprintf("no observed sidecar logged an access-log line of the side its preset counts, while %d requests were answered: if these pods served them, the mesh logs no such lines (access logging off, or one side only: Kuma's TrafficLog and a MeshAccessLog with only spec.to log outbound; Istio's Telemetry accessLogging match.mode); docs/real-apps.md says which preset reads which side", answered))
+	}
 	return out, errs, warnings
+}
+
+// presetOf is the preset a workload's rule is, when it is one unchanged.
+func presetOf(w *scenarios.Workload) (podlogs.Preset, bool) {
+	if w.Logs == nil || w.Logs.Preset == "" {
+		return podlogs.Preset{}, false
+	}
+	p, err := podlogs.LookupPreset(w.Logs.Preset)
+	if err != nil || p.Match != w.Logs.Match {
+		return podlogs.Preset{}, false
+	}
+	return p, true
+}
+
+// oppositeSide is the configuration error of a proxy preset whose pods
+// log only the other side of their traffic (at least MissedSeconds such
+// lines, none of the preset's side): the mesh logs one side, and the
+// count would be empty for that reason, not for want of requests.
+func oppositeSide(name string, w *scenarios.Workload, st podlogs.RuleStats) (reports.ConfigError, bool) {
+	p, ok := presetOf(w)
+	if !ok || p.Opposite == "" || st.Matched > 0 || st.Opposite < podlogs.MissedSeconds {
+		return reports.ConfigError{}, false
+	}
+	other := "outbound"
+	if p.Direction == "outbound" {
+		other = "inbound"
+	}
+	return reports.ConfigError{
+		Subject: fmt.Sprintf("observe %s: logs.preset %s", name, w.Logs.Preset),
+		Message: fmt.Sprintf("the preset counts %s access-log lines, and the pods logged none, but %d %s ones: %s",
+			p.Direction, st.Opposite, other, p.OnlyOpposite),
+		Samples: st.Samples,
+	}, true
 }
 
 func presetMatch(name string) string {

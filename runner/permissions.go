@@ -53,6 +53,9 @@ func Needs(sc *scenarios.Scenario) []kube.Need {
 			add(kube.Need{Cluster: c, Namespace: w.Namespace, Feature: kube.FeatureInventory})
 			if w.Logs != nil {
 				add(kube.Need{Cluster: c, Namespace: w.Namespace, Feature: kube.FeatureLogs})
+				if readsUpstream(w.Logs) {
+					add(kube.Need{Cluster: c, Feature: kube.FeatureGateways})
+				}
 			}
 			if w.Metrics != nil {
 				f := kube.FeatureMetricsProxy

@@ -75,6 +75,16 @@ expect:
 	if !slices.Equal(got, want) {
 		t.Errorf("distributed needs:\n got %v\nwant %v", got, want)
 	}
+	// A rule that reads an outbound log's upstream address also lists the
+	// clusters' network gateways (cluster-wide: they live in the mesh's
+	// namespace, not the scenario's).
+	out := *sc
+	out.Observe = slices.Clone(sc.Observe)
+	out.Observe[0].Logs = &scenarios.LogSource{Match: `"(?P<upstream>[^"]*)" outbound`}
+	if got := Needs(&out); !slices.Contains(got, kube.Need{Cluster: "c2", Feature: kube.FeatureGateways}) ||
+		slices.Contains(Needs(sc), kube.Need{Cluster: "c2", Feature: kube.FeatureGateways}) {
+		t.Errorf("gateways are listed when, and only when, a rule captures upstream: %v", got)
+	}
 	sc.Target.Forward, sc.Target.URL, sc.Observe = nil, "http://127.0.0.1:1/", nil
 	if n := Needs(sc); len(n) != 0 {
 		t.Errorf("a plain URL target with nothing observed needs nothing, got %v", n)

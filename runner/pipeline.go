@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/mesh-verify/mesh-verify/attack"
@@ -195,8 +196,10 @@ func NewPodIndex(pods []kube.Pod) *PodIndex {
 	x := &PodIndex{byName: map[string][]kube.Pod{}, byIP: map[string][]kube.Pod{}}
 	for _, p := range pods {
 		x.byName[p.Name] = append(x.byName[p.Name], p)
-		if p.IP != "" {
-			x.byIP[p.IP] = append(x.byIP[p.IP], p)
+		for _, ip := range append([]string{p.IP}, p.IPs...) {
+			if ip != "" && !slices.ContainsFunc(x.byIP[ip], func(q kube.Pod) bool { return q.Key() == p.Key() }) {
+				x.byIP[ip] = append(x.byIP[ip], p)
+			}
 		}
 	}
 	return x

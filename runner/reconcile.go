@@ -52,7 +52,7 @@ func reconcileLogs(le *logEvidence, answered, failed int64) *reports.Reconciliat
 	}
 	var variance float64
 	for t, pc := range le.pods {
-		p := reports.PodReconciliation{Cluster: t.Cluster, Pod: t.Pod, Workload: le.owner[t]}
+		p := reports.PodReconciliation{Cluster: t.Cluster, Pod: cmp.Or(t.Pod, "(unknown: behind a network gateway)"), Workload: le.owner[t]}
 		if le.idMode[le.owner[t]] {
 			p.Mode = "request id"
 			p.Lines, p.Net = int64(pc.Requests), float64(pc.Requests)
@@ -72,9 +72,20 @@ func reconcileLogs(le *logEvidence, answered, failed int64) *reports.Reconciliat
 	}
 	// Requests joined by id count once, however many pods logged them.
 	r.Counted += float64(le.totals.Requests)
+	r.Retried, r.Attempts = int64(le.totals.Retried), int64(le.totals.Attempts)
+	for _, pc := range le.pods {
+		r.CountsAttempts = r.CountsAttempts || pc.WithoutID > 0
+	}
+	r.CountsAttempts = r.CountsAttempts || le.totals.AttemptOverflow
 	sortPods(r.Pods)
 	if !le.copiesOnly {
 		reconcile(r, variance, le.slack)
+	}
+	if r.Status == reports.ReconcileOver && r.CountsAttempts {
+		r.Reason += "; lines without a request id count each attempt of a retried request"
+	}
+	if r.Status == reports.ReconcileUnder && le.leftOut > 0 {
+		r.Reason += fmt.Sprintf("; %d lines were left out because their upstream address named no single observed pod or network gateway (see the warnings)", le.leftOut)
 	}
 	return r
 }

@@ -52,7 +52,7 @@ func Sources() []string { return []string{SourceBody, SourceLogs, SourceMetrics}
 // to, mapped to the pod by the inventory; method and path are kept for the
 // report.
 func LogGroups() []string {
-	return []string{"request_id", "host", "authority", "status", "upstream", "cluster", "pod", "version", "service", "method", "path"}
+	return []string{"request_id", "host", "authority", "status", "upstream", "attempt", "cluster", "pod", "version", "service", "method", "path"}
 }
 
 // LogPresetNames lists the ready-made log rules for real apps and proxies.

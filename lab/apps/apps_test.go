@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -900,5 +901,75 @@ func TestStartRejects(t *testing.T) {
 				t.Errorf("error %q: want %q and the pod named", err, tc.want)
 			}
 		})
+	}
+}
+
+// The tutorial's other endpoints, as CallmeController and CallerController
+// at 4a0d1b1 write them: callme's random error answers 504 "Surprise
+// <instance> v1" on an even draw of random.nextInt(100) and 200 "I'm
+// callme-service<instance> v1" (no space) on an odd one, logging the
+// draw and HttpStatus; the caller passes a 200 on with its status and
+// turns a 504 into Spring's 500; its random delay calls callme's.
+func TestRandomErrorAndDelayEndpoints(t *testing.T) {
+	testutil.NoLeaks(t)
+	dir := t.TempDir()
+	c := client(t)
+	callme := start(t, Spec{Kind: KindCallme, Pod: "callme-service-v1-7b65795f48-w7zlq", LogFile: filepath.Join(dir, "callme.log")})
+	caller := start(t, Spec{Kind: KindCaller, Pod: "caller-service-b9dbbd6c8-q6dpg", Callee: callme.URL(), LogFile: filepath.Join(dir, "caller.log")})
+	uuid := `[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}`
+	okBody := regexp.MustCompile(`^I'm caller-service v1\. Calling\.\.\. I'm callme-service(` + uuid + `) v1$`)
+	codes := map[int]int{}
+	instances := map[string]bool{}
+	for range 20 {
+		got := do(t, c, caller.URL(), request{path: "/caller/ping-with-random-error"})
+		codes[got.code]++
+		switch got.code {
+		case http.StatusOK:
+			m := okBody.FindStringSubmatch(got.body)
+			if m == nil {
+				t.Fatalf("200 body %q", got.body)
+			}
+			instances[m[1]] = true
+		case http.StatusInternalServerError:
+			if !strings.Contains(got.body, `"status":500`) {
+				t.Fatalf("500 body %q", got.body)
+			}
+		default:
+			t.Fatalf("GET /caller/ping-with-random-error = %d %q", got.code, got.body)
+		}
+	}
+	if codes[200] == 0 || codes[500] == 0 || len(instances) != 1 {
+		t.Fatalf("codes %v, instances %v: want both outcomes from one JVM instance", codes, instances)
+	}
+	line := regexp.MustCompile(`CallmeController      : Ping with random error: name=callme-service, version=v1, random=(\d+), httpCode=(200 OK|504 GATEWAY_TIMEOUT)$`)
+	n := 0
+	for _, l := range readLog(t, filepath.Join(dir, "callme.log")) {
+		m := line.FindStringSubmatch(l.msg)
+		if m == nil {
+			continue
+		}
+		n++
+		if r, _ := strconv.Atoi(m[1]); (r%2 == 0) != (m[2] == "504 GATEWAY_TIMEOUT") {
+			t.Errorf("draw %d logged with %s", r, m[2])
+		}
+	}
+	if n != 20 {
+		t.Errorf("%d random-error lines in callme's log, want 20", n)
+	}
+	callerLog := logText(t, filepath.Join(dir, "caller.log"))
+	for _, want := range []string{"CallerController      : Ping with random error: name=caller-service, version=v1\n",
+		"CallerController      : Calling: responseCode=200 OK, response=I'm callme-service",
+		"HttpServerErrorException$GatewayTimeout: 504 Gateway Timeout: [Surprise ",
+		"CallerController.pingWithRandomError(CallerController.java:39)"} {
+		if !strings.Contains(callerLog, want) {
+			t.Errorf("caller log lacks %q", want)
+		}
+	}
+	got := do(t, c, caller.URL(), request{path: "/caller/ping-with-random-delay"})
+	if want := "I'm caller-service v1. Calling... I'm callme-service v1"; got.code != 200 || got.body != want {
+		t.Fatalf("GET /caller/ping-with-random-delay = %d %q, want 200 %q", got.code, got.body, want)
+	}
+	if l := logText(t, filepath.Join(dir, "caller.log")); !strings.Contains(l, "CallerController      : Ping with random delay: name=caller-service, version=v1\n") {
+		t.Errorf("caller log lacks the random-delay line:\n%s", l)
 	}
 }

@@ -17,9 +17,28 @@ import (
 // callme is callme-service at 4a0d1b1 (Spring Boot 2.5.2, Java 11):
 // CallmeController logs "Ping: name=callme-service, version=v1" and
 // answers "I'm callme-service v1" (docs/real-apps.md, "callme-service").
-type callme struct{ log *springLog }
+type callme struct {
+	log *springLog
+	// instanceID is the JVM's INSTANCE_ID (UUID.randomUUID() in a static
+	// field): one per pod, drawn from the pod's seed.
+	instanceID string
+}
 
-func newCallme(s *Server) *callme { return &callme{log: newSpringLog(s, boot25Date)} }
+func newCallme(s *Server) *callme {
+	return &callme{log: newSpringLog(s, boot25Date), instanceID: seededUUID(s)}
+}
+
+// seededUUID is a version-4 UUID drawn from the pod's seed.
+func seededUUID(s *Server) string {
+	h := func(digits int) string {
+		var b strings.Builder
+		for range digits {
+			b.WriteByte("0123456789abcdef"[s.randN(16)])
+		}
+		return b.String()
+	}
+	return h(8) + "-" + h(4) + "-4" + h(3) + "-" + string("89ab"[s.randN(4)]) + h(3) + "-" + h(12)
+}
 
 const callmeController = "pl.piomin.services.callme.controller.CallmeController"
 
@@ -40,6 +59,25 @@ func (c *callme) serve(s *Server, w http.ResponseWriter, r *http.Request) {
 			s.hits.Add(1)
 			c.log.line("INFO", thread, callmeController, "Ping: name="+s.spec.Service+", version="+s.spec.Version)
 			writeText(w, "I'm "+s.spec.Service+" "+s.spec.Version)
+		case "/callme/ping-with-random-error":
+			if !c.log.getOnly(w, r, thread) {
+				return
+			}
+			// An even draw of random.nextInt(100) answers 504 "Surprise
+			// <instance> v1", an odd one 200 with the instance id glued
+			// to the name (no space), as the controller writes them.
+			s.hits.Add(1)
+			n := s.randN(100)
+			code, body := http.StatusOK, "I'm "+s.spec.Service+c.instanceID+" "+s.spec.Version
+			if n%2 == 0 {
+				code, body = http.StatusGatewayTimeout, "Surprise "+c.instanceID+" "+s.spec.Version
+			}
+			c.log.line("INFO", thread, callmeController, fmt.Sprintf("Ping with random error: name=%s, version=%s, random=%d, httpCode=%s",
+				s.spec.Service, s.spec.Version, n, springStatus(code)))
+			w.Header().Set("Content-Type", "text/plain;charset=UTF-8")
+			w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+			w.WriteHeader(code)
+			_, _ = io.WriteString(w, body)
 		case "/callme/ping-with-random-delay":
 			if !c.log.getOnly(w, r, thread) {
 				return
@@ -82,11 +120,17 @@ func (c *caller) start(s *Server) error {
 
 func (c *caller) serve(s *Server, w http.ResponseWriter, r *http.Request) {
 	c.log.handler(w, r, func(thread string) {
+		var ep callerEndpoint
 		switch r.URL.Path {
 		case actuatorHealth:
 			actuatorUp(w)
 			return
 		case "/caller/ping":
+			ep = callerEndpoint{"Ping", "/callme/ping", callerStack}
+		case "/caller/ping-with-random-delay":
+			ep = callerEndpoint{"Ping with random delay", "/callme/ping-with-random-delay", callerDelayStack}
+		case "/caller/ping-with-random-error":
+			ep = callerEndpoint{"Ping with random error", "/callme/ping-with-random-error", callerErrorStack}
 		default:
 			s.springError(w, r, http.StatusNotFound)
 			return
@@ -95,22 +139,41 @@ func (c *caller) serve(s *Server, w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		s.hits.Add(1)
-		c.log.line("INFO", thread, callerController, "Ping: name="+s.spec.Service+", version="+s.spec.Version)
-		body, err := c.call(s, r)
+		c.log.line("INFO", thread, callerController, ep.verb+": name="+s.spec.Service+", version="+s.spec.Version)
+		code, body, err := c.call(s, r, ep.path)
 		if err != nil {
 			// RestTemplate threw: Spring answers 500 and Tomcat logs the
 			// exception with its stack trace.
 			c.log.line("ERROR", thread, "org.apache.catalina.core.ContainerBase.[Tomcat].[localhost].[/].[dispatcherServlet]",
 				"Servlet.service() for servlet [dispatcherServlet] in context with path [] threw exception [Request processing failed; nested exception is "+err.Error()+"] with root cause")
-			for _, l := range strings.Split(err.Error()+"\n"+callerStack, "\n") {
+			for _, l := range strings.Split(err.Error()+"\n"+ep.stack, "\n") {
 				s.write(crilog.Stdout, l)
 			}
 			s.springError(w, r, http.StatusInternalServerError)
 			return
 		}
-		c.log.line("INFO", thread, callerController, "Calling: response="+body)
-		writeText(w, "I'm "+s.spec.Service+" "+s.spec.Version+". Calling... "+body)
+		answer := "I'm " + s.spec.Service + " " + s.spec.Version + ". Calling... " + body
+		if ep.path != "/callme/ping-with-random-error" {
+			c.log.line("INFO", thread, callerController, "Calling: response="+body)
+			writeText(w, answer)
+			return
+		}
+		// getForEntity: the callee's status is logged and passed on.
+		c.log.line("INFO", thread, callerController, "Calling: responseCode="+springStatus(code)+", response="+body)
+		w.Header().Set("Content-Type", "text/plain;charset=UTF-8")
+		w.Header().Set("Content-Length", strconv.Itoa(len(answer)))
+		w.WriteHeader(code)
+		_, _ = io.WriteString(w, answer)
 	})
+}
+
+// callerEndpoint is one CallerController method: the verb it logs, the
+// callme path it calls and the stack trace's tail when the call throws.
+type callerEndpoint struct{ verb, path, stack string }
+
+// springStatus is Spring 5.3's HttpStatus.toString(): "504 GATEWAY_TIMEOUT".
+func springStatus(code int) string {
+	return strconv.Itoa(code) + " " + strings.ToUpper(strings.ReplaceAll(http.StatusText(code), " ", "_"))
 }
 
 // callerStack is the tail of the stack trace Tomcat prints when
@@ -120,6 +183,20 @@ const callerStack = "\tat org.springframework.web.client.DefaultResponseErrorHan
 	"\tat org.springframework.web.client.RestTemplate.getForObject(RestTemplate.java:335) ~[spring-web-5.3.8.jar:5.3.8]\n" +
 	"\tat pl.piomin.services.caller.controller.CallerController.ping(CallerController.java:31) ~[classes/:na]"
 
+// callerDelayStack and callerErrorStack end the same trace in the other
+// two methods (CallerController.java at 4a0d1b1: lines 47 and 39; the
+// getForEntity frame's line is representative).
+const (
+	callerDelayStack = "\tat org.springframework.web.client.DefaultResponseErrorHandler.handleError(DefaultResponseErrorHandler.java:184) ~[spring-web-5.3.8.jar:5.3.8]\n" +
+		"\tat org.springframework.web.client.DefaultResponseErrorHandler.handleError(DefaultResponseErrorHandler.java:125) ~[spring-web-5.3.8.jar:5.3.8]\n" +
+		"\tat org.springframework.web.client.RestTemplate.getForObject(RestTemplate.java:335) ~[spring-web-5.3.8.jar:5.3.8]\n" +
+		"\tat pl.piomin.services.caller.controller.CallerController.pingWithRandomDelay(CallerController.java:47) ~[classes/:na]"
+	callerErrorStack = "\tat org.springframework.web.client.DefaultResponseErrorHandler.handleError(DefaultResponseErrorHandler.java:184) ~[spring-web-5.3.8.jar:5.3.8]\n" +
+		"\tat org.springframework.web.client.DefaultResponseErrorHandler.handleError(DefaultResponseErrorHandler.java:125) ~[spring-web-5.3.8.jar:5.3.8]\n" +
+		"\tat org.springframework.web.client.RestTemplate.getForEntity(RestTemplate.java:359) ~[spring-web-5.3.8.jar:5.3.8]\n" +
+		"\tat pl.piomin.services.caller.controller.CallerController.pingWithRandomError(CallerController.java:39) ~[classes/:na]"
+)
+
 // restError is what RestTemplate throws, as its message reads.
 type restError struct{ msg string }
 
@@ -127,31 +204,35 @@ func (e restError) Error() string { return e.msg }
 
 // call is RestTemplate.getForObject(url, String.class) through
 // HttpURLConnection: its own headers only, nothing of the inbound request.
-func (c *caller) call(s *Server, in *http.Request) (string, error) {
-	const target = "http://callme-service:8080/callme/ping"
-	req, err := http.NewRequestWithContext(in.Context(), http.MethodGet, c.callee.String(), nil)
+func (c *caller) call(s *Server, in *http.Request, path string) (int, string, error) {
+	target := "http://callme-service:8080" + path
+	u := *c.callee
+	if path != "/callme/ping" {
+		u.Path = path
+	}
+	req, err := http.NewRequestWithContext(in.Context(), http.MethodGet, u.String(), nil)
 	if err != nil {
-		return "", restError{"org.springframework.web.client.ResourceAccessException: I/O error on GET request for \"" + target + "\": " + err.Error()}
+		return 0, "", restError{"org.springframework.web.client.ResourceAccessException: I/O error on GET request for \"" + target + "\": " + err.Error()}
 	}
 	req.Host = s.spec.CalleeHost
 	req.Header.Set("Accept", "text/plain, application/json, application/*+json, */*")
 	req.Header.Set("User-Agent", "Java/11.0.11")
 	resp, err := s.client.Do(req)
 	if err != nil {
-		return "", restError{"org.springframework.web.client.ResourceAccessException: I/O error on GET request for \"" + target +
+		return 0, "", restError{"org.springframework.web.client.ResourceAccessException: I/O error on GET request for \"" + target +
 			"\": Connection refused (Connection refused); nested exception is java.net.ConnectException: Connection refused (Connection refused)"}
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, maxCalleeBody))
 	if err != nil {
-		return "", restError{"org.springframework.web.client.ResourceAccessException: I/O error on GET request for \"" + target + "\": " + err.Error()}
+		return 0, "", restError{"org.springframework.web.client.ResourceAccessException: I/O error on GET request for \"" + target + "\": " + err.Error()}
 	}
 	// Drain what is left (bounded) so the keep-alive connection is reused.
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxCalleeBody))
 	if resp.StatusCode >= 400 {
-		return "", restError{httpStatusException(resp.StatusCode, string(b))}
+		return 0, "", restError{httpStatusException(resp.StatusCode, string(b))}
 	}
-	return string(b), nil
+	return resp.StatusCode, string(b), nil
 }
 
 // httpStatusException is the message of the HttpStatusCodeException

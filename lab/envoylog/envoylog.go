@@ -27,7 +27,7 @@ const (
 )
 
 // Formats lists the known formats.
-func Formats() []string { return []string{Istio, Kuma} }
+func Formats() []string { return []string{Istio, Kuma, IstioJSON, KumaJSON} }
 
 // TimeLayout is Envoy's default %START_TIME% (UTC, milliseconds).
 const TimeLayout = "2006-01-02T15:04:05.000Z"
@@ -118,8 +118,10 @@ func Format(format string, e Entry) (string, error) {
 		return istioLine(e), nil
 	case Kuma:
 		return kumaLine(e), nil
+	case IstioJSON, KumaJSON:
+		return jsonLine(format, e)
 	}
-	return "", fmt.Errorf("access-log format %q: want %s", format, strings.Join(Formats(), " or "))
+	return "", fmt.Errorf("access-log format %q: want %s", format, strings.Join(Formats(), ", "))
 }
 
 // istioLine is Istio's EnvoyTextLogFormat:

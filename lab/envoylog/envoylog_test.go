@@ -1,9 +1,12 @@
 package envoylog
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mesh-verify/mesh-verify/podlogs"
 )
 
 // The istio.io access-log task's lines (docs/real-apps.md, "Envoy access
@@ -197,4 +200,71 @@ func FuzzRoundTrip(f *testing.F) {
 			}
 		}
 	})
+}
+
+// The JSON formats: what the lab writes reads back as the same entry, and
+// mesh-verify's envoy-json presets read the request from it, on the side
+// the upstream cluster (Istio) or the source service (Kuma) says.
+func TestJSONFormatsRoundTripAndMatchThePresets(t *testing.T) {
+	in := Entry{Start: start(t), Method: "GET", Path: "/status/418", Protocol: "HTTP/1.1", Code: 418, Flags: FlagNone,
+		Details: DetailsViaUpstream, BytesOut: 135, Duration: 3 * time.Millisecond, Upstream: time.Millisecond,
+		UserAgent: "curl/7.73.0-DEV", RequestID: "84961386-6d84-929d-98bd-c5aee93b5c88", Authority: "httpbin:8000",
+		UpstreamHost: "127.0.0.1:80", UpstreamCluster: "inbound|8000||", UpstreamLocal: "127.0.0.1:41854",
+		DownstreamLocal: "10.44.1.27:80", DownstreamRemote: "10.44.1.23:37652", Route: "default",
+		Mesh: "default", SourceService: "unknown", DestService: "httpbin_foo_svc_8000", SourceAddress: "10.44.1.27"}
+	for _, c := range []struct {
+		format   string
+		keep     func(Entry) Entry // the fields the format has
+		inbound  string
+		outbound func(*Entry)
+	}{
+		{IstioJSON, func(e Entry) Entry {
+			e.Mesh, e.SourceService, e.DestService, e.SourceAddress = "", "", "", ""
+			return e
+		}, `"upstream_cluster":"inbound|8000||"`, func(e *Entry) { e.UpstreamCluster = "outbound|8000||httpbin.foo.svc.cluster.local" }},
+		{KumaJSON, func(e Entry) Entry {
+			e.Details, e.UpstreamCluster, e.UpstreamLocal, e.DownstreamLocal, e.DownstreamRemote, e.SNI, e.Route = "", "", "", "", "", "", ""
+			return e
+		}, `"kuma_source_service":"unknown"`, func(e *Entry) { e.SourceService = "curl_foo_svc" }},
+	} {
+		line, err := Format(c.format, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(line, c.inbound) || !strings.Contains(line, `"response_code":418`) {
+			t.Errorf("%s: %s", c.format, line)
+		}
+		back, err := Parse(c.format, line)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := c.keep(in)
+		want.Flags = "" // "-" reads back empty, as in the text formats
+		if back != want {
+			t.Errorf("%s: read back %+v, want %+v", c.format, back, want)
+		}
+		for _, side := range []string{"inbound", "outbound"} {
+			e := in
+			if side == "outbound" {
+				c.outbound(&e)
+			}
+			line, _ := Format(c.format, e)
+			for _, preset := range []string{"envoy-json", "envoy-json-outbound"} {
+				p, _ := podlogs.LookupPreset(preset)
+				r := podlogs.NewRule(regexp.MustCompile(p.Match))
+				if p.Exclude != "" {
+					r.Exclude = regexp.MustCompile(p.Exclude)
+				}
+				m, ok := r.Match(podlogs.Line{Text: line})
+				if want := (preset == "envoy-json") == (side == "inbound"); ok != want {
+					t.Errorf("%s %s line: preset %s matched %v", c.format, side, preset, ok)
+				} else if ok && (m.Status != 418 || m.RequestID != in.RequestID || m.Upstream != "127.0.0.1:80" || m.Fields["authority"] != "httpbin:8000") {
+					t.Errorf("%s %s line: preset %s read %+v", c.format, side, preset, m)
+				}
+			}
+		}
+	}
+	if _, err := Parse(IstioJSON, `{"response_code":"x"}`); err == nil {
+		t.Error("a bad response_code parsed")
+	}
 }

@@ -19,13 +19,16 @@ func Parse(format, line string) (Entry, error) {
 	if len(line) > maxLine {
 		return Entry{}, fmt.Errorf("access-log line of %d bytes: longer than %d", len(line), maxLine)
 	}
+	if format == IstioJSON || format == KumaJSON {
+		return parseJSON(format, line)
+	}
 	toks, err := tokens(line)
 	if err != nil {
 		return Entry{}, err
 	}
 	want := map[string]int{Istio: 22, Kuma: 18}[format]
 	if want == 0 {
-		return Entry{}, fmt.Errorf("access-log format %q: want %s", format, strings.Join(Formats(), " or "))
+		return Entry{}, fmt.Errorf("access-log format %q: want %s", format, strings.Join(Formats(), ", "))
 	}
 	if len(toks) != want {
 		return Entry{}, fmt.Errorf("%s access-log line has %d fields, want %d: %q", format, len(toks), want, line)

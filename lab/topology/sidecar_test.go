@@ -112,7 +112,7 @@ func TestSidecarAndIdentityErrors(t *testing.T) {
 		"cluster name with a quote":         {"apps[2].clusterNames.c2", "without quotes or spaces"},
 		"unknown variant":                   {"apps[3].variant", `unknown echo variant "1.17"`},
 		"access log on a sidecar entry":     {"entries[0].accessLog", "set the app's sidecar instead"},
-		"unknown access log":                {"entries[1].accessLog", `unknown access-log format "json" (known: istio, kuma)`},
+		"unknown access log":                {"entries[1].accessLog", `unknown access-log format "json" (known: istio, kuma, istio-json, kuma-json)`},
 	}
 	wantParseErrors(t, "s.yaml", withSidecars, cases, wants)
 }
