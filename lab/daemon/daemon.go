@@ -120,8 +120,12 @@ type Daemon struct {
 	pods      map[podRef]*podRT
 	synced    bool
 	instances map[string]int // simulators and app pods started per entry@cluster (app:name@cluster), for their seeds
-	jobs      map[podRef]*jobRT
-	dying     map[*jobRT]bool // Job processes of pods that are gone, until they end
+	// gwMu guards gateways: each cluster's east-west gateway address
+	// (network.go), read once from its API server.
+	gwMu     sync.Mutex
+	gateways map[string]string
+	jobs     map[podRef]*jobRT
+	dying    map[*jobRT]bool // Job processes of pods that are gone, until they end
 	// routes are the mesh entries' routes (routes.go), by entry name.
 	routes map[string]*entryRoute
 	// meshStores are the caches of the watched mesh objects, per cluster;
@@ -148,6 +152,7 @@ func Run(ctx context.Context, cfg Config) error {
 		dirty:      make(chan struct{}, 1),
 		pods:       map[podRef]*podRT{},
 		instances:  map[string]int{},
+		gateways:   map[string]string{},
 		jobListers: map[string]corelisters.PodLister{},
 		jobQueue: workqueue.NewTypedRateLimitingQueue(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[podRef](100*time.Millisecond, 5*time.Second)),

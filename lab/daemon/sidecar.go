@@ -106,6 +106,15 @@ func (d *Daemon) proxying(e *topology.Entry, sc *podSidecar, elog *entryLog) mes
 			}
 		}
 	}
+	if log := px.AccessLog; log != nil && len(d.cfg.Topology.Networks) > 0 {
+		// A multi-network mesh: Envoy names the endpoint as the mesh
+		// knows it, a pod IP on its own network, the remote network's
+		// gateway otherwise.
+		px.AccessLog = func(a meshsim.Access) {
+			a.Entry.UpstreamHost = d.upstreamHost(e, a.Backend, a.Entry.UpstreamHost)
+			log(a)
+		}
+	}
 	return px
 }
 

@@ -43,6 +43,17 @@ type Topology struct {
 	Apps     []App     `yaml:"apps"`
 	Services []Service `yaml:"services"`
 	Entries  []Entry   `yaml:"entries"`
+	// Networks makes an Istio multi-network mesh: each cluster's network
+	// (Istio's values.global.network), every cluster listed. The lab
+	// renders what samples/multicluster/gen-eastwest-gateway.sh installs
+	// per cluster, an east-west gateway Service (EastWestGateway*) labelled
+	// with the network, and labels the cluster's pods with it as Istio's
+	// injector does. An outbound Envoy line then names the serving pod's
+	// IP on the caller's network and the remote cluster's gateway
+	// (ClusterIP:15443) for an endpoint on another network. kwok gives
+	// every cluster the same pod CIDR, so pod IPs overlap across networks,
+	// as they may in a real multi-network mesh.
+	Networks map[string]string `yaml:"networks,omitempty"`
 
 	// Manifests are the Kubernetes manifests of a topology directory
 	// (ParseDir): the tutorial's own mesh objects, per cluster.
@@ -424,6 +435,9 @@ func (t *Topology) Namespaces(cluster string) []string {
 		if e.Cluster == cluster {
 			set[e.Namespace] = true
 		}
+	}
+	if t.Networks[cluster] != "" {
+		set[EastWestGatewayNamespace] = true
 	}
 	out := make([]string, 0, len(set))
 	for ns := range set {

@@ -73,6 +73,7 @@ func (t *Topology) check() []issue {
 	t.checkServices(c)
 	t.checkApps(c)
 	t.checkEntries(c)
+	t.checkNetworks(c)
 	return c.issues
 }
 
@@ -477,6 +478,24 @@ func (t *Topology) checkPolicy(c *checker, p []any, e *Entry) {
 		// The simulator's own check is the last word on what it accepts.
 		if _, err := meshsim.New(pol.Sim(e.Cluster)); err != nil {
 			c.add(p, "%v", err)
+		}
+	}
+}
+
+// checkNetworks wants a network for every cluster or for none: a cluster
+// without one would be on no network, which Istio does not have.
+func (t *Topology) checkNetworks(c *checker) {
+	if len(t.Networks) == 0 {
+		return
+	}
+	for _, cl := range t.Clusters {
+		if n := t.Networks[cl]; !dnsLabel.MatchString(n) {
+			c.add([]any{"networks", cl}, "want every cluster's network, a name like network1, got %q", n)
+		}
+	}
+	for _, cl := range slices.Sorted(maps.Keys(t.Networks)) {
+		if !slices.Contains(t.Clusters, cl) {
+			c.add([]any{"networks", cl}, "cluster %q is not in clusters %v", cl, t.Clusters)
 		}
 	}
 }
