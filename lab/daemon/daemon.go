@@ -761,7 +761,7 @@ func (d *Daemon) snapshot() *Status {
 			p.Routed = &Routed{
 				Requests: st.Requests, NoUpstream: st.NoUpstream, Connections: st.Connections,
 				ByCluster: st.ByCluster, ByPod: st.ByPod, ByVersion: st.ByVersion,
-				ConnsByCluster: st.ConnsByCluster, Mirrored: st.Mirror.ByCluster,
+				ConnsByCluster: st.ConnsByCluster, Mirrored: st.Mirror.ByCluster, Retries: st.Retries,
 			}
 		}
 		s.Pods = append(s.Pods, p)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -243,5 +244,19 @@ func describeSim(p meshsim.Policy) string {
 	if p.Mirror != nil {
 		tp.Mirror = &topology.Mirror{Version: p.Mirror.Version, Cluster: p.Mirror.Cluster, Percent: p.Mirror.Percent}
 	}
-	return strings.TrimSpace(describePolicy(tp))
+	out := strings.TrimSpace(describePolicy(tp))
+	if r := p.Retry; r != nil && r.Attempts > 0 {
+		var on []string
+		for _, c := range r.Codes {
+			on = append(on, strconv.Itoa(c))
+		}
+		if len(r.Codes) > 8 {
+			on = []string{fmt.Sprintf("%d..%d", r.Codes[0], r.Codes[len(r.Codes)-1])}
+		}
+		if r.ConnectFailure {
+			on = append(on, "connect-failure")
+		}
+		out += fmt.Sprintf(" retries %d on %s", r.Attempts, strings.Join(on, ","))
+	}
+	return out
 }

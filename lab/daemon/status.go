@@ -148,6 +148,9 @@ type Routed struct {
 	ConnsByCluster map[string]int64 `json:"connsByCluster,omitempty"`
 	// Mirrored counts copies sent per cluster.
 	Mirrored map[string]int64 `json:"mirrored,omitempty"`
+	// Retries counts the attempts the route's retry policy sent again:
+	// each reached its backend (and its sidecar's log) once more.
+	Retries int64 `json:"retries,omitempty"`
 }
 
 // Key is cluster/namespace/name.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -41,7 +42,7 @@ func deriveIstio(e Entry, objs Objects) (Route, error) {
 			}
 		}
 	}
-	r := Route{Policy: meshsim.Policy{Mode: meshsim.ModePerPod}}
+	r := Route{Policy: meshsim.Policy{Mode: meshsim.ModePerPod, Retry: istioDefaultRetry()}}
 	if len(vss) == 0 {
 		return r, nil
 	}
@@ -88,7 +89,7 @@ func deriveIstio(e Entry, objs Objects) (Route, error) {
 	}
 	path := fmt.Sprintf("spec.http[%d]", ri)
 	rule := rules[ri].(map[string]any)
-	r.Ignored = append(r.Ignored, prefixed(where(vs, e.Cluster), ignoredFields(rule, path, "route", "mirror", "mirrorPercentage", "mirrorPercent", "mirrors", "name", "match"))...)
+	r.Ignored = append(r.Ignored, prefixed(where(vs, e.Cluster), ignoredFields(rule, path, "route", "mirror", "mirrorPercentage", "mirrorPercent", "mirrors", "name", "match", "retries"))...)
 	subsets, drs, err := istioSubsets(e, objs)
 	if err != nil {
 		return Route{}, err
@@ -157,6 +158,14 @@ func deriveIstio(e Entry, objs Objects) (Route, error) {
 	}
 	usedDR = usedDR || mirrorSubset
 	r.Policy.Mirror = mirror
+	retry, err := istioRetry(e, vs, rule["retries"], path+".retries")
+	if err != nil {
+		return Route{}, err
+	}
+	r.Policy.Retry = retry
+	if rs, ok := rule["retries"].(map[string]any); ok {
+		r.Ignored = append(r.Ignored, prefixed(where(vs, e.Cluster), ignoredFields(rs, path+".retries", "attempts", "retryOn"))...)
+	}
 	if usedDR {
 		for _, dr := range drs {
 			r.From = append(r.From, where(dr, e.Cluster))
@@ -319,4 +328,92 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// istioDefaultRetryOn is what istiod gives a route without retries
+// (pilot/pkg/networking/core/route/retry DefaultPolicy): two retries on
+// connection failures and, as its retriable status codes, 503.
+const istioDefaultRetryOn = "connect-failure,refused-stream,unavailable,cancelled,retriable-status-codes"
+
+// istioDefaultAttempts is the default policy's number of retries.
+const istioDefaultAttempts = 2
+
+func istioDefaultRetry() *meshsim.Retry {
+	r, _ := istioRetryOn(istioDefaultRetryOn)
+	r.Attempts = istioDefaultAttempts
+	return r
+}
+
+// istioRetry reads an HTTPRoute's retries: attempts (0 turns retries off)
+// and retryOn, Envoy's conditions, the default's when unset. Only what the
+// lab's data plane can tell is played: status classes and codes, and
+// connection failures; gRPC conditions never arise over HTTP/1.1.
+func istioRetry(e Entry, vs *unstructured.Unstructured, x any, path string) (*meshsim.Retry, error) {
+	if x == nil {
+		return istioDefaultRetry(), nil
+	}
+	m, err := mapAt(x, vs, e.Cluster, path)
+	if err != nil {
+		return nil, err
+	}
+	n, _, err := numberAt(m["attempts"], vs, e.Cluster, path+".attempts")
+	if err != nil {
+		return nil, err
+	}
+	if n < 0 || n != math.Trunc(n) || n > meshsim.MaxRetries {
+		return nil, fieldError(vs, e.Cluster, path+".attempts", "%v: want a whole number 0..%d (the lab's limit)", n, meshsim.MaxRetries)
+	}
+	on := istioDefaultRetryOn
+	if v, ok := m["retryOn"]; ok {
+		if on, err = stringAt(v, vs, e.Cluster, path+".retryOn"); err != nil {
+			return nil, err
+		}
+	}
+	r, err := istioRetryOn(on)
+	if err != nil {
+		return nil, fieldError(vs, e.Cluster, path+".retryOn", "%v", err)
+	}
+	r.Attempts = int(n)
+	return r, nil
+}
+
+// istioRetryOn reads Envoy's x-envoy-retry-on conditions as Istio takes
+// them (a number is a retriable status code).
+func istioRetryOn(on string) (*meshsim.Retry, error) {
+	r := &meshsim.Retry{}
+	add := func(codes ...int) {
+		for _, c := range codes {
+			if !slices.Contains(r.Codes, c) {
+				r.Codes = append(r.Codes, c)
+			}
+		}
+	}
+	for _, tok := range strings.Split(on, ",") {
+		switch tok = strings.TrimSpace(tok); tok {
+		case "":
+		case "5xx":
+			for c := 500; c <= 599; c++ {
+				add(c)
+			}
+		case "gateway-error":
+			add(502, 503, 504)
+		case "retriable-status-codes":
+			add(503) // istiod's retriable status codes
+		case "connect-failure", "reset", "refused-stream", "reset-before-request":
+			r.ConnectFailure = true
+		case "retriable-4xx":
+			add(409)
+		case "unavailable", "cancelled", "deadline-exceeded", "resource-exhausted", "internal",
+			"retriable-headers", "envoy-ratelimited", "http3-post-connect-failure":
+			// gRPC statuses and header conditions: never met by the lab's apps.
+		default:
+			c, err := strconv.Atoi(tok)
+			if err != nil || c < 100 || c > 599 {
+				return nil, fmt.Errorf("unknown retry condition %q (Envoy's x-envoy-retry-on or an HTTP status)", tok)
+			}
+			add(c)
+		}
+	}
+	slices.Sort(r.Codes)
+	return r, nil
 }

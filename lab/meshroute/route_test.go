@@ -113,9 +113,26 @@ func TestDerive(t *testing.T) {
 		{name: "istio: no VirtualService balances over every pod", entry: istio, objs: map[string]string{"c1": istioDR},
 			want: meshsim.Policy{Mode: meshsim.ModePerPod, Local: "c1"}, clusters: []string{"c1", "c2"}},
 		{name: "istio: weights are relative (not summing to 100 is fine since 1.15)", entry: istio,
-			objs:     map[string]string{"c1": istioDR + "---\n" + strings.Replace(strings.Replace(istioVS, "        weight: 100\n", "        weight: 3\n      - destination:\n          host: callme-service\n          subset: v2\n        weight: 1\n", 1), "      mirror:\n        host: callme-service\n        subset: v2\n      mirrorPercentage:\n        value: 50.\n", "      retries: {attempts: 3}\n", 1)},
-			want:     meshsim.Policy{Mode: meshsim.ModeWeighted, WeightBy: meshsim.ByVersion, Weights: map[string]float64{"v1": 3, "v2": 1}, Local: "c1"},
-			clusters: []string{"c1", "c2"}, ignored: "spec.http[0].retries"},
+			objs: map[string]string{"c1": istioDR + "---\n" + strings.Replace(strings.Replace(istioVS, "        weight: 100\n", "        weight: 3\n      - destination:\n          host: callme-service\n          subset: v2\n        weight: 1\n", 1), "      mirror:\n        host: callme-service\n        subset: v2\n      mirrorPercentage:\n        value: 50.\n", "      retries: {attempts: 3, perTryTimeout: 2s}\n", 1)},
+			want: meshsim.Policy{Mode: meshsim.ModeWeighted, WeightBy: meshsim.ByVersion, Weights: map[string]float64{"v1": 3, "v2": 1}, Local: "c1",
+				Retry: &meshsim.Retry{Attempts: 3, Codes: []int{503}, ConnectFailure: true}},
+			clusters: []string{"c1", "c2"}, ignored: "spec.http[0].retries.perTryTimeout"},
+		{name: "istio: retries on gateway errors", entry: istio,
+			objs: map[string]string{"c1": istioDR + "---\n" + strings.Replace(istioVS, "      mirrorPercentage:\n", "      retries: {attempts: 4, retryOn: \"gateway-error,connect-failure,refused-stream,504\"}\n      mirrorPercentage:\n", 1)},
+			want: meshsim.Policy{Mode: meshsim.ModeWeighted, WeightBy: meshsim.ByVersion, Weights: map[string]float64{"v1": 1}, Mirror: &meshsim.Mirror{Version: "v2", Percent: 50}, Local: "c1",
+				Retry: &meshsim.Retry{Attempts: 4, Codes: []int{502, 503, 504}, ConnectFailure: true}},
+			clusters: []string{"c1", "c2"}},
+		{name: "istio: retries attempts 0 retries nothing", entry: istio,
+			objs: map[string]string{"c1": istioDR + "---\n" + strings.Replace(istioVS, "      mirrorPercentage:\n", "      retries: {attempts: 0}\n      mirrorPercentage:\n", 1)},
+			want: meshsim.Policy{Mode: meshsim.ModeWeighted, WeightBy: meshsim.ByVersion, Weights: map[string]float64{"v1": 1}, Mirror: &meshsim.Mirror{Version: "v2", Percent: 50}, Local: "c1",
+				Retry: &meshsim.Retry{Attempts: 0, Codes: []int{503}, ConnectFailure: true}},
+			clusters: []string{"c1", "c2"}},
+		{name: "istio: an unknown retry condition", entry: istio,
+			objs: map[string]string{"c1": istioDR + "---\n" + strings.Replace(istioVS, "      mirrorPercentage:\n", "      retries: {attempts: 2, retryOn: \"5xx,sometimes\"}\n      mirrorPercentage:\n", 1)},
+			err:  `spec.http[0].retries.retryOn: unknown retry condition "sometimes"`},
+		{name: "istio: too many retries", entry: istio,
+			objs: map[string]string{"c1": istioDR + "---\n" + strings.Replace(istioVS, "      mirrorPercentage:\n", "      retries: {attempts: 11}\n      mirrorPercentage:\n", 1)},
+			err:  `spec.http[0].retries.attempts: 11: want a whole number 0..10`},
 		{name: "istio: mirror without a percentage copies 100%", entry: istio,
 			objs:     map[string]string{"c1": istioDR + "---\n" + strings.Replace(istioVS, "      mirrorPercentage:\n        value: 50.\n", "", 1)},
 			want:     meshsim.Policy{Mode: meshsim.ModeWeighted, WeightBy: meshsim.ByVersion, Weights: map[string]float64{"v1": 1}, Mirror: &meshsim.Mirror{Version: "v2", Percent: 100}, Local: "c1"},
@@ -211,8 +228,13 @@ spec:
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !reflect.DeepEqual(r.Policy, tc.want) {
-				t.Errorf("policy = %+v, want %+v", r.Policy, tc.want)
+			want := tc.want
+			if tc.entry.Mesh == MeshIstio && want.Retry == nil {
+				// istiod's default retry policy, on every route.
+				want.Retry = &meshsim.Retry{Attempts: 2, Codes: []int{503}, ConnectFailure: true}
+			}
+			if !reflect.DeepEqual(r.Policy, want) {
+				t.Errorf("policy = %+v (retry %+v), want %+v (retry %+v)", r.Policy, r.Policy.Retry, want, want.Retry)
 			}
 			if !reflect.DeepEqual(r.Clusters, tc.clusters) {
 				t.Errorf("clusters = %v, want %v", r.Clusters, tc.clusters)

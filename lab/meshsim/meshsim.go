@@ -118,6 +118,9 @@ type Policy struct {
 	PerConnection bool
 	// Mirror, if set, copies a share of the requests to a mirror set.
 	Mirror *Mirror
+	// Retry, if set, sends a request again when its answer or failure is
+	// one the policy retries (an Envoy route's retry policy).
+	Retry *Retry
 	// WeightsAfter, in weighted mode, replaces Weights After the
 	// simulator's first request: a route's configuration push reaching
 	// the data plane during a run, which a CI gate waits for with run
@@ -291,6 +294,16 @@ func validate(p Policy) error {
 	fail := func(format string, a ...any) error {
 		return fmt.Errorf("mesh simulator policy (mode %q): %s", p.Mode, fmt.Sprintf(format, a...))
 	}
+	if r := p.Retry; r != nil {
+		if r.Attempts < 0 || r.Attempts > MaxRetries {
+			return fail("retry attempts %d; want 0..%d", r.Attempts, MaxRetries)
+		}
+		for _, c := range r.Codes {
+			if c < 100 || c > 599 {
+				return fail("retried status %d is no HTTP status", c)
+			}
+		}
+	}
 	for c, v := range p.Costs {
 		if !(v >= 0) || math.IsInf(v, 0) {
 			return fail("link cost of cluster %q is %v; want a finite number >= 0", c, v)
@@ -383,6 +396,11 @@ func clonePolicy(p Policy) Policy {
 	if p.Mirror != nil {
 		m := *p.Mirror
 		p.Mirror = &m
+	}
+	if p.Retry != nil {
+		r := *p.Retry
+		r.Codes = slices.Clone(r.Codes)
+		p.Retry = &r
 	}
 	if p.WeightsAfter != nil {
 		wa := *p.WeightsAfter

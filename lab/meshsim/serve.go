@@ -382,7 +382,7 @@ func (s *Sim) newProxy() *httputil.ReverseProxy {
 			pr.Out.URL.Host = b.Addr
 			pr.Out.Host = pr.In.Host
 		},
-		Transport: s.transport,
+		Transport: retryTransport{s},
 		ModifyResponse: func(resp *http.Response) error {
 			ctx := resp.Request.Context()
 			if ex := envoylog.ExchangeOf(ctx); ex != nil {
