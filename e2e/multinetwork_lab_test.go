@@ -81,26 +81,11 @@ func TestMultiNetworkGatewayUpstream(t *testing.T) {
 	}
 
 	// The log itself: gateway lines for c2, pod lines for c1.
-	st, err := daemon.ReadStatus(l.Dir)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var gwLines, all int
-	for _, p := range st.Pods {
-		if p.Cluster != "c1" || p.App != "caller-service" || p.SidecarLogFile == "" {
-			continue
-		}
-		b, err := os.ReadFile(p.SidecarLogFile)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, line := range strings.Split(string(b), "\n") {
-			if strings.Contains(line, "outbound|") {
-				all++
-				if strings.Contains(line, `"`+gwIP+`:15443"`) {
-					gwLines++
-				}
-			}
+	for _, line := range sidecarLines(t, l, "caller-service", "outbound|") {
+		all++
+		if strings.Contains(line, `"`+gwIP+`:15443"`) {
+			gwLines++
 		}
 	}
 	if int64(gwLines) != sent["c2"] || int64(all-gwLines) != sent["c1"] {
@@ -120,6 +105,32 @@ func routed(t *testing.T, l *lab.Lab) map[string]int64 {
 		if p.Routed != nil {
 			for c, n := range p.Routed.ByCluster {
 				out[c] += n
+			}
+		}
+	}
+	return out
+}
+
+// sidecarLines are the lines containing marker ("inbound|", "outbound|")
+// of the istio-proxy logs of app's pods, as the lab's status names them.
+func sidecarLines(t *testing.T, l *lab.Lab, app, marker string) []string {
+	t.Helper()
+	st, err := daemon.ReadStatus(l.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, p := range st.Pods {
+		if p.App != app || p.SidecarLogFile == "" {
+			continue
+		}
+		b, err := os.ReadFile(p.SidecarLogFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.Contains(line, marker) {
+				out = append(out, line)
 			}
 		}
 	}

@@ -107,23 +107,10 @@ func TestRetriesLogEveryAttempt(t *testing.T) {
 
 	// The log itself: some x-request-id on several lines of callme v1's
 	// istio-proxy, one per attempt.
-	st, err := daemon.ReadStatus(l.Dir)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ids := map[string]int{}
-	for _, p := range st.Pods {
-		if p.App != "callme-service-v1" || p.SidecarLogFile == "" {
-			continue
-		}
-		b, err := os.ReadFile(p.SidecarLogFile)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, line := range strings.Split(string(b), "\n") {
-			if f := strings.Split(line, `" "`); len(f) > 3 && strings.Contains(line, "inbound|") {
-				ids[f[len(f)-3]]++ // …"user agent" "request id" "authority" "upstream"…
-			}
+	for _, line := range sidecarLines(t, l, "callme-service-v1", "inbound|") {
+		if f := strings.Split(line, `" "`); len(f) > 3 {
+			ids[f[len(f)-3]]++ // …"user agent" "request id" "authority" "upstream"…
 		}
 	}
 	var repeated int64

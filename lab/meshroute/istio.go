@@ -310,7 +310,7 @@ func istioMirror(e Entry, vs *unstructured.Unstructured, rule map[string]any, pa
 	if percent == 0 {
 		return nil, true, nil // Istio: 0% mirrors nothing
 	}
-	return &meshsim.Mirror{Version: version, Percent: percent}, true, nil
+	return &meshsim.Mirror{Version: version, Percent: percent, KeepHost: e.IstioNoShadowSuffix}, true, nil
 }
 
 func prefixed(prefix string, paths []string) []string {

@@ -48,6 +48,9 @@ type Entry struct {
 	ServicePort            int32
 	// Clusters are the lab's clusters, in order.
 	Clusters []string
+	// IstioNoShadowSuffix is istiod's DISABLE_SHADOW_HOST_SUFFIX (true by
+	// default since Istio 1.28): mirrored copies keep the primary's Host.
+	IstioNoShadowSuffix bool
 }
 
 // Objects are the mesh objects of every cluster, as the API servers hold

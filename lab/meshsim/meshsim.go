@@ -144,6 +144,10 @@ type Mirror struct {
 	// Percent in [0, 100], with 0.0001 resolution (Envoy counts in
 	// millionths).
 	Percent float64
+	// KeepHost sends the copy with the primary's Host, no "-shadow"
+	// (Envoy's disable_shadow_host_suffix_append; Istio 1.28 and later by
+	// default): only the request id tells a copy from a primary.
+	KeepHost bool
 	// MaxInFlight bounds concurrent copies; when that many are in flight,
 	// further copies are dropped and counted, so a slow mirror cannot grow
 	// memory. Zero means 64.

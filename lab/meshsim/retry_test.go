@@ -84,3 +84,33 @@ func TestRetry(t *testing.T) {
 		})
 	}
 }
+
+// TestMirrorKeepHost: Istio 1.28's mirror copies keep the primary's Host
+// (no "-shadow"), with its request id; without KeepHost they carry it.
+func TestMirrorKeepHost(t *testing.T) {
+	t.Parallel()
+	for _, keep := range []bool{false, true} {
+		v1, v2 := startPod(t, "c1", "callme-v1", "v1"), startPod(t, "c2", "callme-v2", "v2")
+		sim, addr := startSim(t, Policy{Mode: ModePerCluster, Mirror: &Mirror{Version: "v2", Percent: 100, KeepHost: keep}}, backends(v1, v2))
+		const n = 20
+		send(t, client(t), addr, n, func(i int) http.Header {
+			return http.Header{"Host": {"callme-service:8080"}, "X-Request-Id": {"r-" + strconv.Itoa(i)}}
+		})
+		waitFor(t, "mirror copies delivered", func() bool {
+			st := sim.Stats()
+			return st.Mirror.InFlight == 0 && st.Mirror.Sent == n
+		})
+		want := "callme-service-shadow:8080"
+		if keep {
+			want = "callme-service:8080"
+		}
+		if h := v2.hostCounts(); h[want] != n || len(h) != 1 {
+			t.Errorf("KeepHost %v: the mirror pod saw hosts %v, want %d× %s", keep, h, n, want)
+		}
+		ids := v2.requestIDs()
+		slices.Sort(ids)
+		if len(ids) != n || ids[0] != "r-0" {
+			t.Errorf("KeepHost %v: copies' request ids %q, want the primaries'", keep, ids)
+		}
+	}
+}

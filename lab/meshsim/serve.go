@@ -343,6 +343,11 @@ func (s *Sim) mirrorRequest(ctx context.Context, r *http.Request, body []byte, b
 	req.Header = r.Header.Clone()
 	removeHopByHop(req.Header)
 	req.Host = shadowHost(r.Host)
+	s.mu.Lock()
+	if s.p.Mirror != nil && s.p.Mirror.KeepHost {
+		req.Host = r.Host
+	}
+	s.mu.Unlock()
 	return req, nil
 }
 

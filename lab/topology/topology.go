@@ -54,6 +54,9 @@ type Topology struct {
 	// every cluster the same pod CIDR, so pod IPs overlap across networks,
 	// as they may in a real multi-network mesh.
 	Networks map[string]string `yaml:"networks,omitempty"`
+	// Istio is istiod's configuration where it changes what the data
+	// plane does beyond the mesh's objects.
+	Istio IstioConfig `yaml:"istio,omitempty"`
 
 	// Manifests are the Kubernetes manifests of a topology directory
 	// (ParseDir): the tutorial's own mesh objects, per cluster.
@@ -450,4 +453,13 @@ func (t *Topology) Namespaces(cluster string) []string {
 // String is a one-line summary for messages.
 func (t *Topology) String() string {
 	return fmt.Sprintf("topology %s (%d clusters, %d apps, %d entries)", t.Metadata.Name, len(t.Clusters), len(t.Apps), len(t.Entries))
+}
+
+// IstioConfig is istiod's environment as a topology sets it.
+type IstioConfig struct {
+	// DisableShadowHostSuffix is istiod's DISABLE_SHADOW_HOST_SUFFIX: true
+	// (the default since Istio 1.28) sends mirrored copies with the
+	// primary's Host; false (the lab's default, Istio 1.27 and before, or
+	// compatibilityVersion 1.25-1.27) appends "-shadow" to it.
+	DisableShadowHostSuffix bool `yaml:"disableShadowHostSuffix,omitempty"`
 }
