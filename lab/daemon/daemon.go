@@ -122,10 +122,13 @@ type Daemon struct {
 	instances map[string]int // simulators and app pods started per entry@cluster (app:name@cluster), for their seeds
 	// gwMu guards gateways: each cluster's east-west gateway address
 	// (network.go), read once from its API server.
-	gwMu     sync.Mutex
-	gateways map[string]string
-	jobs     map[podRef]*jobRT
-	dying    map[*jobRT]bool // Job processes of pods that are gone, until they end
+	// kumaNoInbound is set while the Kuma MeshAccessLogs log only the
+	// outbound side (meshroute.KumaInboundLogging); guarded by mu.
+	kumaNoInbound bool
+	gwMu          sync.Mutex
+	gateways      map[string]string
+	jobs          map[podRef]*jobRT
+	dying         map[*jobRT]bool // Job processes of pods that are gone, until they end
 	// routes are the mesh entries' routes (routes.go), by entry name.
 	routes map[string]*entryRoute
 	// meshStores are the caches of the watched mesh objects, per cluster;

@@ -16,6 +16,7 @@ import (
 
 	"github.com/mesh-verify/mesh-verify/lab/meshroute"
 	"github.com/mesh-verify/mesh-verify/lab/meshsim"
+	"github.com/mesh-verify/mesh-verify/lab/sidecar"
 	"github.com/mesh-verify/mesh-verify/lab/topology"
 )
 
@@ -135,11 +136,33 @@ func (d *Daemon) syncRoutes(ctx context.Context) error {
 			return err
 		}
 	}
+	d.syncKumaLogging(objs)
 	if changed {
 		d.markDirty()
 		return d.updateBackends(ctx)
 	}
 	return nil
+}
+
+// syncKumaLogging turns the Kuma sidecars' inbound access lines on or off
+// as the MeshAccessLogs say (meshroute.KumaInboundLogging).
+func (d *Daemon) syncKumaLogging(objs meshroute.Objects) {
+	if !slices.ContainsFunc(d.cfg.Topology.Entries, func(e topology.Entry) bool { return e.Mesh == meshroute.MeshKuma }) {
+		return
+	}
+	inbound, why := meshroute.KumaInboundLogging(objs)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.kumaNoInbound == !inbound {
+		return
+	}
+	d.kumaNoInbound = !inbound
+	d.log.Info("kuma sidecars' inbound access log", "on", inbound, "why", why)
+	for _, rt := range d.pods {
+		if rt.proxy != nil && rt.status.SidecarFlavor == sidecar.Kuma {
+			rt.proxy.sc.SetInboundLog(inbound)
+		}
+	}
 }
 
 func routeOf(r *entryRoute) meshroute.Route {

@@ -59,6 +59,11 @@ func (d *Daemon) newSidecar(ref podRef, a *topology.App) (*podSidecar, error) {
 		log.Close()
 		return nil, err
 	}
+	if a.Sidecar == sidecar.Kuma {
+		d.mu.Lock()
+		sc.SetInboundLog(!d.kumaNoInbound)
+		d.mu.Unlock()
+	}
 	return &podSidecar{sc: sc, log: log}, nil
 }
 

@@ -3,6 +3,8 @@ package meshroute
 import (
 	"fmt"
 	"math"
+	"slices"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -290,4 +292,36 @@ func kumaTrafficRoute(e Entry, tr *unstructured.Unstructured) (Route, bool, erro
 		return Route{}, false, err
 	}
 	return r, true, nil
+}
+
+// KumaInboundLogging says whether Kuma's sidecars log the requests they
+// receive, by the MeshAccessLogs of every cluster (the lab's zones share
+// the global control plane's policies): a policy with `from` or `rules`
+// logs the inbound side, one with only `to` the outbound side alone. The
+// sidecars of a topology without any MeshAccessLog log inbound, as the
+// lab always did (a real Kuma logs nothing without one); the names of the
+// policies say why.
+func KumaInboundLogging(objs Objects) (inbound bool, why string) {
+	var outboundOnly []string
+	found := false
+	for c, list := range objs {
+		for _, o := range list {
+			if o.GetKind() != "MeshAccessLog" {
+				continue
+			}
+			found = true
+			spec, _ := o.Object["spec"].(map[string]any)
+			from, _ := spec["from"].([]any)
+			rules, _ := spec["rules"].([]any)
+			if len(from) > 0 || len(rules) > 0 {
+				return true, where(o, c) + " logs the inbound side (spec.from/spec.rules)"
+			}
+			outboundOnly = append(outboundOnly, where(o, c))
+		}
+	}
+	if !found {
+		return true, "no MeshAccessLog: the lab's default, inbound lines"
+	}
+	slices.Sort(outboundOnly)
+	return false, strings.Join(outboundOnly, ", ") + " set only spec.to: outbound lines only"
 }

@@ -38,6 +38,7 @@ func Kinds() []Kind {
 		{istio, "Gateway", MeshIstio},
 		{[]string{"kuma.io/v1alpha1"}, "MeshHTTPRoute", MeshKuma},
 		{[]string{"kuma.io/v1alpha1"}, "TrafficRoute", MeshKuma},
+		{[]string{"kuma.io/v1alpha1"}, "MeshAccessLog", MeshKuma},
 		{[]string{"skupper.io/v2alpha1"}, "Link", MeshSkupper},
 	}
 }

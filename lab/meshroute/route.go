@@ -119,6 +119,7 @@ func Resources(mesh string) []Resource {
 		return []Resource{
 			{GVR: schema.GroupVersionResource{Group: "kuma.io", Version: "v1alpha1", Resource: "meshhttproutes"}, Namespaced: true},
 			{GVR: schema.GroupVersionResource{Group: "kuma.io", Version: "v1alpha1", Resource: "trafficroutes"}},
+			{GVR: schema.GroupVersionResource{Group: "kuma.io", Version: "v1alpha1", Resource: "meshaccesslogs"}, Namespaced: true},
 		}
 	case MeshSkupper:
 		return []Resource{
