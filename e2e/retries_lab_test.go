@@ -2,8 +2,6 @@ package e2e
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -73,36 +71,19 @@ func TestRetriesLogEveryAttempt(t *testing.T) {
 		return n
 	}
 	before := retries()
-	f := filepath.Join(t.TempDir(), "istio-retries.yaml")
-	if err := os.WriteFile(f, []byte(retryScenario), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	r := runBinary(t, ctx, "run", f, "--kubeconfig", l.Kubeconfig)
-	rep := r.Report()
-	if rep == nil {
-		t.Fatalf("no report (exit %d)\n%s\n%s", r.Code, r.Stdout, r.Stderr)
-	}
+	rep, out := runInlineScenario(t, ctx, l, retryScenario)
 	sentAgain := retries() - before
 	if sentAgain == 0 {
-		t.Fatalf("the data plane retried nothing (status.json routed.retries)\n%s", r.Stdout)
+		t.Fatalf("the data plane retried nothing (status.json routed.retries)\n%s", out)
 	}
-	var found bool
-	for _, rc := range rep.Reconciliation {
-		if rc.Source != "logs" {
-			continue
-		}
-		found = true
-		t.Logf("logs: counted %v of %d answered + %d failed; %d retried requests, %d attempt lines; data plane sent %d again; status %s",
-			rc.Counted, rc.Answered, rc.Failed, rc.Retried, rc.Attempts, sentAgain, rc.Status)
-		if rc.Retried == 0 || rc.Attempts != sentAgain {
-			t.Errorf("reconciliation: %d retried requests, %d attempt lines; the data plane sent %d attempts again", rc.Retried, rc.Attempts, sentAgain)
-		}
-		if rc.Status != "ok" {
-			t.Errorf("reconciliation %s: %s", rc.Status, rc.Reason)
-		}
+	rc := logsReconciliation(t, rep, out)
+	t.Logf("logs: counted %v of %d answered + %d failed; %d retried requests, %d attempt lines; data plane sent %d again; status %s",
+		rc.Counted, rc.Answered, rc.Failed, rc.Retried, rc.Attempts, sentAgain, rc.Status)
+	if rc.Retried == 0 || rc.Attempts != sentAgain {
+		t.Errorf("reconciliation: %d retried requests, %d attempt lines; the data plane sent %d attempts again", rc.Retried, rc.Attempts, sentAgain)
 	}
-	if !found {
-		t.Fatalf("no logs reconciliation\n%s", r.Stdout)
+	if rc.Status != "ok" {
+		t.Errorf("reconciliation %s: %s", rc.Status, rc.Reason)
 	}
 
 	// The log itself: some x-request-id on several lines of callme v1's

@@ -96,7 +96,7 @@ func (d *Daemon) proxying(e *topology.Entry, sc *podSidecar, elog *entryLog) mes
 	if format == "" {
 		return meshsim.Proxying{}
 	}
-	px := meshsim.Proxying{Envoy: true}
+	px := meshsim.Proxying{Envoy: true, Edge: e.Edge}
 	switch {
 	case sc != nil:
 		px.AccessLog = func(a meshsim.Access) { sc.sc.Outbound(a.Entry, d.destination(e, a.Backend)) }

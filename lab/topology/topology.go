@@ -171,6 +171,12 @@ type Entry struct {
 	// to its pod's log and sets x-request-id; sidecar entries take their
 	// app's sidecar. Empty: a proxy that adds nothing (Skupper's router).
 	AccessLog string `yaml:"accessLog"`
+	// Edge makes such a gateway the mesh's edge (Istio's ingress gateway,
+	// which since 1.25 always regenerates the id of a request from
+	// outside; Kuma's MeshGateway): it replaces the client's x-request-id
+	// with one of its own, so the id the client sent reaches no log
+	// behind it. Needs AccessLog.
+	Edge bool `yaml:"edge"`
 	// DataPlane plays the policy: DataPlaneSimulator (the default) or
 	// DataPlaneNginx, Debian's nginx with a rendered configuration — a
 	// third party's routing, for the policies nginx can play.

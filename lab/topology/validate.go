@@ -352,6 +352,9 @@ func (t *Topology) checkGateway(c *checker, p []any, e *Entry) {
 	if e.AccessLog != "" && !slices.Contains(envoylog.Formats(), e.AccessLog) {
 		c.add(at(p, "accessLog"), "unknown access-log format %q (known: %s)", e.AccessLog, strings.Join(envoylog.Formats(), ", "))
 	}
+	if e.Edge && e.AccessLog == "" {
+		c.add(at(p, "edge"), "an edge gateway is an Envoy: set accessLog too")
+	}
 	checkPort(c, at(p, "port"), e.Port)
 	if e.Replicas != nil && (*e.Replicas < 0 || *e.Replicas > 20) {
 		c.add(at(p, "replicas"), "want 0..20 replicas, got %d", *e.Replicas)
@@ -367,6 +370,9 @@ func (t *Topology) checkSidecar(c *checker, p []any, e *Entry) {
 	}
 	if e.AccessLog != "" {
 		c.add(at(p, "accessLog"), "a sidecar entry logs as its app's sidecar does: set the app's sidecar instead")
+	}
+	if e.Edge {
+		c.add(at(p, "edge"), "a sidecar is no edge proxy: edge applies to gateway entries only")
 	}
 	a := t.App(e.SidecarOf)
 	switch {
