@@ -249,7 +249,7 @@ func eachLabLine(t *testing.T, file string, fn func(time.Time, string)) {
 // counting the copies, from v2's own lines and from the istio-proxy logs.
 func TestMirrorOffFails(t *testing.T) {
 	t.Parallel() // a lab of its own: runs beside the seed experiments
-	l := mv.Lab(t, e2etest.LabSpec{Topology: editedTopology(t, "istio-mirror", []string{"\n      mirror: {version: v2, percent: 50}", ""})})
+	l := mv.Lab(t, e2etest.LabSpec{Topology: editedTopology(t, "istio-mirror", []string{"      mirror:\n        host: callme-service\n        subset: v2\n      mirrorPercentage:\n        value: 50.\n", ""})})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	for _, name := range []string{"istio-mirror", "istio-mirror-sidecar"} {

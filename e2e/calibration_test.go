@@ -39,7 +39,7 @@ var (
 type labCase struct {
 	name      string   // row name
 	topology  string   // built-in topology
-	edit      []string // old, new pairs applied to the topology's source; none for the correct mesh
+	edit      []string // old, new pairs applied to the topology's files (editedTopology); none for the correct mesh
 	scenarios []string // catalog scenarios run on each lab
 	broken    bool     // the scenarios must FAIL
 }
@@ -50,17 +50,17 @@ var labCases = []labCase{
 	{name: "istio-helloworld", topology: "istio-helloworld", scenarios: []string{"istio-helloworld"}},
 	{name: "cilium-rebel-base", topology: "cilium-rebel-base", scenarios: []string{"cilium-rebel-base"}},
 	{name: "mirror at 20%", topology: "istio-mirror", broken: true, scenarios: []string{"istio-mirror", "istio-mirror-sidecar"},
-		edit: []string{"mirror: {version: v2, percent: 50}", "mirror: {version: v2, percent: 20}"}},
+		edit: []string{"value: 50.", "value: 20"}},
 	{name: "mirror off", topology: "istio-mirror", broken: true, scenarios: []string{"istio-mirror", "istio-mirror-sidecar"},
-		edit: []string{"\n      mirror: {version: v2, percent: 50}", ""}},
+		edit: []string{"      mirror:\n        host: callme-service\n        subset: v2\n      mirrorPercentage:\n        value: 50.\n", ""}},
 	{name: "kuma weights 80/20", topology: "kuma-canary", broken: true, scenarios: []string{"kuma-canary"},
-		edit: []string{"weights: {c1: 90, c2: 10}", "weights: {c1: 80, c2: 20}"}},
+		edit: []string{"weight: 90", "weight: 80", "weight: 10", "weight: 20"}},
 	{name: "skupper-4 link costs ignored", topology: "skupper-4", broken: true, scenarios: []string{"skupper-4"},
-		edit: []string{"costs: {c2: 4, c3: 2}", "costs: {c2: 1, c3: 1}"}},
+		edit: []string{"skupper.io/cost: \"4\"", "skupper.io/cost: \"1\"", "skupper.io/cost: \"2\"", "skupper.io/cost: \"1\""}},
 	{name: "helloworld kept in c1", topology: "istio-helloworld", broken: true, scenarios: []string{"istio-helloworld"},
-		edit: []string{"mode: per-pod", "mode: failover\n      order: [c1]"}},
+		edit: []string{"mesh: istio", "policy: {mode: failover, order: [c1]}"}},
 	{name: "rebel-base kept in c1", topology: "cilium-rebel-base", broken: true, scenarios: []string{"cilium-rebel-base"},
-		edit: []string{"mode: per-pod\n      perConnection: true", "mode: failover\n      order: [c1]"}},
+		edit: []string{"annotations: {service.cilium.io/global: \"true\"}", "annotations: {}"}},
 }
 
 // verdictCount counts one row's verdicts: the scenario's and each expectation's.

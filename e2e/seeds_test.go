@@ -39,12 +39,16 @@ func TestSeedExperimentsInTheLab(t *testing.T) {
 		{"skupper-2", map[string]assert.Verdict{"skupper-2": assert.Pass, "skupper-2-per-pod": assert.Fail}},
 		{"skupper-3", map[string]assert.Verdict{"skupper-3": assert.Pass}},
 		{"skupper-4", map[string]assert.Verdict{"skupper-4": assert.Pass}},
+		// The same from Skupper v2's Link objects.
+		{"skupper-4-v2", map[string]assert.Verdict{"skupper-4": assert.Pass}},
 		// The same mirroring from callme-v2's own lines and from the
 		// istio-proxy access logs joined by the sidecars' x-request-id.
 		{"istio-mirror", map[string]assert.Verdict{"istio-mirror": assert.Pass, "istio-mirror-sidecar": assert.Pass}},
 		{"cilium-c2", map[string]assert.Verdict{"cilium-c2": assert.Pass}},
 		{"cilium-both", map[string]assert.Verdict{"cilium-both": assert.Pass}},
 		{"kuma-canary", map[string]assert.Verdict{"kuma-canary": assert.Pass}},
+		// The same split from the next Kuma release's MeshHTTPRoute.
+		{"kuma-canary-v3", map[string]assert.Verdict{"kuma-canary": assert.Pass}},
 		{"istio-helloworld", map[string]assert.Verdict{"istio-helloworld": assert.Pass}},
 		{"cilium-rebel-base", map[string]assert.Verdict{"cilium-rebel-base": assert.Pass}},
 	}
@@ -172,25 +176,54 @@ func mirroredCount(rep *reports.Report) int64 {
 	return -1
 }
 
-// editedTopology writes the built-in topology with edits applied and
-// fails when one no longer applies (the topology changed; update the
-// caller's edits).
+// editedTopology writes the built-in topology with edits applied (pairs
+// of old and new text, each replaced once in the first of its files that
+// has it: lab.yaml, then a directory's manifests in path order) and
+// returns the file or directory to bring up. It fails when an edit no
+// longer applies (the topology changed; update the caller's edits).
 func editedTopology(t *testing.T, name string, edits []string) string {
 	t.Helper()
 	src, err := topologies.Source(name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := string(src)
-	for i := 0; i+1 < len(edits); i += 2 {
-		if !strings.Contains(s, edits[i]) {
-			t.Fatalf("topology %s has no %q any more; update the test's edits", name, edits[i])
-		}
-		s = strings.Replace(s, edits[i], edits[i+1], 1)
-	}
-	f := filepath.Join(t.TempDir(), name+"-broken.yaml")
-	if err := os.WriteFile(f, []byte(s), 0o644); err != nil {
+	manifests, err := topologies.Manifests(name)
+	if err != nil {
 		t.Fatal(err)
 	}
-	return f
+	files := map[string]string{"": string(src)}
+	for p, b := range manifests {
+		files[p] = string(b)
+	}
+	for i := 0; i+1 < len(edits); i += 2 {
+		done := false
+		for _, p := range slices.Sorted(maps.Keys(files)) {
+			if strings.Contains(files[p], edits[i]) {
+				files[p] = strings.Replace(files[p], edits[i], edits[i+1], 1)
+				done = true
+				break
+			}
+		}
+		if !done {
+			t.Fatalf("topology %s has no %q any more; update the test's edits", name, edits[i])
+		}
+	}
+	if manifests == nil {
+		f := filepath.Join(t.TempDir(), name+"-edited.yaml")
+		if err := os.WriteFile(f, []byte(files[""]), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	dir := filepath.Join(t.TempDir(), name+"-edited")
+	out := map[string][]byte{}
+	for p, s := range files {
+		if p != "" {
+			out[p] = []byte(s)
+		}
+	}
+	if err := topologies.WriteDir(dir, []byte(files[""]), out); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }

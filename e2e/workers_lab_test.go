@@ -393,8 +393,7 @@ func TestLocalityFromTwoSources(t *testing.T) {
 	}{
 		{"affinity local", "cilium-affinity", assert.Pass},
 		{"affinity off", editedTopology(t, "cilium-affinity", []string{
-			"mode: failover\n      order: [c1, c2]", "mode: per-pod",
-			"mode: failover\n      order: [c2, c1]", "mode: per-pod",
+			", service.cilium.io/affinity: local}", "}",
 		}), assert.Fail},
 	} {
 		t.Run(c.name, func(t *testing.T) {

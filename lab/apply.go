@@ -3,6 +3,7 @@ package lab
 import (
 	"context"
 	"fmt"
+	"maps"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -16,10 +17,12 @@ import (
 	"github.com/mesh-verify/mesh-verify/lab/topology"
 )
 
-// applyCluster creates a cluster's node, namespaces, Deployments and
-// Services. The clusters are fresh, so everything is created; an object
-// that exists already (a retried up) is updated to the topology's.
-func applyCluster(ctx context.Context, cfg *rest.Config, cluster string, t *topology.Topology) error {
+// applyCluster creates a cluster's node, namespaces, the topology's
+// manifests (kubectl apply: the meshes' objects, before any pod, so every
+// entry starts with its route), Services and Deployments. The clusters
+// are fresh, so everything is created; an object that exists already (a
+// retried up) is updated to the topology's.
+func applyCluster(ctx context.Context, cfg *rest.Config, cluster string, t *topology.Topology, kubectl kubectlFunc) error {
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return fmt.Errorf("cluster %s: %w", cluster, err)
@@ -53,10 +56,21 @@ func applyCluster(ctx context.Context, cfg *rest.Config, cluster string, t *topo
 			return err
 		}
 	}
+	if err := applyManifests(ctx, kubectl, cluster, t); err != nil {
+		return err
+	}
 	for _, s := range t.ServiceObjects(cluster) {
 		_, err := cs.CoreV1().Services(s.Namespace).Create(ctx, s, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
-			err = nil // a Service's spec is the topology's by construction; keep its ClusterIP
+			// A Service's spec is the topology's by construction: keep its
+			// ClusterIP, but put back its labels and annotations (Cilium's
+			// global/affinity), which a kubectl annotate may have changed.
+			var cur *corev1.Service
+			if cur, err = cs.CoreV1().Services(s.Namespace).Get(ctx, s.Name, metav1.GetOptions{}); err == nil &&
+				(!maps.Equal(cur.Labels, s.Labels) || !maps.Equal(cur.Annotations, s.Annotations)) {
+				cur.Labels, cur.Annotations = s.Labels, s.Annotations
+				_, err = cs.CoreV1().Services(s.Namespace).Update(ctx, cur, metav1.UpdateOptions{})
+			}
 		}
 		if err != nil {
 			return fmt.Errorf("create Service %s/%s in cluster %s: %w", s.Namespace, s.Name, cluster, err)

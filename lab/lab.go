@@ -28,6 +28,7 @@ import (
 	"github.com/mesh-verify/mesh-verify/lab/nginx"
 	"github.com/mesh-verify/mesh-verify/lab/topologies"
 	"github.com/mesh-verify/mesh-verify/lab/topology"
+	"github.com/mesh-verify/mesh-verify/reports"
 )
 
 // Options are shared by the lab commands.
@@ -137,17 +138,22 @@ func Up(ctx context.Context, o Options) (_ *Lab, err error) {
 		return nil, err
 	}
 
-	if st, alive := healthy(ctx, o.Dir, src, o.DataPlane, o.Seed); st != nil {
+	if st, alive := healthy(ctx, o.Dir, src, t.ManifestsDigest(), o.DataPlane, o.Seed); st != nil {
 		// Same topology, API servers alive: apply the topology again
 		// (undoing any `kubectl scale` since) and wait, which is seconds
 		// instead of a new lab. A daemon that died (kill -9, a crash) is
 		// started again; the new one stops what the old one left running.
+		// No prefix: the state's contexts are named in full.
+		k := &kwok.Lab{Bin: kwok.Binaries(st.Bin), Dir: o.Dir, Kubeconfig: st.Kubeconfig}
 		for _, c := range st.Clusters {
 			cfg, err := daemon.RESTConfig(st.Kubeconfig, st.Contexts[c])
 			if err != nil {
 				return nil, fmt.Errorf("cluster %s: %w", c, err)
 			}
-			if err := applyCluster(ctx, cfg, c, t); err != nil {
+			if err := registerCRDs(ctx, kubectlOf(k, st.Contexts[c]), c); err != nil {
+				return nil, err
+			}
+			if err := applyCluster(ctx, cfg, c, t, kubectlOf(k, st.Contexts[c])); err != nil {
 				return nil, err
 			}
 		}
@@ -192,7 +198,7 @@ func Up(ctx context.Context, o Options) (_ *Lab, err error) {
 		}
 	}()
 	st := &State{
-		Topology: t.Metadata.Name, File: t.File, Source: string(src), DataPlane: o.DataPlane, Bin: string(bin),
+		Topology: t.Metadata.Name, File: t.File, Source: string(src), Manifests: t.ManifestsDigest(), DataPlane: o.DataPlane, Bin: string(bin),
 		Kubeconfig: k.Kubeconfig, Clusters: t.Clusters, Contexts: map[string]string{}, Created: time.Now(),
 		Seed: newSeed(o.Seed),
 	}
@@ -205,6 +211,13 @@ func Up(ctx context.Context, o Options) (_ *Lab, err error) {
 		return nil, err
 	}
 	fmt.Fprintf(o.Out, "lab %s: %s\n", t.Metadata.Name, t.Metadata.Seed)
+	// What the mesh objects say that the simulator does not play is said
+	// up front, never dropped silently (the daemon logs it per entry too).
+	if notes, err := t.CheckRoutes(); err == nil {
+		for _, n := range notes {
+			fmt.Fprintf(o.Out, "  %s\n", reports.Printable(n))
+		}
+	}
 	fmt.Fprintf(o.Out, "  routing seed %d (replay this lab's random routing with: mesh-verify lab up --seed %d)\n", st.Seed, st.Seed)
 	// The daemon starts as soon as every API server answers, while the
 	// workloads are still being applied: it serves pods as they appear.
@@ -302,10 +315,15 @@ func createClusters(ctx context.Context, k *kwok.Lab, t *topology.Topology, out 
 				return recreated, fmt.Errorf("cluster %s: %w", c, err)
 			}
 			fmt.Fprintf(out, "  cluster %s: API server up (context %s) in %.1fs\n", c, k.Context(c), time.Since(begin).Seconds())
+			// Before the daemon starts (once every API server answers): it
+			// lists the mesh objects of these kinds.
+			if err := registerCRDs(ctx, kubectlOf(k, c), c); err != nil {
+				return recreated, err
+			}
 			go func() {
 				restarted, err := k.EnsureWatches(ctx, c)
 				if err == nil {
-					err = applyCluster(ctx, cfg, c, t)
+					err = applyCluster(ctx, cfg, c, t, kubectlOf(k, c))
 				}
 				applied <- result{c, restarted, err}
 			}()
@@ -348,9 +366,9 @@ func createClusters(ctx context.Context, k *kwok.Lab, t *topology.Topology, out 
 // healthy returns the state of the lab in dir when it was created from
 // exactly src, data plane dp and seed (when one is asked for) and its API
 // servers answer; alive says whether its daemon runs.
-func healthy(ctx context.Context, dir string, src []byte, dp string, seed *uint64) (st *State, alive bool) {
+func healthy(ctx context.Context, dir string, src []byte, manifests, dp string, seed *uint64) (st *State, alive bool) {
 	st, err := readState(dir)
-	if err != nil || !st.Ready || st.Source != string(src) || st.DataPlane != dp || seed != nil && *seed != st.Seed {
+	if err != nil || !st.Ready || st.Source != string(src) || st.Manifests != manifests || st.DataPlane != dp || seed != nil && *seed != st.Seed {
 		return nil, false
 	}
 	for _, c := range st.Clusters {

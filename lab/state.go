@@ -63,6 +63,10 @@ type State struct {
 	Topology string `json:"topology"`
 	File     string `json:"file"`
 	Source   string `json:"source"`
+	// Manifests identifies the topology directory's manifests as applied
+	// (topology.ManifestsDigest); the daemon reads their objects from the
+	// API servers, not from here.
+	Manifests string `json:"manifests,omitempty"`
 	// DataPlane is `lab up --data-plane`, applied over Source.
 	DataPlane  string            `json:"dataPlane,omitempty"`
 	Bin        string            `json:"bin"`

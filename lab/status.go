@@ -17,6 +17,7 @@ import (
 
 	"github.com/mesh-verify/mesh-verify/lab/daemon"
 	"github.com/mesh-verify/mesh-verify/lab/topology"
+	"github.com/mesh-verify/mesh-verify/reports"
 )
 
 // ClusterStatus is one cluster as `lab status` sees it.
@@ -256,6 +257,10 @@ func (r *StatusReport) printEntries(w io.Writer) {
 					seed = fmt.Sprintf(", simulator seed %d", p.Seed)
 				}
 				fmt.Fprintf(w, "  %s routes %s/%s (%s%s) to: %s\n", p.Name, e.Namespace, e.To, p.Policy, seed, b)
+				if p.RouteError != "" {
+					// The message quotes the cluster's objects: escaped for the terminal.
+					fmt.Fprintf(w, "    its %s objects are refused, it keeps that route: %s\n", e.Mesh, reports.Printable(p.RouteError))
+				}
 			}
 		}
 	}

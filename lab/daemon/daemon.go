@@ -120,8 +120,20 @@ type Daemon struct {
 	pods      map[podRef]*podRT
 	synced    bool
 	instances map[string]int // simulators and app pods started per entry@cluster (app:name@cluster), for their seeds
-	jobs      map[podRef]*jobRT
-	dying     map[*jobRT]bool // Job processes of pods that are gone, until they end
+	// gwMu guards gateways: each cluster's east-west gateway address
+	// (network.go), read once from its API server.
+	// kumaNoInbound is set while the Kuma MeshAccessLogs log only the
+	// outbound side (meshroute.KumaInboundLogging); guarded by mu.
+	kumaNoInbound bool
+	gwMu          sync.Mutex
+	gateways      map[string]string
+	jobs          map[podRef]*jobRT
+	dying         map[*jobRT]bool // Job processes of pods that are gone, until they end
+	// routes are the mesh entries' routes (routes.go), by entry name.
+	routes map[string]*entryRoute
+	// meshStores are the caches of the watched mesh objects, per cluster;
+	// written before the informers start, read-only after.
+	meshStores map[string][]cache.Store
 }
 
 // Run serves until ctx ends, then stops every backend it started.
@@ -143,11 +155,14 @@ func Run(ctx context.Context, cfg Config) error {
 		dirty:      make(chan struct{}, 1),
 		pods:       map[podRef]*podRT{},
 		instances:  map[string]int{},
+		gateways:   map[string]string{},
 		jobListers: map[string]corelisters.PodLister{},
 		jobQueue: workqueue.NewTypedRateLimitingQueue(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[podRef](100*time.Millisecond, 5*time.Second)),
-		jobs:  map[podRef]*jobRT{},
-		dying: map[*jobRT]bool{},
+		jobs:       map[podRef]*jobRT{},
+		dying:      map[*jobRT]bool{},
+		routes:     map[string]*entryRoute{},
+		meshStores: map[string][]cache.Store{},
 	}
 	exe, err := os.Executable()
 	if err != nil {
@@ -202,12 +217,19 @@ func (d *Daemon) run(ctx context.Context) error {
 		factories = append(factories, jf)
 		jf.Start(runCtx.Done())
 	}
+	meshSyncs, meshFactories, err := d.watchMesh(runCtx.Done())
 	defer func() {
 		cancel()
 		for _, f := range factories {
 			f.Shutdown()
 		}
+		for _, f := range meshFactories {
+			f.Shutdown()
+		}
 	}()
+	if err != nil {
+		return err
+	}
 	syncCtx, syncCancel := context.WithTimeout(runCtx, syncTimeout)
 	ok := cache.WaitForCacheSync(syncCtx.Done(), syncs...)
 	syncCancel()
@@ -216,6 +238,21 @@ func (d *Daemon) run(ctx context.Context) error {
 			return nil
 		}
 		return fmt.Errorf("pods of clusters %s not listed within %v: are the API servers up?", strings.Join(d.cfg.Topology.Clusters, ", "), syncTimeout)
+	}
+	if len(meshSyncs) > 0 {
+		meshCtx, meshCancel := context.WithTimeout(runCtx, meshSyncTimeout)
+		ok := cache.WaitForCacheSync(meshCtx.Done(), meshSyncs...)
+		meshCancel()
+		if !ok {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("the mesh objects the entries route by (%v) were not listed within %v: are the lab's CRDs registered (lab up registers lab/crds)?", meshResources(d.cfg.Topology), meshSyncTimeout)
+		}
+		// Before any pod: an entry's data plane starts with its route.
+		if err := d.syncRoutes(runCtx); err != nil {
+			return err
+		}
 	}
 	d.mu.Lock()
 	d.synced = true
@@ -312,6 +349,9 @@ func (d *Daemon) processNext(ctx context.Context) bool {
 // sync brings one pod's backend in line with the pod: started when the
 // pod is scheduled, stopped when it terminates or disappears.
 func (d *Daemon) sync(ctx context.Context, ref podRef) error {
+	if ref == routesRef {
+		return d.syncRoutes(ctx)
+	}
 	pod, err := d.listers[ref.cluster].Pods(ref.namespace).Get(ref.name)
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("get pod %s/%s from the cache of cluster %s: %w", ref.namespace, ref.name, ref.cluster, err)
@@ -396,10 +436,16 @@ func (d *Daemon) startPod(ctx context.Context, ref podRef, pod *corev1.Pod) (rt 
 			return nil, fmt.Errorf("pod %s: %w", ref, err)
 		}
 		rt.status.Role, rt.status.App, rt.status.Kind = RoleEntry, e.Name, "mesh-entry"
-		rt.status.Port, rt.status.Addr, rt.status.Policy = e.Port.Number, rt.plane.dp.Addr(), describePolicy(e.Policy)
+		rt.status.Port, rt.status.Addr, rt.status.Policy = e.Port.Number, rt.plane.dp.Addr(), describeSim(rt.plane.policy)
 		rt.status.DataPlane, rt.status.DataPlaneLog = dataPlaneName(e), rt.plane.dp.Log()
 		rt.elog.Line("mesh entry %s (data plane: %s) in cluster %s: policy %s; routes Service %s/%s across clusters %s; listening on %s",
 			e.Name, rt.status.DataPlane, ref.cluster, rt.status.Policy, e.Namespace, e.To, strings.Join(topo.Clusters, ", "), rt.plane.dp.Addr())
+		if e.Mesh != "" {
+			d.mu.Lock()
+			r := routeOf(d.routes[e.Name])
+			d.mu.Unlock()
+			rt.elog.Line("route from the mesh's objects: %s", r.Describe())
+		}
 	case pod.Labels[topology.LabelLabApp] != "":
 		name := pod.Labels[topology.LabelLabApp]
 		a := topo.App(name)
@@ -420,7 +466,7 @@ func (d *Daemon) startPod(ctx context.Context, ref podRef, pod *corev1.Pod) (rt 
 				return nil, fmt.Errorf("sidecar of pod %s: %w", ref, err)
 			}
 			spec.Callee, spec.CalleeHost = "http://"+rt.plane.dp.Addr(), a.Calls
-			rt.status.Sidecar, rt.status.Policy = rt.plane.dp.Addr(), describePolicy(e.Policy)
+			rt.status.Sidecar, rt.status.Policy = rt.plane.dp.Addr(), describeSim(rt.plane.policy)
 			rt.status.DataPlane, rt.status.DataPlaneLog = dataPlaneName(e), rt.plane.dp.Log()
 		}
 		// The app's lifetime is the pod's, not this sync's: stopPod closes it.
@@ -575,7 +621,7 @@ func (d *Daemon) backendsLocked(e *topology.Entry) (bs []meshsim.Backend, names 
 			continue // a terminating pod has left the endpoints
 		}
 		a := d.cfg.Topology.App(other.status.App)
-		if a == nil || a.Service != e.To || a.Namespace != e.Namespace {
+		if a == nil || a.Service != e.To || a.Namespace != e.Namespace || !d.reachesLocked(e, other.status.Cluster) {
 			continue
 		}
 		bs = append(bs, meshsim.Backend{
@@ -718,7 +764,7 @@ func (d *Daemon) snapshot() *Status {
 			p.Routed = &Routed{
 				Requests: st.Requests, NoUpstream: st.NoUpstream, Connections: st.Connections,
 				ByCluster: st.ByCluster, ByPod: st.ByPod, ByVersion: st.ByVersion,
-				ConnsByCluster: st.ConnsByCluster, Mirrored: st.Mirror.ByCluster,
+				ConnsByCluster: st.ConnsByCluster, Mirrored: st.Mirror.ByCluster, Retries: st.Retries,
 			}
 		}
 		s.Pods = append(s.Pods, p)

@@ -33,6 +33,8 @@ type entryPlane struct {
 	dp    dataPlane
 	// seed seeds the simulator's random choices (nginx has its own).
 	seed uint64
+	// policy is the one the data plane started with.
+	policy meshsim.Policy
 }
 
 // simPlane runs a meshsim.Sim on a loopback listener.
@@ -72,24 +74,27 @@ func (p nginxPlane) Stop()                 { p.p.Stop(stopTimeout) }
 // startPlane starts the data plane of entry e for the pod ref; px says
 // how the simulator proxies (nginx logs and proxies as nginx does).
 func (d *Daemon) startPlane(ctx context.Context, e *topology.Entry, ref podRef, px meshsim.Proxying) (*entryPlane, error) {
+	p, err := d.entryPolicy(e)
+	if err != nil {
+		return nil, err
+	}
 	if e.UsesNginx() {
 		bin, err := d.nginx.binary(d.cfg.Dir)
 		if err != nil {
 			return nil, fmt.Errorf("entry %s: %w", e.Name, err)
 		}
 		dir := filepath.Join(d.cfg.Dir, "nginx", ref.cluster+"_"+ref.namespace+"_"+ref.name)
-		p, err := nginx.Start(ctx, bin, dir, e.Policy.Sim(e.Cluster))
+		np, err := nginx.Start(ctx, bin, dir, p)
 		if err != nil {
 			return nil, fmt.Errorf("entry %s: %w", e.Name, err)
 		}
-		d.log.Info("nginx data plane started", "entry", e.Name, "pod", ref.String(), "pid", p.PID(), "addr", p.Addr())
-		return &entryPlane{entry: e, dp: nginxPlane{p}}, nil
+		d.log.Info("nginx data plane started", "entry", e.Name, "pod", ref.String(), "pid", np.PID(), "addr", np.Addr())
+		return &entryPlane{entry: e, dp: nginxPlane{np}, policy: p}, nil
 	}
 	d.mu.Lock()
 	instance := d.instances[e.Name+"@"+ref.cluster]
 	d.instances[e.Name+"@"+ref.cluster]++
 	d.mu.Unlock()
-	p := e.Policy.Sim(e.Cluster)
 	p.Seed = entrySeed(d.cfg.Seed, e.Name, ref.cluster, instance)
 	s, err := meshsim.New(p)
 	if err != nil {
@@ -107,7 +112,7 @@ func (d *Daemon) startPlane(ctx context.Context, e *topology.Entry, ref podRef, 
 			d.log.Error("mesh simulator stopped", "entry", e.Name, "err", err)
 		}
 	}()
-	return &entryPlane{entry: e, dp: out, seed: p.Seed}, nil
+	return &entryPlane{entry: e, dp: out, seed: p.Seed, policy: p}, nil
 }
 
 // NginxBinary is where the daemon of the lab in dir copies nginx: every

@@ -59,6 +59,11 @@ func (d *Daemon) newSidecar(ref podRef, a *topology.App) (*podSidecar, error) {
 		log.Close()
 		return nil, err
 	}
+	if a.Sidecar == sidecar.Kuma {
+		d.mu.Lock()
+		sc.SetInboundLog(!d.kumaNoInbound)
+		d.mu.Unlock()
+	}
 	return &podSidecar{sc: sc, log: log}, nil
 }
 
@@ -91,7 +96,7 @@ func (d *Daemon) proxying(e *topology.Entry, sc *podSidecar, elog *entryLog) mes
 	if format == "" {
 		return meshsim.Proxying{}
 	}
-	px := meshsim.Proxying{Envoy: true}
+	px := meshsim.Proxying{Envoy: true, Edge: e.Edge}
 	switch {
 	case sc != nil:
 		px.AccessLog = func(a meshsim.Access) { sc.sc.Outbound(a.Entry, d.destination(e, a.Backend)) }
@@ -106,6 +111,15 @@ func (d *Daemon) proxying(e *topology.Entry, sc *podSidecar, elog *entryLog) mes
 			}
 		}
 	}
+	if log := px.AccessLog; log != nil && len(d.cfg.Topology.Networks) > 0 {
+		// A multi-network mesh: Envoy names the endpoint as the mesh
+		// knows it, a pod IP on its own network, the remote network's
+		// gateway otherwise.
+		px.AccessLog = func(a meshsim.Access) {
+			a.Entry.UpstreamHost = d.upstreamHost(e, a.Backend, a.Entry.UpstreamHost)
+			log(a)
+		}
+	}
 	return px
 }
 
@@ -115,12 +129,16 @@ func (d *Daemon) destination(e *topology.Entry, b meshsim.Backend) sidecar.Desti
 	if s := d.cfg.Topology.ServiceByName(e.Namespace, e.To); s != nil {
 		dst.Port = s.Port
 	}
-	if e.Policy.Mode == meshsim.ModeWeighted && e.Policy.WeightBy == meshsim.ByVersion {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	switch {
+	case e.Mesh != "":
+		// The subset the VirtualService routes this version to.
+		dst.Subset = routeOf(d.routes[e.Name]).Subsets[b.Version]
+	case e.Policy.Mode == meshsim.ModeWeighted && e.Policy.WeightBy == meshsim.ByVersion:
 		// A split by version routes to DestinationRule subsets named after them.
 		dst.Subset = b.Version
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
 	if rt := d.pods[podRef{cluster: b.Cluster, namespace: e.Namespace, name: b.Pod}]; rt != nil {
 		dst.Workload = rt.status.App
 	}

@@ -64,6 +64,9 @@ type Pod struct {
 	// Policy the entry's routing policy (gateway entries and sidecars).
 	Sidecar string `json:"sidecar,omitempty"`
 	Policy  string `json:"policy,omitempty"`
+	// RouteError says why the entry's mesh objects give no new route (an
+	// object the mesh would refuse); the entry keeps Policy, its last one.
+	RouteError string `json:"routeError,omitempty"`
 	// DataPlane plays the policy: simulator or nginx; DataPlaneLog is
 	// nginx's access log (request id and upstream of every request).
 	DataPlane    string `json:"dataPlane,omitempty"`
@@ -145,6 +148,9 @@ type Routed struct {
 	ConnsByCluster map[string]int64 `json:"connsByCluster,omitempty"`
 	// Mirrored counts copies sent per cluster.
 	Mirrored map[string]int64 `json:"mirrored,omitempty"`
+	// Retries counts the attempts the route's retry policy sent again:
+	// each reached its backend (and its sidecar's log) once more.
+	Retries int64 `json:"retries,omitempty"`
 }
 
 // Key is cluster/namespace/name.

@@ -118,6 +118,9 @@ type Policy struct {
 	PerConnection bool
 	// Mirror, if set, copies a share of the requests to a mirror set.
 	Mirror *Mirror
+	// Retry, if set, sends a request again when its answer or failure is
+	// one the policy retries (an Envoy route's retry policy).
+	Retry *Retry
 	// WeightsAfter, in weighted mode, replaces Weights After the
 	// simulator's first request: a route's configuration push reaching
 	// the data plane during a run, which a CI gate waits for with run
@@ -141,6 +144,10 @@ type Mirror struct {
 	// Percent in [0, 100], with 0.0001 resolution (Envoy counts in
 	// millionths).
 	Percent float64
+	// KeepHost sends the copy with the primary's Host, no "-shadow"
+	// (Envoy's disable_shadow_host_suffix_append; Istio 1.28 and later by
+	// default): only the request id tells a copy from a primary.
+	KeepHost bool
 	// MaxInFlight bounds concurrent copies; when that many are in flight,
 	// further copies are dropped and counted, so a slow mirror cannot grow
 	// memory. Zero means 64.
@@ -198,17 +205,48 @@ func New(p Policy) (*Sim, error) {
 		now:     time.Now,
 	}
 	s.setWeightsLocked(p.Weights)
-	if p.Mirror != nil {
-		s.mirrorN = uint64(math.Round(p.Mirror.Percent * mirrorDenominator / 100))
-		n := p.Mirror.MaxInFlight
-		if n == 0 {
-			n = defaultMirrorInFlight
-		}
-		s.mirrorSem = make(chan struct{}, n)
+	s.setMirrorLocked(p.Mirror)
+	// The copies' bound is fixed for the simulator's life (SetPolicy may
+	// add a mirror later): ServeHTTP reads the channel without the lock.
+	n := defaultMirrorInFlight
+	if p.Mirror != nil && p.Mirror.MaxInFlight > 0 {
+		n = p.Mirror.MaxInFlight
 	}
+	s.mirrorSem = make(chan struct{}, n)
 	s.transport = loopback.Transport(512, 128)
 	s.proxy = s.newProxy()
 	return s, nil
+}
+
+// setMirrorLocked makes m the mirror (nil: none).
+func (s *Sim) setMirrorLocked(m *Mirror) {
+	s.mirrorN = 0
+	if m != nil {
+		s.mirrorN = uint64(math.Round(m.Percent * mirrorDenominator / 100))
+	}
+}
+
+// SetPolicy replaces the policy of a serving simulator, as a control
+// plane's push replaces a data plane's routes (the lab's daemon calls it
+// when a mesh object changes): every request routed from now on follows
+// p. Connections already pinned keep their backend, as Cilium's socket
+// load balancer and Skupper's router keep an open connection where it
+// is; balanced mode's open counts carry over. The random source and its
+// seed stay (p.Seed is ignored), and so does the bound on mirror copies
+// in flight. A policy New would refuse is refused, and the old one stays.
+func (s *Sim) SetPolicy(p Policy) error {
+	p = clonePolicy(p)
+	if err := validate(p); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p.Seed = s.p.Seed
+	s.p = p
+	s.setWeightsLocked(p.Weights)
+	s.setMirrorLocked(p.Mirror)
+	s.first, s.switched = time.Time{}, false
+	return nil
 }
 
 // setWeightsLocked makes w the weights of weighted mode.
@@ -259,6 +297,16 @@ func validWeights(w map[string]float64) error {
 func validate(p Policy) error {
 	fail := func(format string, a ...any) error {
 		return fmt.Errorf("mesh simulator policy (mode %q): %s", p.Mode, fmt.Sprintf(format, a...))
+	}
+	if r := p.Retry; r != nil {
+		if r.Attempts < 0 || r.Attempts > MaxRetries {
+			return fail("retry attempts %d; want 0..%d", r.Attempts, MaxRetries)
+		}
+		for _, c := range r.Codes {
+			if c < 100 || c > 599 {
+				return fail("retried status %d is no HTTP status", c)
+			}
+		}
 	}
 	for c, v := range p.Costs {
 		if !(v >= 0) || math.IsInf(v, 0) {
@@ -352,6 +400,11 @@ func clonePolicy(p Policy) Policy {
 	if p.Mirror != nil {
 		m := *p.Mirror
 		p.Mirror = &m
+	}
+	if p.Retry != nil {
+		r := *p.Retry
+		r.Codes = slices.Clone(r.Codes)
+		p.Retry = &r
 	}
 	if p.WeightsAfter != nil {
 		wa := *p.WeightsAfter

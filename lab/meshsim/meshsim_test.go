@@ -842,3 +842,53 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 	t.Fatalf("timed out waiting for %s", what)
 }
+
+// TestSetPolicyWhileServing changes a serving simulator's weights and
+// mirror the way the lab's daemon does on a VirtualService patch: new
+// requests follow the new policy at once, a keep-alive connection of a
+// per-connection policy keeps its pod, and a policy New refuses is
+// refused with the old one kept.
+func TestSetPolicyWhileServing(t *testing.T) {
+	testutil.NoLeaks(t)
+	v1, v2 := startPod(t, "c1", "callme-v1", "v1"), startPod(t, "c2", "callme-v2", "v2")
+	sim, addr := startSim(t, Policy{Mode: ModeWeighted, WeightBy: ByVersion, Weights: map[string]float64{"v1": 1}, Seed: 3}, backends(v1, v2))
+	c := client(t)
+	if got := send(t, c, addr, 50, nil); !maps.Equal(got, map[string]int{"c1 callme-v1 v1": 50}) {
+		t.Fatalf("before: %v, want everything to v1", got)
+	}
+	if err := sim.SetPolicy(Policy{Mode: ModeWeighted, WeightBy: ByVersion, Weights: map[string]float64{"v1": 0, "v2": 5}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := send(t, c, addr, 50, nil); !maps.Equal(got, map[string]int{"c2 callme-v2 v2": 50}) {
+		t.Fatalf("after the weights changed: %v, want everything to v2", got)
+	}
+	// A mirror added later copies from then on.
+	if err := sim.SetPolicy(Policy{Mode: ModeWeighted, WeightBy: ByVersion, Weights: map[string]float64{"v1": 1}, Mirror: &Mirror{Version: "v2", Percent: 100}}); err != nil {
+		t.Fatal(err)
+	}
+	send(t, c, addr, 20, func(int) http.Header { return http.Header{"Host": {"callme-service:8080"}} })
+	waitFor(t, "20 mirror copies", func() bool { return sim.Stats().Mirror.Sent == 20 })
+	if err := sim.SetPolicy(Policy{Mode: ModeWeighted, WeightBy: ByVersion, Weights: map[string]float64{"v1": -1}}); err == nil {
+		t.Fatal("SetPolicy took a negative weight")
+	}
+	if got := send(t, c, addr, 10, nil); !maps.Equal(got, map[string]int{"c1 callme-v1 v1": 10}) {
+		t.Errorf("after a refused policy: %v, want the previous one (v1)", got)
+	}
+	// Per connection: a pinned connection stays where it is.
+	if err := sim.SetPolicy(Policy{Mode: ModeFailover, Order: []string{"c1", "c2"}, PerConnection: true}); err != nil {
+		t.Fatal(err)
+	}
+	rc := dial(t, addr)
+	if _, body := rc.get(t, "/"); clusterOf(body) != "c1" {
+		t.Fatalf("failover c1 first answered from %q", body)
+	}
+	if err := sim.SetPolicy(Policy{Mode: ModeFailover, Order: []string{"c2", "c1"}, PerConnection: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, body := rc.get(t, "/"); clusterOf(body) != "c1" {
+		t.Errorf("the open connection moved to %q; a per-connection choice stays", body)
+	}
+	if _, body := dial(t, addr).get(t, "/"); clusterOf(body) != "c2" {
+		t.Errorf("a new connection went to %q, want c2 first now", body)
+	}
+}

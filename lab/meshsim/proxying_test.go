@@ -174,3 +174,24 @@ func TestAccessLogOfFailures(t *testing.T) {
 		})
 	}
 }
+
+// TestEdgeRegeneratesRequestID: an edge Envoy (Istio's ingress gateway
+// since 1.25) replaces the client's x-request-id with a UUIDv4 of its own,
+// which its log and the backend share; an inner Envoy keeps it.
+func TestEdgeRegeneratesRequestID(t *testing.T) {
+	t.Parallel()
+	for _, edge := range []bool{false, true} {
+		v1 := startPod(t, "c1", "callme-v1", "v1")
+		log := &accessLog{}
+		_, addr := serveWith(t, Policy{Mode: ModePerPod}, backends(v1), Proxying{Envoy: true, Edge: edge, AccessLog: log.add})
+		call(t, client(t), addr, "callme-service:8080", "client-1")
+		got := log.all()
+		ids := v1.requestIDs()
+		if len(got) != 1 || len(ids) != 1 || got[0].Entry.RequestID != ids[0] {
+			t.Fatalf("edge %v: log %+v, backend ids %q: want one request, one id", edge, got, ids)
+		}
+		if kept := ids[0] == "client-1"; kept == edge || (edge && !uuidV4.MatchString(ids[0])) {
+			t.Errorf("edge %v: the backend got id %q", edge, ids[0])
+		}
+	}
+}

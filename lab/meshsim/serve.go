@@ -52,6 +52,11 @@ type Proxying struct {
 	// Envoy sends a mirror copy through its async client, which the access
 	// log does not record (the mirror target's inbound sidecar logs it).
 	AccessLog func(Access)
+	// Edge makes the Envoy an edge proxy: it replaces the client's
+	// x-request-id with its own (Envoy's use_remote_address without
+	// preserve_external_request_id, what Istio's ingress gateway does
+	// since 1.25).
+	Edge bool
 }
 
 // Access is one request as the data plane's access log records it.
@@ -200,7 +205,7 @@ func (s *Sim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	out := r.Clone(ex.Context(context.WithValue(r.Context(), targetKey{}, b)))
 	// Envoy makes up an x-request-id when the client sent none, so every
 	// hop's log line can be joined; the mirror copy carries the same id.
-	if px.Envoy && out.Header.Get("X-Request-Id") == "" {
+	if px.Envoy && (px.Edge || out.Header.Get("X-Request-Id") == "") {
 		out.Header.Set("X-Request-Id", envoylog.NewRequestID())
 	}
 	s.mu.Lock()
@@ -343,6 +348,11 @@ func (s *Sim) mirrorRequest(ctx context.Context, r *http.Request, body []byte, b
 	req.Header = r.Header.Clone()
 	removeHopByHop(req.Header)
 	req.Host = shadowHost(r.Host)
+	s.mu.Lock()
+	if s.p.Mirror != nil && s.p.Mirror.KeepHost {
+		req.Host = r.Host
+	}
+	s.mu.Unlock()
 	return req, nil
 }
 
@@ -382,7 +392,7 @@ func (s *Sim) newProxy() *httputil.ReverseProxy {
 			pr.Out.URL.Host = b.Addr
 			pr.Out.Host = pr.In.Host
 		},
-		Transport: s.transport,
+		Transport: retryTransport{s},
 		ModifyResponse: func(resp *http.Response) error {
 			ctx := resp.Request.Context()
 			if ex := envoylog.ExchangeOf(ctx); ex != nil {

@@ -14,9 +14,12 @@ type Stats struct {
 	// error"; they are also counted in ByCluster/ByPod/ByVersion, which
 	// record the routing decision.
 	UpstreamErrors int64
-	ByCluster      map[string]int64
-	ByPod          map[string]int64
-	ByVersion      map[string]int64
+	// Retries counts the attempts the retry policy sent again (Retry):
+	// each is one more request the backend received and logged.
+	Retries   int64
+	ByCluster map[string]int64
+	ByPod     map[string]int64
+	ByVersion map[string]int64
 
 	// Connections counts inbound TCP connections accepted by Serve;
 	// OpenConnections is how many are open now.

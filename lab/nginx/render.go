@@ -130,7 +130,11 @@ func Render(p meshsim.Policy, bs []meshsim.Backend, c Conf) (string, error) {
 		target := "      return 204;\n" // nothing to mirror to: the copy is dropped, as Envoy does
 		if len(mirror) > 0 {
 			ups = append(ups, upstream{name: "mirror", servers: servers(mirror, nil)})
-			target = "      proxy_pass http://mirror$request_uri;\n" + proxyHeaders("$lab_shadow_host")
+			host := "$lab_shadow_host"
+			if p.Mirror.KeepHost {
+				host = "$http_host" // no "-shadow" (Istio 1.28 and later)
+			}
+			target = "      proxy_pass http://mirror$request_uri;\n" + proxyHeaders(host)
 		}
 		mirrorSplit = fmt.Sprintf("  split_clients \"${request_id}m\" $lab_mirror {\n    %s copy;\n    * \"\";\n  }\n", percent(bp))
 		mirrorLocation = "    location = " + mirrorPath + " {\n      internal;\n      if ($lab_mirror = \"\") { return 204; }\n" + target + "    }\n"

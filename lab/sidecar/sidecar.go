@@ -116,6 +116,8 @@ type Sidecar struct {
 	metrics *metrics
 	logErrs atomic.Int64
 	lines   atomic.Int64
+	// noInbound stops the inbound access lines (SetInboundLog).
+	noInbound atomic.Bool
 
 	// Set by Start.
 	app        string
@@ -275,7 +277,9 @@ func (s *Sidecar) inbound(w http.ResponseWriter, r *http.Request) {
 		e.DownstreamLocal = local.String()
 		e.SourceAddress, _, _ = net.SplitHostPort(local.String())
 	}
-	s.write(e)
+	if !s.noInbound.Load() {
+		s.write(e)
+	}
 	s.metrics.inbound(s.spec, e)
 }
 
@@ -350,3 +354,8 @@ func (s *Sidecar) write(e envoylog.Entry) {
 func kumaService(svc, ns string, port int32) string {
 	return svc + "_" + ns + "_svc_" + strconv.Itoa(int(port))
 }
+
+// SetInboundLog turns the access lines of the requests the sidecar
+// receives on or off (a Kuma MeshAccessLog with only `to:` logs the
+// outbound side alone); its metrics count them either way.
+func (s *Sidecar) SetInboundLog(on bool) { s.noInbound.Store(!on) }

@@ -69,6 +69,12 @@ func (t *Topology) Deployments(cluster string) []*appsv1.Deployment {
 			continue
 		}
 		labels := map[string]string{LabelApp: a.Service, LabelVersion: a.Version, LabelLabApp: a.Name, LabelManaged: "true"}
+		for k, v := range a.Labels {
+			labels[k] = v // validate keeps them off the lab's own keys
+		}
+		if n := t.Networks[cluster]; n != "" {
+			labels[NetworkLabel] = n // as Istio's injector labels a pod
+		}
 		d := deployment(a.Namespace, a.Name, n, labels, a.Kind, a.Port, []corev1.EnvVar{{Name: "VERSION", Value: a.Version}})
 		a.decorate(&d.Spec.Template)
 		out = append(out, d)
@@ -78,6 +84,9 @@ func (t *Topology) Deployments(cluster string) []*appsv1.Deployment {
 			continue
 		}
 		labels := map[string]string{LabelApp: e.Name, LabelEntry: e.Name, LabelManaged: "true"}
+		if n := t.Networks[cluster]; n != "" {
+			labels[NetworkLabel] = n
+		}
 		out = append(out, deployment(e.Namespace, e.Name, e.Pods(), labels, "mesh-entry", e.Port, nil))
 	}
 	return out
@@ -181,7 +190,11 @@ func (t *Topology) ServiceObjects(cluster string) []*corev1.Service {
 		for k, v := range s.Labels {
 			labels[k] = v
 		}
-		out = append(out, service(s.Namespace, s.Name, labels, s.Annotations, map[string]string{LabelApp: s.Name}, s.Port, portName))
+		selector := map[string]string{LabelApp: s.Name}
+		if len(s.Selector) > 0 {
+			selector = s.Selector
+		}
+		out = append(out, service(s.Namespace, s.Name, labels, s.Annotations, selector, s.Port, portName))
 	}
 	for _, e := range t.Entries {
 		if e.Cluster != cluster || !e.Gateway() {
@@ -190,7 +203,43 @@ func (t *Topology) ServiceObjects(cluster string) []*corev1.Service {
 		out = append(out, service(e.Namespace, e.Service, map[string]string{LabelApp: e.Service}, nil,
 			map[string]string{LabelEntry: e.Name}, e.Port.Number, e.Port.Name))
 	}
+	if n := t.Networks[cluster]; n != "" {
+		out = append(out, eastWestGateway(n))
+	}
 	return out
+}
+
+// Istio's multi-network objects (Topology.Networks).
+const (
+	// NetworkLabel is Istio's label of a network's gateway Service and
+	// of its pods.
+	NetworkLabel = "topology.istio.io/network"
+	// EastWestGatewayNamespace and EastWestGatewayName are where
+	// gen-eastwest-gateway.sh installs the gateway; EastWestGatewayPort
+	// is its mTLS port, the upstream a remote sidecar's log names.
+	EastWestGatewayNamespace = "istio-system"
+	EastWestGatewayName      = "istio-eastwestgateway"
+	EastWestGatewayPort      = 15443
+)
+
+// eastWestGateway is the Service gen-eastwest-gateway.sh --network N
+// installs (its LoadBalancer type aside: kwok has no load balancer, so
+// remote sidecars name its ClusterIP). It selects no lab pod: the lab's
+// data plane plays the hop through it.
+func eastWestGateway(network string) *corev1.Service {
+	return &corev1.Service{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: metav1.ObjectMeta{Name: EastWestGatewayName, Namespace: EastWestGatewayNamespace,
+			Labels: map[string]string{"app": EastWestGatewayName, "istio": "eastwestgateway", NetworkLabel: network}},
+		Spec: corev1.ServiceSpec{
+			Type:     corev1.ServiceTypeClusterIP,
+			Selector: map[string]string{"app": EastWestGatewayName, "istio": "eastwestgateway"},
+			Ports: []corev1.ServicePort{{
+				Name: "tls", Port: EastWestGatewayPort, Protocol: corev1.ProtocolTCP,
+				TargetPort: intstr.FromInt32(EastWestGatewayPort),
+			}},
+		},
+	}
 }
 
 func service(ns, name string, labels, annotations, selector map[string]string, port int32, targetPort string) *corev1.Service {

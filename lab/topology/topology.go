@@ -43,6 +43,24 @@ type Topology struct {
 	Apps     []App     `yaml:"apps"`
 	Services []Service `yaml:"services"`
 	Entries  []Entry   `yaml:"entries"`
+	// Networks makes an Istio multi-network mesh: each cluster's network
+	// (Istio's values.global.network), every cluster listed. The lab
+	// renders what samples/multicluster/gen-eastwest-gateway.sh installs
+	// per cluster, an east-west gateway Service (EastWestGateway*) labelled
+	// with the network, and labels the cluster's pods with it as Istio's
+	// injector does. An outbound Envoy line then names the serving pod's
+	// IP on the caller's network and the remote cluster's gateway
+	// (ClusterIP:15443) for an endpoint on another network. kwok gives
+	// every cluster the same pod CIDR, so pod IPs overlap across networks,
+	// as they may in a real multi-network mesh.
+	Networks map[string]string `yaml:"networks,omitempty"`
+	// Istio is istiod's configuration where it changes what the data
+	// plane does beyond the mesh's objects.
+	Istio IstioConfig `yaml:"istio,omitempty"`
+
+	// Manifests are the Kubernetes manifests of a topology directory
+	// (ParseDir): the tutorial's own mesh objects, per cluster.
+	Manifests []Manifest `yaml:"-"`
 
 	// File is where the topology was loaded from ("builtin:NAME" for the
 	// embedded catalog).
@@ -100,6 +118,9 @@ type App struct {
 	// Variant picks a release of the real app where its format changed:
 	// echo "1.18" prints Istio 1.18's body (an empty Cluster= line).
 	Variant string `yaml:"variant"`
+	// Labels are more pod labels, the tutorial's own (Cilium's rebel-base
+	// pods carry name=rebel-base), beside the lab's app and version.
+	Labels map[string]string `yaml:"labels"`
 }
 
 // Service is a ClusterIP Service over the pods of the apps that name it.
@@ -114,6 +135,8 @@ type Service struct {
 	Clusters    []string          `yaml:"clusters"`
 	Annotations map[string]string `yaml:"annotations"`
 	Labels      map[string]string `yaml:"labels"`
+	// Selector is the tutorial's selector of the pods (default: app=<name>).
+	Selector map[string]string `yaml:"selector"`
 }
 
 // Entry is where traffic enters the simulated mesh. A gateway entry has
@@ -136,13 +159,24 @@ type Entry struct {
 
 	// To is the Service (in the entry's namespace, in every cluster) whose
 	// ready pods are the backends.
-	To     string `yaml:"to"`
+	To string `yaml:"to"`
+	// Mesh routes the entry by that mesh's own objects (lab/meshroute):
+	// the topology's manifests as applied, watched by the daemon, so a
+	// kubectl patch changes the routing. Without it, Policy does: a
+	// lab-only policy for test topologies no mesh object describes.
+	Mesh   string `yaml:"mesh"`
 	Policy Policy `yaml:"policy"`
 	// AccessLog makes a gateway entry an Envoy (Istio's ingress gateway,
 	// Kuma's gateway) that writes this format's access line per request
 	// to its pod's log and sets x-request-id; sidecar entries take their
 	// app's sidecar. Empty: a proxy that adds nothing (Skupper's router).
 	AccessLog string `yaml:"accessLog"`
+	// Edge makes such a gateway the mesh's edge (Istio's ingress gateway,
+	// which since 1.25 always regenerates the id of a request from
+	// outside; Kuma's MeshGateway): it replaces the client's x-request-id
+	// with one of its own, so the id the client sent reaches no log
+	// behind it. Needs AccessLog.
+	Edge bool `yaml:"edge"`
 	// DataPlane plays the policy: DataPlaneSimulator (the default) or
 	// DataPlaneNginx, Debian's nginx with a rendered configuration — a
 	// third party's routing, for the policies nginx can play.
@@ -171,11 +205,15 @@ func (t *Topology) UseDataPlane(dp string) error {
 	for i := range t.Entries {
 		e := &t.Entries[i]
 		e.DataPlane = dp
+		if e.Mesh != "" {
+			continue // its policy comes from the manifests: CheckRoutes below
+		}
 		if err := e.checkDataPlane(); err != nil {
 			errs = append(errs, fmt.Errorf("topology %s, entry %s (mode %s): %w", t.Metadata.Name, e.Name, e.Policy.Mode, err))
 		}
 	}
-	return errors.Join(errs...)
+	_, err := t.CheckRoutes()
+	return errors.Join(append(errs, err)...)
 }
 
 // checkDataPlane says why the entry's data plane cannot play its policy.
@@ -407,6 +445,9 @@ func (t *Topology) Namespaces(cluster string) []string {
 			set[e.Namespace] = true
 		}
 	}
+	if t.Networks[cluster] != "" {
+		set[EastWestGatewayNamespace] = true
+	}
 	out := make([]string, 0, len(set))
 	for ns := range set {
 		out = append(out, ns)
@@ -418,4 +459,13 @@ func (t *Topology) Namespaces(cluster string) []string {
 // String is a one-line summary for messages.
 func (t *Topology) String() string {
 	return fmt.Sprintf("topology %s (%d clusters, %d apps, %d entries)", t.Metadata.Name, len(t.Clusters), len(t.Apps), len(t.Entries))
+}
+
+// IstioConfig is istiod's environment as a topology sets it.
+type IstioConfig struct {
+	// DisableShadowHostSuffix is istiod's DISABLE_SHADOW_HOST_SUFFIX: true
+	// (the default since Istio 1.28) sends mirrored copies with the
+	// primary's Host; false (the lab's default, Istio 1.27 and before, or
+	// compatibilityVersion 1.25-1.27) appends "-shadow" to it.
+	DisableShadowHostSuffix bool `yaml:"disableShadowHostSuffix,omitempty"`
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"reflect"
 	"regexp"
 	"slices"
 	"sort"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/mesh-verify/mesh-verify/lab/apps"
 	"github.com/mesh-verify/mesh-verify/lab/envoylog"
+	"github.com/mesh-verify/mesh-verify/lab/meshroute"
 	"github.com/mesh-verify/mesh-verify/lab/meshsim"
 	"github.com/mesh-verify/mesh-verify/lab/sidecar"
 )
@@ -71,6 +73,7 @@ func (t *Topology) check() []issue {
 	t.checkServices(c)
 	t.checkApps(c)
 	t.checkEntries(c)
+	t.checkNetworks(c)
 	return c.issues
 }
 
@@ -162,6 +165,16 @@ func (t *Topology) checkServices(c *checker) {
 				}
 			}
 		}
+		for _, a := range t.Apps {
+			if a.Service != s.Name || a.Namespace != s.Namespace || len(s.Selector) == 0 {
+				continue
+			}
+			for _, k := range slices.Sorted(maps.Keys(s.Selector)) {
+				if v, ok := a.Labels[k]; !ok || v != s.Selector[k] {
+					c.add(at(p, "selector", k), "app %s's pods do not carry %s=%s (their labels: app, version and %v): the Service would not select them", a.Name, k, s.Selector[k], a.Labels)
+				}
+			}
+		}
 		switch {
 		case !used:
 			c.add(at(p, "name"), "no app names Service %s as its service: it would select no pod", key)
@@ -180,6 +193,11 @@ func (t *Topology) checkApps(c *checker) {
 		a := &t.Apps[i]
 		p := []any{"apps", i}
 		checkName(c, at(p, "name"), "app (Deployment)", a.Name)
+		for _, k := range slices.Sorted(maps.Keys(a.Labels)) {
+			if k == LabelApp || k == LabelVersion || strings.HasPrefix(k, "lab.mesh-verify.io/") {
+				c.add(at(p, "labels", k), "the lab sets %s itself (service, version and its own labels)", k)
+			}
+		}
 		if j, dup := seen[a.Name]; dup {
 			// Names are global, not per namespace: pods are matched to
 			// their app by the Deployment name label alone.
@@ -299,6 +317,10 @@ func (t *Topology) checkEntries(c *checker) {
 		case to == nil:
 			c.add(at(p, "to"), "no Service %s/%s is declared under services", e.Namespace, e.To)
 		}
+		if e.Mesh != "" {
+			t.checkMesh(c, p, e)
+			continue
+		}
 		t.checkPolicy(c, at(p, "policy"), e)
 		switch {
 		case e.DataPlane != "" && !slices.Contains(DataPlanes(), e.DataPlane):
@@ -311,10 +333,27 @@ func (t *Topology) checkEntries(c *checker) {
 	}
 }
 
+// checkMesh checks an entry routed by its mesh's objects; the route
+// itself is checked against the manifests (CheckRoutes).
+func (t *Topology) checkMesh(c *checker, p []any, e *Entry) {
+	if !slices.Contains(meshroute.Meshes(), e.Mesh) {
+		c.add(at(p, "mesh"), "unknown mesh %q (known: %s)", e.Mesh, strings.Join(meshroute.Meshes(), ", "))
+	}
+	if !reflect.DeepEqual(e.Policy, Policy{}) {
+		c.add(at(p, "policy"), "entry %s routes by %s's own objects (the topology's manifests); a policy would be a second, private truth: remove it", e.Name, e.Mesh)
+	}
+	if e.DataPlane != "" && !slices.Contains(DataPlanes(), e.DataPlane) {
+		c.add(at(p, "dataPlane"), "unknown data plane %q (known: %s)", e.DataPlane, strings.Join(DataPlanes(), ", "))
+	}
+}
+
 func (t *Topology) checkGateway(c *checker, p []any, e *Entry) {
 	checkName(c, at(p, "service"), "Service", e.Service)
 	if e.AccessLog != "" && !slices.Contains(envoylog.Formats(), e.AccessLog) {
 		c.add(at(p, "accessLog"), "unknown access-log format %q (known: %s)", e.AccessLog, strings.Join(envoylog.Formats(), ", "))
+	}
+	if e.Edge && e.AccessLog == "" {
+		c.add(at(p, "edge"), "an edge gateway is an Envoy: set accessLog too")
 	}
 	checkPort(c, at(p, "port"), e.Port)
 	if e.Replicas != nil && (*e.Replicas < 0 || *e.Replicas > 20) {
@@ -331,6 +370,9 @@ func (t *Topology) checkSidecar(c *checker, p []any, e *Entry) {
 	}
 	if e.AccessLog != "" {
 		c.add(at(p, "accessLog"), "a sidecar entry logs as its app's sidecar does: set the app's sidecar instead")
+	}
+	if e.Edge {
+		c.add(at(p, "edge"), "a sidecar is no edge proxy: edge applies to gateway entries only")
 	}
 	a := t.App(e.SidecarOf)
 	switch {
@@ -442,6 +484,24 @@ func (t *Topology) checkPolicy(c *checker, p []any, e *Entry) {
 		// The simulator's own check is the last word on what it accepts.
 		if _, err := meshsim.New(pol.Sim(e.Cluster)); err != nil {
 			c.add(p, "%v", err)
+		}
+	}
+}
+
+// checkNetworks wants a network for every cluster or for none: a cluster
+// without one would be on no network, which Istio does not have.
+func (t *Topology) checkNetworks(c *checker) {
+	if len(t.Networks) == 0 {
+		return
+	}
+	for _, cl := range t.Clusters {
+		if n := t.Networks[cl]; !dnsLabel.MatchString(n) {
+			c.add([]any{"networks", cl}, "want every cluster's network, a name like network1, got %q", n)
+		}
+	}
+	for _, cl := range slices.Sorted(maps.Keys(t.Networks)) {
+		if !slices.Contains(t.Clusters, cl) {
+			c.add([]any{"networks", cl}, "cluster %q is not in clusters %v", cl, t.Clusters)
 		}
 	}
 }

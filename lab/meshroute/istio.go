@@ -1,0 +1,419 @@
+package meshroute
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/mesh-verify/mesh-verify/lab/meshsim"
+)
+
+// istioVersionLabel is the pod label the lab's subsets may select by:
+// the lab's backends are known by cluster and version label only.
+const istioVersionLabel = "version"
+
+// istioDefaultMirrorPercent is Istio's mirror share when the rule sets no
+// percentage (pilot route.go MirrorPercent).
+const istioDefaultMirrorPercent = 100
+
+// deriveIstio reads the VirtualService for the entry's Service in the
+// entry's cluster and namespace (the sidecar's view) and the
+// DestinationRule whose subsets it names. Without a VirtualService the
+// sidecar balances over every endpoint of the Service (per request).
+func deriveIstio(e Entry, objs Objects) (Route, error) {
+	var vss []*unstructured.Unstructured
+	for _, vs := range objs.of(e.Cluster, "VirtualService", e.Namespace) {
+		spec, err := mapAt(vs.Object["spec"], vs, e.Cluster, "spec")
+		if err != nil {
+			return Route{}, err
+		}
+		hosts, err := listAt(spec["hosts"], vs, e.Cluster, "spec.hosts")
+		if err != nil {
+			return Route{}, err
+		}
+		for _, h := range hosts {
+			if s, _ := h.(string); hostMatches(s, e.To, e.Namespace) {
+				vss = append(vss, vs)
+				break
+			}
+		}
+	}
+	r := Route{Policy: meshsim.Policy{Mode: meshsim.ModePerPod, Retry: istioDefaultRetry()}}
+	if len(vss) == 0 {
+		return r, nil
+	}
+	if len(vss) > 1 {
+		var names []string
+		for _, vs := range vss {
+			names = append(names, describe(vs))
+		}
+		// istiod merges several VirtualServices of one host for gateways
+		// only; for sidecars the result depends on their order, which the
+		// lab will not guess.
+		return Route{}, fmt.Errorf("several VirtualServices route host %s for sidecars: %s; the lab routes by exactly one", e.To, strings.Join(names, ", "))
+	}
+	vs := vss[0]
+	r.From = append(r.From, where(vs, e.Cluster))
+	spec, _ := vs.Object["spec"].(map[string]any)
+	r.Ignored = append(r.Ignored, prefixed(where(vs, e.Cluster), ignoredFields(spec, "spec", "hosts", "http", "gateways", "exportTo"))...)
+	if gws, _ := spec["gateways"].([]any); len(gws) > 0 && !slices.Contains(gws, any("mesh")) {
+		return Route{}, fieldError(vs, e.Cluster, "spec.gateways", "binds the routes to gateways %v only, not to the sidecars (add \"mesh\")", gws)
+	}
+	rules, err := listAt(spec["http"], vs, e.Cluster, "spec.http")
+	if err != nil {
+		return Route{}, err
+	}
+	if len(rules) == 0 {
+		return Route{}, fieldError(vs, e.Cluster, "spec.http", "no HTTP route: the lab's entries carry HTTP")
+	}
+	// The first rule without match conditions is what every request of a
+	// scenario matches; rules before it with conditions are reported.
+	ri := -1
+	for i, x := range rules {
+		rule, err := mapAt(x, vs, e.Cluster, fmt.Sprintf("spec.http[%d]", i))
+		if err != nil {
+			return Route{}, err
+		}
+		if m, _ := rule["match"].([]any); len(m) == 0 {
+			ri = i
+			break
+		}
+		r.Ignored = append(r.Ignored, fmt.Sprintf("%s: spec.http[%d].match (the lab routes every request by the first rule without match conditions)", where(vs, e.Cluster), i))
+	}
+	if ri < 0 {
+		return Route{}, fieldError(vs, e.Cluster, "spec.http", "every rule has match conditions; the lab needs one without (its requests match no condition it can tell)")
+	}
+	path := fmt.Sprintf("spec.http[%d]", ri)
+	rule := rules[ri].(map[string]any)
+	r.Ignored = append(r.Ignored, prefixed(where(vs, e.Cluster), ignoredFields(rule, path, "route", "mirror", "mirrorPercentage", "mirrorPercent", "mirrors", "name", "match", "retries"))...)
+	subsets, drs, err := istioSubsets(e, objs)
+	if err != nil {
+		return Route{}, err
+	}
+	dests, err := listAt(rule["route"], vs, e.Cluster, path+".route")
+	if err != nil {
+		return Route{}, err
+	}
+	if len(dests) == 0 {
+		return Route{}, fieldError(vs, e.Cluster, path+".route", "no destination")
+	}
+	weights := map[string]float64{}
+	usedDR := false
+	unweighted := 0
+	allSubsets := true
+	for j, x := range dests {
+		dp := fmt.Sprintf("%s.route[%d]", path, j)
+		d, err := mapAt(x, vs, e.Cluster, dp)
+		if err != nil {
+			return Route{}, err
+		}
+		r.Ignored = append(r.Ignored, prefixed(where(vs, e.Cluster), ignoredFields(d, dp, "destination", "weight"))...)
+		version, hasSubset, err := istioDestination(e, vs, d["destination"], dp+".destination", subsets)
+		if err != nil {
+			return Route{}, err
+		}
+		if hasSubset {
+			if r.Subsets == nil {
+				r.Subsets = map[string]string{}
+			}
+			r.Subsets[version], _ = stringAt(d["destination"].(map[string]any)["subset"], vs, e.Cluster, dp+".destination.subset")
+		}
+		usedDR = usedDR || hasSubset
+		allSubsets = allSubsets && hasSubset
+		w, set, err := numberAt(d["weight"], vs, e.Cluster, dp+".weight")
+		if err != nil {
+			return Route{}, err
+		}
+		if w < 0 || w != math.Trunc(w) || w > math.MaxInt32 {
+			return Route{}, fieldError(vs, e.Cluster, dp+".weight", "%v: want a whole number >= 0 (istiod: weight must not be negative)", w)
+		}
+		if !set || w == 0 {
+			unweighted++
+		}
+		if len(dests) == 1 {
+			w = 1 // a single destination takes everything, whatever its weight (route.go)
+		}
+		if hasSubset {
+			weights[version] += w
+		}
+	}
+	if len(dests) > 1 && unweighted == len(dests) {
+		return Route{}, fieldError(vs, e.Cluster, path+".route", "%d destinations and none has a weight: total destination weight = 0 (istiod refuses it)", len(dests))
+	}
+	switch {
+	case allSubsets:
+		r.Policy = meshsim.Policy{Mode: meshsim.ModeWeighted, WeightBy: meshsim.ByVersion, Weights: weights}
+	case len(dests) == 1:
+		r.Policy = meshsim.Policy{Mode: meshsim.ModePerPod}
+	default:
+		return Route{}, fieldError(vs, e.Cluster, path+".route", "weights between destinations without a subset and with one are not modelled: give every destination a subset")
+	}
+	mirror, mirrorSubset, err := istioMirror(e, vs, rule, path, subsets)
+	if err != nil {
+		return Route{}, err
+	}
+	usedDR = usedDR || mirrorSubset
+	r.Policy.Mirror = mirror
+	retry, err := istioRetry(e, vs, rule["retries"], path+".retries")
+	if err != nil {
+		return Route{}, err
+	}
+	r.Policy.Retry = retry
+	if rs, ok := rule["retries"].(map[string]any); ok {
+		r.Ignored = append(r.Ignored, prefixed(where(vs, e.Cluster), ignoredFields(rs, path+".retries", "attempts", "retryOn"))...)
+	}
+	if usedDR {
+		for _, dr := range drs {
+			r.From = append(r.From, where(dr, e.Cluster))
+			spec, _ := dr.Object["spec"].(map[string]any)
+			r.Ignored = append(r.Ignored, prefixed(where(dr, e.Cluster), ignoredFields(spec, "spec", "host", "subsets", "exportTo"))...)
+		}
+	}
+	return r, nil
+}
+
+// istioSubsets maps subset name to the version its labels select, from
+// the DestinationRules of the entry's Service.
+func istioSubsets(e Entry, objs Objects) (map[string]string, []*unstructured.Unstructured, error) {
+	out := map[string]string{}
+	var drs []*unstructured.Unstructured
+	for _, dr := range objs.of(e.Cluster, "DestinationRule", e.Namespace) {
+		spec, err := mapAt(dr.Object["spec"], dr, e.Cluster, "spec")
+		if err != nil {
+			return nil, nil, err
+		}
+		host, err := stringAt(spec["host"], dr, e.Cluster, "spec.host")
+		if err != nil {
+			return nil, nil, err
+		}
+		if !hostMatches(host, e.To, e.Namespace) {
+			continue
+		}
+		drs = append(drs, dr)
+		subsets, err := listAt(spec["subsets"], dr, e.Cluster, "spec.subsets")
+		if err != nil {
+			return nil, nil, err
+		}
+		for i, x := range subsets {
+			p := fmt.Sprintf("spec.subsets[%d]", i)
+			s, err := mapAt(x, dr, e.Cluster, p)
+			if err != nil {
+				return nil, nil, err
+			}
+			name, err := stringAt(s["name"], dr, e.Cluster, p+".name")
+			if err != nil {
+				return nil, nil, err
+			}
+			labels, err := stringMapAt(s["labels"], dr, e.Cluster, p+".labels")
+			if err != nil {
+				return nil, nil, err
+			}
+			v, ok := labels[istioVersionLabel]
+			if !ok || len(labels) != 1 {
+				return nil, nil, fieldError(dr, e.Cluster, p+".labels", "%v: the lab's subsets select by the label %q alone", labels, istioVersionLabel)
+			}
+			if _, dup := out[name]; dup {
+				return nil, nil, fieldError(dr, e.Cluster, p+".name", "subset %q is defined twice for host %s", name, e.To)
+			}
+			out[name] = v
+		}
+	}
+	return out, drs, nil
+}
+
+// istioDestination checks a destination and returns its subset's version.
+func istioDestination(e Entry, vs *unstructured.Unstructured, v any, path string, subsets map[string]string) (version string, hasSubset bool, err error) {
+	d, err := mapAt(v, vs, e.Cluster, path)
+	if err != nil {
+		return "", false, err
+	}
+	if d == nil {
+		return "", false, fieldError(vs, e.Cluster, path, "missing")
+	}
+	host, err := stringAt(d["host"], vs, e.Cluster, path+".host")
+	if err != nil {
+		return "", false, err
+	}
+	if !hostMatches(host, e.To, e.Namespace) {
+		return "", false, fieldError(vs, e.Cluster, path+".host", "%q is not Service %s/%s, the one entry %s routes", host, e.Namespace, e.To, e.Name)
+	}
+	subset, err := stringAt(d["subset"], vs, e.Cluster, path+".subset")
+	if err != nil || subset == "" {
+		return "", false, err
+	}
+	version, ok := subsets[subset]
+	if !ok {
+		return "", false, fieldError(vs, e.Cluster, path+".subset", "subset %q is not defined by any DestinationRule for host %s in namespace %s (defined: %v)", subset, e.To, e.Namespace, sortedKeys(subsets))
+	}
+	return version, true, nil
+}
+
+// istioMirror reads mirror, mirrorPercentage, mirrorPercent and mirrors[]
+// with Istio's defaults: a mirror without a percentage copies 100%, a
+// percentage of 0 copies nothing, mirrorPercentage wins over mirrorPercent.
+func istioMirror(e Entry, vs *unstructured.Unstructured, rule map[string]any, path string, subsets map[string]string) (*meshsim.Mirror, bool, error) {
+	dest := rule["mirror"]
+	dpath := path + ".mirror"
+	var pct any
+	ppath := ""
+	if ms, _ := rule["mirrors"].([]any); len(ms) > 0 {
+		if dest != nil {
+			return nil, false, fieldError(vs, e.Cluster, path+".mirrors", "set together with mirror; istiod accepts one of them")
+		}
+		if len(ms) > 1 {
+			return nil, false, fieldError(vs, e.Cluster, path+".mirrors", "%d mirrors: the lab plays one", len(ms))
+		}
+		m, err := mapAt(ms[0], vs, e.Cluster, path+".mirrors[0]")
+		if err != nil {
+			return nil, false, err
+		}
+		dest, dpath = m["destination"], path+".mirrors[0].destination"
+		if p, err := mapAt(m["percentage"], vs, e.Cluster, path+".mirrors[0].percentage"); err != nil {
+			return nil, false, err
+		} else if p != nil {
+			pct, ppath = p["value"], path+".mirrors[0].percentage.value"
+		}
+	} else if dest != nil {
+		if p, err := mapAt(rule["mirrorPercentage"], vs, e.Cluster, path+".mirrorPercentage"); err != nil {
+			return nil, false, err
+		} else if p != nil {
+			pct, ppath = p["value"], path+".mirrorPercentage.value"
+		} else if rule["mirrorPercent"] != nil {
+			pct, ppath = rule["mirrorPercent"], path+".mirrorPercent"
+		}
+	}
+	if dest == nil {
+		return nil, false, nil
+	}
+	version, hasSubset, err := istioDestination(e, vs, dest, dpath, subsets)
+	if err != nil {
+		return nil, false, err
+	}
+	if !hasSubset {
+		return nil, false, fieldError(vs, e.Cluster, dpath+".subset", "a mirror without a subset would copy to the primary's own pods; the lab mirrors to a subset")
+	}
+	percent := float64(istioDefaultMirrorPercent)
+	if pct != nil {
+		p, _, err := numberAt(pct, vs, e.Cluster, ppath)
+		if err != nil {
+			return nil, false, err
+		}
+		if !(p >= 0 && p <= 100) {
+			return nil, false, fieldError(vs, e.Cluster, ppath, "%v: want 0..100", p)
+		}
+		percent = p
+	}
+	if percent == 0 {
+		return nil, true, nil // Istio: 0% mirrors nothing
+	}
+	return &meshsim.Mirror{Version: version, Percent: percent, KeepHost: e.IstioNoShadowSuffix}, true, nil
+}
+
+func prefixed(prefix string, paths []string) []string {
+	out := make([]string, len(paths))
+	for i, p := range paths {
+		out[i] = prefix + ": " + p
+	}
+	return out
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// istioDefaultRetryOn is what istiod gives a route without retries
+// (pilot/pkg/networking/core/route/retry DefaultPolicy): two retries on
+// connection failures and, as its retriable status codes, 503.
+const istioDefaultRetryOn = "connect-failure,refused-stream,unavailable,cancelled,retriable-status-codes"
+
+// istioDefaultAttempts is the default policy's number of retries.
+const istioDefaultAttempts = 2
+
+func istioDefaultRetry() *meshsim.Retry {
+	r, _ := istioRetryOn(istioDefaultRetryOn)
+	r.Attempts = istioDefaultAttempts
+	return r
+}
+
+// istioRetry reads an HTTPRoute's retries: attempts (0 turns retries off)
+// and retryOn, Envoy's conditions, the default's when unset. Only what the
+// lab's data plane can tell is played: status classes and codes, and
+// connection failures; gRPC conditions never arise over HTTP/1.1.
+func istioRetry(e Entry, vs *unstructured.Unstructured, x any, path string) (*meshsim.Retry, error) {
+	if x == nil {
+		return istioDefaultRetry(), nil
+	}
+	m, err := mapAt(x, vs, e.Cluster, path)
+	if err != nil {
+		return nil, err
+	}
+	n, _, err := numberAt(m["attempts"], vs, e.Cluster, path+".attempts")
+	if err != nil {
+		return nil, err
+	}
+	if n < 0 || n != math.Trunc(n) || n > meshsim.MaxRetries {
+		return nil, fieldError(vs, e.Cluster, path+".attempts", "%v: want a whole number 0..%d (the lab's limit)", n, meshsim.MaxRetries)
+	}
+	on := istioDefaultRetryOn
+	if v, ok := m["retryOn"]; ok {
+		if on, err = stringAt(v, vs, e.Cluster, path+".retryOn"); err != nil {
+			return nil, err
+		}
+	}
+	r, err := istioRetryOn(on)
+	if err != nil {
+		return nil, fieldError(vs, e.Cluster, path+".retryOn", "%v", err)
+	}
+	r.Attempts = int(n)
+	return r, nil
+}
+
+// istioRetryOn reads Envoy's x-envoy-retry-on conditions as Istio takes
+// them (a number is a retriable status code).
+func istioRetryOn(on string) (*meshsim.Retry, error) {
+	r := &meshsim.Retry{}
+	add := func(codes ...int) {
+		for _, c := range codes {
+			if !slices.Contains(r.Codes, c) {
+				r.Codes = append(r.Codes, c)
+			}
+		}
+	}
+	for _, tok := range strings.Split(on, ",") {
+		switch tok = strings.TrimSpace(tok); tok {
+		case "":
+		case "5xx":
+			for c := 500; c <= 599; c++ {
+				add(c)
+			}
+		case "gateway-error":
+			add(502, 503, 504)
+		case "retriable-status-codes":
+			add(503) // istiod's retriable status codes
+		case "connect-failure", "reset", "refused-stream", "reset-before-request":
+			r.ConnectFailure = true
+		case "retriable-4xx":
+			add(409)
+		case "unavailable", "cancelled", "deadline-exceeded", "resource-exhausted", "internal",
+			"retriable-headers", "envoy-ratelimited", "http3-post-connect-failure":
+			// gRPC statuses and header conditions: never met by the lab's apps.
+		default:
+			c, err := strconv.Atoi(tok)
+			if err != nil || c < 100 || c > 599 {
+				return nil, fmt.Errorf("unknown retry condition %q (Envoy's x-envoy-retry-on or an HTTP status)", tok)
+			}
+			add(c)
+		}
+	}
+	slices.Sort(r.Codes)
+	return r, nil
+}

@@ -1,0 +1,322 @@
+package meshroute
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+
+	"github.com/mesh-verify/mesh-verify/lab/meshsim"
+)
+
+// objects loads YAML manifests per cluster, as `lab up` does (Services,
+// which lab.yaml renders, decoded as they are), with the namespace
+// kubectl would give an object that names none.
+func objects(t *testing.T, byCluster map[string]string) Objects {
+	t.Helper()
+	out := Objects{}
+	for c, src := range byCluster {
+		var objs []*unstructured.Unstructured
+		if strings.Contains(src, "kind: Service\n") {
+			var m map[string]any
+			if err := yaml.Unmarshal([]byte(src), &m); err != nil {
+				t.Fatal(err)
+			}
+			objs = append(objs, &unstructured.Unstructured{Object: m})
+		} else {
+			ms, err := Load(c+".yaml", []byte(src))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range ms {
+				objs = append(objs, m.Object)
+			}
+		}
+		for _, o := range objs {
+			if o.GetNamespace() == "" && o.GetKind() != "TrafficRoute" && o.GetKind() != "Namespace" {
+				o.SetNamespace("default")
+			}
+			out[c] = append(out[c], o)
+		}
+	}
+	return out
+}
+
+// The Istio tutorial's DestinationRule and VirtualService, field for field.
+const istioDR = `apiVersion: networking.istio.io/v1beta1
+kind: DestinationRule
+metadata:
+  name: callme-service-destination
+spec:
+  host: callme-service
+  subsets:
+    - name: v1
+      labels:
+        version: v1
+    - name: v2
+      labels:
+        version: v2
+`
+
+const istioVS = `apiVersion: networking.istio.io/v1beta1
+kind: VirtualService
+metadata:
+  name: callme-service-route
+spec:
+  hosts:
+    - callme-service
+  http:
+    - route:
+      - destination:
+          host: callme-service
+          subset: v1
+        weight: 100
+      mirror:
+        host: callme-service
+        subset: v2
+      mirrorPercentage:
+        value: 50.
+`
+
+func TestDerive(t *testing.T) {
+	t.Parallel()
+	istio := Entry{Name: "istio-proxy", Mesh: MeshIstio, Cluster: "c1", Namespace: "default", To: "callme-service", ServicePort: 8080, Clusters: []string{"c1", "c2"}}
+	kuma := Entry{Name: "edge-gateway", Mesh: MeshKuma, Cluster: "c1", Namespace: "kuma-demo", To: "test-server", ServicePort: 80, Clusters: []string{"c1", "c2"}}
+	skupper := Entry{Name: "skupper-router", Mesh: MeshSkupper, Cluster: "c1", Namespace: "interconnect", To: "app", ServicePort: 8080, Clusters: []string{"c1", "c2", "c3"}}
+	cilium := Entry{Name: "x-wing", Mesh: MeshCilium, Cluster: "c1", Namespace: "default", To: "rebel-base", ServicePort: 80, Clusters: []string{"c1", "c2"}}
+	link := func(cost string) string {
+		s := "apiVersion: v1\nkind: Secret\nmetadata:\n  name: link1\n  namespace: interconnect\n  labels: {skupper.io/type: connection-token}\n"
+		if cost != "" {
+			s += "  annotations: {skupper.io/cost: \"" + cost + "\"}\n"
+		}
+		return s
+	}
+	svc := func(ann string) string {
+		return "apiVersion: v1\nkind: Service\nmetadata:\n  name: rebel-base\n  annotations: {" + ann + "}\nspec: {ports: [{port: 80}]}\n"
+	}
+	tests := []struct {
+		name     string
+		entry    Entry
+		objs     map[string]string
+		want     meshsim.Policy
+		clusters []string
+		ignored  string // a substring of one Ignored entry
+		err      string // a substring of the error
+	}{
+		// A single destination takes every request whatever its weight
+		// (pilot route.go): weight 1.
+		{name: "istio tutorial: 100% v1, 50% mirrored to v2", entry: istio, objs: map[string]string{"c1": istioDR + "---\n" + istioVS},
+			want:     meshsim.Policy{Mode: meshsim.ModeWeighted, WeightBy: meshsim.ByVersion, Weights: map[string]float64{"v1": 1}, Mirror: &meshsim.Mirror{Version: "v2", Percent: 50}, Local: "c1"},
+			clusters: []string{"c1", "c2"}},
+		{name: "istio: no VirtualService balances over every pod", entry: istio, objs: map[string]string{"c1": istioDR},
+			want: meshsim.Policy{Mode: meshsim.ModePerPod, Local: "c1"}, clusters: []string{"c1", "c2"}},
+		{name: "istio: weights are relative (not summing to 100 is fine since 1.15)", entry: istio,
+			objs: map[string]string{"c1": istioDR + "---\n" + strings.Replace(strings.Replace(istioVS, "        weight: 100\n", "        weight: 3\n      - destination:\n          host: callme-service\n          subset: v2\n        weight: 1\n", 1), "      mirror:\n        host: callme-service\n        subset: v2\n      mirrorPercentage:\n        value: 50.\n", "      retries: {attempts: 3, perTryTimeout: 2s}\n", 1)},
+			want: meshsim.Policy{Mode: meshsim.ModeWeighted, WeightBy: meshsim.ByVersion, Weights: map[string]float64{"v1": 3, "v2": 1}, Local: "c1",
+				Retry: &meshsim.Retry{Attempts: 3, Codes: []int{503}, ConnectFailure: true}},
+			clusters: []string{"c1", "c2"}, ignored: "spec.http[0].retries.perTryTimeout"},
+		{name: "istio: retries on gateway errors", entry: istio,
+			objs: map[string]string{"c1": istioDR + "---\n" + strings.Replace(istioVS, "      mirrorPercentage:\n", "      retries: {attempts: 4, retryOn: \"gateway-error,connect-failure,refused-stream,504\"}\n      mirrorPercentage:\n", 1)},
+			want: meshsim.Policy{Mode: meshsim.ModeWeighted, WeightBy: meshsim.ByVersion, Weights: map[string]float64{"v1": 1}, Mirror: &meshsim.Mirror{Version: "v2", Percent: 50}, Local: "c1",
+				Retry: &meshsim.Retry{Attempts: 4, Codes: []int{502, 503, 504}, ConnectFailure: true}},
+			clusters: []string{"c1", "c2"}},
+		{name: "istio: retries attempts 0 retries nothing", entry: istio,
+			objs: map[string]string{"c1": istioDR + "---\n" + strings.Replace(istioVS, "      mirrorPercentage:\n", "      retries: {attempts: 0}\n      mirrorPercentage:\n", 1)},
+			want: meshsim.Policy{Mode: meshsim.ModeWeighted, WeightBy: meshsim.ByVersion, Weights: map[string]float64{"v1": 1}, Mirror: &meshsim.Mirror{Version: "v2", Percent: 50}, Local: "c1",
+				Retry: &meshsim.Retry{Attempts: 0, Codes: []int{503}, ConnectFailure: true}},
+			clusters: []string{"c1", "c2"}},
+		{name: "istio: an unknown retry condition", entry: istio,
+			objs: map[string]string{"c1": istioDR + "---\n" + strings.Replace(istioVS, "      mirrorPercentage:\n", "      retries: {attempts: 2, retryOn: \"5xx,sometimes\"}\n      mirrorPercentage:\n", 1)},
+			err:  `spec.http[0].retries.retryOn: unknown retry condition "sometimes"`},
+		{name: "istio: too many retries", entry: istio,
+			objs: map[string]string{"c1": istioDR + "---\n" + strings.Replace(istioVS, "      mirrorPercentage:\n", "      retries: {attempts: 11}\n      mirrorPercentage:\n", 1)},
+			err:  `spec.http[0].retries.attempts: 11: want a whole number 0..10`},
+		{name: "istio: mirror without a percentage copies 100%", entry: istio,
+			objs:     map[string]string{"c1": istioDR + "---\n" + strings.Replace(istioVS, "      mirrorPercentage:\n        value: 50.\n", "", 1)},
+			want:     meshsim.Policy{Mode: meshsim.ModeWeighted, WeightBy: meshsim.ByVersion, Weights: map[string]float64{"v1": 1}, Mirror: &meshsim.Mirror{Version: "v2", Percent: 100}, Local: "c1"},
+			clusters: []string{"c1", "c2"}},
+		{name: "istio: mirrorPercentage 0 mirrors nothing", entry: istio,
+			objs:     map[string]string{"c1": istioDR + "---\n" + strings.Replace(istioVS, "value: 50.", "value: 0", 1)},
+			want:     meshsim.Policy{Mode: meshsim.ModeWeighted, WeightBy: meshsim.ByVersion, Weights: map[string]float64{"v1": 1}, Local: "c1"},
+			clusters: []string{"c1", "c2"}},
+		{name: "istio: a route to an undefined subset", entry: istio, objs: map[string]string{"c1": istioDR + "---\n" + strings.Replace(istioVS, "subset: v1", "subset: v3", 1)},
+			err: `VirtualService default/callme-service-route in cluster c1: spec.http[0].route[0].destination.subset: subset "v3" is not defined by any DestinationRule`},
+		{name: "istio: a negative weight", entry: istio, objs: map[string]string{"c1": istioDR + "---\n" + strings.Replace(istioVS, "weight: 100", "weight: -5", 1)},
+			err: "spec.http[0].route[0].weight: -5: want a whole number >= 0"},
+		{name: "istio: several destinations and no weight", entry: istio,
+			objs: map[string]string{"c1": istioDR + "---\n" + strings.Replace(istioVS, "        weight: 100\n", "      - destination:\n          host: callme-service\n          subset: v2\n", 1)},
+			err:  "spec.http[0].route: 2 destinations and none has a weight"},
+		{name: "kuma: MeshHTTPRoute 90/10 by zone", entry: kuma, objs: map[string]string{"c1": `apiVersion: kuma.io/v1alpha1
+kind: MeshHTTPRoute
+metadata: {name: canary, namespace: kuma-demo}
+spec:
+  targetRef: {kind: Mesh}
+  to:
+    - targetRef: {kind: MeshService, name: test-server}
+      rules:
+        - matches: [{path: {type: PathPrefix, value: /}}]
+          default:
+            backendRefs:
+              - {kind: MeshServiceSubset, name: test-server, tags: {kuma.io/zone: c1}, weight: 90}
+              - {kind: MeshServiceSubset, name: test-server, tags: {kuma.io/zone: c2}, weight: 10}
+`}, want: meshsim.Policy{Mode: meshsim.ModeWeighted, WeightBy: meshsim.ByCluster, Weights: map[string]float64{"c1": 90, "c2": 10}, Local: "c1"},
+			clusters: []string{"c1", "c2"}, ignored: "matches"},
+		{name: "kuma: TrafficRoute by version", entry: kuma, objs: map[string]string{"c1": `apiVersion: kuma.io/v1alpha1
+kind: TrafficRoute
+mesh: default
+metadata: {name: canary}
+spec:
+  sources: [{match: {kuma.io/service: "*"}}]
+  destinations: [{match: {kuma.io/service: test-server_kuma-demo_svc_80}}]
+  conf:
+    split:
+      - {weight: 80, destination: {kuma.io/service: test-server_kuma-demo_svc_80, version: v1}}
+      - {weight: 20, destination: {kuma.io/service: test-server_kuma-demo_svc_80, version: v2}}
+`}, want: meshsim.Policy{Mode: meshsim.ModeWeighted, WeightBy: meshsim.ByVersion, Weights: map[string]float64{"v1": 80, "v2": 20}, Local: "c1"},
+			clusters: []string{"c1", "c2"}},
+		{name: "kuma: TrafficRoute split without a weight", entry: kuma, objs: map[string]string{"c1": `apiVersion: kuma.io/v1alpha1
+kind: TrafficRoute
+metadata: {name: canary}
+spec:
+  destinations: [{match: {kuma.io/service: test-server_kuma-demo_svc_80}}]
+  conf:
+    split:
+      - {destination: {kuma.io/service: test-server_kuma-demo_svc_80, version: v1}}
+`}, err: "TrafficRoute canary in cluster c1: spec.conf.split[0].weight: missing"},
+		{name: "skupper: link Secrets' costs; the router's own site costs 0", entry: skupper,
+			objs:     map[string]string{"c2": link("4"), "c3": link("2")},
+			want:     meshsim.Policy{Mode: meshsim.ModeBalanced, Costs: map[string]float64{"c2": 4, "c3": 2}, Local: "c1"},
+			clusters: []string{"c1", "c2", "c3"}},
+		{name: "skupper: default cost 1; an unlinked site is out of reach", entry: skupper,
+			objs:     map[string]string{"c2": link("")},
+			want:     meshsim.Policy{Mode: meshsim.ModeBalanced, Costs: map[string]float64{"c2": 1}, Local: "c1"},
+			clusters: []string{"c1", "c2"}},
+		{name: "skupper: v2 Link's cost, below 1 clamped to 1", entry: skupper,
+			objs: map[string]string{"c2": "apiVersion: skupper.io/v2alpha1\nkind: Link\nmetadata: {name: l, namespace: interconnect}\nspec: {cost: 0, endpoints: [{host: x}]}\n",
+				"c3": "apiVersion: skupper.io/v2alpha1\nkind: Link\nmetadata: {name: l, namespace: interconnect}\nspec: {cost: 5, endpoints: [{host: x}]}\n"},
+			want:     meshsim.Policy{Mode: meshsim.ModeBalanced, Costs: map[string]float64{"c2": 1, "c3": 5}, Local: "c1"},
+			clusters: []string{"c1", "c2", "c3"}},
+		{name: "skupper: a cost that is no number", entry: skupper, objs: map[string]string{"c2": link("cheap")},
+			err: `Secret interconnect/link1 in cluster c2: metadata.annotations.skupper.io/cost: "cheap"`},
+		{name: "cilium: not global: local backends only", entry: cilium, objs: map[string]string{"c1": svc(""), "c2": svc("service.cilium.io/global: \"true\"")},
+			want: meshsim.Policy{Mode: meshsim.ModePerPod, PerConnection: true, Local: "c1"}, clusters: []string{"c1"}},
+		{name: "cilium: global (legacy annotation): every cluster's pods", entry: cilium,
+			objs: map[string]string{"c1": svc(`io.cilium/global-service: "true"`), "c2": svc(`io.cilium/global-service: "true"`)},
+			want: meshsim.Policy{Mode: meshsim.ModePerPod, PerConnection: true, Local: "c1"}, clusters: []string{"c1", "c2"}},
+		{name: "cilium: affinity local", entry: cilium,
+			objs: map[string]string{"c1": svc(`service.cilium.io/global: "true", service.cilium.io/affinity: local`), "c2": svc(`service.cilium.io/global: "true"`)},
+			want: meshsim.Policy{Mode: meshsim.ModeFailover, Order: []string{"c1", "c2"}, PerConnection: true, Local: "c1"}, clusters: []string{"c1", "c2"}},
+		{name: "cilium: a remote cluster that does not share", entry: cilium,
+			objs: map[string]string{"c1": svc(`service.cilium.io/global: "true"`), "c2": svc(`service.cilium.io/global: "true", service.cilium.io/shared: "false"`)},
+			want: meshsim.Policy{Mode: meshsim.ModePerPod, PerConnection: true, Local: "c1"}, clusters: []string{"c1"}},
+		{name: "cilium: a bad affinity", entry: cilium,
+			objs: map[string]string{"c1": svc(`service.cilium.io/global: "true", service.cilium.io/affinity: nearby`)},
+			err:  `metadata.annotations.service.cilium.io/affinity: "nearby": want local, remote or none`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r, err := Derive(tc.entry, objects(t, tc.objs))
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("Derive = %v, want an error containing %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := tc.want
+			if tc.entry.Mesh == MeshIstio && want.Retry == nil {
+				// istiod's default retry policy, on every route.
+				want.Retry = &meshsim.Retry{Attempts: 2, Codes: []int{503}, ConnectFailure: true}
+			}
+			if !reflect.DeepEqual(r.Policy, want) {
+				t.Errorf("policy = %+v (retry %+v), want %+v (retry %+v)", r.Policy, r.Policy.Retry, want, want.Retry)
+			}
+			if !reflect.DeepEqual(r.Clusters, tc.clusters) {
+				t.Errorf("clusters = %v, want %v", r.Clusters, tc.clusters)
+			}
+			if tc.entry.Mesh == MeshIstio && tc.want.Mode == meshsim.ModeWeighted && r.Subsets["v1"] != "v1" {
+				t.Errorf("subsets %v: want version v1 routed to subset v1", r.Subsets)
+			}
+			if tc.ignored != "" && !strings.Contains(strings.Join(r.Ignored, "\n"), tc.ignored) {
+				t.Errorf("ignored = %q, want one naming %q", r.Ignored, tc.ignored)
+			}
+			if _, err := meshsim.New(r.Policy); err != nil {
+				t.Errorf("the simulator refuses the derived policy: %v", err)
+			}
+		})
+	}
+}
+
+func TestLoad(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, src, err string
+		n              int
+	}{
+		{name: "two documents and comments", src: "# head\n" + istioDR + "---\n# c\n" + istioVS, n: 2},
+		{name: "an unknown kind", src: istioDR + "---\napiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: x}\n",
+			err: "f.yaml:15: ServiceEntry x: kind ServiceEntry (apiVersion networking.istio.io/v1) is not a kind the lab serves"},
+		{name: "a version the lab does not serve", src: "apiVersion: kuma.io/v1\nkind: MeshHTTPRoute\nmetadata: {name: x}\n",
+			err: "f.yaml:1: MeshHTTPRoute x: apiVersion kuma.io/v1: the lab serves MeshHTTPRoute as kuma.io/v1alpha1"},
+		{name: "a Service", src: "apiVersion: v1\nkind: Service\nmetadata: {name: x}\n", err: "f.yaml:1: Service x: a Service of a topology comes from lab.yaml"},
+		{name: "no name", src: "apiVersion: v1\nkind: Secret\nmetadata: {}\n", err: "f.yaml:1: Secret: metadata.name is required"},
+		{name: "not YAML", src: "a: [\n", err: "f.yaml:1:"},
+		{name: "empty", src: "---\n# nothing\n---\n", n: 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ms, err := Load("f.yaml", []byte(tc.src))
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("Load = %v, want an error containing %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil || len(ms) != tc.n {
+				t.Fatalf("Load = %d objects, %v; want %d", len(ms), err, tc.n)
+			}
+		})
+	}
+	if _, err := Load("big.yaml", make([]byte, MaxManifestBytes+1)); err == nil || !strings.Contains(err.Error(), "big.yaml") {
+		t.Errorf("a file over MaxManifestBytes: %v, want an error naming it", err)
+	}
+}
+
+// FuzzLoad: any input either loads into named objects of known kinds or
+// fails with an error naming the file; Derive on what loaded never panics.
+func FuzzLoad(f *testing.F) {
+	f.Add([]byte(istioDR + "---\n" + istioVS))
+	f.Add([]byte("apiVersion: v1\nkind: Secret\nmetadata: {name: l, labels: {skupper.io/type: connection-token}, annotations: {skupper.io/cost: \"-1\"}}\n"))
+	f.Add([]byte("apiVersion: kuma.io/v1alpha1\nkind: MeshHTTPRoute\nmetadata: {name: m}\nspec: {to: [{targetRef: {name: test-server}, rules: [{default: {backendRefs: [{kind: MeshService, weight: 2}]}}]}]}\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		ms, err := Load("fuzz.yaml", data)
+		if err != nil {
+			if !strings.Contains(err.Error(), "fuzz.yaml") {
+				t.Fatalf("error does not name the file: %v", err)
+			}
+			return
+		}
+		objs := Objects{}
+		for _, m := range ms {
+			if m.Object.GetName() == "" {
+				t.Fatalf("loaded an object without a name: %v", m.Object)
+			}
+			objs["c1"] = append(objs["c1"], m.Object)
+			objs["c2"] = append(objs["c2"], m.Object)
+		}
+		for _, mesh := range Meshes() {
+			e := Entry{Name: "e", Mesh: mesh, Cluster: "c1", Namespace: "", To: "test-server", ServicePort: 80, Clusters: []string{"c1", "c2"}}
+			if r, err := Derive(e, objs); err == nil {
+				if _, err := meshsim.New(r.Policy); err != nil && r.Policy.Mode != meshsim.ModeWeighted {
+					t.Fatalf("mesh %s: derived a policy the simulator refuses: %v", mesh, err)
+				}
+			}
+		}
+	})
+}
