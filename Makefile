@@ -51,7 +51,7 @@ test-tools:
 	cd tools/image && GOWORK=off GOFLAGS=-mod=readonly $(GO) test -count=1 ./...
 
 # Every fuzz target for a bounded number of inputs (FUZZTIME=500x, or a
-# duration such as 5m for a longer hunt); CI runs it after the tests.
+# duration such as 5m for a longer hunt); CI leaves it out (its seeds run in make test).
 fuzz:
 	FUZZTIME=$(or $(FUZZTIME),500x) FUZZPKGS="$(FUZZPKGS)" bash scripts/fuzz.sh
 
