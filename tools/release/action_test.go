@@ -108,7 +108,7 @@ kind: Scenario
 metadata: {name: action-test}
 clusters: [{name: c1}]
 target: {url: "`+app.URL+`/"}
-attack: {rate: 100/s, duration: 1s}
+attack: {rate: 100/s, duration: 1s, keepAlive: false}
 attribution:
   preset: tutorial
   map: [{from: version, to: cluster, values: {v1: c1}}]
