@@ -83,10 +83,11 @@ func Write(ctx context.Context, r Remote, fams []*dto.MetricFamily, at time.Time
 	if err != nil {
 		return fmt.Errorf("remote write to %s: %s", redact.URL(r.URL), redact.Message(err.Error()))
 	}
-	req := writeRequest{series: toSeries(fams, at), meta: toMetadata(fams)}
-	if len(req.series) == 0 {
+	series := toSeries(fams, at)
+	if len(series) == 0 {
 		return nil
 	}
+	req := encodedRequest(encodeWriteRequest(series, toMetadata(fams)))
 	ctx, giveUp := context.WithCancelCause(ctx)
 	defer giveUp(nil)
 	retries := 0
@@ -104,7 +105,7 @@ func Write(ctx context.Context, r Remote, fams []*dto.MetricFamily, at time.Time
 	if err != nil {
 		// The receiver's answer is quoted in the error: keep it to one
 		// readable line.
-		return fmt.Errorf("remote write of %d series to %s: %s", len(req.series), redact.URL(r.URL), oneLine(redact.Message(err.Error())))
+		return fmt.Errorf("remote write of %d series to %s: %s", len(series), redact.URL(r.URL), oneLine(redact.Message(err.Error())))
 	}
 	return nil
 }
@@ -198,26 +199,20 @@ func toMetadata(fams []*dto.MetricFamily) []metadata {
 	return out
 }
 
-// writeRequest is remote write 1.0's prometheus.WriteRequest
-// (prometheus/prompb/remote.proto, types.proto), encoded with protowire:
+// encodeWriteRequest encodes remote write 1.0's prometheus.WriteRequest
+// (prometheus/prompb/remote.proto, types.proto) with protowire:
 // client_golang's remote API ships only 2.0's generated types, and
 // importing prometheus/prometheus for four small messages would bring its
-// module graph along. It implements the Size/MarshalToSizedBuffer pair
-// the API encodes with.
+// module graph along.
 //
 //	WriteRequest { repeated TimeSeries timeseries = 1; repeated MetricMetadata metadata = 3; }
 //	TimeSeries   { repeated Label labels = 1; repeated Sample samples = 2; }
 //	Label        { string name = 1; string value = 2; }
 //	Sample       { double value = 1; int64 timestamp = 2; }
 //	MetricMetadata { MetricType type = 1; string metric_family_name = 2; string help = 4; }
-type writeRequest struct {
-	series []series
-	meta   []metadata
-}
-
-func (w writeRequest) encode() []byte {
+func encodeWriteRequest(ss []series, meta []metadata) []byte {
 	var b []byte
-	for _, s := range w.series {
+	for _, s := range ss {
 		var ts []byte
 		for _, l := range s.labels {
 			var lb []byte
@@ -238,7 +233,7 @@ func (w writeRequest) encode() []byte {
 		b = protowire.AppendTag(b, 1, protowire.BytesType)
 		b = protowire.AppendBytes(b, ts)
 	}
-	for _, m := range w.meta {
+	for _, m := range meta {
 		var mb []byte
 		mb = protowire.AppendTag(mb, 1, protowire.VarintType)
 		mb = protowire.AppendVarint(mb, uint64(m.typ))
@@ -254,10 +249,12 @@ func (w writeRequest) encode() []byte {
 
 // Size and MarshalToSizedBuffer are gogo-protobuf's encoding methods,
 // which remote.API.Write uses when a message has them.
-func (w writeRequest) Size() int { return len(w.encode()) }
+type encodedRequest []byte
 
-func (w writeRequest) MarshalToSizedBuffer(dst []byte) (int, error) {
-	b := w.encode()
+func (e encodedRequest) Size() int { return len(e) }
+
+func (e encodedRequest) MarshalToSizedBuffer(dst []byte) (int, error) {
+	b := []byte(e)
 	if len(dst) < len(b) {
 		return 0, fmt.Errorf("remote write request: buffer of %d bytes for %d", len(dst), len(b))
 	}
