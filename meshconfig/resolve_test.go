@@ -296,49 +296,28 @@ spec:
 		{
 			name: "kuma MeshHTTPRoute prefix is by path element",
 			q:    Query{Ref: Ref{Kind: KindMeshHTTPRoute, Namespace: "kuma-demo", Name: "canary"}, By: ByVersion, Request: Request{Path: "/apiary"}},
-			objs: map[string]string{"c1": `apiVersion: kuma.io/v1alpha1
-kind: MeshHTTPRoute
-metadata: {name: canary, namespace: kuma-demo}
-spec:
-  to:
-  - targetRef: {kind: MeshService, name: test-server}
-    rules:
-    - matches: [{path: {type: PathPrefix, value: /api}}]
+			objs: map[string]string{"c1": meshHTTPRoute(`    - matches: [{path: {type: PathPrefix, value: /api}}]
       default: {backendRefs: [{kind: MeshServiceSubset, name: test-server, tags: {version: v2}}]}
     - matches: [{path: {type: PathPrefix, value: /}, method: GET}]
       default: {backendRefs: [{kind: MeshServiceSubset, name: test-server, tags: {version: v1}}]}
-`},
+`)},
 			shares: map[string]float64{"v1": 1},
 			rule:   "spec.to[0].rules[1]",
 		},
 		{
 			name: "kuma MeshHTTPRoute no rule matches",
 			q:    Query{Ref: Ref{Kind: KindMeshHTTPRoute, Namespace: "kuma-demo", Name: "canary"}, By: ByVersion, Request: Request{Method: "POST", Path: "/x"}},
-			objs: map[string]string{"c1": `apiVersion: kuma.io/v1alpha1
-kind: MeshHTTPRoute
-metadata: {name: canary, namespace: kuma-demo}
-spec:
-  to:
-  - targetRef: {kind: MeshService, name: test-server}
-    rules:
-    - matches: [{method: GET}, {headers: [{name: x-canary, value: "1"}]}]
+			objs: map[string]string{"c1": meshHTTPRoute(`    - matches: [{method: GET}, {headers: [{name: x-canary, value: "1"}]}]
       default: {backendRefs: [{kind: MeshServiceSubset, tags: {version: v2}}]}
-`},
+`)},
 			wantErr: []string{"MeshHTTPRoute kuma-demo/canary", "spec.to[0].rules", "no rule matches the attack's requests (POST /x)"},
 		},
 		{
 			name: "kuma MeshHTTPRoute negative weight",
 			q:    Query{Ref: Ref{Kind: KindMeshHTTPRoute, Namespace: "kuma-demo", Name: "canary"}, By: ByVersion},
-			objs: map[string]string{"c1": `apiVersion: kuma.io/v1alpha1
-kind: MeshHTTPRoute
-metadata: {name: canary, namespace: kuma-demo}
-spec:
-  to:
-  - targetRef: {kind: MeshService, name: test-server}
-    rules:
-    - matches: [{path: {type: PathPrefix, value: /}}]
+			objs: map[string]string{"c1": meshHTTPRoute(`    - matches: [{path: {type: PathPrefix, value: /}}]
       default: {backendRefs: [{kind: MeshServiceSubset, tags: {version: v2}, weight: -5}, {kind: MeshServiceSubset, tags: {version: v1}}]}
-`},
+`)},
 			wantErr: []string{"spec.to[0].rules[0].default.backendRefs[0].weight", "-5"},
 		},
 		{
@@ -450,9 +429,9 @@ metadata: {name: link1, namespace: hello, labels: {skupper.io/type: connection-t
 			shares: map[string]float64{"c1": 1},
 		},
 		{
-			name: "cilium bad affinity",
-			q:    Query{Ref: Ref{Kind: KindService, Namespace: "rb", Name: "rebel-base"}, By: ByCluster, Clusters: []string{"c1"}},
-			objs: map[string]string{"c1": ciliumSvc(`{service.cilium.io/global: "true", service.cilium.io/affinity: nearest}`) + "---\n" + pod("rb", "a", "{app: rb}")},
+			name:    "cilium bad affinity",
+			q:       Query{Ref: Ref{Kind: KindService, Namespace: "rb", Name: "rebel-base"}, By: ByCluster, Clusters: []string{"c1"}},
+			objs:    map[string]string{"c1": ciliumSvc(`{service.cilium.io/global: "true", service.cilium.io/affinity: nearest}`) + "---\n" + pod("rb", "a", "{app: rb}")},
 			wantErr: []string{"Service rb/rebel-base in cluster c1", "metadata.annotations.service.cilium.io/affinity", `"nearest"`},
 		},
 	}
@@ -502,6 +481,19 @@ metadata: {name: link1, namespace: hello, labels: {skupper.io/type: connection-t
 			}
 		})
 	}
+}
+
+// meshHTTPRoute is MeshHTTPRoute kuma-demo/canary with rules for
+// test-server.
+func meshHTTPRoute(rules string) string {
+	return `apiVersion: kuma.io/v1alpha1
+kind: MeshHTTPRoute
+metadata: {name: canary, namespace: kuma-demo}
+spec:
+  to:
+  - targetRef: {kind: MeshService, name: test-server}
+    rules:
+` + rules
 }
 
 func ciliumSvc(annotations string) string {
