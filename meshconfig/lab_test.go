@@ -2,8 +2,11 @@ package meshconfig_test
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -114,7 +117,7 @@ func TestLabResolve(t *testing.T) {
 	registerCRDs(t, lab, "c1")
 	lab.Apply(t, "c1", labtest.Node("node-1"))
 	lab.Apply(t, "c1", "apiVersion: v1\nkind: Namespace\nmetadata: {name: demo}\n")
-	admin := connect(t, lab, kube.Options{})
+	admin := connect(t, lab)
 	ctx := context.Background()
 	poll(t, 30*time.Second, "default ServiceAccount in demo", func() error {
 		_, err := admin.Client.CoreV1().ServiceAccounts("demo").Get(ctx, "default", metav1.GetOptions{})
@@ -191,7 +194,7 @@ func TestLabResolve(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		user := readersOf(t, connect(t, lab, kube.Options{Token: tok.Status.Token}))
+		user := readersOf(t, asToken(t, admin, tok.Status.Token))
 		_, err = meshconfig.Fetch(ctx, q, user)
 		var ce *kube.ClusterError
 		if !errors.As(err, &ce) || ce.Reason != kube.ReasonForbidden || !strings.Contains(err.Error(), "get virtualservices.networking.istio.io in namespace demo") {
@@ -229,14 +232,46 @@ subjects: [{kind: ServiceAccount, name: %[2]s, namespace: %[1]s}]
 	return b.String()
 }
 
-func connect(t *testing.T, lab *labtest.Lab, opts kube.Options) *kube.Cluster {
+func connect(t *testing.T, lab *labtest.Lab) *kube.Cluster {
 	t.Helper()
-	opts.Kubeconfig = []string{lab.Kubeconfig}
-	cfg, err := kube.LoadConfig(opts)
+	cfg, err := kube.LoadConfig(kube.Options{Kubeconfig: []string{lab.Kubeconfig}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	c, err := cfg.Connect(context.Background(), kube.ClusterRef{Name: "c1", Context: lab.Context("c1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// asToken connects to admin's API server with a bearer token only (a
+// kubeconfig user with the lab's client certificate would be
+// authenticated by the certificate whatever the token).
+func asToken(t *testing.T, admin *kube.Cluster, token string) *kube.Cluster {
+	t.Helper()
+	ca := admin.REST.TLSClientConfig.CAData
+	if len(ca) == 0 {
+		var err error
+		if ca, err = os.ReadFile(admin.REST.TLSClientConfig.CAFile); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(path, []byte(fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters: [{name: c1, cluster: {server: %q, certificate-authority-data: %s}}]
+users: [{name: reader, user: {token: %q}}]
+contexts: [{name: reader, context: {cluster: c1, user: reader}}]
+current-context: reader
+`, admin.Server, base64.StdEncoding.EncodeToString(ca), token)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := kube.LoadConfig(kube.Options{Kubeconfig: []string{path}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := cfg.Connect(context.Background(), kube.ClusterRef{Name: "c1", Context: "reader"})
 	if err != nil {
 		t.Fatal(err)
 	}

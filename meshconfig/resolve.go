@@ -212,6 +212,19 @@ func Resolve(q Query, objs Objects) (Expected, error) {
 	return e, nil
 }
 
+// Dimensions are the split.by values a kind of reference determines.
+func Dimensions(kind string) []string {
+	switch kind {
+	case KindVirtualService:
+		return []string{ByVersion}
+	case KindMeshHTTPRoute, KindTrafficRoute:
+		return []string{ByVersion, ByCluster}
+	case KindSkupper, KindService:
+		return []string{ByCluster}
+	}
+	return nil
+}
+
 // needBy checks that the kind can split by q.By.
 func needBy(q Query, allowed ...string) error {
 	if slices.Contains(allowed, q.By) {
