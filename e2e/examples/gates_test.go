@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The gates' commands are taken from the manifests and run for real
@@ -173,6 +174,10 @@ func TestFlaggerGate(t *testing.T) {
 			runs := filepath.Join(t.TempDir(), "runs")
 			r := runCmd(t, nil, "bash", "-c", gate(cmds[c.hook], c.scenario, runs))
 			checkRun(t, c.hook+" webhook", r, c.code)
+			// Each run must fit the allowance the timing test gives it.
+			if per := r.Took / time.Duration(max(1, attempts(t, runs))); per > runAllowance {
+				t.Errorf("%s: a run took %s, more than the %s TestFlaggerWebhookTiming allows", c.hook, per, runAllowance)
+			}
 			if v := verdictOf(t, runs); v != c.verdict {
 				t.Errorf("%s: verdict %s, want %s", c.hook, v, c.verdict)
 			}
