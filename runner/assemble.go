@@ -10,6 +10,7 @@ import (
 	"github.com/mesh-verify/mesh-verify/assert"
 	"github.com/mesh-verify/mesh-verify/attack"
 	"github.com/mesh-verify/mesh-verify/attribution"
+	"github.com/mesh-verify/mesh-verify/exitcode"
 	"github.com/mesh-verify/mesh-verify/redact"
 	"github.com/mesh-verify/mesh-verify/reports"
 	"github.com/mesh-verify/mesh-verify/scenarios"
@@ -232,16 +233,16 @@ func finish(r *reports.Report, sc *scenarios.Scenario) {
 	}
 	switch {
 	case r.Attack.Interrupted:
-		r.ExitCode = ExitInterrupted
+		r.ExitCode = exitcode.Interrupted
 	case len(r.ConfigErrors) > 0:
 		// The scenario is wrong, whatever the mesh did (README.md, exit codes).
-		r.ExitCode = ExitInvalidInput
+		r.ExitCode = exitcode.InvalidInput
 	case r.Gate == assert.Pass:
-		r.ExitCode = ExitPass
+		r.ExitCode = exitcode.Pass
 	case r.Gate == assert.Fail:
-		r.ExitCode = ExitFail
+		r.ExitCode = exitcode.Fail
 	default:
-		r.ExitCode = ExitInconclusive
+		r.ExitCode = exitcode.Inconclusive
 	}
 }
 

@@ -21,6 +21,7 @@ import (
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 
 	"github.com/mesh-verify/mesh-verify/attack"
+	"github.com/mesh-verify/mesh-verify/exitcode"
 	"github.com/mesh-verify/mesh-verify/reports"
 	"github.com/mesh-verify/mesh-verify/runlog"
 	"github.com/mesh-verify/mesh-verify/tally"
@@ -89,7 +90,7 @@ func BenchmarkUniquePods(b *testing.B) {
 				pods = len(d.Buckets)
 			}
 		}
-		if rep.Metrics.Successes != int64(requests) || pods != tally.MaxBuckets+1 || rep.ExitCode != ExitPass {
+		if rep.Metrics.Successes != int64(requests) || pods != tally.MaxBuckets+1 || rep.ExitCode != exitcode.Pass {
 			b.Fatalf("%d of %d answered, %d pod buckets, exit %d: %q", rep.Metrics.Successes, requests, pods, rep.ExitCode, rep.Warnings)
 		}
 		lines, err := countLines(filepath.Join(dir, runlog.AttributionFile))

@@ -21,21 +21,12 @@ import (
 	"github.com/mesh-verify/mesh-verify/assert"
 	"github.com/mesh-verify/mesh-verify/attack"
 	"github.com/mesh-verify/mesh-verify/attribution"
+	"github.com/mesh-verify/mesh-verify/exitcode"
 	"github.com/mesh-verify/mesh-verify/kube"
 	"github.com/mesh-verify/mesh-verify/redact"
 	"github.com/mesh-verify/mesh-verify/reports"
 	"github.com/mesh-verify/mesh-verify/scenarios"
 	"github.com/mesh-verify/mesh-verify/tally"
-)
-
-// Exit codes of a run; the CLI passes them through.
-const (
-	ExitPass         = 0
-	ExitFail         = 1
-	ExitInconclusive = 2
-	ExitSetup        = 3
-	ExitInvalidInput = 4
-	ExitInterrupted  = 130
 )
 
 // SetupError means the run could not measure what it was asked to: the
@@ -351,14 +342,14 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (*reports.Repor
 	finish(rep, sc)
 	if err := kp.denied(); err != nil {
 		rep.SetupError = err.Error()
-		rep.ExitCode = ExitSetup
+		rep.ExitCode = exitcode.Setup
 		return rep, &SetupError{err}
 	}
 	// An interrupted run keeps its exit code (130) even when nothing was
 	// answered: the user stopped it, the setup did not fail.
 	if err := setupFailure(ev.body); err != nil && !sum.Interrupted {
 		rep.SetupError = err.Error()
-		rep.ExitCode = ExitSetup
+		rep.ExitCode = exitcode.Setup
 		return rep, &SetupError{err}
 	}
 	return rep, nil

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mesh-verify/mesh-verify/exitcode"
 	"github.com/mesh-verify/mesh-verify/internal/certtest"
 	"github.com/mesh-verify/mesh-verify/runner"
 )
@@ -70,14 +71,14 @@ expect: [{successRate: {atLeast: 99%}}]
 					t.Fatalf("%s echoes the private key:\n%s%s", args[0], out.String(), errb.String())
 				}
 				if tc.want == "" {
-					if args[0] == "validate" && (code != exitPass || !strings.Contains(out.String(), sc+": ok")) {
+					if args[0] == "validate" && (code != exitcode.Pass || !strings.Contains(out.String(), sc+": ok")) {
 						t.Errorf("validate: exit %d:\n%s%s", code, out.String(), errb.String())
 					}
 					continue
 				}
-				if code != exitInvalidInput || !strings.Contains(errb.String(), "target.tls.ca: ") ||
+				if code != exitcode.InvalidInput || !strings.Contains(errb.String(), "target.tls.ca: ") ||
 					!strings.Contains(errb.String(), tc.ca) || !strings.Contains(errb.String(), tc.want) {
-					t.Errorf("%s: exit %d, stderr %q; want %d and an error naming %s saying %q", args[0], code, errb.String(), exitInvalidInput, tc.ca, tc.want)
+					t.Errorf("%s: exit %d, stderr %q; want %d and an error naming %s saying %q", args[0], code, errb.String(), exitcode.InvalidInput, tc.ca, tc.want)
 				}
 			}
 		})
