@@ -11,6 +11,7 @@ import (
 	"github.com/mesh-verify/mesh-verify/attack"
 	"github.com/mesh-verify/mesh-verify/attribution"
 	"github.com/mesh-verify/mesh-verify/exitcode"
+	"github.com/mesh-verify/mesh-verify/measure"
 	"github.com/mesh-verify/mesh-verify/redact"
 	"github.com/mesh-verify/mesh-verify/reports"
 	"github.com/mesh-verify/mesh-verify/scenarios"
@@ -25,7 +26,7 @@ func assemble(sc *scenarios.Scenario, runID, target string, o attack.Options, su
 		RunID:    runID,
 		Scenario: reports.ScenarioInfo{Name: sc.Metadata.Name, File: sc.File, Description: sc.Metadata.Description},
 		Target:   target,
-		Attack: reports.AttackInfo{Summary: sum, Mode: mode(o), Concurrency: o.Concurrency,
+		Attack: reports.AttackInfo{Summary: sum, Mode: measure.Mode(o), Concurrency: o.Concurrency,
 			KeepAlive: o.KeepAlive, MaxConnections: o.MaxConnections, HTTP2: o.HTTP2, Method: o.Method, GRPC: grpcMethod(sc)},
 		Statistics: reports.StatisticsInfo{Confidence: st.Confidence, Power: st.Power, Margin: st.Margin.Fraction(),
 			Relative: st.Relative, Interval: st.Interval, Inconclusive: st.Inconclusive, Stop: st.Stop,

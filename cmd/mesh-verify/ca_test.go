@@ -11,12 +11,12 @@ import (
 
 	"github.com/mesh-verify/mesh-verify/exitcode"
 	"github.com/mesh-verify/mesh-verify/internal/certtest"
-	"github.com/mesh-verify/mesh-verify/runner"
+	"github.com/mesh-verify/mesh-verify/measure"
 )
 
 // validate and run refuse the same target.tls.ca files, each with an
 // error naming the file, and never echo a key: a CA file that does not
-// exist, holds a private key, is over runner.MaxCAFileBytes, or is not a
+// exist, holds a private key, is over measure.MaxCAFileBytes, or is not a
 // regular file (a FIFO with no writer, /dev/zero) — none of which blocks.
 func TestTargetCAFiles(t *testing.T) {
 	t.Parallel()
@@ -34,7 +34,7 @@ func TestTargetCAFiles(t *testing.T) {
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	big := bytes.Repeat(cert, runner.MaxCAFileBytes/len(cert)+1)
+	big := bytes.Repeat(cert, measure.MaxCAFileBytes/len(cert)+1)
 	for _, tc := range []struct {
 		name, ca string
 		want     string // "" for ok

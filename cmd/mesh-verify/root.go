@@ -18,6 +18,7 @@ import (
 
 	"github.com/mesh-verify/mesh-verify/attack"
 	"github.com/mesh-verify/mesh-verify/exitcode"
+	"github.com/mesh-verify/mesh-verify/measure"
 	"github.com/mesh-verify/mesh-verify/metricsout"
 	"github.com/mesh-verify/mesh-verify/redact"
 	"github.com/mesh-verify/mesh-verify/reports"
@@ -74,7 +75,7 @@ func newValidateCmd() *cobra.Command {
 					// The files a scenario names are input too: run would
 					// refuse a CA file that is missing, too large, not a
 					// regular file or holding a private key.
-					if _, cerr := runner.ReadCA(sc); cerr != nil {
+					if _, cerr := measure.ReadCA(sc); cerr != nil {
 						err = fmt.Errorf("%s: %w", f, cerr)
 					}
 				}
