@@ -184,12 +184,10 @@ func (c *Coordinator) Measure(ctx context.Context, in measure.Input) (measure.Re
 		return measure.Result{}, &measure.SetupError{Err: fmt.Errorf("workers: %w", err)}
 	}
 	res := measure.Result{Summary: fr.summary, Body: fr.body, BySource: fr.bySource, Workers: f.workersReport(fr.rows)}
-	sum := fr.summary
-	sum.Interrupted = ctx.Err() != nil
 	// A lost worker's missing requests are said by its own warning, not
 	// blamed on the target.
-	if w := measure.BehindRate(sum); w != "" && fr.lost == 0 {
-		res.Warnings = append(res.Warnings, w)
+	if fr.lost == 0 {
+		res.BehindRate = measure.BehindRate(fr.summary)
 	}
 	res.Warnings = append(res.Warnings, fr.warnings...)
 	if f.sc.Statistics.Stop == "early" {

@@ -89,7 +89,11 @@ type Result struct {
 	// SeqConn is each request's connection, by request sequence number
 	// (Input.RecordConns).
 	SeqConn []uint32
-	// Warnings say what made the numbers less than asked for.
+	// BehindRate says why an open-loop attack achieved clearly less than
+	// its rate, "" when it kept it; the run leaves it out when it was
+	// interrupted (a Ctrl-C, also while the evidence settled).
+	BehindRate string
+	// Warnings say what else made the numbers less than asked for.
 	Warnings []string
 	// Workers is the fleet's per-worker table; nil for a local run.
 	Workers *reports.Workers
@@ -164,10 +168,7 @@ func (l *Local) Measure(ctx context.Context, in Input) (Result, error) {
 	rules := p.Attributor.Stats()
 	res := Result{Summary: sum, Body: tl.Snapshot(), Rules: &rules, SeqConn: sink.seqConn}
 	qs := sink.stats()
-	sum.Interrupted = ctx.Err() != nil // as the run will say: no rate warning for a Ctrl-C
-	if w := behindRate(sum, qs); w != "" {
-		res.Warnings = append(res.Warnings, w)
-	}
+	res.BehindRate = behindRate(sum, qs)
 	if w := unreadWarning(qs, l.Scenario.Attack.MaxBody); w != "" {
 		res.Warnings = append(res.Warnings, w)
 	}
@@ -184,7 +185,7 @@ func (l *Local) Measure(ctx context.Context, in Input) (Result, error) {
 
 // BehindRate says why an open-loop attack achieved clearly less than the
 // rate asked for, with no queue of this process behind it (a fleet's
-// merged attack); "" when it kept the rate.
+// merged attack); "" when it kept the rate or was interrupted.
 func BehindRate(sum attack.Summary) string { return behindRate(sum, queueStats{}) }
 
 // behindRate says why an open-loop attack achieved clearly less than the

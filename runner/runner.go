@@ -220,6 +220,9 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (*reports.Repor
 		rep.Warnings = append(rep.Warnings, fmt.Sprintf("HTTP/2 multiplexes the %d requests over %d connections: a balancer that routes connections (L4, Skupper's router) made only that many choices, which is what the statistics count; set attack.http2: false (and keepAlive: false) for one choice per request",
 			sum.Requests, sum.Connections))
 	}
+	if mr.BehindRate != "" && !sum.Interrupted {
+		rep.Warnings = append(rep.Warnings, mr.BehindRate)
+	}
 	rep.Warnings = append(rep.Warnings, mr.Warnings...)
 	if recErr != nil {
 		rep.Warnings = append(rep.Warnings, recErr.Error())
