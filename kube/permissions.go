@@ -199,7 +199,7 @@ func workerPermissions() []Permission {
 		w("delete", "", "configmaps", "", "Cluster.SweepWorkers", "an expired ConfigMap left without its Job"),
 		w("list", "", "pods", "", "WorkerRun.Pods, WorkerRun.WatchPods", "the workers' pods: index, phase, exit code"),
 		w("watch", "", "pods", "", "WorkerRun.WatchPods", "notice a worker pod dying during the run"),
-		w("get", "", "pods", "log", "the coordinator (runner/distributed.go)", "follow the workers' logs, which carry their records"),
+		w("get", "", "pods", "log", "the coordinator (fleet/coordinator.go)", "follow the workers' logs, which carry their records"),
 	}
 	// get and watch (by name, with a field selector): never list, which
 	// would read every ConfigMap of the application's namespace.

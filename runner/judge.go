@@ -10,6 +10,7 @@ import (
 	"github.com/mesh-verify/mesh-verify/assert"
 	"github.com/mesh-verify/mesh-verify/attack"
 	"github.com/mesh-verify/mesh-verify/attribution"
+	"github.com/mesh-verify/mesh-verify/measure"
 	"github.com/mesh-verify/mesh-verify/reports"
 	"github.com/mesh-verify/mesh-verify/scenarios"
 	"github.com/mesh-verify/mesh-verify/tally"
@@ -62,7 +63,7 @@ func fixedConnections(o attack.Options) int64 {
 // open and reuses, 0 when every request opens its own (keepAlive false):
 // what per-connection balancing can draw on, for `mesh-verify plan`.
 func AttackConnections(sc *scenarios.Scenario) int64 {
-	return fixedConnections(attackOptions(sc, "", ""))
+	return fixedConnections(measure.AttackConfig(sc, "", ""))
 }
 
 // Sampling is the sampling unit an expectation's verdict assumes
@@ -382,14 +383,14 @@ func latency(l *scenarios.Latency, s tally.Snapshot) assert.Result {
 // scenario alone (no inventory), as `mesh-verify plan` needs them; a split
 // by pod over inventoried pods cannot be planned this way.
 func SplitModel(sc *scenarios.Scenario, sp *scenarios.Split) (assert.Shares, error) {
-	ao := attackOptions(sc, "", "")
+	ao := measure.AttackConfig(sc, "", "")
 	return newJudge(sc, ao).model(sp, nil)
 }
 
 // PlannedRequests is how many requests the scenario's attack will send, or
 // 0 when only its duration bounds it in closed loop.
 func PlannedRequests(sc *scenarios.Scenario) int64 {
-	return plannedRequests(attackOptions(sc, "", ""))
+	return measure.PlannedRequests(measure.AttackConfig(sc, "", ""))
 }
 
 // byName is the counts of dimension by, where a pod the scenario names
