@@ -5,6 +5,7 @@ import (
 
 	"github.com/mesh-verify/mesh-verify/fleet"
 	"github.com/mesh-verify/mesh-verify/kube"
+	"github.com/mesh-verify/mesh-verify/meshconfig"
 	"github.com/mesh-verify/mesh-verify/scenarios"
 )
 
@@ -64,6 +65,17 @@ func Needs(sc *scenarios.Scenario) []kube.Need {
 					f = kube.FeatureMetricsPortForward
 				}
 				add(kube.Need{Cluster: c, Namespace: w.Namespace, Feature: f})
+			}
+		}
+	}
+	for _, e := range sc.Expect {
+		if e.Split == nil || e.Split.FromMesh == nil {
+			continue
+		}
+		if ref, _, err := e.Split.FromMesh.Ref(); err == nil {
+			for _, n := range meshconfig.Needs(ref, sc.ClusterNames()) {
+				used[n.Cluster] = true
+				add(n)
 			}
 		}
 	}

@@ -241,6 +241,10 @@ func planExpectation(w io.Writer, sc *scenarios.Scenario, e scenarios.Expectatio
 		return assert.PlanDraws(sampling, st.Power, tests, draws)
 	}
 	switch {
+	case e.Split != nil && e.Split.FromMesh != nil:
+		ref, _, _ := e.Split.FromMesh.Ref()
+		fmt.Fprintf(w, "%s: not planned here: its expected shares are read from %s when the run starts\n", e.Name, ref)
+		return assert.Plan{}, nil
 	case e.Split != nil:
 		model, err := runner.SplitModel(sc, e.Split)
 		if err != nil && needsInventory(sc, e.Split) {

@@ -134,7 +134,7 @@ func describeNeeds(needs []kube.Need, cluster string) string {
 		}
 	}
 	var parts []string
-	for _, f := range kube.Features() {
+	for _, f := range kube.AllFeatures() {
 		if w := byFeature[f]; len(w) > 0 {
 			parts = append(parts, string(f)+" in "+strings.Join(w, ", "))
 		}
