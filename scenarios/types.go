@@ -274,21 +274,6 @@ type Statistics struct {
 	BalancingReason string `yaml:"-"`
 }
 
-// Expectation is one judged statement. Exactly one of the kinds is set.
-type Expectation struct {
-	Name string `yaml:"name"`
-	// From judges only the requests the workers in this cluster sent
-	// (one of attack.sources): locality, seen from each source.
-	From        string        `yaml:"from"`
-	Split       *Split        `yaml:"split"`
-	Reached     *BucketSet    `yaml:"reached"`
-	Only        *BucketSet    `yaml:"only"`
-	Never       *BucketSet    `yaml:"never"`
-	SuccessRate *SuccessRate  `yaml:"successRate"`
-	Latency     *Latency      `yaml:"latency"`
-	Mirror      *MirrorExpect `yaml:"mirror"`
-}
-
 // Workload is a set of pods mesh-verify inventories, and whose logs and
 // metrics it reads, in every listed cluster.
 type Workload struct {
@@ -362,85 +347,6 @@ type MetricsSource struct {
 	// pods/portforward, as kubectl port-forward).
 	Via string `yaml:"via"`
 }
-
-// Split expects the share of requests per bucket to follow a model.
-type Split struct {
-	// By is cluster, pod or version.
-	By string `yaml:"by"`
-	// Model: weights, equal, equal-per-pod, link-cost-inverse, link-cost-balanced.
-	Model   string             `yaml:"model"`
-	Weights map[string]float64 `yaml:"weights"`
-	// Buckets lists the buckets for equal (default: every declared cluster).
-	Buckets []string `yaml:"buckets"`
-	// Pods gives ready pods per cluster for equal-per-pod and link-cost
-	// models, for the clusters no observe workload lists (the inventory
-	// counts the ready pods of the others).
-	Pods map[string]int `yaml:"pods"`
-	// Connections is the concurrency the balanced model assumes (default:
-	// attack concurrency or max connections).
-	Connections int      `yaml:"connections"`
-	Margin      *Percent `yaml:"margin"`
-	Relative    *bool    `yaml:"relative"`
-	Confidence  float64  `yaml:"confidence"`
-	// Source is where requests are attributed: body, logs or metrics.
-	// ApplyDefaults resolves it: body when attribution has rules or a
-	// preset, else logs when some workload has logs, else metrics.
-	Source string `yaml:"source"`
-	// Balancing overrides statistics.balancing for this split.
-	Balancing string `yaml:"balancing"`
-}
-
-// BucketSet names buckets of one dimension.
-type BucketSet struct {
-	By      string   `yaml:"by"`
-	Buckets []string `yaml:"buckets"`
-	// Margin tolerates a share outside the set (only/never); 0 = none.
-	Margin *Percent `yaml:"margin"`
-	// MinShare (reached only) is the share below which a bucket that got
-	// nothing is called missing. Left out: the smallest expected share of
-	// these buckets in a split of the same by and source, else half an
-	// equal share, 1/(2k) (docs/statistics.md §4).
-	MinShare *Percent `yaml:"minShare"`
-	// Source is as for Split.
-	Source string `yaml:"source"`
-}
-
-// SuccessRate expects at least AtLeast of requests to succeed.
-type SuccessRate struct {
-	AtLeast Percent `yaml:"atLeast"`
-}
-
-// Latency expects a percentile to stay below a bound.
-type Latency struct {
-	Percentile float64  `yaml:"percentile"`
-	Below      Duration `yaml:"below"`
-}
-
-// MirrorExpect expects a share of the primary requests to be mirrored to
-// a workload. A mirrored copy's response is discarded by the proxy, so the
-// copies are counted in the mirror target's logs: joined to the primaries
-// by request id, or counted in the attack window (README.md, mirroring).
-// Envoy decides per request whether to mirror, so the statistics always
-// take requests as independent draws here (docs/statistics.md §3).
-type MirrorExpect struct {
-	// To is the observe workload (with logs) that receives the copies.
-	To string `yaml:"to"`
-	// Percent is the expected share of primary requests mirrored.
-	Percent Percent  `yaml:"percent"`
-	Margin  *Percent `yaml:"margin"`
-	// Shadow counts only lines whose host (or authority) group ends in
-	// -shadow (Envoy up to Istio 1.27 appends it to the copy's Host), else
-	// every line of the target's pods. ApplyDefaults sets it to whether the
-	// match regex has such a group.
-	Shadow *bool `yaml:"shadow"`
-
-	// shadowDefaulted records that ApplyDefaults chose Shadow.
-	shadowDefaulted bool
-}
-
-// ShadowDefaulted reports whether Shadow was left out of the file: a
-// proxy that marks no copy then calls for a hint, not a silent zero.
-func (m *MirrorExpect) ShadowDefaulted() bool { return m.shadowDefaulted }
 
 // NamespaceDefaulted reports whether the scenario left the namespace unset
 // (ApplyDefaults filled in "default"): the namespace -n replaces.
