@@ -10,6 +10,7 @@ import (
 	"github.com/mesh-verify/mesh-verify/assert"
 	"github.com/mesh-verify/mesh-verify/attack"
 	"github.com/mesh-verify/mesh-verify/attribution"
+	"github.com/mesh-verify/mesh-verify/judge"
 	"github.com/mesh-verify/mesh-verify/redact"
 	"github.com/mesh-verify/mesh-verify/reports"
 	"github.com/mesh-verify/mesh-verify/scenarios"
@@ -249,8 +250,8 @@ func finish(r *reports.Report, sc *scenarios.Scenario) {
 // expectation counts from source: only then does its reconciliation
 // decide anything.
 func judgedFrom(sc *scenarios.Scenario, source string) bool {
-	for _, e := range sc.Expect {
-		if e.Mirror == nil && e.JudgedFrom() == source && (e.Split != nil || e.Reached != nil || e.Only != nil || e.Never != nil) {
+	for _, e := range judge.Resolve(sc) {
+		if e.Attributed() && e.Source() == source {
 			return true
 		}
 	}
