@@ -66,6 +66,7 @@ func assemble(sc *scenarios.Scenario, runID, target string, o attack.Options, su
 	}
 	sort.Slice(r.Metrics.Errors, func(a, b int) bool { return r.Metrics.Errors[a].Count > r.Metrics.Errors[b].Count })
 	r.Dimensions = dimensions(scenarios.SourceBody, s)
+	r.Warnings = append(r.Warnings, sc.Warnings()...)
 	r.Warnings = append(r.Warnings, overflowWarnings(scenarios.SourceBody, s)...)
 	for _, src := range []struct {
 		name string

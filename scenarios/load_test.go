@@ -546,3 +546,50 @@ func TestGRPCFields(t *testing.T) {
 		}
 	}
 }
+
+// Issue 21 item 2: a port-forward enters a pod past its outbound sidecar,
+// where Istio and Kuma split by version or cluster, so a scenario that
+// port-forwards to a client pod gets a warning naming the way in from
+// inside the mesh; a gateway, workers, or a mesh without sidecars do not.
+func TestPortForwardPastSidecarWarning(t *testing.T) {
+	t.Parallel()
+	const base = `apiVersion: mesh-verify.io/v1alpha1
+kind: Scenario
+metadata: {name: t}
+clusters: [{name: c1, context: kind-c1}, {name: c2, context: kind-c2}]
+target: {portForward: {cluster: c1, namespace: sample, resource: RESOURCE, port: "5000"}, path: /hello}
+attack: ATTACK
+attribution: {preset: PRESET}
+observe: [{name: helloworld, namespace: sample, selector: app=helloworld}]
+expect: [{name: half, split: {by: BY, weights: {v1: 1, v2: 1}}}]
+`
+	for _, c := range []struct {
+		name, resource, attack, preset, by string
+		warn                               bool
+	}{
+		{"istio client pod by version", "svc/sleep", "{concurrency: 2, repetitions: 10}", "istio-helloworld", "version", true},
+		{"kuma by version", "svc/sleep", "{concurrency: 2, repetitions: 10}", "kuma-test-server", "version", true},
+		{"ingress gateway", "svc/istio-ingressgateway", "{concurrency: 2, repetitions: 10}", "istio-helloworld", "version", false},
+		{"workers inside the mesh", "svc/sleep", "{concurrency: 2, repetitions: 10, workers: 2, from: c1}", "istio-helloworld", "version", false},
+		{"no sidecar mesh", "svc/sleep", "{concurrency: 2, repetitions: 10}", "tutorial", "version", false},
+		{"by pod", "svc/sleep", "{concurrency: 2, repetitions: 10}", "istio-helloworld", "pod", false},
+	} {
+		src := strings.NewReplacer("RESOURCE", c.resource, "ATTACK", c.attack, "PRESET", c.preset, "BY", c.by).Replace(base)
+		if c.by == "pod" {
+			src = strings.Replace(src, "weights: {v1: 1, v2: 1}", "model: equal-per-pod, pods: {c1: 1, c2: 1}", 1)
+		}
+		sc, err := Parse("t.yaml", []byte(src))
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		w := sc.Warnings()
+		if got := len(w) > 0; got != c.warn {
+			t.Errorf("%s: warnings %q, want a warning: %v", c.name, w, c.warn)
+			continue
+		}
+		if c.warn && !(strings.Contains(w[0], c.resource) && strings.Contains(w[0], "outbound sidecar") &&
+			strings.Contains(w[0], "attack.workers") && strings.Contains(w[0], "ingress gateway") && strings.Contains(w[0], "by "+c.by)) {
+			t.Errorf("%s: warning %q does not say what to do", c.name, w[0])
+		}
+	}
+}

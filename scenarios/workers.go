@@ -150,13 +150,6 @@ func sourceList(srcs []Source) string {
 	return strings.Join(names, ", ")
 }
 
-func rateFreq(r *Rate) int64 {
-	if r == nil {
-		return 0
-	}
-	return int64(r.Freq)
-}
-
 // InClusterURL is the address workers inside a cluster attack: a url
 // target as it is (it must resolve inside the cluster), a port-forward to
 // a Service as the Service's DNS name, scheme://NAME.NAMESPACE.svc.
