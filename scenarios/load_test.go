@@ -54,6 +54,7 @@ func parseWants(t *testing.T, file string, data []byte) []want {
 // TestBadFiles checks every testdata/bad file reports exactly the errors
 // its "# want:" comments name: the intended one, and no noise.
 func TestBadFiles(t *testing.T) {
+	t.Parallel()
 	files, err := filepath.Glob("testdata/bad/*.yaml")
 	if err != nil || len(files) < 20 {
 		t.Fatalf("want at least 20 bad fixtures, got %d (%v)", len(files), err)
@@ -96,6 +97,7 @@ func TestBadFiles(t *testing.T) {
 }
 
 func TestGoodFiles(t *testing.T) {
+	t.Parallel()
 	files, _ := filepath.Glob("testdata/good/*.yaml")
 	if len(files) < 3 {
 		t.Fatalf("want at least 3 good fixtures, got %d", len(files))
@@ -117,6 +119,7 @@ func TestGoodFiles(t *testing.T) {
 }
 
 func TestFullScenario(t *testing.T) {
+	t.Parallel()
 	s, err := Load("testdata/good/open-loop-rate.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -171,6 +174,7 @@ func TestFullScenario(t *testing.T) {
 func ptr[T any](v T) *T { return &v }
 
 func TestDefaults(t *testing.T) {
+	t.Parallel()
 	s, err := Load("testdata/good/closed-loop-siege.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -213,6 +217,7 @@ attribution: {preset: tutorial}
 `
 
 func TestDerivedNamesAndBucketDefaults(t *testing.T) {
+	t.Parallel()
 	s, err := Parse("m.yaml", []byte(minimal+`expect:
   - split: {weights: {c1: 1, c2: 1}}
   - split: {weights: {c1: 2, c2: 1}}
@@ -251,6 +256,7 @@ func TestDerivedNamesAndBucketDefaults(t *testing.T) {
 // TestAllErrorsSorted checks that one pass reports every problem, in file
 // order, even when decode and validation problems mix.
 func TestAllErrorsSorted(t *testing.T) {
+	t.Parallel()
 	src := `apiVersion: mesh-verify.io/v2
 kind: Scenario
 metadata: {name: m}
@@ -296,6 +302,7 @@ expect:
 }
 
 func TestInlineBad(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name, expect string // YAML appended to minimal (or replacing it when it starts with apiVersion)
 		want         string // "line:field: substring"
@@ -337,6 +344,7 @@ func TestInlineBad(t *testing.T) {
 }
 
 func TestAliasesAndMerge(t *testing.T) {
+	t.Parallel()
 	s, err := Parse("a.yaml", []byte(minimal+`expect:
   - only: &set
       buckets: [c1]
@@ -357,6 +365,7 @@ func TestAliasesAndMerge(t *testing.T) {
 }
 
 func TestLoadMissingFile(t *testing.T) {
+	t.Parallel()
 	_, err := Load("testdata/no-such-file.yaml")
 	if !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("want fs.ErrNotExist through the error, got %v", err)
@@ -367,6 +376,7 @@ func TestLoadMissingFile(t *testing.T) {
 }
 
 func TestSyntaxErrorLines(t *testing.T) {
+	t.Parallel()
 	// yaml.v3 numbers parser-error lines from 0; Parse corrects that.
 	cases := map[string]int{
 		"a: 1\nb: [1\nc: 2\n":         2,
@@ -398,6 +408,7 @@ func TestSyntaxErrorLines(t *testing.T) {
 // statistics.balancing defaults to connection where Skupper is in play (a
 // declared link cost), else to request, and says why.
 func TestBalancingDefault(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name, doc, want, reason string
 	}{
@@ -419,6 +430,7 @@ func TestBalancingDefault(t *testing.T) {
 // Hostile documents cost bounded work: merges of merges (a 1 KiB "billion
 // laughs" through `<<`), plain alias fan-out, and a file that never ends.
 func TestHostileDocumentsAreBounded(t *testing.T) {
+	t.Parallel()
 	var bomb strings.Builder
 	bomb.WriteString("l0: &l0 {x: 1}\n")
 	for i := 1; i <= 11; i++ {
@@ -475,6 +487,7 @@ func BenchmarkParseManyExpectations(b *testing.B) {
 // and a fraction is not silently cut to a whole number (concurrency: 2.7
 // used to run 2 workers).
 func TestAttackBounds(t *testing.T) {
+	t.Parallel()
 	doc := func(attack, weights string) string {
 		return strings.Replace(minimal, "attack: {rate: 10, requests: 100}", "attack: {"+attack+"}", 1) +
 			"expect:\n  - split: {weights: {" + weights + "}}\n"
@@ -511,6 +524,7 @@ func TestAttackBounds(t *testing.T) {
 }
 
 func TestTargetTLSFields(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ target, want string }{
 		{`{url: "http://127.0.0.1:1/", tls: {ca: ca.pem}}`, "target.tls: tls applies to an https target"},
 		{`{url: "https://127.0.0.1:1/", tls: {ca: ca.pem, insecureSkipVerify: true}}`, "target.tls.insecureSkipVerify: insecureSkipVerify accepts any certificate"},
@@ -530,6 +544,7 @@ func TestTargetTLSFields(t *testing.T) {
 }
 
 func TestGRPCFields(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ target, grpc, want string }{
 		{`{url: "http://127.0.0.1:1"}`, `{method: /grpc.health.v1.Health/Check}`, ""},
 		{`{url: "http://127.0.0.1:1"}`, `{method: grpc.health.v1.Health/Check}`, "attack.grpc.method: want /package.Service/Method"},
