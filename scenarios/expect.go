@@ -131,10 +131,19 @@ func (e *Expectation) derivedName() string {
 	return "expectation"
 }
 
-func (sp *Split) Kind() string         { return KindSplit }
-func (sp *Split) Dimension() string    { return sp.By }
-func (sp *Split) CountedFrom() string  { return sp.Source }
-func (sp *Split) Attributed() bool     { return true }
+// Kind is the expectation kind (Spec).
+func (sp *Split) Kind() string { return KindSplit }
+
+// Dimension is what the kind groups requests by (Spec).
+func (sp *Split) Dimension() string { return sp.By }
+
+// CountedFrom is where the kind's counts come from (Spec).
+func (sp *Split) CountedFrom() string { return sp.Source }
+
+// Attributed reports whether the kind judges attributed buckets (Spec).
+func (sp *Split) Attributed() bool { return true }
+
+// OwnBalancing is the sampling unit the kind sets itself (Spec).
 func (sp *Split) OwnBalancing() string { return sp.Balancing }
 func (sp *Split) resolve(_ *Scenario, src string) {
 	if sp.Source == "" {
@@ -230,12 +239,14 @@ func (o Only) covers(s *Scenario) []string {
 	return s.ClusterNames()
 }
 
+// Kind is the expectation kind (Spec).
 func (r Reached) Kind() string { return KindReached }
 func (r Reached) check(s *Scenario, c *checker, p string) {
 	s.checkBucketSet(c, p, KindReached, r.BucketSet)
 }
 func (r Reached) derivedName() string { return fmt.Sprintf("every %s reached", r.By) }
 
+// Kind is the expectation kind (Spec).
 func (o Only) Kind() string { return KindOnly }
 func (o Only) check(s *Scenario, c *checker, p string) {
 	s.checkBucketSet(c, p, KindOnly, o.BucketSet)
@@ -244,6 +255,7 @@ func (o Only) derivedName() string {
 	return fmt.Sprintf("only %s %s", o.By, strings.Join(o.Buckets, ", "))
 }
 
+// Kind is the expectation kind (Spec).
 func (n Never) Kind() string { return KindNever }
 func (n Never) check(s *Scenario, c *checker, p string) {
 	s.checkBucketSet(c, p, KindNever, n.BucketSet)
@@ -252,10 +264,19 @@ func (n Never) derivedName() string {
 	return fmt.Sprintf("never %s %s", n.By, strings.Join(n.Buckets, ", "))
 }
 
-func (sr *SuccessRate) Kind() string              { return KindSuccessRate }
-func (sr *SuccessRate) Dimension() string         { return "" }
-func (sr *SuccessRate) CountedFrom() string       { return "" }
-func (sr *SuccessRate) Attributed() bool          { return false }
+// Kind is the expectation kind (Spec).
+func (sr *SuccessRate) Kind() string { return KindSuccessRate }
+
+// Dimension is what the kind groups requests by (Spec).
+func (sr *SuccessRate) Dimension() string { return "" }
+
+// CountedFrom is where the kind's counts come from (Spec).
+func (sr *SuccessRate) CountedFrom() string { return "" }
+
+// Attributed reports whether the kind judges attributed buckets (Spec).
+func (sr *SuccessRate) Attributed() bool { return false }
+
+// OwnBalancing is the sampling unit the kind sets itself (Spec).
 func (sr *SuccessRate) OwnBalancing() string      { return "" }
 func (sr *SuccessRate) applyDefaults([]string)    {}
 func (sr *SuccessRate) resolve(*Scenario, string) {}
@@ -270,10 +291,19 @@ func (sr *SuccessRate) check(_ *Scenario, c *checker, p string) {
 }
 func (sr *SuccessRate) derivedName() string { return "success rate ≥ " + sr.AtLeast.String() }
 
-func (l *Latency) Kind() string         { return KindLatency }
-func (l *Latency) Dimension() string    { return "" }
-func (l *Latency) CountedFrom() string  { return "" }
-func (l *Latency) Attributed() bool     { return false }
+// Kind is the expectation kind (Spec).
+func (l *Latency) Kind() string { return KindLatency }
+
+// Dimension is what the kind groups requests by (Spec).
+func (l *Latency) Dimension() string { return "" }
+
+// CountedFrom is where the kind's counts come from (Spec).
+func (l *Latency) CountedFrom() string { return "" }
+
+// Attributed reports whether the kind judges attributed buckets (Spec).
+func (l *Latency) Attributed() bool { return false }
+
+// OwnBalancing is the sampling unit the kind sets itself (Spec).
 func (l *Latency) OwnBalancing() string { return "" }
 func (l *Latency) applyDefaults([]string) {
 	if l.Percentile == 0 {
@@ -300,10 +330,18 @@ func (l *Latency) derivedName() string {
 
 // A mirror counts copies in the target's logs: its source is the logs,
 // and it is not an attributed kind (no rule places a copy in a bucket).
-func (m *MirrorExpect) Kind() string              { return KindMirror }
-func (m *MirrorExpect) Dimension() string         { return "" }
-func (m *MirrorExpect) CountedFrom() string       { return SourceLogs }
-func (m *MirrorExpect) Attributed() bool          { return false }
+func (m *MirrorExpect) Kind() string { return KindMirror }
+
+// Dimension is what the kind groups requests by (Spec).
+func (m *MirrorExpect) Dimension() string { return "" }
+
+// CountedFrom is where the kind's counts come from (Spec).
+func (m *MirrorExpect) CountedFrom() string { return SourceLogs }
+
+// Attributed reports whether the kind judges attributed buckets (Spec).
+func (m *MirrorExpect) Attributed() bool { return false }
+
+// OwnBalancing is the sampling unit the kind sets itself (Spec).
 func (m *MirrorExpect) OwnBalancing() string      { return "" }
 func (m *MirrorExpect) applyDefaults([]string)    {}
 func (m *MirrorExpect) covers(*Scenario) []string { return nil }
