@@ -261,3 +261,16 @@ func Mirrors(sc *scenarios.Scenario) []*scenarios.MirrorExpect {
 	}
 	return out
 }
+
+// MeshSources are the mesh objects the scenario's splits read their
+// expected shares from (split.fromMesh): what rbac must grant reads of
+// (runner/permissions.go).
+func MeshSources(sc *scenarios.Scenario) []*scenarios.MeshSource {
+	var out []*scenarios.MeshSource
+	for _, e := range Resolve(sc) {
+		if k, ok := e.kind.(splitKind); ok && k.sp.FromMesh != nil {
+			out = append(out, k.sp.FromMesh)
+		}
+	}
+	return out
+}

@@ -104,6 +104,11 @@ func (j *Judge) PlanExpectation(w io.Writer, e Expectation, looks int) (assert.P
 }
 
 func (k splitKind) plan(p *planner, e Expectation) (assert.Plan, error) {
+	if k.sp.FromMesh != nil {
+		ref, _, _ := k.sp.FromMesh.Ref()
+		fmt.Fprintf(p.w, "%s: not planned here: its expected shares are read from %s when the run starts\n", e.Name(), ref)
+		return assert.Plan{}, nil
+	}
 	model, err := p.j.model(k.sp, nil)
 	if err != nil && needsInventory(p.j.sc, k.sp) {
 		fmt.Fprintf(p.w, "%s: not planned here: its expected shares need the cluster inventory (ready pods) of a run\n", e.Name())

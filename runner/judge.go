@@ -3,6 +3,7 @@ package runner
 import (
 	"github.com/mesh-verify/mesh-verify/attack"
 	"github.com/mesh-verify/mesh-verify/judge"
+	"github.com/mesh-verify/mesh-verify/measure"
 	"github.com/mesh-verify/mesh-verify/reports"
 	"github.com/mesh-verify/mesh-verify/scenarios"
 	"github.com/mesh-verify/mesh-verify/tally"
@@ -56,7 +57,7 @@ func fixedConnections(o attack.Options) int64 {
 // open and reuses, 0 when every request opens its own (keepAlive false):
 // what per-connection balancing can draw on, for `mesh-verify plan`.
 func AttackConnections(sc *scenarios.Scenario) int64 {
-	return fixedConnections(attackOptions(sc, "", ""))
+	return fixedConnections(measure.AttackConfig(sc, "", ""))
 }
 
 // evidence is everything a verdict may draw on: the counts of each
@@ -104,13 +105,13 @@ func (ev evidence) source(name string) (tally.Snapshot, bool) {
 // PlannedRequests is how many requests the scenario's attack will send, or
 // 0 when only its duration bounds it in closed loop.
 func PlannedRequests(sc *scenarios.Scenario) int64 {
-	return plannedRequests(attackOptions(sc, "", ""))
+	return measure.PlannedRequests(measure.AttackConfig(sc, "", ""))
 }
 
 // NewJudge is the judge of a scenario with its attack as the scenario
 // says it, for `mesh-verify plan`.
 func NewJudge(sc *scenarios.Scenario) *judge.Judge {
-	return newJudge(sc, attackOptions(sc, "", "")).Judge
+	return newJudge(sc, measure.AttackConfig(sc, "", "")).Judge
 }
 
 // settled reports whether every expectation already has a PASS or FAIL at

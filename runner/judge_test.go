@@ -12,6 +12,7 @@ import (
 	"github.com/mesh-verify/mesh-verify/assert"
 	"github.com/mesh-verify/mesh-verify/attack"
 	"github.com/mesh-verify/mesh-verify/attribution"
+	"github.com/mesh-verify/mesh-verify/measure"
 	"github.com/mesh-verify/mesh-verify/reports"
 	"github.com/mesh-verify/mesh-verify/scenarios"
 	"github.com/mesh-verify/mesh-verify/tally"
@@ -62,7 +63,7 @@ attack: {rate: 10/s, duration: 1s}
 observe: [{name: m, selector: app=m, logs: {preset: spring-callme}}]
 expect: [{mirror: {to: m, percent: 50%, shadow: false}}]
 `)
-	j := newJudge(sc, attackOptions(sc, "", ""))
+	j := newJudge(sc, measure.AttackConfig(sc, "", ""))
 	r := j.evaluate(evidence{logs: &tally.Snapshot{}, logInfo: &logEvidence{unread: map[string]string{"m": "the log of pod c1/default/m-0 could not be read: a container name must be specified"}}}, -1)[0]
 	if r.Verdict != assert.Inconclusive || !strings.Contains(r.Reason, "could not be read") {
 		t.Errorf("%v: %s", r.Verdict, r.Reason)

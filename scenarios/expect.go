@@ -160,6 +160,9 @@ func (sp *Split) applyDefaults(clusters []string) {
 		if len(sp.Weights) > 0 {
 			sp.Model = "weights"
 		}
+		if sp.FromMesh != nil {
+			sp.Model = ModelFromMesh
+		}
 	}
 	// "equal" with no buckets means every declared cluster.
 	if sp.Model == "equal" && sp.By == "cluster" && len(sp.Buckets) == 0 {
@@ -423,6 +426,9 @@ type Split struct {
 	// Model: weights, equal, equal-per-pod, link-cost-inverse, link-cost-balanced.
 	Model   string             `yaml:"model"`
 	Weights map[string]float64 `yaml:"weights"`
+	// FromMesh reads the expected shares from the mesh's own object
+	// instead of weights (model mesh; docs/expect-from-mesh.md).
+	FromMesh *MeshSource `yaml:"fromMesh"`
 	// Buckets lists the buckets for equal (default: every declared cluster).
 	Buckets []string `yaml:"buckets"`
 	// Pods gives ready pods per cluster for equal-per-pod and link-cost
@@ -564,6 +570,10 @@ func checkMargin(c *checker, path string, m *Percent, allowZero bool) {
 
 func (s *Scenario) checkSplit(c *checker, p string, sp *Split) {
 	byOK := checkBy(c, p+".by", sp.By)
+	if sp.FromMesh != nil {
+		s.checkFromMesh(c, p, sp)
+		return
+	}
 	if !slices.Contains(SplitModels(), sp.Model) {
 		c.add(p+".model", "unknown model %q (allowed: %s)", sp.Model, strings.Join(SplitModels(), ", "))
 		return

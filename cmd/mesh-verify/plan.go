@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mesh-verify/mesh-verify/assert"
+	"github.com/mesh-verify/mesh-verify/exitcode"
 	"github.com/mesh-verify/mesh-verify/judge"
 	"github.com/mesh-verify/mesh-verify/runner"
 )
@@ -107,7 +108,7 @@ func planLooks(w io.Writer, total int64, looks int, confidence float64) error {
 func planScenario(w io.Writer, file string, set []string) error {
 	sc, _, err := loadScenario(file, set)
 	if err != nil {
-		return &codedError{code: exitInvalidInput, err: err}
+		return &exitcode.Error{Code: exitcode.InvalidInput, Err: err}
 	}
 	st := sc.Statistics
 	looks := 1
@@ -122,7 +123,7 @@ func planScenario(w io.Writer, file string, set []string) error {
 	for _, e := range j.Expectations() {
 		p, err := j.PlanExpectation(w, e, looks)
 		if err != nil {
-			return &codedError{code: exitInvalidInput, err: fmt.Errorf("%s: expectation %q: %w", file, e.Name(), err)}
+			return &exitcode.Error{Code: exitcode.InvalidInput, Err: fmt.Errorf("%s: expectation %q: %w", file, e.Name(), err)}
 		}
 		needRequests = max(needRequests, p.Requests)
 		if p.Connections > needConnections.Connections {
