@@ -83,6 +83,8 @@ type Judge struct {
 	sc     *scenarios.Scenario
 	attack Attack
 	exps   []Expectation
+	// mesh holds the splits read from the mesh's objects (WithMesh).
+	mesh Mesh
 }
 
 // New resolves every expectation of a validated scenario into its kind.

@@ -241,10 +241,7 @@ func (j *Judge) clusterModel(sp *scenarios.Split, ready map[string][]string) (as
 		}
 		return assert.LinkCostBalancedModel(costs, pods, conns)
 	case scenarios.ModelFromMesh:
-		// meshconfig.Fetch and Resolve derive them; the run does not call
-		// them yet (docs/expect-from-mesh.md, "Status").
-		ref, _, _ := sp.FromMesh.Ref()
-		return assert.Shares{}, fmt.Errorf("split.fromMesh: the expected shares from %s are not yet read by run (docs/expect-from-mesh.md); give the weights", ref.Object())
+		return j.meshModel(sp)
 	}
 	return assert.Shares{}, fmt.Errorf("unknown model %q", sp.Model)
 }

@@ -106,8 +106,20 @@ func (j *Judge) PlanExpectation(w io.Writer, e Expectation, looks int) (assert.P
 func (k splitKind) plan(p *planner, e Expectation) (assert.Plan, error) {
 	if k.sp.FromMesh != nil {
 		ref, _, _ := k.sp.FromMesh.Ref()
-		fmt.Fprintf(p.w, "%s: not planned here: its expected shares are read from %s when the run starts\n", e.Name(), ref)
-		return assert.Plan{}, nil
+		ms, read := p.j.mesh[k.sp]
+		switch {
+		case !read:
+			fmt.Fprintf(p.w, "%s: not planned here: its expected shares are read from %s when the run starts (give --kubeconfig to read them now)\n", e.Name(), ref)
+			return assert.Plan{}, nil
+		case ms.Err != nil:
+			fmt.Fprintf(p.w, "%s: not planned: the expected shares from %s: %v\n", e.Name(), ref.Object(), ms.Err)
+			return assert.Plan{}, nil
+		}
+		// Read now: the plan is for the object as it is, which the run
+		// reads again when it starts.
+		for _, l := range ms.Expected.Provenance() {
+			fmt.Fprintf(p.w, "%s: %s\n", e.Name(), l)
+		}
 	}
 	model, err := p.j.model(k.sp, nil)
 	if err != nil && needsInventory(p.j.sc, k.sp) {

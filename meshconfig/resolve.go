@@ -310,3 +310,37 @@ func fullMatch(n node, pattern, value string) (bool, error) {
 	}
 	return re.MatchString(value), nil
 }
+
+// Provenance is the expectation's origin in lines for a report's
+// explanation and the run's output: each object read with its
+// resourceVersion and the fields used, the matched rule, the objects'
+// own weights and the mirrors, so that a report says which version of
+// the mesh's configuration it judged against.
+func (e Expected) Provenance() []string {
+	out := []string{"expected shares read from the mesh: " + e.Ref.Object()}
+	for _, s := range e.Sources {
+		line := "source " + s.APIVersion + " " + s.String()
+		if len(s.Fields) > 0 {
+			line += ", fields " + strings.Join(s.Fields, ", ")
+		}
+		out = append(out, line)
+	}
+	if e.Rule != "" {
+		out = append(out, "the attack's requests match the rule at "+e.Rule)
+	}
+	if len(e.Weights) > 0 {
+		var ws []string
+		for _, b := range slices.Sorted(maps.Keys(e.Weights)) {
+			ws = append(ws, fmt.Sprintf("%s=%g", b, e.Weights[b]))
+		}
+		out = append(out, "weights "+strings.Join(ws, ", "))
+	}
+	for _, m := range e.Mirrors {
+		line := fmt.Sprintf("mirror %g%% to %s", m.Percent, m.Bucket)
+		if m.Field != "" {
+			line += " (" + m.Field + ")"
+		}
+		out = append(out, line)
+	}
+	return out
+}

@@ -21,13 +21,20 @@ type judging struct {
 // concurrency a link-cost-balanced model assumes, and the connections
 // the attack keeps open (what per-connection balancing draws on).
 func newJudge(sc *scenarios.Scenario, o attack.Options) *judging {
+	return &judging{Judge: judge.New(sc, judge.Attack{Connections: attackConcurrency(o), FixedConnections: fixedConnections(o)})}
+}
+
+// attackConcurrency is the concurrency a link-cost-balanced split assumes
+// when it does not say: the attack's connections, else its concurrency,
+// else the attack's default lanes.
+func attackConcurrency(o attack.Options) int {
 	c := o.Concurrency
 	if o.Connections > 0 {
 		c = o.Connections
 	} else if c == 0 {
 		c = attack.DefaultLanes
 	}
-	return &judging{Judge: judge.New(sc, judge.Attack{Connections: c, FixedConnections: fixedConnections(o)})}
+	return c
 }
 
 // fixedConnections is how many connections an attack keeps open and reuses

@@ -25,7 +25,7 @@ import (
 
 // needsKube reports whether the scenario reaches through Kubernetes.
 func needsKube(sc *scenarios.Scenario) bool {
-	return sc.Target.Forward != nil || len(sc.Observe) > 0 || sc.Attack.Workers > 0
+	return sc.Target.Forward != nil || len(sc.Observe) > 0 || sc.Attack.Workers > 0 || usesMesh(sc)
 }
 
 // kubePath is what a run takes from Kubernetes: the clusters, the pod
@@ -67,6 +67,10 @@ func openKube(ctx context.Context, sc *scenarios.Scenario, o Options) (*kubePath
 		for _, c := range w.Clusters {
 			used[c] = true
 		}
+	}
+	for _, c := range sc.Clusters {
+		// The mesh's objects and the pods behind them may be in any.
+		used[c.Name] = used[c.Name] || usesMesh(sc)
 	}
 	var refs []kube.ClusterRef
 	for _, c := range sc.Clusters {

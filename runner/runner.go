@@ -16,6 +16,7 @@ import (
 	"github.com/mesh-verify/mesh-verify/attack"
 	"github.com/mesh-verify/mesh-verify/attribution"
 	"github.com/mesh-verify/mesh-verify/exitcode"
+	"github.com/mesh-verify/mesh-verify/judge"
 	"github.com/mesh-verify/mesh-verify/kube"
 	"github.com/mesh-verify/mesh-verify/measure"
 	"github.com/mesh-verify/mesh-verify/redact"
@@ -107,6 +108,16 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (*reports.Repor
 		}
 		defer kp.close()
 	}
+	// The expected splits the mesh's objects define are read once, as
+	// the clusters are connected: the report names the objects'
+	// resourceVersions, the configuration the verdicts are judged against.
+	var mesh judge.Mesh
+	if kp != nil {
+		var err error
+		if mesh, err = readMesh(ctx, sc, kp.clusters, attackConcurrency(measure.AttackConfig(sc, "", "")), o.Progress); err != nil {
+			return nil, &SetupError{Err: err}
+		}
+	}
 	m, target, err := openMeasurer(ctx, sc, kp, runID, o)
 	if err != nil {
 		return nil, err
@@ -150,6 +161,7 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (*reports.Repor
 		tl.DisableSamples()
 	}
 	j := newJudge(sc, ao)
+	j.WithMesh(mesh)
 	// Log followers and watches outlive the attack until the logs settle.
 	kubeCtx, stopKube := context.WithCancel(ctx)
 	defer stopKube()

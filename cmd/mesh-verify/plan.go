@@ -1,9 +1,11 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strconv"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -11,6 +13,7 @@ import (
 	"github.com/mesh-verify/mesh-verify/exitcode"
 	"github.com/mesh-verify/mesh-verify/judge"
 	"github.com/mesh-verify/mesh-verify/runner"
+	"github.com/mesh-verify/mesh-verify/scenarios"
 )
 
 func newPlanCmd() *cobra.Command {
@@ -19,6 +22,7 @@ func newPlanCmd() *cobra.Command {
 		smp   samplingFlags
 		looks int
 		set   []string
+		kf    kubeFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "plan [SCENARIO] | plan (--expect equal --buckets c2,c3 | --weights c2=1,c3=3)",
@@ -39,7 +43,7 @@ result with what its attack sends and the connections it opens.`,
 		SilenceErrors: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 1 {
-				return planScenario(cmd.OutOrStdout(), args[0], set)
+				return planScenario(cmd, args[0], set, &kf)
 			}
 			model, err := sf.expected(nil)
 			if err != nil {
@@ -78,6 +82,7 @@ result with what its attack sends and the connections it opens.`,
 	smp.register(cmd, "the keep-alive connections the attack will hold (0: a connection per request): per-request balancing adds the design effect's allowance for them, per-connection balancing compares them with the plan")
 	cmd.Flags().IntVar(&looks, "looks", 1, "interim looks for early stopping (1 = judge once at the end)")
 	addSetFlag(cmd, &set)
+	addKubeFlags(cmd.Flags(), &kf, scenarioContextHelp, scenarioNamespaceHelp)
 	return cmd
 }
 
@@ -105,10 +110,19 @@ func planLooks(w io.Writer, total int64, looks int, confidence float64) error {
 // planScenario plans every expectation of a scenario with what it says and
 // compares the needs with what its attack sends and the connections it
 // holds.
-func planScenario(w io.Writer, file string, set []string) error {
+//
+// With --kubeconfig, a split's expected shares from the mesh
+// (split.fromMesh) are read now, as a run reads them when it starts, and
+// planned; without, plan touches no cluster and says they are read then.
+func planScenario(cmd *cobra.Command, file string, set []string, kf *kubeFlags) error {
+	w := cmd.OutOrStdout()
 	sc, _, err := loadScenario(file, set)
 	if err != nil {
 		return &exitcode.Error{Code: exitcode.InvalidInput, Err: err}
+	}
+	mesh, err := readMeshFlags(cmd, sc, kf, w)
+	if err != nil {
+		return err
 	}
 	st := sc.Statistics
 	looks := 1
@@ -119,7 +133,7 @@ func planScenario(w io.Writer, file string, set []string) error {
 	fmt.Fprintf(w, "FAIL is judged with %s intervals (statistics.interval); PASS always with exact Clopper–Pearson bounds, so the plan does not depend on it\n", st.Interval)
 	var needRequests int64
 	var needConnections assert.Plan
-	j := runner.NewJudge(sc)
+	j := runner.NewJudge(sc).WithMesh(mesh)
 	for _, e := range j.Expectations() {
 		p, err := j.PlanExpectation(w, e, looks)
 		if err != nil {
@@ -150,3 +164,28 @@ func planScenario(w io.Writer, file string, set []string) error {
 	}
 	return nil
 }
+
+// readMeshFlags reads the expected splits from the mesh (split.fromMesh)
+// when --kubeconfig is given: nil without it, or when no split reads the
+// mesh. A cluster that cannot be reached, or a read denied, is a setup
+// error naming the cluster and the call.
+func readMeshFlags(cmd *cobra.Command, sc *scenarios.Scenario, kf *kubeFlags, w io.Writer) (judge.Mesh, error) {
+	if !cmd.Flags().Changed("kubeconfig") {
+		return nil, nil
+	}
+	ko, err := kf.forScenario(sc)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(cmd.Context(), meshReadTimeout)
+	defer cancel()
+	mesh, err := runner.ReadMesh(ctx, sc, runner.Options{Kube: ko}, w)
+	if err != nil {
+		return nil, &exitcode.Error{Code: exitcode.Setup, Err: err}
+	}
+	return mesh, nil
+}
+
+// meshReadTimeout bounds connecting to the clusters and reading the mesh's
+// objects for plan and validate.
+const meshReadTimeout = time.Minute

@@ -63,10 +63,15 @@ expected one with sound statistics. Exit codes: 0 pass, 1 an expectation failed,
 
 func newValidateCmd() *cobra.Command {
 	var set []string
+	var kf kubeFlags
 	cmd := &cobra.Command{
 		Use:   "validate FILE...",
 		Short: "Check scenario files without running them",
-		Args:  cobra.MinimumNArgs(1),
+		Long: `validate checks scenario files without running them. With --kubeconfig it
+also reads the expected splits a scenario takes from the mesh's objects
+(split.fromMesh) and prints them with the objects' resourceVersions; a
+cluster it cannot reach or an object it cannot read is a warning.`,
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			bad := 0
 			for _, f := range args {
@@ -88,6 +93,9 @@ func newValidateCmd() *cobra.Command {
 				for _, w := range sc.Warnings() {
 					fmt.Fprintf(cmd.ErrOrStderr(), "%s: warning: %s\n", f, w)
 				}
+				if _, err := readMeshFlags(cmd, sc, &kf, cmd.OutOrStdout()); err != nil {
+					fmt.Fprintf(cmd.ErrOrStderr(), "%s: warning: the expected split from the mesh was not read: %s\n", f, redact.Message(err.Error()))
+				}
 			}
 			if bad > 0 {
 				return &exitcode.Error{Code: exitcode.InvalidInput, Err: fmt.Errorf("%d of %d scenario files are invalid", bad, len(args))}
@@ -96,6 +104,7 @@ func newValidateCmd() *cobra.Command {
 		},
 	}
 	addSetFlag(cmd, &set)
+	addKubeFlags(cmd.Flags(), &kf, scenarioContextHelp, scenarioNamespaceHelp)
 	return cmd
 }
 

@@ -1,0 +1,156 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"maps"
+	"net/url"
+	"slices"
+	"strings"
+
+	"github.com/mesh-verify/mesh-verify/judge"
+	"github.com/mesh-verify/mesh-verify/kube"
+	"github.com/mesh-verify/mesh-verify/measure"
+	"github.com/mesh-verify/mesh-verify/meshconfig"
+	"github.com/mesh-verify/mesh-verify/scenarios"
+)
+
+// usesMesh reports whether a split reads its expected shares from the
+// mesh's objects (split.fromMesh): the run then connects to every
+// declared cluster, where those objects and the pods behind them are.
+func usesMesh(sc *scenarios.Scenario) bool { return len(judge.FromMeshSplits(sc)) > 0 }
+
+// meshRequest is the attack's request as the mesh's route rules see it
+// (docs/expect-from-mesh.md, "Which rule the attack's requests match"):
+// its method, path with query, Host and headers. Through a port-forward
+// the Host is the forwarded Service's name, as the attack sends it
+// (kubePath.targetURL).
+func meshRequest(sc *scenarios.Scenario) meshconfig.Request {
+	r := meshconfig.Request{Method: sc.Attack.Method, Headers: map[string]string{}}
+	if g := sc.Attack.GRPC; g != nil {
+		r.Method, r.Path = "POST", g.Method
+	}
+	if f := sc.Target.Forward; f != nil {
+		_, name, _ := strings.Cut(f.Resource, "/")
+		r.Scheme, r.Host = f.Scheme, name+"."+f.Namespace+":"+f.Port
+		if r.Path == "" {
+			r.Path = sc.Target.Path
+		}
+	} else if u, err := url.Parse(sc.Target.URL); err == nil {
+		r.Scheme, r.Host = u.Scheme, u.Host
+		if r.Path == "" {
+			r.Path = u.RequestURI()
+		}
+	}
+	if r.Scheme == "" {
+		r.Scheme = "http"
+	}
+	for k, v := range sc.Attack.Headers {
+		if strings.EqualFold(k, "Host") {
+			r.Host = v
+			continue
+		}
+		r.Headers[k] = v
+	}
+	return r
+}
+
+// readMesh reads, once, the mesh objects every split with fromMesh names
+// and derives its expected shares for the attack's requests; conns is the
+// concurrency a split that does not say is taken to balance (Skupper).
+// Each object read is printed to w with its resourceVersion. A read the
+// user is denied, or an object that cannot be read, is an error (a setup
+// error for run); objects read that define no split the requests could
+// take (no matching rule, an undefined subset) are that split's error,
+// for the judge to FAIL it with.
+func readMesh(ctx context.Context, sc *scenarios.Scenario, clusters map[string]*kube.Cluster, conns int, w io.Writer) (judge.Mesh, error) {
+	splits := judge.FromMeshSplits(sc)
+	if len(splits) == 0 {
+		return nil, nil
+	}
+	var cs []*kube.Cluster
+	var names []string
+	for _, c := range sc.Clusters {
+		names = append(names, c.Name)
+		if kc := clusters[c.Name]; kc != nil {
+			cs = append(cs, kc)
+		}
+	}
+	readers, err := meshconfig.NewReaders(cs)
+	if err != nil {
+		return nil, err
+	}
+	if w == nil {
+		w = io.Discard
+	}
+	req := meshRequest(sc)
+	out := judge.Mesh{}
+	for _, s := range splits {
+		ref, _, err := s.Split.FromMesh.Ref()
+		if err != nil {
+			return nil, fmt.Errorf("expectation %q: split.fromMesh: %w", s.Name, err)
+		}
+		q := meshconfig.Query{Ref: ref, By: s.Split.By, Clusters: names, Request: req,
+			Connections: s.Split.Connections, Selector: s.Split.FromMesh.Selector}
+		if q.Connections == 0 {
+			q.Connections = conns
+		}
+		objs, err := meshconfig.Fetch(ctx, q, readers)
+		if err != nil {
+			return nil, fmt.Errorf("expectation %q: read the expected split: %w", s.Name, err)
+		}
+		ex, err := meshconfig.Resolve(q, objs)
+		if err != nil {
+			fmt.Fprintf(w, "expectation %q: no expected split from %s: %v\n", s.Name, ref.Object(), err)
+			out[s.Split] = judge.MeshSplit{Err: err}
+			continue
+		}
+		for _, src := range ex.Sources {
+			fmt.Fprintf(w, "expectation %q: read %s\n", s.Name, src)
+		}
+		fmt.Fprintf(w, "expectation %q: expected split by %s from %s: %s\n", s.Name, ex.By, ref.Object(), formatShares(ex.Shares))
+		out[s.Split] = judge.MeshSplit{Expected: ex}
+	}
+	return out, nil
+}
+
+// ReadMesh connects to the scenario's clusters and reads the expected
+// splits its fromMesh expectations name, as a run does when it starts:
+// for `mesh-verify plan` and `validate` with a kubeconfig. nil when no
+// split reads the mesh.
+func ReadMesh(ctx context.Context, sc *scenarios.Scenario, o Options, w io.Writer) (judge.Mesh, error) {
+	if !usesMesh(sc) {
+		return nil, nil
+	}
+	ko := o.Kube
+	if len(ko.Kubeconfig) == 0 {
+		ko.Kubeconfig = o.Kubeconfig
+	}
+	cfg, err := kube.LoadConfig(ko)
+	if err != nil {
+		return nil, fmt.Errorf("load kubeconfig: %w", err)
+	}
+	var refs []kube.ClusterRef
+	for _, c := range sc.Clusters {
+		refs = append(refs, kube.ClusterRef{Name: c.Name, Context: c.Context, OfSeveral: len(sc.Clusters) > 1})
+	}
+	cs, err := cfg.ConnectAll(ctx, refs)
+	if err != nil {
+		return nil, err
+	}
+	clusters := map[string]*kube.Cluster{}
+	for _, c := range cs {
+		clusters[c.Name] = c
+	}
+	return readMesh(ctx, sc, clusters, attackConcurrency(measure.AttackConfig(sc, "", "")), w)
+}
+
+// formatShares is "v1=80%, v2=20%" in bucket order.
+func formatShares(shares map[string]float64) string {
+	var out []string
+	for _, b := range slices.Sorted(maps.Keys(shares)) {
+		out = append(out, fmt.Sprintf("%s=%.4g%%", b, 100*shares[b]))
+	}
+	return strings.Join(out, ", ")
+}
