@@ -47,13 +47,9 @@ type kubePath struct {
 // openKube connects to every cluster the scenario uses, lists the observed
 // pods and opens the tunnel. Every failure names the cluster and the call.
 func openKube(ctx context.Context, sc *scenarios.Scenario, o Options) (*kubePath, error) {
-	ko := o.Kube
-	if len(ko.Kubeconfig) == 0 {
-		ko.Kubeconfig = o.Kubeconfig
-	}
-	cfg, err := kube.LoadConfig(ko)
+	cfg, err := loadConfig(o)
 	if err != nil {
-		return nil, fmt.Errorf("load kubeconfig: %w", err)
+		return nil, err
 	}
 	used := map[string]bool{}
 	if sc.Attack.Workers > 0 {
@@ -119,6 +115,20 @@ func openKube(ctx context.Context, sc *scenarios.Scenario, o Options) (*kubePath
 		kp.warnings = append(kp.warnings, kp.tunnel.Warnings()...)
 	}
 	return kp, nil
+}
+
+// loadConfig loads the kubeconfig a run's options name: Kube.Kubeconfig,
+// else Kubeconfig, else kubectl's own rules.
+func loadConfig(o Options) (*kube.Config, error) {
+	ko := o.Kube
+	if len(ko.Kubeconfig) == 0 {
+		ko.Kubeconfig = o.Kubeconfig
+	}
+	cfg, err := kube.LoadConfig(ko)
+	if err != nil {
+		return nil, fmt.Errorf("load kubeconfig: %w", err)
+	}
+	return cfg, nil
 }
 
 // withNamespace is sc with ns wherever the scenario left the namespace

@@ -123,13 +123,9 @@ func ReadMesh(ctx context.Context, sc *scenarios.Scenario, o Options, w io.Write
 	if !usesMesh(sc) {
 		return nil, nil
 	}
-	ko := o.Kube
-	if len(ko.Kubeconfig) == 0 {
-		ko.Kubeconfig = o.Kubeconfig
-	}
-	cfg, err := kube.LoadConfig(ko)
+	cfg, err := loadConfig(o)
 	if err != nil {
-		return nil, fmt.Errorf("load kubeconfig: %w", err)
+		return nil, err
 	}
 	var refs []kube.ClusterRef
 	for _, c := range sc.Clusters {
