@@ -24,16 +24,17 @@ func usesMesh(sc *scenarios.Scenario) bool { return len(judge.FromMeshSplits(sc)
 // meshRequest is the attack's request as the mesh's route rules see it
 // (docs/expect-from-mesh.md, "Which rule the attack's requests match"):
 // its method, path with query, Host and headers. Through a port-forward
-// the Host is the forwarded Service's name, as the attack sends it
-// (kubePath.targetURL).
+// no Host is matched: the attack reaches the entry pod itself, and the
+// route the object defines is usually for the call the entry makes to
+// its callee through its sidecar (the tutorials' caller → callme), whose
+// Host is the callee's, not the forwarded Service's.
 func meshRequest(sc *scenarios.Scenario) meshconfig.Request {
 	r := meshconfig.Request{Method: sc.Attack.Method, Headers: map[string]string{}}
 	if g := sc.Attack.GRPC; g != nil {
 		r.Method, r.Path = "POST", g.Method
 	}
 	if f := sc.Target.Forward; f != nil {
-		_, name, _ := strings.Cut(f.Resource, "/")
-		r.Scheme, r.Host = f.Scheme, name+"."+f.Namespace+":"+f.Port
+		r.Scheme = f.Scheme
 		if r.Path == "" {
 			r.Path = sc.Target.Path
 		}
@@ -59,7 +60,8 @@ func meshRequest(sc *scenarios.Scenario) meshconfig.Request {
 // readMesh reads, once, the mesh objects every split with fromMesh names
 // and derives its expected shares for the attack's requests; conns is the
 // concurrency a split that does not say is taken to balance (Skupper).
-// Each object read is printed to w with its resourceVersion. A read the
+// Each object read is printed to w with its resourceVersion, and the
+// weights and mirrors it defines. A read the
 // user is denied, or an object that cannot be read, is an error (a setup
 // error for run); objects read that define no split the requests could
 // take (no matching rule, an undefined subset) are that split's error,
@@ -106,8 +108,8 @@ func readMesh(ctx context.Context, sc *scenarios.Scenario, clusters map[string]*
 			out[s.Split] = judge.MeshSplit{Err: err}
 			continue
 		}
-		for _, src := range ex.Sources {
-			fmt.Fprintf(w, "expectation %q: read %s\n", s.Name, src)
+		for _, l := range ex.Provenance() {
+			fmt.Fprintf(w, "expectation %q: %s\n", s.Name, l)
 		}
 		fmt.Fprintf(w, "expectation %q: expected split by %s from %s: %s\n", s.Name, ex.By, ref.Object(), formatShares(ex.Shares))
 		out[s.Split] = judge.MeshSplit{Expected: ex}
