@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/mesh-verify/mesh-verify/lab/topology"
 )
 
 // Every built-in topology parses, is named after its file, and says which
@@ -134,6 +136,13 @@ func TestWorkloadsFromManifests(t *testing.T) {
 	top, _, err := Resolve("istio-helloworld")
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The lab's state keeps lab.yaml and the manifests; the daemon
+	// rebuilds the same apps from them.
+	src, _ := Source("istio-helloworld")
+	again, err := topology.ParseFiles(top.File, src, top.ManifestFiles())
+	if err != nil || len(again.Apps) != 2 || again.ManifestsDigest() != top.ManifestsDigest() {
+		t.Fatalf("ParseFiles: %v, %d apps", err, len(again.Apps))
 	}
 	for _, tc := range []struct{ app, cluster string }{{"helloworld-v1", "c1"}, {"helloworld-v2", "c2"}} {
 		a := top.App(tc.app)

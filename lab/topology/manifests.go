@@ -10,6 +10,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"testing/fstest"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -103,6 +104,29 @@ func (t *Topology) loadManifests(fsys fs.FS, dir, where, cluster string) error {
 		t.Manifests = append(t.Manifests, Manifest{Cluster: cluster, File: name, Data: data, Objects: objs})
 	}
 	return nil
+}
+
+// ManifestFiles are the manifests' contents by their path in the
+// topology directory (nil without any), for ParseFiles.
+func (t *Topology) ManifestFiles() map[string]string {
+	if len(t.Manifests) == 0 {
+		return nil
+	}
+	out := map[string]string{}
+	for _, m := range t.Manifests {
+		out[m.File] = string(m.Data)
+	}
+	return out
+}
+
+// ParseFiles loads a topology directory from its lab.yaml and its
+// manifests by path (ManifestFiles), as ParseDir does from a directory.
+func ParseFiles(where string, labYAML []byte, manifests map[string]string) (*Topology, error) {
+	fsys := fstest.MapFS{LabFile: &fstest.MapFile{Data: labYAML}}
+	for name, data := range manifests {
+		fsys[name] = &fstest.MapFile{Data: []byte(data)}
+	}
+	return ParseDir(fsys, ".", where)
 }
 
 // ManifestsOf lists cluster's manifest files, in file order.
