@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/mesh-verify/mesh-verify/exitcode"
 )
 
 // A split that reads its expectation from the mesh: rbac grants the
@@ -44,7 +46,7 @@ expect:
 		var out, errb bytes.Buffer
 		code := execute(c.args, &out, &errb)
 		text := out.String() + errb.String()
-		if code != exitPass {
+		if code != exitcode.Pass {
 			t.Errorf("%v: exit %d: %s", c.args, code, text)
 			continue
 		}
