@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/mesh-verify/mesh-verify/fleet"
+	"github.com/mesh-verify/mesh-verify/judge"
 	"github.com/mesh-verify/mesh-verify/kube"
 	"github.com/mesh-verify/mesh-verify/meshconfig"
 	"github.com/mesh-verify/mesh-verify/scenarios"
@@ -68,11 +69,8 @@ func Needs(sc *scenarios.Scenario) []kube.Need {
 			}
 		}
 	}
-	for _, e := range sc.Expect {
-		if e.Split == nil || e.Split.FromMesh == nil {
-			continue
-		}
-		if ref, _, err := e.Split.FromMesh.Ref(); err == nil {
+	for _, m := range judge.MeshSources(sc) {
+		if ref, _, err := m.Ref(); err == nil {
 			for _, n := range meshconfig.Needs(ref, sc.ClusterNames()) {
 				used[n.Cluster] = true
 				add(n)
