@@ -62,8 +62,9 @@ func execute(args []string, stdout, stderr io.Writer) int {
 	}
 	if msg := err.Error(); msg != "" {
 		// Errors may quote input verbatim (a topology file's value):
-		// redacted like everything mesh-verify shows.
-		fmt.Fprintln(stderr, "mesh-verify lab:", redact.Message(msg))
+		// redacted like everything mesh-verify shows; prefixed as when
+		// the lab was a command of mesh-verify, which users still run.
+		fmt.Fprintln(stderr, "mesh-verify:", redact.Message(msg))
 	}
 	return code
 }
