@@ -114,7 +114,7 @@ type WorkerSpec struct {
 	Inventory []byte
 	Run       []byte
 	// CA is the Secret's ca.pem (optional): PEM certificates only, a
-	// private key is refused (runner.ReadCA reads them so).
+	// private key is refused (measure.ReadCA reads them so).
 	CA []byte
 	// IndexOffset is the run's index of this Job's first worker (the
 	// workers' --index-offset): with several sources the run numbers

@@ -21,7 +21,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/mesh-verify/mesh-verify/fleet"
 	"github.com/mesh-verify/mesh-verify/internal/certtest"
 )
 
@@ -175,12 +174,6 @@ func TestWorkerData(t *testing.T) {
 	}
 	if len(secret) != 2 || string(secret[WorkerKeyScenario]) != string(s.Scenario) || string(secret[WorkerKeyCA]) != string(cert) {
 		t.Errorf("SecretData %v: want scenario.yaml and ca.pem", secret)
-	}
-}
-
-func TestMaxWorkersIsFleets(t *testing.T) {
-	if MaxWorkers != fleet.MaxWorkers {
-		t.Errorf("kube.MaxWorkers %d, fleet.MaxWorkers %d: a worker's records would be refused", MaxWorkers, fleet.MaxWorkers)
 	}
 }
 

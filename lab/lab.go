@@ -143,17 +143,17 @@ func Up(ctx context.Context, o Options) (_ *Lab, err error) {
 		// (undoing any `kubectl scale` since) and wait, which is seconds
 		// instead of a new lab. A daemon that died (kill -9, a crash) is
 		// started again; the new one stops what the old one left running.
-		// No prefix: the state's contexts are named in full.
-		k := &kwok.Lab{Bin: kwok.Binaries(st.Bin), Dir: o.Dir, Kubeconfig: st.Kubeconfig}
+		// The state names the contexts in full (kind-c1 for cluster c1).
+		k := &kwok.Lab{Bin: kwok.Binaries(st.Bin), Dir: o.Dir, Kubeconfig: st.Kubeconfig, ContextPrefix: contextPrefix(st)}
 		for _, c := range st.Clusters {
 			cfg, err := daemon.RESTConfig(st.Kubeconfig, st.Contexts[c])
 			if err != nil {
 				return nil, fmt.Errorf("cluster %s: %w", c, err)
 			}
-			if err := registerCRDs(ctx, kubectlOf(k, st.Contexts[c]), c); err != nil {
+			if err := registerCRDs(ctx, kubectlOf(k, c), c); err != nil {
 				return nil, err
 			}
-			if err := applyCluster(ctx, cfg, c, t, kubectlOf(k, st.Contexts[c])); err != nil {
+			if err := applyCluster(ctx, cfg, c, t, kubectlOf(k, c)); err != nil {
 				return nil, err
 			}
 		}
@@ -166,7 +166,7 @@ func Up(ctx context.Context, o Options) (_ *Lab, err error) {
 			pid, exited = p.Pid, done
 			fmt.Fprintf(o.Out, "  the lab daemon was not running: started it again, pid %d (log %s)\n", pid, filepath.Join(o.Dir, daemonLog))
 		}
-		status, err := waitReady(ctx, o.Dir, t, pid, exited, o.ReadyTimeout)
+		status, err := waitReady(ctx, o.Dir, t, pid, exited, o.ReadyTimeout, healKwok(ctx, k, o.Out))
 		if err != nil {
 			return nil, err
 		}
@@ -248,7 +248,7 @@ func Up(ctx context.Context, o Options) (_ *Lab, err error) {
 		}
 	}
 	fmt.Fprintf(o.Out, "  Deployments and Services applied after %.1fs\n", time.Since(start).Seconds())
-	status, err := waitReady(ctx, o.Dir, t, proc.Pid, exited, o.ReadyTimeout)
+	status, err := waitReady(ctx, o.Dir, t, proc.Pid, exited, o.ReadyTimeout, healKwok(ctx, k, o.Out))
 	if err != nil {
 		return nil, err
 	}
@@ -494,9 +494,15 @@ func useContext(path, kubeContext string) error {
 // waitReady waits for the daemon to serve every pod the topology implies.
 // exited, when not nil, is closed if the daemon (our child) ends; else the
 // daemon is checked through /proc.
-func waitReady(ctx context.Context, dir string, t *topology.Topology, pid int, exited <-chan struct{}, timeout time.Duration) (*daemon.Status, error) {
+//
+// A pod whose logs or port-forward stay unreadable (the daemon says so in
+// PodStatus.Unverified) makes it check that cluster's kwok controller once
+// with heal, which restarts a controller whose Logs or PortForward
+// informer is not serving (tools/lab/NOTES.md, "kwok's CRD watches").
+func waitReady(ctx context.Context, dir string, t *topology.Topology, pid int, exited <-chan struct{}, timeout time.Duration, heal func(cluster string) error) (*daemon.Status, error) {
 	deadline := time.Now().Add(timeout)
 	var why string
+	healed := map[string]bool{}
 	for {
 		dead := false
 		if exited != nil {
@@ -518,6 +524,15 @@ func waitReady(ctx context.Context, dir string, t *topology.Topology, pid int, e
 			if ok, why = labReady(dir, t.Clusters, t.ExpectedPods(), st); ok {
 				return st, nil
 			}
+			for _, p := range st.Pods {
+				if p.Unverified == "" || healed[p.Cluster] || heal == nil {
+					continue
+				}
+				healed[p.Cluster] = true
+				if err := heal(p.Cluster); err != nil {
+					return nil, fmt.Errorf("lab not ready: pod %s: %s; checking the kwok controller of cluster %s: %w", p.Key(), p.Unverified, p.Cluster, err)
+				}
+			}
 		} else {
 			why = "the daemon has not published its status yet"
 		}
@@ -530,6 +545,30 @@ func waitReady(ctx context.Context, dir string, t *topology.Topology, pid int, e
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// healKwok checks a cluster's kwok controller while `lab up` waits for a
+// pod the daemon cannot read through the API server, and restarts it if
+// its informers do not serve (kwok.(*Lab).EnsureWatches).
+func healKwok(ctx context.Context, k *kwok.Lab, out io.Writer) func(string) error {
+	return func(cluster string) error {
+		restarted, err := k.EnsureWatches(ctx, cluster)
+		if restarted {
+			fmt.Fprintf(out, "  cluster %s: kwok controller restarted: a pod's logs or port-forward stayed unreadable\n", cluster)
+		}
+		return err
+	}
+}
+
+// contextPrefix is what the state's context names add to the cluster
+// names (kind- for kind-c1).
+func contextPrefix(st *State) string {
+	for _, c := range st.Clusters {
+		if p, ok := strings.CutSuffix(st.Contexts[c], c); ok {
+			return p
+		}
+	}
+	return ""
 }
 
 // labReady is readiness, and no data plane left by a dead daemon

@@ -10,6 +10,8 @@ import (
 	"github.com/mesh-verify/mesh-verify/assert"
 	"github.com/mesh-verify/mesh-verify/attack"
 	"github.com/mesh-verify/mesh-verify/attribution"
+	"github.com/mesh-verify/mesh-verify/exitcode"
+	"github.com/mesh-verify/mesh-verify/measure"
 	"github.com/mesh-verify/mesh-verify/redact"
 	"github.com/mesh-verify/mesh-verify/reports"
 	"github.com/mesh-verify/mesh-verify/scenarios"
@@ -24,7 +26,7 @@ func assemble(sc *scenarios.Scenario, runID, target string, o attack.Options, su
 		RunID:    runID,
 		Scenario: reports.ScenarioInfo{Name: sc.Metadata.Name, File: sc.File, Description: sc.Metadata.Description},
 		Target:   target,
-		Attack: reports.AttackInfo{Summary: sum, Mode: mode(o), Concurrency: o.Concurrency,
+		Attack: reports.AttackInfo{Summary: sum, Mode: measure.Mode(o), Concurrency: o.Concurrency,
 			KeepAlive: o.KeepAlive, MaxConnections: o.MaxConnections, HTTP2: o.HTTP2, Method: o.Method, GRPC: grpcMethod(sc)},
 		Statistics: reports.StatisticsInfo{Confidence: st.Confidence, Power: st.Power, Margin: st.Margin.Fraction(),
 			Relative: st.Relative, Interval: st.Interval, Inconclusive: st.Inconclusive, Stop: st.Stop,
@@ -232,16 +234,16 @@ func finish(r *reports.Report, sc *scenarios.Scenario) {
 	}
 	switch {
 	case r.Attack.Interrupted:
-		r.ExitCode = ExitInterrupted
+		r.ExitCode = exitcode.Interrupted
 	case len(r.ConfigErrors) > 0:
 		// The scenario is wrong, whatever the mesh did (README.md, exit codes).
-		r.ExitCode = ExitInvalidInput
+		r.ExitCode = exitcode.InvalidInput
 	case r.Gate == assert.Pass:
-		r.ExitCode = ExitPass
+		r.ExitCode = exitcode.Pass
 	case r.Gate == assert.Fail:
-		r.ExitCode = ExitFail
+		r.ExitCode = exitcode.Fail
 	default:
-		r.ExitCode = ExitInconclusive
+		r.ExitCode = exitcode.Inconclusive
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/mesh-verify/mesh-verify/assert"
+	"github.com/mesh-verify/mesh-verify/exitcode"
 	"github.com/mesh-verify/mesh-verify/reports"
 	"github.com/mesh-verify/mesh-verify/scenarios"
 )
@@ -136,26 +137,26 @@ expect:
 	}{
 		{"the real callme answers, the rule expects a pod", scenario(serve(body(t, "callme-ping.txt")), `  rules: [{body: 'pod (?P<pod>\S+) in (?P<cluster>c\d)'}]`,
 			"  - split: {}\n  - latency: {below: 10s}"),
-			ExitInvalidInput, "attribution", "no rule (attribution.rules[0]) matched any of the 200 answered responses", "I'm callme-service v1",
+			exitcode.InvalidInput, "attribution", "no rule (attribution.rules[0]) matched any of the 200 answered responses", "I'm callme-service v1",
 			[]assert.Verdict{assert.Inconclusive, assert.Pass}},
 		{"Istio's echo without --cluster (1.18)", scenario(serve(body(t, "istio-echo-1.18-empty-cluster.txt")), "  preset: istio-echo",
 			"  - reached: {}"),
-			ExitInvalidInput, "attribution: empty cluster", "rule preset istio-echo (Cluster=) captured an empty cluster in 200 of 200 answered responses: the app does not know its cluster", "Cluster=\n",
+			exitcode.InvalidInput, "attribution: empty cluster", "rule preset istio-echo (Cluster=) captured an empty cluster in 200 of 200 answered responses: the app does not know its cluster", "Cluster=\n",
 			[]assert.Verdict{assert.Inconclusive}},
 		{"rebel-base names Cluster-1", scenario(serve(body(t, "rebel-base-cluster1.json")), "  preset: cilium-rebel-base",
 			"  - only: {buckets: [c1]}"),
-			ExitInvalidInput, "attribution: cluster names", "{from: cluster, to: cluster, values: {Cluster-1: c1}}", "",
+			exitcode.InvalidInput, "attribution: cluster names", "{from: cluster, to: cluster, values: {Cluster-1: c1}}", "",
 			[]assert.Verdict{assert.Inconclusive}},
 		{"rebel-base renamed", scenario(serve(body(t, "rebel-base-cluster1.json")), "  preset: cilium-rebel-base\n  map: [{from: cluster, to: cluster, values: {Cluster-1: c1, Cluster-2: c2}}]",
 			"  - only: {buckets: [c1]}"),
-			ExitPass, "", "", "", []assert.Verdict{assert.Pass}},
+			exitcode.Pass, "", "", "", []assert.Verdict{assert.Pass}},
 		// The version is empty but nothing groups by it: not an error.
 		{"empty field nobody needs", scenario(serve("pod callme-c1-0 in c1 version="), `  rules: [{body: 'pod (?P<pod>\S+) in (?P<cluster>c\d) version=(?P<version>\S*)'}]`,
 			"  - only: {buckets: [c1]}"),
-			ExitPass, "", "", "", []assert.Verdict{assert.Pass}},
+			exitcode.Pass, "", "", "", []assert.Verdict{assert.Pass}},
 		{"a pod but no cluster, no inventory", scenario(serve(body(t, "helloworld.txt")), "  preset: istio-helloworld",
 			"  - reached: {}"),
-			ExitInvalidInput, "attribution: no cluster", "observe the workload (observe[]) so that the inventory maps each pod to its cluster", "",
+			exitcode.InvalidInput, "attribution: no cluster", "observe the workload (observe[]) so that the inventory maps each pod to its cluster", "",
 			[]assert.Verdict{assert.Inconclusive}},
 	}
 	for _, c := range cases {

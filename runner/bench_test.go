@@ -14,13 +14,10 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
-	vegeta "github.com/tsenart/vegeta/v12/lib"
-
-	"github.com/mesh-verify/mesh-verify/attack"
+	"github.com/mesh-verify/mesh-verify/exitcode"
 	"github.com/mesh-verify/mesh-verify/reports"
 	"github.com/mesh-verify/mesh-verify/runlog"
 	"github.com/mesh-verify/mesh-verify/tally"
@@ -89,7 +86,7 @@ func BenchmarkUniquePods(b *testing.B) {
 				pods = len(d.Buckets)
 			}
 		}
-		if rep.Metrics.Successes != int64(requests) || pods != tally.MaxBuckets+1 || rep.ExitCode != ExitPass {
+		if rep.Metrics.Successes != int64(requests) || pods != tally.MaxBuckets+1 || rep.ExitCode != exitcode.Pass {
 			b.Fatalf("%d of %d answered, %d pod buckets, exit %d: %q", rep.Metrics.Successes, requests, pods, rep.ExitCode, rep.Warnings)
 		}
 		lines, err := countLines(filepath.Join(dir, runlog.AttributionFile))
@@ -141,51 +138,4 @@ func countLines(path string) (int, error) {
 			return n, nil
 		}
 	}
-}
-
-// BenchmarkSink is the cost of one result on the fast path (a cheap rule
-// on a short body): "inline" attributes, counts and records on the
-// results loop as the runner did before the attribution queue; "queue"
-// hands it to the workers and the collector (runner/sink.go). ns/op is
-// what the results loop spends per result, cpu-ns/op what the whole
-// process spends (workers and collector included).
-func BenchmarkSink(b *testing.B) {
-	sc := load(b, "http://127.0.0.1:1/", "  concurrency: 1\n  requests: 1", "  confidence: 0.95", "  - split: {model: equal}")
-	body := []byte("I'm callme-service v1 (pod callme-c2-0 in c2)")
-	for _, mode := range []string{"inline", "queue", "inline", "queue"} {
-		b.Run(mode, func(b *testing.B) {
-			attr, err := attributor(sc)
-			if err != nil {
-				b.Fatal(err)
-			}
-			start := time.Now()
-			tl := tally.New(start, 15*time.Second)
-			var s *sink
-			if mode == "inline" {
-				s = &sink{attr: attr, tally: tl, codes: sc.Attack.SuccessCodes, runID: "bench"}
-			} else {
-				s = newSink(attr, tl, sc.Attack.SuccessCodes, "bench", nil, sinkConfig{})
-				s.start()
-			}
-			b.ReportAllocs()
-			cpu := cpuTime()
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				s.Add(&attack.Result{Result: &vegeta.Result{Seq: uint64(i), Code: 200, Timestamp: start.Add(time.Duration(i) * 50 * time.Microsecond),
-					Latency: time.Millisecond, Body: body, Method: "GET"}, RequestID: "bench-" + strconv.Itoa(i), ConnID: uint64(1 + i%10)})
-			}
-			s.close()
-			b.StopTimer()
-			b.ReportMetric(float64(cpuTime()-cpu)/float64(b.N), "cpu-ns/op")
-			if got := tl.Snapshot().Total; got != int64(b.N) {
-				b.Fatalf("%d counted of %d", got, b.N)
-			}
-		})
-	}
-}
-
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

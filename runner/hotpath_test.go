@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/mesh-verify/mesh-verify/assert"
+	"github.com/mesh-verify/mesh-verify/exitcode"
 	"github.com/mesh-verify/mesh-verify/runlog"
 	"github.com/mesh-verify/mesh-verify/scenarios"
 )
@@ -173,8 +174,8 @@ func TestOverloadedAttributionIsCountedNotWaitedFor(t *testing.T) {
 			}
 		}
 	}
-	if rep.ExitCode != ExitInconclusive {
-		t.Errorf("exit %d, want %d", rep.ExitCode, ExitInconclusive)
+	if rep.ExitCode != exitcode.Inconclusive {
+		t.Errorf("exit %d, want %d", rep.ExitCode, exitcode.Inconclusive)
 	}
 	// attribution.jsonl has every result once, the unread ones without
 	// an identity, and the connections the statistics counted are those

@@ -10,6 +10,7 @@ import (
 	"github.com/mesh-verify/mesh-verify/assert"
 	"github.com/mesh-verify/mesh-verify/attack"
 	"github.com/mesh-verify/mesh-verify/attribution"
+	"github.com/mesh-verify/mesh-verify/measure"
 	"github.com/mesh-verify/mesh-verify/reports"
 	"github.com/mesh-verify/mesh-verify/scenarios"
 	"github.com/mesh-verify/mesh-verify/tally"
@@ -62,7 +63,7 @@ func fixedConnections(o attack.Options) int64 {
 // open and reuses, 0 when every request opens its own (keepAlive false):
 // what per-connection balancing can draw on, for `mesh-verify plan`.
 func AttackConnections(sc *scenarios.Scenario) int64 {
-	return fixedConnections(attackOptions(sc, "", ""))
+	return fixedConnections(measure.AttackConfig(sc, "", ""))
 }
 
 // Sampling is the sampling unit an expectation's verdict assumes
@@ -382,14 +383,14 @@ func latency(l *scenarios.Latency, s tally.Snapshot) assert.Result {
 // scenario alone (no inventory), as `mesh-verify plan` needs them; a split
 // by pod over inventoried pods cannot be planned this way.
 func SplitModel(sc *scenarios.Scenario, sp *scenarios.Split) (assert.Shares, error) {
-	ao := attackOptions(sc, "", "")
+	ao := measure.AttackConfig(sc, "", "")
 	return newJudge(sc, ao).model(sp, nil)
 }
 
 // PlannedRequests is how many requests the scenario's attack will send, or
 // 0 when only its duration bounds it in closed loop.
 func PlannedRequests(sc *scenarios.Scenario) int64 {
-	return plannedRequests(attackOptions(sc, "", ""))
+	return measure.PlannedRequests(measure.AttackConfig(sc, "", ""))
 }
 
 // byName is the counts of dimension by, where a pod the scenario names
@@ -519,6 +520,11 @@ func (j *judge) clusterModel(sp *scenarios.Split, ready map[string][]string) (as
 			return assert.Shares{}, fmt.Errorf("model link-cost-balanced needs split.connections (the concurrent connections the router balances)")
 		}
 		return assert.LinkCostBalancedModel(costs, pods, conns)
+	case scenarios.ModelFromMesh:
+		// meshconfig.Fetch and Resolve derive them; the run does not call
+		// them yet (docs/expect-from-mesh.md, "Status").
+		ref, _, _ := sp.FromMesh.Ref()
+		return assert.Shares{}, fmt.Errorf("split.fromMesh: the expected shares from %s are not yet read by run (docs/expect-from-mesh.md); give the weights", ref.Object())
 	}
 	return assert.Shares{}, fmt.Errorf("unknown model %q", sp.Model)
 }

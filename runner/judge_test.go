@@ -13,6 +13,7 @@ import (
 	"github.com/mesh-verify/mesh-verify/assert"
 	"github.com/mesh-verify/mesh-verify/attack"
 	"github.com/mesh-verify/mesh-verify/attribution"
+	"github.com/mesh-verify/mesh-verify/measure"
 	"github.com/mesh-verify/mesh-verify/podlogs"
 	"github.com/mesh-verify/mesh-verify/reports"
 	"github.com/mesh-verify/mesh-verify/scenarios"
@@ -45,7 +46,7 @@ expect:
 		t.Fatal(err)
 	}
 	ready := map[string][]string{"c2": {"app-c2-a"}, "c3": {"app-c3-a", "app-c3-b"}}
-	j := newJudge(sc, attackOptions(sc, "", ""))
+	j := newJudge(sc, measure.AttackConfig(sc, "", ""))
 	// The model names each pod as the observed buckets do: cluster/pod.
 	cases := []map[string]float64{
 		{"c2/app-c2-a": 0.5, "c3/app-c3-a": 0.25, "c3/app-c3-b": 0.25},
@@ -136,7 +137,7 @@ expect:
   - reached: {buckets: [c1, c2], minShare: 5%}
   - reached: {by: version, buckets: [v1, v2]}
 `)
-	j := newJudge(sc, attackOptions(sc, "", ""))
+	j := newJudge(sc, measure.AttackConfig(sc, "", ""))
 	for i, want := range []struct {
 		share float64
 		from  string
@@ -162,7 +163,7 @@ observe: [{name: m, selector: app=m, logs: {match: 'id=(?P<request_id>\S+)'}}]
 statistics: {margin: 10%, relative: `+c.relative+`}
 expect: [{mirror: {to: m, percent: 20%}}]
 `)
-		j := newJudge(sc, attackOptions(sc, "", ""))
+		j := newJudge(sc, measure.AttackConfig(sc, "", ""))
 		var r reports.Expectation
 		j.mirror(&r, sc.Expect[0].Mirror, evidence{logInfo: &logEvidence{totals: podlogs.Totals{Requests: 1000, MirroredServed: 260}, idMode: map[string]bool{"m": true}}}, 0.95)
 		if r.Verdict != c.want || r.Split == nil || r.Split.Balancing != assert.PerRequest {
@@ -181,7 +182,7 @@ attack: {rate: 10/s, duration: 1s}
 observe: [{name: m, selector: app=m, logs: {preset: spring-callme}}]
 expect: [{mirror: {to: m, percent: 50%, shadow: false}}]
 `)
-	j := newJudge(sc, attackOptions(sc, "", ""))
+	j := newJudge(sc, measure.AttackConfig(sc, "", ""))
 	var r reports.Expectation
 	j.mirror(&r, sc.Expect[0].Mirror, evidence{logInfo: &logEvidence{unread: map[string]string{"m": "the log of pod c1/default/m-0 could not be read: a container name must be specified"}}}, 0.95)
 	if r.Verdict != assert.Inconclusive || !strings.Contains(r.Reason, "could not be read") {

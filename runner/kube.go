@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"slices"
 	"sort"
@@ -18,6 +17,7 @@ import (
 	"github.com/mesh-verify/mesh-verify/attribution"
 	"github.com/mesh-verify/mesh-verify/kube"
 	"github.com/mesh-verify/mesh-verify/kube/portforward"
+	"github.com/mesh-verify/mesh-verify/measure"
 	"github.com/mesh-verify/mesh-verify/podlogs"
 	"github.com/mesh-verify/mesh-verify/reports"
 	"github.com/mesh-verify/mesh-verify/scenarios"
@@ -105,7 +105,7 @@ func openKube(ctx context.Context, sc *scenarios.Scenario, o Options) (*kubePath
 		}
 	}
 	// A distributed run's workers attack from inside the cluster: no
-	// tunnel (runner/distributed.go).
+	// tunnel (fleet/coordinator.go).
 	if f := sc.Target.Forward; f != nil && sc.Attack.Workers == 0 {
 		kp.tunnel, err = portforward.OpenTunnel(ctx, kp.clusters[f.Cluster], portforward.TunnelSpec{
 			Namespace: f.Namespace, Resource: f.Resource, Port: f.Port, Observed: kp.workloads(),
@@ -221,59 +221,14 @@ func (kp *kubePath) podByAddress(addr string) (kube.Pod, bool) {
 	if kp == nil || kp.inv == nil {
 		return kube.Pod{}, false
 	}
-	host := addressHost(addr)
+	host := measure.AddressHost(addr)
 	var matches []kube.Pod
 	for _, p := range kp.inv.Pods() {
 		if p.HasIP(host) {
 			matches = append(matches, p)
 		}
 	}
-	return onlyPod(matches)
-}
-
-// addressHost is an address without its port.
-func addressHost(addr string) string {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return addr
-	}
-	return host
-}
-
-// onlyPod is the one pod among matches (the same pod listed twice counts
-// once); ok is false for none or several.
-func onlyPod(matches []kube.Pod) (kube.Pod, bool) {
-	var found kube.Pod
-	n := 0
-	for _, p := range matches {
-		if n > 0 && p.Key() == found.Key() {
-			continue
-		}
-		found = p
-		n++
-	}
-	return found, n == 1
-}
-
-// podIdentity is who the pods named name are: their cluster when exactly
-// one cluster has such a pod (bare pods may share a name across
-// clusters: the caller then reports the name instead of guessing), with
-// the version label one of them carries.
-func podIdentity(name string, matches []kube.Pod) (attribution.Identity, bool) {
-	id := attribution.Identity{Pod: name}
-	for _, p := range matches {
-		if id.Cluster != "" && p.Cluster != id.Cluster {
-			return attribution.Identity{}, false
-		}
-		id.Cluster = p.Cluster
-		if p.Version != "" {
-			id.Version = p.Version
-		}
-	}
-	if id.Cluster == "" {
-		return attribution.Identity{}, false
-	}
-	return id, true
+	return measure.OnlyPod(matches)
 }
 
 // podStart is when a target's pod started, for the background period of a
@@ -302,7 +257,7 @@ func (kp *kubePath) identity(t podlogs.Target) attribution.Identity {
 // ByPod makes the inventory an attribution.Resolver: a pod name a response
 // gives maps to its cluster and version, when exactly one cluster has it.
 func (kp *kubePath) ByPod(name string) (attribution.Identity, bool) {
-	return podIdentity(name, kp.inv.Lookup(name))
+	return measure.IdentityOf(name, kp.inv.Lookup(name))
 }
 
 // ByAddress is the same for a pod's address.

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/mesh-verify/mesh-verify/assert"
+	"github.com/mesh-verify/mesh-verify/exitcode"
 	"github.com/mesh-verify/mesh-verify/kube"
 	"github.com/mesh-verify/mesh-verify/lab/labtest"
 )
@@ -183,7 +184,7 @@ expect:
 	for _, w := range rep.Warnings {
 		warned = warned || strings.Contains(w, "helloworld-v3-5d8f6c7b9-zzzzz") && strings.Contains(w, "not in the inventory")
 	}
-	if !warned || rep.ExitCode != ExitPass || rep.Expectation[0].Verdict != assert.Pass {
+	if !warned || rep.ExitCode != exitcode.Pass || rep.Expectation[0].Verdict != assert.Pass {
 		t.Errorf("warnings %q, exit %d, %s: %s", rep.Warnings, rep.ExitCode, rep.Expectation[0].Verdict, rep.Expectation[0].Reason)
 	}
 }

@@ -2,13 +2,12 @@ package runner
 
 import (
 	"errors"
-	"fmt"
-	"slices"
-	"strings"
 
+	"github.com/mesh-verify/mesh-verify/fleet"
 	"github.com/mesh-verify/mesh-verify/kube"
 	"github.com/mesh-verify/mesh-verify/kube/access"
 	"github.com/mesh-verify/mesh-verify/kube/portforward"
+	"github.com/mesh-verify/mesh-verify/meshconfig"
 	"github.com/mesh-verify/mesh-verify/scenarios"
 )
 
@@ -36,10 +35,10 @@ func Needs(sc *scenarios.Scenario) []access.Need {
 	if sc.Attack.Workers > 0 {
 		// The workers attack from inside the clusters: a Job, its
 		// ConfigMap and its pods' logs in each source instead of a tunnel
-		// (runner/distributed.go).
+		// (fleet/coordinator.go).
 		for _, src := range sc.Attack.WorkerSources() {
 			used[src.Cluster] = true
-			for _, n := range access.WorkerNeeds(src.Cluster, workerNamespace(sc), src.Workers) {
+			for _, n := range access.WorkerNeeds(src.Cluster, fleet.Namespace(sc), src.Workers) {
 				add(n)
 			}
 		}
@@ -71,6 +70,17 @@ func Needs(sc *scenarios.Scenario) []access.Need {
 			}
 		}
 	}
+	for _, e := range sc.Expect {
+		if e.Split == nil || e.Split.FromMesh == nil {
+			continue
+		}
+		if ref, _, err := e.Split.FromMesh.Ref(); err == nil {
+			for _, n := range meshconfig.Needs(ref, sc.ClusterNames()) {
+				used[n.Cluster] = true
+				add(n)
+			}
+		}
+	}
 	for _, c := range sc.Clusters {
 		if used[c.Name] {
 			add(access.Need{Cluster: c.Name, Feature: access.FeatureConnect})
@@ -95,21 +105,4 @@ func (kp *kubePath) denied() error {
 		return nil
 	}
 	return errors.Join(kp.deniedErrs...)
-}
-
-// workersDenied adds to a denied call of a distributed run what the
-// coordinator's account needs there (not a local run's permissions) and
-// the command that grants it; any other error is returned as it is.
-func workersDenied(err error, cluster, ns string, workers int) error {
-	if !kube.IsDenied(err) {
-		return err
-	}
-	var verbs []string
-	for _, p := range access.PermissionsFor(access.FeatureWorkers, "") {
-		if !p.Worker && !slices.Contains(verbs, p.String()) {
-			verbs = append(verbs, p.String())
-		}
-	}
-	return fmt.Errorf("%w\nworker runs need, in cluster %s namespace %s: %s (and the workers' ServiceAccount); `mesh-verify rbac SCENARIO --workers %d --cluster %s` prints the manifest that grants them",
-		err, cluster, ns, strings.Join(verbs, ", "), workers, cluster)
 }

@@ -111,29 +111,3 @@ func TestNoteDeniedKeepsOnlyDenials(t *testing.T) {
 		t.Errorf("a run without Kubernetes: denied() = %v", err)
 	}
 }
-
-// A denied call of a distributed run names what worker runs need and the
-// rbac command with --workers; other errors pass unchanged. The error is
-// client-go's own Forbidden status error, as the API server's 403 decodes.
-func TestWorkersDenied(t *testing.T) {
-	t.Parallel()
-	forbidden := apierrors.NewForbidden(schema.GroupResource{Group: "batch", Resource: "jobs"}, "mv-x", errors.New(`User "ci" cannot create resource "jobs"`))
-	err := workersDenied(forbidden, "c1", "load", 3)
-	for _, want := range []string{`cannot create resource "jobs"`, "worker runs need, in cluster c1 namespace load:", "create jobs.batch", "create secrets", "get pods/log",
-		"`mesh-verify rbac SCENARIO --workers 3 --cluster c1`"} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("%v\nlacks %q", err, want)
-		}
-	}
-	if !apierrors.IsForbidden(err) {
-		t.Errorf("the hint hides the Forbidden status: %v", err)
-	}
-	// The workers' own permissions are theirs, not the coordinator's.
-	if strings.Contains(err.Error(), "get secrets") || strings.Contains(err.Error(), "watch configmaps") {
-		t.Errorf("%v: names the workers' own permissions", err)
-	}
-	other := errors.New("connection refused")
-	if got := workersDenied(other, "c1", "load", 3); got != other {
-		t.Errorf("a non-denied error became %v", got)
-	}
-}

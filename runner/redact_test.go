@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mesh-verify/mesh-verify/exitcode"
 	"github.com/mesh-verify/mesh-verify/reports"
 )
 
@@ -72,7 +73,7 @@ func TestSetupErrorOfFailedRequestsIsRedacted(t *testing.T) {
 	}()
 	sc := load(t, "http://alice:pa55word@"+ln.Addr().String()+"/?token=s3cr3t&sig=s1g", "  rate: 50\n  requests: 10", "", "  - reached: {buckets: [c1, c2]}")
 	rep, err := Run(context.Background(), sc, Options{})
-	if rep == nil || err == nil || rep.ExitCode != ExitSetup {
+	if rep == nil || err == nil || rep.ExitCode != exitcode.Setup {
 		t.Fatalf("want a setup error with a report: %v", err)
 	}
 	var all bytes.Buffer

@@ -7,43 +7,26 @@ package runner
 import (
 	"context"
 	"crypto/rand"
-	"crypto/tls"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
-	"net"
-	"net/url"
-	"sort"
-	"strings"
 	"time"
 
 	"github.com/mesh-verify/mesh-verify/assert"
 	"github.com/mesh-verify/mesh-verify/attack"
 	"github.com/mesh-verify/mesh-verify/attribution"
+	"github.com/mesh-verify/mesh-verify/exitcode"
 	"github.com/mesh-verify/mesh-verify/kube"
+	"github.com/mesh-verify/mesh-verify/measure"
 	"github.com/mesh-verify/mesh-verify/redact"
 	"github.com/mesh-verify/mesh-verify/reports"
 	"github.com/mesh-verify/mesh-verify/scenarios"
 	"github.com/mesh-verify/mesh-verify/tally"
 )
 
-// Exit codes of a run; the CLI passes them through.
-const (
-	ExitPass         = 0
-	ExitFail         = 1
-	ExitInconclusive = 2
-	ExitSetup        = 3
-	ExitInvalidInput = 4
-	ExitInterrupted  = 130
-)
-
 // SetupError means the run could not measure what it was asked to: the
 // target was unreachable, every request failed to connect, and so on.
-type SetupError struct{ Err error }
-
-func (e *SetupError) Error() string { return e.Err.Error() }
-func (e *SetupError) Unwrap() error { return e.Err }
+type SetupError = measure.SetupError
 
 // Options tune a run without changing what it judges.
 type Options struct {
@@ -89,7 +72,7 @@ type Options struct {
 	// results loop (default DefaultAttributionWorkers); AttributionQueue
 	// bounds the bytes of bodies waiting for them (default
 	// DefaultAttributionQueue). A response that finds the queue full is
-	// counted unattributed and said so (runner/sink.go). Negative values
+	// counted unattributed and said so (measure/sink.go). Negative values
 	// are invalid.
 	AttributionWorkers int
 	AttributionQueue   int64
@@ -98,18 +81,14 @@ type Options struct {
 	Source []byte
 }
 
-// Recorder receives every result, with who served it and whether it
-// counted as answered, on one goroutine at a time (the sink's collector).
-type Recorder interface {
-	Record(r *attack.Result, id attribution.Identity, ok bool)
-	// RecordUnread records a result whose body was never read.
-	RecordUnread(r *attack.Result, ok bool)
-	Close() error
-}
+// Recorder receives every result as it is measured (measure.Recorder).
+type Recorder = measure.Recorder
 
-// Run executes the scenario. It returns a report whenever anything was
-// measured, even when ctx was cancelled midway; err is a *SetupError when
-// the target could not be measured at all.
+// Run executes the scenario: it reaches the target, measures (in this
+// process or from worker pods, one measure.Measurer either way), collects
+// the evidence, judges and assembles the report. It returns a report
+// whenever anything was measured, even when ctx was cancelled midway; err
+// is a *SetupError when the target could not be measured at all.
 func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (*reports.Report, error) {
 	entered := time.Now()
 	if o.AttributionWorkers < 0 || o.AttributionQueue < 0 {
@@ -121,54 +100,30 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (*reports.Repor
 	}
 	sc = withNamespace(sc, o.Kube.Namespace)
 	var kp *kubePath
-	target := sc.Target.URL
-	dial := o.Dial
-	distributed := sc.Attack.Workers > 0
-	if distributed {
-		// The workers attack the target's in-cluster address; this
-		// process dials nothing (runner/distributed.go).
-		var err error
-		if target, err = sc.InClusterURL(); err != nil {
-			return nil, fmt.Errorf("attack.workers: %w", err)
-		}
-		dial = func(context.Context, string, string) (net.Conn, error) {
-			return nil, errors.New("a distributed run's coordinator sends no request")
-		}
-	}
 	if needsKube(sc) {
 		var err error
 		if kp, err = openKube(ctx, sc, o); err != nil {
-			return nil, &SetupError{err}
+			return nil, &SetupError{Err: err}
 		}
 		defer kp.close()
-		if kp.tunnel != nil {
-			target, dial = kp.targetURL(), kp.tunnel.DialContext
-		}
 	}
-	var fl *fleetRun
-	if distributed {
-		var err error
-		if fl, err = startFleet(ctx, kp, sc, runID, o.Source, o.Tool.Version, o.Progress); err != nil {
-			return nil, &SetupError{fmt.Errorf("workers: %w", err)}
-		}
-		// Ctrl-C, a failed run and a panic all delete the Job; the normal
-		// end deletes it before the report and says if that failed.
-		defer fl.close(ctx)
-		if err := fl.awaitReady(ctx, workerReadyTimeout); err != nil {
-			if ctx.Err() != nil {
-				err = fmt.Errorf("interrupted while waiting for the workers: %w", err)
-			}
-			return nil, &SetupError{fmt.Errorf("workers: %w", err)}
-		}
+	m, target, err := openMeasurer(ctx, sc, kp, runID, o)
+	if err != nil {
+		return nil, err
 	}
+	// Ctrl-C, a failed run and a panic all release what the measurer
+	// holds (a fleet's Jobs); the normal end releases it before the
+	// report and says if that failed.
+	defer m.Close(ctx)
 	var res attribution.Resolver
 	if kp != nil && kp.inv != nil {
 		res = kp // a pod a response names maps to its cluster
 	}
-	atk, ao, attr, insecure, err := prepareAttack(ctx, sc, target, runID, dial, o.Abort, res)
+	p, err := measure.Prepare(ctx, sc, target, runID, o.Abort, res)
 	if err != nil {
 		return nil, err
 	}
+	ao := p.Options
 
 	// The logs' window opens skew before the attack, and a young pod's
 	// background is told from a previous run's burst by the quiet seconds
@@ -190,100 +145,58 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (*reports.Repor
 	if o.Live != nil {
 		o.Live(tl)
 	}
-	j := newJudge(sc, ao)
-	runCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	// Log followers and watches outlive the attack until the logs settle.
-	kubeCtx, stopKube := context.WithCancel(ctx)
-	defer stopKube()
-
-	sink := newSink(attr, tl, sc.Attack.SuccessCodes, runID, o.Record,
-		sinkConfig{workers: o.AttributionWorkers, budget: o.AttributionQueue, abort: o.Abort})
-	if attr.Empty() {
+	if p.Attributor.Empty() {
 		// Logs or metrics attribute; bodies are not expected to say anything.
 		tl.DisableSamples()
 	}
+	j := newJudge(sc, ao)
+	// Log followers and watches outlive the attack until the logs settle.
+	kubeCtx, stopKube := context.WithCancel(ctx)
+	defer stopKube()
+	in := measure.Input{Prepared: p, Tally: tl, Abort: o.Abort,
+		Progress: measure.Progress{W: o.Progress, Terminal: o.Terminal, Every: o.ProgressEvery}}
 	if kp != nil {
 		if err := kp.start(kubeCtx, runID, start); err != nil {
-			return nil, &SetupError{err}
+			return nil, &SetupError{Err: err}
 		}
-		if kp.logs != nil {
-			sink.recordConns = true
-		}
+		in.RecordConns = kp.logs != nil
 		if kp.metricsBefore, err = kp.scrapeAll(ctx); err != nil {
 			if kube.IsDenied(err) {
-				return nil, &SetupError{err}
+				return nil, &SetupError{Err: err}
 			}
 			kp.warnings = append(kp.warnings, "metrics before the attack: "+err.Error())
 		}
 	}
-	var seq *reports.Sequential
-	if sc.Statistics.Stop == "early" && fl == nil {
-		if n := plannedRequests(ao); n > 0 {
-			plan := assert.PlanSequential(n, sc.Statistics.Looks, sc.Statistics.Confidence)
-			seq = &reports.Sequential{Plan: plan, Rule: plan.Rule}
-			sink.looks = plan.Looks
-			j.looks = len(plan.Looks)
-			sink.onLook = func(look int) {
-				if look == len(plan.Looks)-1 {
-					return // the final look is the ordinary end of the run
-				}
-				if j.settled(evidence{body: tl.Snapshot(), readyPods: kp.readyPods()}, look) {
-					seq.StoppedAt = look + 1
-					stop()
-				}
-			}
-		}
-	}
+	seq := sequential(sc, m, ao, j, kp, &in)
 
-	progressDone := make(chan struct{})
-	if o.Progress != nil && fl == nil {
-		go progress(runCtx, o, tl, ao, progressDone)
-	} else {
-		close(progressDone)
+	mr, err := m.Measure(ctx, in)
+	if err != nil {
+		return nil, err
 	}
-	var sum attack.Summary
-	var drained time.Duration
-	var fr fleetResult
-	var body tally.Snapshot
-	if fl != nil {
-		// The start lies ahead, so that every worker sees the signal
-		// before it; the log window opened at start, earlier.
-		var err error
-		if fr, err = fl.attack(runCtx, o.Abort, time.Now().Add(startLead), o.ProgressEvery); err != nil {
-			return nil, &SetupError{fmt.Errorf("workers: %w", err)}
-		}
-		sum, body = fr.summary, fr.body
-	} else {
-		sink.start()
-		sum = atk.Run(runCtx, sink)
-		// The attack is over: what waits in the attribution queue is read
-		// now, bounded by the queue's size (or dropped after an abort).
-		drainStart := time.Now()
-		sink.close()
-		drained = time.Since(drainStart)
-		body = tl.Snapshot()
-	}
-	stop()
+	sum := mr.Summary
 	var recErr error
 	if o.Record != nil {
 		recErr = o.Record.Close()
 	}
-	<-progressDone
 	sum.Interrupted = ctx.Err() != nil
 
-	ev := evidence{body: body, from: fr.bySource, recon: map[string]*reports.Reconciliation{}, config: map[string][]reports.ConfigError{}}
+	ev := evidence{body: mr.Body, from: mr.BySource, recon: map[string]*reports.Reconciliation{}, config: map[string][]reports.ConfigError{}}
 	var warnings []string
 	if kp != nil {
-		warnings = kp.collect(ctx, &ev, start, sum.Ended, grace, sink.seqConn)
+		warnings = kp.collect(ctx, &ev, start, sum.Ended, grace, mr.SeqConn)
 		// A Ctrl-C while the logs settle or the metrics are scraped cut
 		// that evidence short: the run is interrupted (130), not judged
 		// as if the evidence were whole.
 		sum.Interrupted = sum.Interrupted || ctx.Err() != nil
 	}
 	stopKube()
-	if fl == nil {
-		ev.config[scenarios.SourceBody] = bodyConfigErrors(sc, attr.Stats(), ev.body, kp != nil && kp.inv != nil)
+	// The rules' statistics are this process's attributor's; a fleet's
+	// workers attributed the bodies and this process read none
+	// (docs/distributed.md).
+	var rules attribution.Stats
+	if mr.Rules != nil {
+		rules = *mr.Rules
+		ev.config[scenarios.SourceBody] = bodyConfigErrors(sc, rules, ev.body, kp != nil && kp.inv != nil)
 	}
 
 	// Every expectation is judged at its own spending level for the look
@@ -296,123 +209,73 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (*reports.Repor
 			look = seq.StoppedAt - 1
 		}
 	}
-	rules := attr.Stats()
-	if fl != nil {
-		// The workers attributed the bodies; this process's attributor
-		// read none (docs/distributed.md).
-		rules = attribution.Stats{}
-	}
-	rep := assemble(sc, runID, redact.URL(target), ao, sum, ev, rules)
+	rep := assemble(sc, runID, redact.URL(target.URL), ao, sum, ev, rules)
 	rep.Sequential = seq
 	rep.Tool, rep.Command = o.Tool, redact.Args(o.Command)
 	rep.Warnings = append(rep.Warnings, warnings...)
-	if insecure {
+	if p.Insecure {
 		rep.Warnings = append(rep.Warnings, "the target's TLS certificate was not verified (target.tls.insecureSkipVerify: true)")
 	}
 	if ao.HTTP2 && sc.Statistics.Balancing == scenarios.BalancingConnection {
 		rep.Warnings = append(rep.Warnings, fmt.Sprintf("HTTP/2 multiplexes the %d requests over %d connections: a balancer that routes connections (L4, Skupper's router) made only that many choices, which is what the statistics count; set attack.http2: false (and keepAlive: false) for one choice per request",
 			sum.Requests, sum.Connections))
 	}
-	qs := sink.stats()
-	// A lost worker's missing requests are said by its own warning, not
-	// blamed on the target.
-	if w := behindRate(sum, qs); w != "" && fr.lost == 0 {
-		rep.Warnings = append(rep.Warnings, w)
+	if mr.BehindRate != "" && !sum.Interrupted {
+		rep.Warnings = append(rep.Warnings, mr.BehindRate)
 	}
-	if w := unreadWarning(qs, sc.Attack.MaxBody); w != "" {
-		rep.Warnings = append(rep.Warnings, w)
-	}
-	if drained > drainReported && qs.attributed > 0 {
-		rep.Warnings = append(rep.Warnings, fmt.Sprintf("attribution read the last queued responses %s after the attack ended (the rules took %s per response): the report waited for them, the attack did not",
-			drained.Round(100*time.Millisecond), (qs.attributing/time.Duration(qs.attributed)).Round(time.Microsecond)))
-	}
-	if sum.Truncated > 0 {
-		rep.Warnings = append(rep.Warnings, fmt.Sprintf("%d responses were longer than attack.maxBody (%s) by more than %d KiB: the rest was not read and each closed its connection, so those requests did not reuse a keep-alive connection",
-			sum.Truncated, sc.Attack.MaxBody, attack.DrainLimit>>10))
-	}
+	rep.Warnings = append(rep.Warnings, mr.Warnings...)
 	if recErr != nil {
 		rep.Warnings = append(rep.Warnings, recErr.Error())
 	}
 	if kp != nil {
 		rep.Kubernetes = kp.reportInfo()
 	}
-	if fl != nil {
-		rep.Workers = fl.workersReport(fr.rows)
-		rep.Warnings = append(rep.Warnings, fr.warnings...)
-		if sc.Statistics.Stop == "early" {
-			rep.Warnings = append(rep.Warnings, "statistics.stop: early is not applied to a distributed run: the workers attacked to the end")
-		}
-		if err := fl.close(ctx); err != nil {
-			rep.Warnings = append(rep.Warnings, fmt.Sprintf("delete the workers' Jobs: %v (they expire by themselves: ttlSecondsAfterFinished, and the next run removes them)", err))
-		}
+	rep.Workers = mr.Workers
+	if err := m.Close(ctx); err != nil {
+		rep.Warnings = append(rep.Warnings, err.Error())
 	}
 	rep.Expectation = j.evaluate(ev, look)
 	j.plan(rep.Expectation)
 	finish(rep, sc)
 	if err := kp.denied(); err != nil {
 		rep.SetupError = err.Error()
-		rep.ExitCode = ExitSetup
-		return rep, &SetupError{err}
+		rep.ExitCode = exitcode.Setup
+		return rep, &SetupError{Err: err}
 	}
 	// An interrupted run keeps its exit code (130) even when nothing was
 	// answered: the user stopped it, the setup did not fail.
-	if err := setupFailure(ev.body); err != nil && !sum.Interrupted {
+	if err := measure.SetupFailure(ev.body); err != nil && !sum.Interrupted {
 		rep.SetupError = err.Error()
-		rep.ExitCode = ExitSetup
-		return rep, &SetupError{err}
+		rep.ExitCode = exitcode.Setup
+		return rep, &SetupError{Err: err}
 	}
 	return rep, nil
 }
 
-// behindRate says why an open-loop attack achieved clearly less than the
-// rate asked for. Attribution runs beside the results loop (runner/sink.go)
-// and cannot hold it back; the loop still waits for the collector, which
-// counts and records each result (a disk slower than the attack), and the
-// workers wait for the target's answers. A run that fell behind measured
-// fewer requests than planned, and the load it put on the mesh was not the
-// load asked for.
-func behindRate(sum attack.Summary, qs queueStats) string {
-	if sum.RequestedRate <= 0 || sum.Interrupted || sum.Requests == 0 || sum.AchievedRate >= 0.9*sum.RequestedRate {
-		return ""
+// sequential plans the looks of statistics.stop: early when the measurer
+// can stop at one, and sets in to take them: at each look but the last,
+// the run stops once every expectation is settled. nil: the attack runs
+// to its end.
+func sequential(sc *scenarios.Scenario, m measure.Measurer, ao attack.Options, j *judge, kp *kubePath, in *measure.Input) *reports.Sequential {
+	if sc.Statistics.Stop != "early" || !m.Sequential() {
+		return nil
 	}
-	if sum.Elapsed > 0 && float64(sum.Attributing) > 0.5*float64(sum.Elapsed) {
-		return fmt.Sprintf("achieved %.1f/s of the %.1f/s requested: handing the results on took %s of the attack's %s, so counting and recording them (the run directory's disk) held the attack back",
-			sum.AchievedRate, sum.RequestedRate, sum.Attributing.Round(time.Millisecond), sum.Elapsed.Round(time.Millisecond))
+	n := measure.PlannedRequests(ao)
+	if n <= 0 {
+		return nil
 	}
-	w := fmt.Sprintf("achieved %.1f/s of the %.1f/s requested: the target (or the tunnel) answered too slowly for the workers to keep the rate",
-		sum.AchievedRate, sum.RequestedRate)
-	if qs.attributed > 0 {
-		w += fmt.Sprintf(" (attribution, off the attack's path, took %s per response)", (qs.attributing / time.Duration(qs.attributed)).Round(time.Microsecond))
-	}
-	return w
-}
-
-// drainReported is how long reading the queue after the attack may take
-// before the report says so: a run that ends long after its attack has a
-// reason, and it is the rules.
-const drainReported = 5 * time.Second
-
-// unreadWarning says how many responses attribution never read and why:
-// the queue was full (the rules are slower than the rate, on these bodies)
-// or the run was aborted. Expectations judged from the bodies are then
-// INCONCLUSIVE (evidence.unusable).
-func unreadWarning(qs queueStats, maxBody scenarios.Size) string {
-	var w string
-	if qs.overloaded > 0 {
-		per := "n/a"
-		if qs.attributed > 0 {
-			per = (qs.attributing / time.Duration(qs.attributed)).Round(time.Microsecond).String()
+	plan := assert.PlanSequential(n, sc.Statistics.Looks, sc.Statistics.Confidence)
+	seq := &reports.Sequential{Plan: plan, Rule: plan.Rule}
+	j.looks = len(plan.Looks)
+	in.Looks = plan.Looks
+	in.OnLook = func(look int) bool {
+		if !j.settled(evidence{body: in.Tally.Snapshot(), readyPods: kp.readyPods()}, look) {
+			return false
 		}
-		w = fmt.Sprintf("not attributed: attribution overloaded: %d responses found the attribution queue full (%s of bodies, %d workers; the rules took %s per response) and were counted with their bodies unread, so the attack kept its rate; expectations judged from the bodies must hold wherever they went (INCONCLUSIVE when they decide it). Simplify the rules, lower attack.maxBody (%s) or the rate",
-			qs.overloaded, scenarios.Size(qs.budget), qs.workers, per, maxBody)
+		seq.StoppedAt = look + 1
+		return true
 	}
-	if qs.abort > 0 {
-		if w != "" {
-			w += "; "
-		}
-		w += fmt.Sprintf("not attributed: %d responses still waiting for attribution when the run was aborted", qs.abort)
-	}
-	return w
+	return seq
 }
 
 // NewRunID is sortable by time and unique enough to join logs to one run.
@@ -420,75 +283,4 @@ func NewRunID(now time.Time) string {
 	var b [3]byte
 	_, _ = rand.Read(b[:])
 	return now.UTC().Format("20060102T150405Z") + "-" + hex.EncodeToString(b[:])
-}
-
-// preflight dials the target once so an unreachable URL is a setup error
-// in seconds, not an attack of timeouts. It sends no HTTP request, so the
-// servers' own counts stay comparable with the report's.
-func preflight(ctx context.Context, target string, timeout time.Duration, tlsCfg *tls.Config) error {
-	shown := redact.URL(target) // the raw URL may carry credentials
-	u, err := url.Parse(target)
-	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err // its message quotes the raw URL
-		}
-		return fmt.Errorf("target %s: %w", shown, err)
-	}
-	host := u.Host
-	if u.Port() == "" {
-		port := "80"
-		if u.Scheme == "https" {
-			port = "443"
-		}
-		host = net.JoinHostPort(u.Hostname(), port)
-	}
-	d := net.Dialer{Timeout: min(timeout, 10*time.Second)}
-	c, err := d.DialContext(ctx, "tcp", host)
-	if err != nil {
-		return fmt.Errorf("cannot reach target %s: %w", shown, err)
-	}
-	defer c.Close()
-	if u.Scheme != "https" {
-		return nil
-	}
-	// The handshake checks the certificate as the attack will, so a
-	// certificate nobody trusts is one clear setup error, not a run of
-	// failed requests.
-	cfg := tlsCfg.Clone()
-	if cfg.ServerName == "" {
-		cfg.ServerName = u.Hostname()
-	}
-	hctx, cancel := context.WithTimeout(ctx, min(timeout, 10*time.Second))
-	defer cancel()
-	if err := tls.Client(c, cfg).HandshakeContext(hctx); err != nil {
-		return fmt.Errorf("TLS with target %s: %w (trust its authority with target.tls.ca, name the certificate's host with target.tls.serverName, or accept any certificate with target.tls.insecureSkipVerify: true)", shown, err)
-	}
-	return nil
-}
-
-// setupFailure tells a broken setup from a broken mesh: when not a single
-// response came back, there is nothing to judge.
-func setupFailure(s tally.Snapshot) error {
-	if s.Total == 0 {
-		return errors.New("no request was sent")
-	}
-	out := s.Dimensions[tally.Outcome]
-	for i, b := range out.Buckets {
-		if b == tally.Success && out.N[i] > 0 {
-			return nil
-		}
-	}
-	if s.Metrics.StatusCodes["0"] == int(s.Total) {
-		msgs := make([]string, 0, len(s.Errors))
-		for m := range s.Errors {
-			msgs = append(msgs, m)
-		}
-		sort.Strings(msgs)
-		if len(msgs) > 3 {
-			msgs = msgs[:3]
-		}
-		return fmt.Errorf("all %d requests failed without a response: %s", s.Total, strings.Join(msgs, "; "))
-	}
-	return nil
 }

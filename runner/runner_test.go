@@ -13,13 +13,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
-
-	vegeta "github.com/tsenart/vegeta/v12/lib"
 
 	"github.com/mesh-verify/mesh-verify/assert"
-	"github.com/mesh-verify/mesh-verify/attack"
-	"github.com/mesh-verify/mesh-verify/attribution"
 	"github.com/mesh-verify/mesh-verify/scenarios"
 	"github.com/mesh-verify/mesh-verify/tally"
 )
@@ -188,39 +183,6 @@ func TestReportCarriesThePlannedDraws(t *testing.T) {
 	}
 }
 
-func TestBehindRateSaysWhy(t *testing.T) {
-	base := attack.Summary{RequestedRate: 20, Requests: 60, Elapsed: 58 * time.Second, AchievedRate: 60.0 / 58}
-	slowSink := base
-	slowSink.Attributing = 57 * time.Second
-	slowTarget := base
-	slowTarget.Attributing = 30 * time.Millisecond
-	onRate := base
-	onRate.AchievedRate, onRate.Elapsed = 19.5, 3*time.Second
-	interrupted := slowSink
-	interrupted.Interrupted = true
-	closedLoop := slowSink
-	closedLoop.RequestedRate = 0
-	rules := queueStats{attributed: 60, attributing: 60 * 250 * time.Millisecond}
-	for _, c := range []struct {
-		name string
-		sum  attack.Summary
-		qs   queueStats
-		want string
-	}{
-		{"slow collector", slowSink, queueStats{}, "counting and recording them"},
-		{"slow target", slowTarget, queueStats{}, "answered too slowly"},
-		{"slow target, rules timed", slowTarget, rules, "took 250ms per response"},
-		{"on rate", onRate, rules, ""},
-		{"interrupted", interrupted, queueStats{}, ""},
-		{"closed loop", closedLoop, queueStats{}, ""},
-	} {
-		got := behindRate(c.sum, c.qs)
-		if c.want == "" && got != "" || c.want != "" && !strings.Contains(got, c.want) {
-			t.Errorf("%s: %q, want %q", c.name, got, c.want)
-		}
-	}
-}
-
 // A target that names a new pod in every response (or a rule that
 // captures a per-request value) keeps the report bounded, and says why.
 func TestPerRequestPodNamesAreCapped(t *testing.T) {
@@ -247,26 +209,6 @@ func TestPerRequestPodNamesAreCapped(t *testing.T) {
 	}
 	if rep.Metrics.Successes != 3000 || pods != tally.MaxBuckets+1 || !warned || doc.Len() > 1<<20 {
 		t.Errorf("%d answered, %d pod buckets, warned %v, report %d KiB: %q", rep.Metrics.Successes, pods, warned, doc.Len()>>10, rep.Warnings)
-	}
-}
-
-// The progress line names clusters taken from responses: escaped, and only
-// the largest few.
-func TestProgressLineIsEscapedAndBounded(t *testing.T) {
-	start := time.Now()
-	tl := tally.New(start, time.Minute)
-	for i := range 20 {
-		name := fmt.Sprintf("c%02d", i)
-		if i == 0 {
-			name = "c\x1b[2J\x1b]0;owned\a"
-		}
-		for range 20 - i {
-			tl.Add(&attack.Result{Result: &vegeta.Result{Code: 200, Timestamp: start}}, attribution.Identity{Cluster: name})
-		}
-	}
-	got := line(tl, start, attack.Options{})
-	if strings.ContainsAny(got, "\x1b\a") || !strings.Contains(got, `c\u001b[2J`) || !strings.Contains(got, "(+12 more)") || strings.Contains(got, "c19") {
-		t.Errorf("progress line %q", got)
 	}
 }
 

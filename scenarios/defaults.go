@@ -162,6 +162,9 @@ func (s *Scenario) ApplyDefaults() {
 				if len(sp.Weights) > 0 {
 					sp.Model = "weights"
 				}
+				if sp.FromMesh != nil {
+					sp.Model = ModelFromMesh
+				}
 			}
 			// "equal" with no buckets means every declared cluster.
 			if sp.Model == "equal" && sp.By == "cluster" && len(sp.Buckets) == 0 {

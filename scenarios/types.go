@@ -370,6 +370,9 @@ type Split struct {
 	// Model: weights, equal, equal-per-pod, link-cost-inverse, link-cost-balanced.
 	Model   string             `yaml:"model"`
 	Weights map[string]float64 `yaml:"weights"`
+	// FromMesh reads the expected shares from the mesh's own object
+	// instead of weights (model mesh; docs/expect-from-mesh.md).
+	FromMesh *MeshSource `yaml:"fromMesh"`
 	// Buckets lists the buckets for equal (default: every declared cluster).
 	Buckets []string `yaml:"buckets"`
 	// Pods gives ready pods per cluster for equal-per-pod and link-cost

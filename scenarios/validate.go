@@ -675,6 +675,10 @@ func checkMargin(c *checker, path string, m *Percent, allowZero bool) {
 
 func (s *Scenario) checkSplit(c *checker, p string, sp *Split) {
 	byOK := checkBy(c, p+".by", sp.By)
+	if sp.FromMesh != nil {
+		s.checkFromMesh(c, p, sp)
+		return
+	}
 	if !slices.Contains(SplitModels(), sp.Model) {
 		c.add(p+".model", "unknown model %q (allowed: %s)", sp.Model, strings.Join(SplitModels(), ", "))
 		return

@@ -1,12 +1,14 @@
 // Package worker is `mesh-verify worker`, one pod of a distributed run
 // (docs/distributed.md, The worker): it reads its ConfigMap and Secret, prints a
 // ready record, waits for the coordinator's start signal, attacks its
-// share of the scenario with the runner's own attack, sink and tally, and
-// prints its cumulative state as fleet records on stdout.
+// share of the scenario with a local run's own attack, sink and tally
+// (measure.Attack), and prints its cumulative state as fleet records on
+// stdout.
 //
 // It is a package of its own rather than part of fleet: fleet is the
-// coordinator's reading and merging of records and stays free of the
-// attack, Kubernetes and runner code a worker needs.
+// coordinator's side (the Jobs, the records, the merge), this the pod's
+// process at the other end; both stand on measure and on fleet's record
+// format, and neither needs the runner.
 package worker
 
 import (

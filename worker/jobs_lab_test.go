@@ -12,6 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/mesh-verify/mesh-verify/fleet"
 	"github.com/mesh-verify/mesh-verify/kube"
@@ -110,9 +111,18 @@ expect:
 				continue
 			}
 			following[p.Name] = true
-			stream, err := api.CoreV1().Pods("default").GetLogs(p.Name, &corev1.PodLogOptions{Follow: true}).Stream(ctx)
+			// Running comes from kwok's stages; the log is readable once the
+			// lab daemon has started the worker and applied the pod's kwok
+			// Logs object, a moment later (kwok answers "no logs found"
+			// until then), as a real kubelet's log may lag the phase.
+			var stream io.ReadCloser
+			var lastErr error
+			err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+				stream, lastErr = api.CoreV1().Pods("default").GetLogs(p.Name, &corev1.PodLogOptions{Follow: true}).Stream(ctx)
+				return lastErr == nil, nil
+			})
 			if err != nil {
-				t.Fatalf("logs of %s: %v", p.Name, err)
+				t.Fatalf("logs of %s: %v (%v)", p.Name, lastErr, err)
 			}
 			go func() {
 				defer stream.Close()

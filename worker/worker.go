@@ -19,7 +19,7 @@ import (
 	"github.com/mesh-verify/mesh-verify/attack"
 	"github.com/mesh-verify/mesh-verify/fleet"
 	"github.com/mesh-verify/mesh-verify/kube"
-	"github.com/mesh-verify/mesh-verify/runner"
+	"github.com/mesh-verify/mesh-verify/measure"
 	"github.com/mesh-verify/mesh-verify/tally"
 )
 
@@ -190,7 +190,7 @@ func (w *run) run(ctx context.Context) error {
 	}
 	if c.CA != nil {
 		// The scenario's target.tls.ca is a path on the coordinator's
-		// machine; its certificates came in ca.pem, and the runner reads
+		// machine; its certificates came in ca.pem, and measure reads
 		// a file. /tmp is the pod's one writable place (an emptyDir).
 		path, err := writeCA(c.CA)
 		if err != nil {
@@ -257,8 +257,8 @@ func (w *run) run(ctx context.Context) error {
 			stop()
 		}
 	}()
-	res, err := runner.Attack(actx, sc, runner.AttackOptions{
-		RunID: runID, Target: c.Run.Target, Start: startAt, Resolver: runner.NewPodIndex(c.Pods), Dial: w.o.Dial,
+	res, err := measure.Attack(actx, sc, measure.AttackOptions{
+		RunID: runID, Target: c.Run.Target, Start: startAt, Resolver: measure.NewPodIndex(c.Pods), Dial: w.o.Dial,
 		Every: c.Interval, Phase: fleet.RecordPhase(c.Interval, w.o.Index, c.Run.Workers), OnInterval: func(s tally.State) {
 			// An interval record carries the slices that changed since
 			// the previous one (tally.State.Trim, docs/distributed.md,

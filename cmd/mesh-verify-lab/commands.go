@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/mesh-verify/mesh-verify/exitcode"
 	"github.com/mesh-verify/mesh-verify/lab"
 	"github.com/mesh-verify/mesh-verify/lab/topologies"
 )
@@ -77,11 +78,11 @@ Built-in topologies: see mesh-verify lab list.`,
 			// been touched yet.
 			t, _, err := topologies.Resolve(o.Topology)
 			if err != nil {
-				return &codedError{code: exitInvalidInput, err: err}
+				return exitcode.Wrap(exitcode.InvalidInput, err)
 			}
 			if o.DataPlane != "" {
 				if err := t.UseDataPlane(o.DataPlane); err != nil {
-					return &codedError{code: exitInvalidInput, err: fmt.Errorf("--data-plane: %w", err)}
+					return exitcode.Wrap(exitcode.InvalidInput, fmt.Errorf("--data-plane: %w", err))
 				}
 			}
 			ctx, stop := labSignalContext(cmd)
@@ -98,11 +99,11 @@ Built-in topologies: see mesh-verify lab list.`,
 			}
 			l, err := lab.Up(ctx, o)
 			if err != nil {
-				return &codedError{code: exitSetup, err: err}
+				return exitcode.Wrap(exitcode.Setup, err)
 			}
 			r, err := lab.Status(ctx, lab.Options{Dir: l.Dir})
 			if err != nil {
-				return &codedError{code: exitSetup, err: err}
+				return exitcode.Wrap(exitcode.Setup, err)
 			}
 			r.Print(cmd.OutOrStdout())
 			return nil
@@ -127,7 +128,7 @@ func newLabDownCmd(dir *string) *cobra.Command {
 			defer stop()
 			r, err := lab.Down(ctx, lab.Options{Dir: *dir, Out: cmd.ErrOrStderr()})
 			if err != nil {
-				return &codedError{code: exitSetup, err: err}
+				return exitcode.Wrap(exitcode.Setup, err)
 			}
 			if r.Nothing {
 				fmt.Fprintf(cmd.OutOrStdout(), "no lab in %s\n", r.Dir)
@@ -150,19 +151,19 @@ func newLabStatusCmd(dir *string) *cobra.Command {
 			defer stop()
 			r, err := lab.Status(ctx, lab.Options{Dir: *dir})
 			if err != nil {
-				return &codedError{code: exitSetup, err: err}
+				return exitcode.Wrap(exitcode.Setup, err)
 			}
 			if asJSON {
 				enc := json.NewEncoder(cmd.OutOrStdout())
 				enc.SetIndent("", "  ")
 				if err := enc.Encode(r); err != nil {
-					return &codedError{code: exitSetup, err: err}
+					return exitcode.Wrap(exitcode.Setup, err)
 				}
 			} else {
 				r.Print(cmd.OutOrStdout())
 			}
 			if !r.Ready {
-				return &codedError{code: exitSetup}
+				return exitcode.Wrap(exitcode.Setup, nil)
 			}
 			return nil
 		},
@@ -184,7 +185,7 @@ its cache there; --kubeconfig prints only the kubeconfig path.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			e, err := lab.Env(lab.Options{Dir: *dir})
 			if err != nil {
-				return &codedError{code: exitSetup, err: err}
+				return exitcode.Wrap(exitcode.Setup, err)
 			}
 			if pathOnly {
 				fmt.Fprintln(cmd.OutOrStdout(), e.Kubeconfig)
@@ -209,7 +210,7 @@ func newLabListCmd() *cobra.Command {
 			for _, n := range topologies.Names() {
 				t, err := topologies.Builtin(n)
 				if err != nil {
-					return &codedError{code: exitSetup, err: err}
+					return exitcode.Wrap(exitcode.Setup, err)
 				}
 				fmt.Fprintf(tw, "%s\t%d\t%s\n", n, len(t.Clusters), t.Metadata.Seed)
 			}
@@ -226,12 +227,12 @@ func newLabServeCmd(dir *string) *cobra.Command {
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if *dir == "" {
-				return &codedError{code: exitInvalidInput, err: errors.New("lab serve needs --dir")}
+				return exitcode.Wrap(exitcode.InvalidInput, errors.New("lab serve needs --dir"))
 			}
 			ctx, stop := labSignalContext(cmd)
 			defer stop()
 			if err := lab.Serve(ctx, *dir); err != nil {
-				return &codedError{code: exitSetup, err: err}
+				return exitcode.Wrap(exitcode.Setup, err)
 			}
 			return nil
 		},

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/mesh-verify/mesh-verify/exitcode"
 )
 
 // The lab commands that need no cluster: listing, bad input, no lab.
@@ -16,14 +18,14 @@ func TestLabCommandsWithoutClusters(t *testing.T) {
 		code int
 		want string
 	}{
-		{[]string{"list"}, exitPass, "skupper-4"},
-		{[]string{"up", "--dir", dir, "--topology", "nope"}, exitInvalidInput, `no built-in topology "nope"`},
-		{[]string{"up", "--dir", dir, "--topology", "missing.yaml"}, exitInvalidInput, "read topology"},
-		{[]string{"env", "--dir", dir}, exitSetup, "no lab in " + dir},
-		{[]string{"status", "--dir", dir}, exitSetup, "no lab in " + dir},
-		{[]string{"down", "--dir", dir}, exitPass, "no lab in " + dir},
-		{[]string{"serve"}, exitInvalidInput, "needs --dir"},
-		{[]string{"up", "--dir", dir, "--seed", "-3"}, exitInvalidInput, `invalid argument "-3" for "--seed"`},
+		{[]string{"list"}, exitcode.Pass, "skupper-4"},
+		{[]string{"up", "--dir", dir, "--topology", "nope"}, exitcode.InvalidInput, `no built-in topology "nope"`},
+		{[]string{"up", "--dir", dir, "--topology", "missing.yaml"}, exitcode.InvalidInput, "read topology"},
+		{[]string{"env", "--dir", dir}, exitcode.Setup, "no lab in " + dir},
+		{[]string{"status", "--dir", dir}, exitcode.Setup, "no lab in " + dir},
+		{[]string{"down", "--dir", dir}, exitcode.Pass, "no lab in " + dir},
+		{[]string{"serve"}, exitcode.InvalidInput, "needs --dir"},
+		{[]string{"up", "--dir", dir, "--seed", "-3"}, exitcode.InvalidInput, `invalid argument "-3" for "--seed"`},
 	} {
 		var out, errb bytes.Buffer
 		code := execute(c.args, &out, &errb)
@@ -45,7 +47,7 @@ func TestLabEnv(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out, errb bytes.Buffer
-	if code := execute([]string{"env", "--dir", dir}, &out, &errb); code != exitPass {
+	if code := execute([]string{"env", "--dir", dir}, &out, &errb); code != exitcode.Pass {
 		t.Fatalf("lab env: exit %d: %s", code, errb.String())
 	}
 	want := "export KUBECONFIG='" + kc + "'\nexport KUBECACHEDIR='" + filepath.Join(dir, "kubecache") + "'\n"
@@ -53,7 +55,7 @@ func TestLabEnv(t *testing.T) {
 		t.Errorf("lab env printed %q, want %q", out.String(), want)
 	}
 	out.Reset()
-	if code := execute([]string{"env", "--dir", dir, "--kubeconfig"}, &out, &errb); code != exitPass || out.String() != kc+"\n" {
+	if code := execute([]string{"env", "--dir", dir, "--kubeconfig"}, &out, &errb); code != exitcode.Pass || out.String() != kc+"\n" {
 		t.Errorf("lab env --kubeconfig: exit %d, %q; want %q", code, out.String(), kc)
 	}
 }

@@ -6,37 +6,16 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"os"
 
+	"github.com/mesh-verify/mesh-verify/exitcode"
 	"github.com/mesh-verify/mesh-verify/redact"
 )
 
 // version is stamped by the Makefile with -ldflags.
 var version = "dev"
-
-// The exit codes the lab commands end with: mesh-verify's (README.md,
-// exit codes), of which the lab uses these.
-const (
-	exitPass         = 0
-	exitSetup        = 3
-	exitInvalidInput = 4
-)
-
-// codedError carries an exit code and a message that was not printed yet.
-type codedError struct {
-	code int
-	err  error
-}
-
-func (e *codedError) Error() string {
-	if e.err == nil {
-		return ""
-	}
-	return e.err.Error()
-}
 
 func main() {
 	os.Exit(execute(os.Args[1:], os.Stdout, os.Stderr))
@@ -53,13 +32,9 @@ func execute(args []string, stdout, stderr io.Writer) int {
 
 	err := root.Execute()
 	if err == nil {
-		return exitPass
+		return exitcode.Pass
 	}
-	code := exitInvalidInput // cobra's own errors: unknown flag, wrong args
-	var ce *codedError
-	if errors.As(err, &ce) {
-		code = ce.code
-	}
+	code := exitcode.Of(err, exitcode.InvalidInput) // the default: cobra's own errors (unknown flag, wrong args)
 	if msg := err.Error(); msg != "" {
 		// Errors may quote input verbatim (a topology file's value):
 		// redacted like everything mesh-verify shows; prefixed as when

@@ -9,13 +9,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mesh-verify/mesh-verify/exitcode"
 	"github.com/mesh-verify/mesh-verify/internal/certtest"
-	"github.com/mesh-verify/mesh-verify/runner"
+	"github.com/mesh-verify/mesh-verify/measure"
 )
 
 // validate and run refuse the same target.tls.ca files, each with an
 // error naming the file, and never echo a key: a CA file that does not
-// exist, holds a private key, is over runner.MaxCAFileBytes, or is not a
+// exist, holds a private key, is over measure.MaxCAFileBytes, or is not a
 // regular file (a FIFO with no writer, /dev/zero) — none of which blocks.
 func TestTargetCAFiles(t *testing.T) {
 	t.Parallel()
@@ -33,7 +34,7 @@ func TestTargetCAFiles(t *testing.T) {
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	big := bytes.Repeat(cert, runner.MaxCAFileBytes/len(cert)+1)
+	big := bytes.Repeat(cert, measure.MaxCAFileBytes/len(cert)+1)
 	for _, tc := range []struct {
 		name, ca string
 		want     string // "" for ok
@@ -70,14 +71,14 @@ expect: [{successRate: {atLeast: 99%}}]
 					t.Fatalf("%s echoes the private key:\n%s%s", args[0], out.String(), errb.String())
 				}
 				if tc.want == "" {
-					if args[0] == "validate" && (code != exitPass || !strings.Contains(out.String(), sc+": ok")) {
+					if args[0] == "validate" && (code != exitcode.Pass || !strings.Contains(out.String(), sc+": ok")) {
 						t.Errorf("validate: exit %d:\n%s%s", code, out.String(), errb.String())
 					}
 					continue
 				}
-				if code != exitInvalidInput || !strings.Contains(errb.String(), "target.tls.ca: ") ||
+				if code != exitcode.InvalidInput || !strings.Contains(errb.String(), "target.tls.ca: ") ||
 					!strings.Contains(errb.String(), tc.ca) || !strings.Contains(errb.String(), tc.want) {
-					t.Errorf("%s: exit %d, stderr %q; want %d and an error naming %s saying %q", args[0], code, errb.String(), exitInvalidInput, tc.ca, tc.want)
+					t.Errorf("%s: exit %d, stderr %q; want %d and an error naming %s saying %q", args[0], code, errb.String(), exitcode.InvalidInput, tc.ca, tc.want)
 				}
 			}
 		})

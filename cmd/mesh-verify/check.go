@@ -18,13 +18,14 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mesh-verify/mesh-verify/assert"
+	"github.com/mesh-verify/mesh-verify/exitcode"
 	"github.com/mesh-verify/mesh-verify/internal/boundedfile"
 	"github.com/mesh-verify/mesh-verify/reports"
 	"github.com/mesh-verify/mesh-verify/scenarios"
 )
 
 func invalidInput(format string, a ...any) error {
-	return &codedError{code: exitInvalidInput, err: fmt.Errorf(format, a...)}
+	return &exitcode.Error{Code: exitcode.InvalidInput, Err: fmt.Errorf(format, a...)}
 }
 
 // verdictError reports a non-passing verdict as an exit code only: the
@@ -34,9 +35,9 @@ func verdictError(v assert.Verdict) error {
 	case assert.Pass:
 		return nil
 	case assert.Fail:
-		return &codedError{code: exitFail}
+		return exitcode.Wrap(exitcode.Fail, nil)
 	}
-	return &codedError{code: exitInconclusive}
+	return exitcode.Wrap(exitcode.Inconclusive, nil)
 }
 
 // splitFlags are the expectation flags check and plan share.

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/mesh-verify/mesh-verify/attack"
+	"github.com/mesh-verify/mesh-verify/exitcode"
 )
 
 // `run --connect-to` and $MESH_VERIFY_CONNECT_TO take a target by a name
@@ -45,11 +46,11 @@ expect: [{successRate: {atLeast: 50%}}]
 		code   int
 		stderr string
 	}{
-		{"flag", []string{"--connect-to", "other:1:127.0.0.1:1", "--connect-to", entry}, "", exitPass, ""},
-		{"environment", nil, "unused:80:127.0.0.1:1," + entry, exitPass, ""},
-		{"bad flag entry", []string{"--connect-to", "callme:8080:127.0.0.1"}, "", exitInvalidInput,
+		{"flag", []string{"--connect-to", "other:1:127.0.0.1:1", "--connect-to", entry}, "", exitcode.Pass, ""},
+		{"environment", nil, "unused:80:127.0.0.1:1," + entry, exitcode.Pass, ""},
+		{"bad flag entry", []string{"--connect-to", "callme:8080:127.0.0.1"}, "", exitcode.InvalidInput,
 			`--connect-to or $MESH_VERIFY_CONNECT_TO: connect-to entry 1 "callme:8080:127.0.0.1": want HOST:PORT:CONNECT_HOST:CONNECT_PORT (too few fields)`},
-		{"bad environment entry", []string{"--connect-to", entry}, "x:99999:y:1", exitInvalidInput,
+		{"bad environment entry", []string{"--connect-to", entry}, "x:99999:y:1", exitcode.InvalidInput,
 			`connect-to entry 2 "x:99999:y:1": PORT: "99999" is not a port number`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -65,10 +66,10 @@ expect: [{successRate: {atLeast: 50%}}]
 				t.Errorf("stderr %q does not contain %q", stderr.String(), c.stderr)
 			}
 			got := hits.Load() - before
-			if c.code == exitPass && (got != 20 || hosts.Load() != "callme-service.demo.svc.cluster.local:8080") {
+			if c.code == exitcode.Pass && (got != 20 || hosts.Load() != "callme-service.demo.svc.cluster.local:8080") {
 				t.Errorf("the server got %d requests (last Host %v), want 20 for the Service's name", got, hosts.Load())
 			}
-			if c.code != exitPass && got != 0 {
+			if c.code != exitcode.Pass && got != 0 {
 				t.Errorf("an invalid run sent %d requests", got)
 			}
 		})

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/mesh-verify/mesh-verify/assert"
+	"github.com/mesh-verify/mesh-verify/exitcode"
 	"github.com/mesh-verify/mesh-verify/reports"
 )
 
@@ -52,7 +53,7 @@ func TestConvergeMissedDeadlineAgrees(t *testing.T) {
 			var stdout, stderr bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &stdout, &stderr
 			err := cmd.Run()
-			if code := cmd.ProcessState.ExitCode(); code != exitInconclusive {
+			if code := cmd.ProcessState.ExitCode(); code != exitcode.Inconclusive {
 				t.Fatalf("exit %d (%v), want 2\n%s\n%s", code, err, stdout.String(), stderr.String())
 			}
 			if n := strings.Count(stderr.String(), "converge: attempt "); n != 1 {
@@ -65,7 +66,7 @@ func TestConvergeMissedDeadlineAgrees(t *testing.T) {
 				}
 			case outputJSON:
 				var rep reports.Report
-				if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil || rep.ExitCode != exitInconclusive {
+				if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil || rep.ExitCode != exitcode.Inconclusive {
 					t.Errorf("stdout is not the final report (%v, exit %d):\n%s", err, rep.ExitCode, stdout.String())
 				}
 			}
@@ -78,7 +79,7 @@ func TestConvergeMissedDeadlineAgrees(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if rep.ExitCode != exitInconclusive || rep.Gate == assert.Pass || rep.Converge == nil || rep.Converge.Converged || !rep.Converge.Done {
+			if rep.ExitCode != exitcode.Inconclusive || rep.Gate == assert.Pass || rep.Converge == nil || rep.Converge.Converged || !rep.Converge.Done {
 				t.Errorf("report.json: exit %d, gate %s, converge %+v", rep.ExitCode, rep.Gate, rep.Converge)
 			}
 			b, err := os.ReadFile(filepath.Join(run, "junit.xml"))
@@ -137,7 +138,7 @@ func TestConvergeInterruptBetweenAttempts(t *testing.T) {
 	case <-time.After(3 * time.Second):
 		t.Fatalf("the gate did not stop within 3 s of Ctrl-C:\n%s", stderr.String())
 	}
-	if code := cmd.ProcessState.ExitCode(); code != exitInterrupted {
+	if code := cmd.ProcessState.ExitCode(); code != exitcode.Interrupted {
 		t.Errorf("exit %d, want 130\n%s", code, stderr.String())
 	}
 	if n := strings.Count(stderr.String(), "converge: attempt "); n != 3 {
@@ -152,7 +153,7 @@ func TestConvergeInterruptBetweenAttempts(t *testing.T) {
 // INCONCLUSIVE one listed before it.
 func TestAttemptReasonNamesTheFailure(t *testing.T) {
 	t.Parallel()
-	rep := &reports.Report{Verdict: assert.Fail, ExitCode: exitFail, Expectation: []reports.Expectation{
+	rep := &reports.Report{Verdict: assert.Fail, ExitCode: exitcode.Fail, Expectation: []reports.Expectation{
 		{Name: "split", Verdict: assert.Inconclusive, Reason: "too few connections"},
 		{Name: "successRate", Verdict: assert.Fail, Reason: "50% < 99%"},
 	}}

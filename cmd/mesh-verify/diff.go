@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mesh-verify/mesh-verify/assert"
+	"github.com/mesh-verify/mesh-verify/exitcode"
 	"github.com/mesh-verify/mesh-verify/reports"
 )
 
@@ -48,10 +49,10 @@ report schema, negative or overflowing counts, a bad flag).`,
 				"table": reports.DiffTerminal, "json": reports.DiffJSON, "html": reports.DiffHTML,
 			}[format]
 			if render == nil {
-				return &codedError{code: exitInvalidInput, err: fmt.Errorf("--format %q: want table, json or html", format)}
+				return &exitcode.Error{Code: exitcode.InvalidInput, Err: fmt.Errorf("--format %q: want table, json or html", format)}
 			}
 			if !(confidence > 0 && confidence < 1) {
-				return &codedError{code: exitInvalidInput, err: fmt.Errorf("--confidence %g: want a level between 0 and 1, like 0.95", confidence)}
+				return &exitcode.Error{Code: exitcode.InvalidInput, Err: fmt.Errorf("--confidence %g: want a level between 0 and 1, like 0.95", confidence)}
 			}
 			var runs [2]*reports.Report
 			for i, arg := range args {
@@ -61,22 +62,22 @@ report schema, negative or overflowing counts, a bad flag).`,
 				}
 				rep, err := reports.ReadJSON(path)
 				if err != nil {
-					return &codedError{code: exitInvalidInput, err: err}
+					return &exitcode.Error{Code: exitcode.InvalidInput, Err: err}
 				}
 				runs[i] = rep
 			}
 			d, err := reports.Diff(runs[0], runs[1], confidence)
 			if err != nil {
-				return &codedError{code: exitInvalidInput, err: err}
+				return &exitcode.Error{Code: exitcode.InvalidInput, Err: err}
 			}
 			if err := render(cmd.OutOrStdout(), d); err != nil {
-				return &codedError{code: exitSetup, err: err}
+				return &exitcode.Error{Code: exitcode.Setup, Err: err}
 			}
 			switch d.Outcome {
 			case assert.ExpectationChanged:
-				return &codedError{code: exitFail}
+				return exitcode.Wrap(exitcode.Fail, nil)
 			case assert.ExpectationUntestable:
-				return &codedError{code: exitInconclusive}
+				return exitcode.Wrap(exitcode.Inconclusive, nil)
 			}
 			return nil
 		},

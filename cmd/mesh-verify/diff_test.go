@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/mesh-verify/mesh-verify/assert"
+	"github.com/mesh-verify/mesh-verify/exitcode"
 	"github.com/mesh-verify/mesh-verify/reports"
 )
 
@@ -60,7 +61,7 @@ expect:
 `, url, attack, expect))
 	var stdout, stderr bytes.Buffer
 	code := execute([]string{"run", file, "--out", out, "--quiet"}, &stdout, &stderr)
-	if code != exitPass && code != exitFail && code != exitInconclusive {
+	if code != exitcode.Pass && code != exitcode.Fail && code != exitcode.Inconclusive {
 		t.Fatalf("run: exit %d\n%s\n%s", code, stdout.String(), stderr.String())
 	}
 	dirs, _ := filepath.Glob(filepath.Join(out, "*", "report.json"))
@@ -89,32 +90,32 @@ func TestReportDiff(t *testing.T) {
 	notReport := writeFile(t, base, "other.json", `{"schema":"mesh-verify.io/report/v0"}`)
 	empty := writeFile(t, base, "empty.json", `{"schema":"`+reports.Schema+`","runId":"empty","dimensions":[]}`)
 	for _, c := range []e2e{
-		{"50/50 then 80/20", []string{"report", "diff", even, skewed}, exitFail,
+		{"50/50 then 80/20", []string{"report", "diff", even, skewed}, exitcode.Fail,
 			[]string{"CHANGED (shares by cluster from body; shares by pod from body; split by cluster (equal))", "cluster, from body", "c1 ", "c2 ", "50.0%", "80.0%", "20.0%",
 				"▲ significant", "▼ significant", "+30.0 pp", "-30.0 pp", "cluster-robust variance", "p (Holm)",
 				"split by cluster", "≠ changed: c1 50% → 80%", "RESULT: CHANGED", "regression: split by cluster (equal) has a worse verdict in run B"}, nil},
 		// The run directory or its report.json, in either order.
-		{"80/20 then 50/50, report.json paths", []string{"report", "diff", filepath.Join(skewed, "report.json"), filepath.Join(even, "report.json")}, exitFail,
+		{"80/20 then 50/50, report.json paths", []string{"report", "diff", filepath.Join(skewed, "report.json"), filepath.Join(even, "report.json")}, exitcode.Fail,
 			[]string{"-30.0 pp", "+30.0 pp"}, nil},
-		{"the same split twice", []string{"report", "diff", even, evenAgain}, exitPass,
+		{"the same split twice", []string{"report", "diff", even, evenAgain}, exitcode.Pass,
 			[]string{"RESULT: no change within the margins", "+0.0 pp", "not significant", "= no change: every share is shown within ±10 points"}, nil},
-		{"json", []string{"report", "diff", even, skewed, "--format", "json"}, exitFail, []string{`"schema": "` + reports.DiffSchema + `"`}, nil},
-		{"html", []string{"report", "diff", even, skewed, "-f", "html"}, exitFail, []string{"<!DOCTYPE html>", "▲ significant"}, nil},
+		{"json", []string{"report", "diff", even, skewed, "--format", "json"}, exitcode.Fail, []string{`"schema": "` + reports.DiffSchema + `"`}, nil},
+		{"html", []string{"report", "diff", even, skewed, "-f", "html"}, exitcode.Fail, []string{"<!DOCTYPE html>", "▲ significant"}, nil},
 		// The parent still renders one saved run.
 		{"report RUN_DIR", []string{"report", even}, rep0(t, even), []string{"mesh-verify: diff-test", "VERDICT:"}, nil},
 		{"report as HTML", []string{"report", even, "--format", "html"}, rep0(t, even), []string{"<!DOCTYPE html>", "diff-test"}, nil},
 		{"report as vegeta's plot", []string{"report", even, "--format", "plot"}, rep0(t, even), []string{"<html>", "c1"}, nil},
 		{"report into files", []string{"report", even, "--format", "html,json,junit,markdown,plot", "--out", filepath.Join(base, "again")}, rep0(t, even),
 			[]string{"again/report.html", "again/report.json", "again/junit.xml", "again/summary.md", "again/plot.html"}, nil},
-		{"report table with others", []string{"report", even, "--format", "table,json"}, exitInvalidInput, nil, []string{"--format table prints on stdout"}},
-		{"report unknown format", []string{"report", even, "--format", "pdf"}, exitInvalidInput, nil, []string{`--format "pdf"`}},
-		{"report with two runs", []string{"report", even, skewed}, exitInvalidInput, nil, []string{"accepts 1 arg"}},
-		{"diff with one run", []string{"report", "diff", even}, exitInvalidInput, nil, []string{"accepts 2 arg"}},
-		{"unreadable", []string{"report", "diff", even, filepath.Join(base, "missing")}, exitInvalidInput, nil, []string{"read report"}},
-		{"other schema", []string{"report", "diff", notReport, even}, exitInvalidInput, nil, []string{"schema"}},
-		{"bad confidence", []string{"report", "diff", even, skewed, "--confidence", "95"}, exitInvalidInput, nil, []string{"--confidence 95"}},
-		{"bad format", []string{"report", "diff", even, skewed, "-f", "pdf"}, exitInvalidInput, nil, []string{`--format "pdf"`}},
-		{"nothing to compare", []string{"report", "diff", empty, even}, exitInconclusive, []string{"UNTESTABLE: nothing could be compared", "not compared: cluster from body"}, nil},
+		{"report table with others", []string{"report", even, "--format", "table,json"}, exitcode.InvalidInput, nil, []string{"--format table prints on stdout"}},
+		{"report unknown format", []string{"report", even, "--format", "pdf"}, exitcode.InvalidInput, nil, []string{`--format "pdf"`}},
+		{"report with two runs", []string{"report", even, skewed}, exitcode.InvalidInput, nil, []string{"accepts 1 arg"}},
+		{"diff with one run", []string{"report", "diff", even}, exitcode.InvalidInput, nil, []string{"accepts 2 arg"}},
+		{"unreadable", []string{"report", "diff", even, filepath.Join(base, "missing")}, exitcode.InvalidInput, nil, []string{"read report"}},
+		{"other schema", []string{"report", "diff", notReport, even}, exitcode.InvalidInput, nil, []string{"schema"}},
+		{"bad confidence", []string{"report", "diff", even, skewed, "--confidence", "95"}, exitcode.InvalidInput, nil, []string{"--confidence 95"}},
+		{"bad format", []string{"report", "diff", even, skewed, "-f", "pdf"}, exitcode.InvalidInput, nil, []string{`--format "pdf"`}},
+		{"nothing to compare", []string{"report", "diff", empty, even}, exitcode.Inconclusive, []string{"UNTESTABLE: nothing could be compared", "not compared: cluster from body"}, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.inProcess(t) })
 	}
@@ -233,14 +234,14 @@ func TestReportDiffGate(t *testing.T) {
 		}
 	})
 	for _, c := range []e2e{
-		{"2 sticky connections", []string{"report", "diff", stickyA, stickyB}, exitInconclusive,
+		{"2 sticky connections", []string{"report", "diff", stickyA, stickyB}, exitcode.Inconclusive,
 			[]string{"RESULT: UNTESTABLE", "? untestable: the runs are worth ", "too few to show either a change or none"}, nil},
-		{"success rate 100% then 50%", []string{"report", "diff", healthy, broken}, exitFail,
+		{"success rate 100% then 50%", []string{"report", "diff", healthy, broken}, exitcode.Fail,
 			[]string{"RESULT: CHANGED (", "success rate ≥ 99%)", "regression: success rate ≥ 99% has a worse verdict in run B", "≠ changed: successRate 100% → 50%"}, nil},
-		{"success rate 100% twice", []string{"report", "diff", healthy, healthy}, exitPass, []string{"RESULT: no change within the margins"}, nil},
-		{"negative count", []string{"report", "diff", healthy, negative}, exitInvalidInput, nil,
+		{"success rate 100% twice", []string{"report", "diff", healthy, healthy}, exitcode.Pass, []string{"RESULT: no change within the margins"}, nil},
+		{"negative count", []string{"report", "diff", healthy, negative}, exitcode.InvalidInput, nil,
 			[]string{"run B", "dimensions[0] (cluster from body).buckets[0] (c", "count -5, errors 0, want 0 or more"}},
-		{"overflowing counts", []string{"report", "diff", overflow, healthy}, exitInvalidInput, nil,
+		{"overflowing counts", []string{"report", "diff", overflow, healthy}, exitcode.InvalidInput, nil,
 			[]string{"run A", ".count: the counts add up past 9223372036854775807"}},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.inProcess(t) })

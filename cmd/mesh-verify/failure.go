@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/mesh-verify/mesh-verify/assert"
+	"github.com/mesh-verify/mesh-verify/exitcode"
 	"github.com/mesh-verify/mesh-verify/redact"
 	"github.com/mesh-verify/mesh-verify/reports"
 	"github.com/mesh-verify/mesh-verify/runlog"
@@ -22,7 +23,7 @@ type failedRun struct {
 	runID   string
 	tool    reports.Tool
 	command []string
-	err     *codedError
+	err     *exitcode.Error
 	phase   string
 }
 
@@ -30,10 +31,10 @@ type failedRun struct {
 // mesh was not judged), its exit code the run's, every message redacted.
 func (f failedRun) report() *reports.Report {
 	kind := reports.FailureInput
-	switch f.err.code {
-	case exitSetup:
+	switch f.err.Code {
+	case exitcode.Setup:
 		kind = reports.FailureSetup
-	case exitInterrupted:
+	case exitcode.Interrupted:
 		kind = reports.FailureInterrupted
 	}
 	msg := redact.Message(f.err.Error())
@@ -48,9 +49,9 @@ func (f failedRun) report() *reports.Report {
 		Expectation: []reports.Expectation{},
 		Verdict:     assert.Inconclusive,
 		Gate:        assert.Inconclusive,
-		ExitCode:    f.err.code,
-		Failure: &reports.Failure{Kind: kind, ExitCode: f.err.code, Phase: f.phase,
-			Error: msg, Cause: redact.Message(rootCause(f.err.err))},
+		ExitCode:    f.err.Code,
+		Failure: &reports.Failure{Kind: kind, ExitCode: f.err.Code, Phase: f.phase,
+			Error: msg, Cause: redact.Message(rootCause(f.err.Err))},
 	}
 	if kind == reports.FailureSetup {
 		rep.SetupError = msg

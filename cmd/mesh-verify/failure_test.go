@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/mesh-verify/mesh-verify/assert"
+	"github.com/mesh-verify/mesh-verify/exitcode"
 	"github.com/mesh-verify/mesh-verify/reports"
 	"github.com/mesh-verify/mesh-verify/scenarios"
 )
@@ -25,20 +26,20 @@ func TestFailedRunReport(t *testing.T) {
 	sc.Target.URL = "http://u:pw0rdX@h/?token=t0kX"
 	for _, tc := range []struct {
 		name        string
-		err         *codedError
+		err         *exitcode.Error
 		kind, cause string
 		setupError  bool
 	}{
-		{"input", &codedError{code: exitInvalidInput, err: fmt.Errorf("target.tls.ca: %w", fs.ErrNotExist)}, reports.FailureInput, "file does not exist", false},
-		{"setup", &codedError{code: exitSetup, err: fmt.Errorf(`cannot reach target: Get "http://u:pw0rdX@h/?token=t0kX": %w`, errors.Join(errors.New("connection refused"), errors.New("second")))}, reports.FailureSetup, "connection refused", true},
-		{"interrupted", &codedError{code: exitInterrupted, err: errors.New("interrupted before the attack")}, reports.FailureInterrupted, "interrupted before the attack", false},
+		{"input", &exitcode.Error{Code: exitcode.InvalidInput, Err: fmt.Errorf("target.tls.ca: %w", fs.ErrNotExist)}, reports.FailureInput, "file does not exist", false},
+		{"setup", &exitcode.Error{Code: exitcode.Setup, Err: fmt.Errorf(`cannot reach target: Get "http://u:pw0rdX@h/?token=t0kX": %w`, errors.Join(errors.New("connection refused"), errors.New("second")))}, reports.FailureSetup, "connection refused", true},
+		{"interrupted", &exitcode.Error{Code: exitcode.Interrupted, Err: errors.New("interrupted before the attack")}, reports.FailureInterrupted, "interrupted before the attack", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			rep := failedRun{sc: sc, runID: "r", err: tc.err, phase: reports.PhasePrepare}.report()
 			f := rep.Failure
-			if f == nil || f.Kind != tc.kind || f.Cause != tc.cause || f.Phase != reports.PhasePrepare || f.ExitCode != tc.err.code ||
-				rep.ExitCode != tc.err.code || rep.Gate != assert.Inconclusive || (rep.SetupError != "") != tc.setupError {
+			if f == nil || f.Kind != tc.kind || f.Cause != tc.cause || f.Phase != reports.PhasePrepare || f.ExitCode != tc.err.Code ||
+				rep.ExitCode != tc.err.Code || rep.Gate != assert.Inconclusive || (rep.SetupError != "") != tc.setupError {
 				t.Fatalf("report: exit %d, gate %s, setupError %q, failure %+v", rep.ExitCode, rep.Gate, rep.SetupError, f)
 			}
 			var b bytes.Buffer
@@ -72,7 +73,7 @@ func TestMetricsListenTakenWritesTheReport(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	code := execute([]string{"run", convergeScenario(t, dir, "http://"+ln.Addr().String()+"/"), "--out", out, "--quiet", "-o", "json",
 		"--metrics-listen", ln.Addr().String()}, &stdout, &stderr)
-	if code != exitSetup {
+	if code != exitcode.Setup {
 		t.Fatalf("exit %d, want 3\n%s", code, stderr.String())
 	}
 	var rep reports.Report

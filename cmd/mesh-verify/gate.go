@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -14,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mesh-verify/mesh-verify/assert"
+	"github.com/mesh-verify/mesh-verify/exitcode"
 	"github.com/mesh-verify/mesh-verify/reports"
 	"github.com/mesh-verify/mesh-verify/runner"
 )
@@ -98,7 +98,7 @@ func runGate(cmd *cobra.Command, file string, f runFlags) error {
 			return err
 		}
 		a := loop.last()
-		if a.ExitCode == exitPass {
+		if a.ExitCode == exitcode.Pass {
 			streak++
 		} else {
 			streak = 0
@@ -109,15 +109,15 @@ func runGate(cmd *cobra.Command, file string, f runFlags) error {
 		switch {
 		case streak >= f.gate.converge:
 			loop.finish(true, fmt.Sprintf("%d consecutive passes after %d attempts in %s", streak, len(loop.rec.Attempts), time.Since(loop.start).Round(time.Second)))
-		case a.ExitCode == exitInvalidInput:
+		case a.ExitCode == exitcode.InvalidInput:
 			loop.finish(false, "attempt "+a.RunID+" found the scenario invalid (exit 4): repeating cannot help")
-		case ctx.Err() != nil || a.ExitCode == exitInterrupted:
+		case ctx.Err() != nil || a.ExitCode == exitcode.Interrupted:
 			interrupted = true
 			loop.finish(false, "interrupted")
 		case !time.Now().Before(loop.deadline):
 			loop.finish(false, fmt.Sprintf("%d consecutive passes of %d when --within %s ended, after %d attempts", streak, f.gate.converge, f.gate.within, len(loop.rec.Attempts)))
 		default:
-			if a.ExitCode != exitPass {
+			if a.ExitCode != exitcode.Pass {
 				// An attempt that fails in milliseconds (a target refused,
 				// an API server down) must not spin: back off, 1 s doubling
 				// to 15 s, within the deadline.
@@ -150,28 +150,28 @@ func runGate(cmd *cobra.Command, file string, f runFlags) error {
 	rep := loop.rep
 	switch {
 	case loop.rec.Converged:
-		rep.ExitCode = exitPass
+		rep.ExitCode = exitcode.Pass
 	case interrupted:
-		rep.ExitCode = exitInterrupted
-	case rep.ExitCode == exitPass:
+		rep.ExitCode = exitcode.Interrupted
+	case rep.ExitCode == exitcode.Pass:
 		// The last attempt passed, but not N in a row in time: the gate
 		// did not see the mesh converge, which is no PASS.
-		rep.ExitCode = exitInconclusive
+		rep.ExitCode = exitcode.Inconclusive
 	}
 	if !loop.rec.Converged && rep.Gate == assert.Pass {
 		// report.json and junit.xml say what the exit code says.
 		rep.Gate = assert.Inconclusive
 	}
 	if _, werr := writeRun(loop.dir, rep, loop.source); werr != nil {
-		return &codedError{code: exitSetup, err: werr}
+		return &exitcode.Error{Code: exitcode.Setup, Err: werr}
 	}
 	appendStepSummary(cmd.ErrOrStderr(), rep)
 	// The final report, once, with every attempt in it.
 	if rerr := renderOutput(cmd.OutOrStdout(), output, rep); rerr != nil {
-		return &codedError{code: exitSetup, err: rerr}
+		return &exitcode.Error{Code: exitcode.Setup, Err: rerr}
 	}
 	fmt.Fprintf(info, "converge: %s; report of every attempt: %s\n", loop.rec.Reason, filepath.Join(loop.dir, "report.json"))
-	return &codedError{code: rep.ExitCode}
+	return exitcode.Wrap(rep.ExitCode, nil)
 }
 
 func reasonSuffix(r string) string {
@@ -215,16 +215,12 @@ func (l *convergeLoop) record(rep *reports.Report, dir string, source []byte, er
 	switch {
 	case rep != nil:
 		a.Verdict, a.ExitCode, a.Reason = rep.Verdict, rep.ExitCode, attemptReason(rep)
-		if rep.ExitCode == runner.ExitSetup && a.Verdict == assert.Pass {
+		if rep.ExitCode == exitcode.Setup && a.Verdict == assert.Pass {
 			a.Verdict = assert.Inconclusive
 		}
 	default:
-		// runScenario hands the code it exits with (a *codedError).
-		a.Verdict, a.ExitCode = assert.Inconclusive, exitSetup
-		var ec exitCoder
-		if errors.As(err, &ec) {
-			a.ExitCode = ec.ExitCode()
-		}
+		// runScenario hands the code it exits with (an *exitcode.Error).
+		a.Verdict, a.ExitCode = assert.Inconclusive, exitcode.Of(err, exitcode.Setup)
 		if err != nil {
 			a.Reason = firstLine(err.Error())
 		}

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/mesh-verify/mesh-verify/exitcode"
 )
 
 // Every file a command reads is a regular file within its kind's limit
@@ -62,7 +64,7 @@ func TestInputFilesBounded(t *testing.T) {
 				if d := time.Since(start); d > 10*time.Second {
 					t.Errorf("took %s", d)
 				}
-				if code == exitPass || !strings.Contains(errb.String(), in.file+" "+in.want) {
+				if code == exitcode.Pass || !strings.Contains(errb.String(), in.file+" "+in.want) {
 					t.Errorf("exit %d, stderr %q; want an error saying %q", code, errb.String(), in.file+" "+in.want)
 				}
 			})

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/mesh-verify/mesh-verify/exitcode"
 )
 
 // Against a target that never answers: the first Ctrl-C waits for the
@@ -65,7 +67,7 @@ expect: [{successRate: {atLeast: 99%}}]
 		t.Fatalf("still running 10 s after the second Ctrl-C\n%s", stderr.String())
 	}
 	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != exitInterrupted {
+	if !errors.As(err, &ee) || ee.ExitCode() != exitcode.Interrupted {
 		t.Fatalf("exit %v, want 130\n%s\n%s", err, stdout.String(), stderr.String())
 	}
 	for _, want := range []string{"Ctrl-C again to stop now", "stopping now"} {
@@ -90,7 +92,7 @@ expect: [{successRate: {atLeast: 99%}}]
 	if err := json.Unmarshal(b, &rep); err != nil {
 		t.Fatal(err)
 	}
-	if rep.ExitCode != exitInterrupted || rep.Attack.Aborted == 0 || rep.Metrics.Requests != 0 {
+	if rep.ExitCode != exitcode.Interrupted || rep.Attack.Aborted == 0 || rep.Metrics.Requests != 0 {
 		t.Errorf("report: exit %d, %d aborted, %d requests counted", rep.ExitCode, rep.Attack.Aborted, rep.Metrics.Requests)
 	}
 	// The scenario as run keeps no credential either.
@@ -104,8 +106,8 @@ func TestRunAndReportRefuseWhatTheyCannotMean(t *testing.T) {
 	dir := t.TempDir()
 	edited := writeFile(t, dir, "report.json", `{"schema": "mesh-verify.io/report/v1", "exitCode": 256}`)
 	for _, c := range []e2e{
-		{"--progress bogus", []string{"run", "skupper-1", "--progress", "bogus"}, exitInvalidInput, nil, []string{`--progress "bogus": want auto, tty or plain`}},
-		{"an exit code none of ours", []string{"report", edited}, exitInvalidInput, nil, []string{"exitCode 256 is not one mesh-verify gives"}},
+		{"--progress bogus", []string{"run", "skupper-1", "--progress", "bogus"}, exitcode.InvalidInput, nil, []string{`--progress "bogus": want auto, tty or plain`}},
+		{"an exit code none of ours", []string{"report", edited}, exitcode.InvalidInput, nil, []string{"exitCode 256 is not one mesh-verify gives"}},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.run(t) })
 	}
@@ -130,10 +132,10 @@ attribution: {preset: tutorial}
 expect: [{successRate: {atLeast: 99%}}]
 `)
 	for _, c := range []e2e{
-		{"passes, never enough in a row", []string{"run", sc, "--out", filepath.Join(dir, "a"), "-q", "--converge", "1000", "--within", "2s"}, exitInconclusive,
+		{"passes, never enough in a row", []string{"run", sc, "--out", filepath.Join(dir, "a"), "-q", "--converge", "1000", "--within", "2s"}, exitcode.Inconclusive,
 			nil, []string{"consecutive passes of 1000 when --within 2s ended"}},
 		{"invalid at the first attempt", []string{"run", sc, "--out", filepath.Join(dir, "b"), "-q", "--converge", "2", "--within", "30s",
-			"--set", "target.url=https://127.0.0.1:1", "--set", "target.tls.ca=/nonexistent.pem"}, exitInvalidInput,
+			"--set", "target.url=https://127.0.0.1:1", "--set", "target.tls.ca=/nonexistent.pem"}, exitcode.InvalidInput,
 			nil, []string{"converge: attempt 1", "target.tls.ca"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	// fails with "no Auth Provider found for name".
 	_ "k8s.io/client-go/plugin/pkg/client/auth"
 
+	"github.com/mesh-verify/mesh-verify/exitcode"
 	"github.com/mesh-verify/mesh-verify/kube"
 	"github.com/mesh-verify/mesh-verify/scenarios"
 )
@@ -138,13 +139,13 @@ const (
 func (k *kubeFlags) forScenario(sc *scenarios.Scenario) (kube.Options, error) {
 	o, err := k.options()
 	if err != nil {
-		return o, &codedError{code: exitInvalidInput, err: err}
+		return o, &exitcode.Error{Code: exitcode.InvalidInput, Err: err}
 	}
 	if o.Contexts, err = k.scenarioContexts(sc.ClusterNames()); err != nil {
-		return o, &codedError{code: exitInvalidInput, err: err}
+		return o, &exitcode.Error{Code: exitcode.InvalidInput, Err: err}
 	}
 	if err := k.namespaceConflicts(sc); err != nil {
-		return o, &codedError{code: exitInvalidInput, err: err}
+		return o, &exitcode.Error{Code: exitcode.InvalidInput, Err: err}
 	}
 	return o, nil
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/mesh-verify/mesh-verify/exitcode"
 	"github.com/mesh-verify/mesh-verify/kube"
 	"github.com/mesh-verify/mesh-verify/scenarios"
 )
@@ -118,8 +119,8 @@ func TestRunContextFlagErrors(t *testing.T) {
 	} {
 		var stdout, stderr strings.Builder
 		code := execute(append([]string{"run", file, "--out", dir}, tc.args...), &stdout, &stderr)
-		if code != exitInvalidInput || !strings.Contains(stderr.String(), tc.msg) {
-			t.Errorf("%v: exit %d, stderr %q; want %d and %q", tc.args, code, stderr.String(), exitInvalidInput, tc.msg)
+		if code != exitcode.InvalidInput || !strings.Contains(stderr.String(), tc.msg) {
+			t.Errorf("%v: exit %d, stderr %q; want %d and %q", tc.args, code, stderr.String(), exitcode.InvalidInput, tc.msg)
 		}
 	}
 }

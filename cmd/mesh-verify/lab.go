@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/mesh-verify/mesh-verify/exitcode"
 	"github.com/mesh-verify/mesh-verify/internal/sibling"
 )
 
@@ -43,7 +44,7 @@ make build builds both into bin/; go install ./cmd/mesh-verify-lab installs it.`
 		RunE: func(cmd *cobra.Command, args []string) error {
 			path, err := sibling.Find(labProgram)
 			if err != nil {
-				return &codedError{code: exitSetup, err: fmt.Errorf("mesh-verify lab: %w", err)}
+				return exitcode.Wrap(exitcode.Setup, fmt.Errorf("mesh-verify lab: %w", err))
 			}
 			return runLab(cmd.Context(), path, args, cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
@@ -58,7 +59,7 @@ make build builds both into bin/; go install ./cmd/mesh-verify-lab installs it.`
 func runLab(ctx context.Context, path string, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if canExec && stdin == os.Stdin && stdout == os.Stdout && stderr == os.Stderr {
 		if err := execLab(path, args); err != nil {
-			return &codedError{code: exitSetup, err: fmt.Errorf("mesh-verify lab: run %s: %w", path, err)}
+			return exitcode.Wrap(exitcode.Setup, fmt.Errorf("mesh-verify lab: run %s: %w", path, err))
 		}
 	}
 	if ctx == nil {
@@ -73,9 +74,9 @@ func runLab(ctx context.Context, path string, args []string, stdin io.Reader, st
 		return nil
 	case errors.As(err, &ee) && ee.ExitCode() >= 0:
 		// The lab printed its own message.
-		return &codedError{code: ee.ExitCode()}
+		return exitcode.Wrap(ee.ExitCode(), nil)
 	default:
-		return &codedError{code: exitSetup, err: fmt.Errorf("mesh-verify lab: run %s: %w", path, err)}
+		return exitcode.Wrap(exitcode.Setup, fmt.Errorf("mesh-verify lab: run %s: %w", path, err))
 	}
 }
 

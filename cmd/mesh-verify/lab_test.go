@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/mesh-verify/mesh-verify/exitcode"
 )
 
 // `mesh-verify lab ARGS` is mesh-verify-lab ARGS: its output and exit
@@ -20,12 +22,12 @@ func TestLabRunsTheLabProgram(t *testing.T) {
 		code int
 		want string
 	}{
-		{[]string{"lab", "list"}, exitPass, "skupper-4"},
-		{[]string{"lab", "--help"}, exitPass, "mesh-verify-lab [command]"},
-		{[]string{"lab", "up", "--dir", dir, "--topology", "nope"}, exitInvalidInput, `no built-in topology "nope"`},
-		{[]string{"lab", "status", "--dir", dir}, exitSetup, "no lab in " + dir},
-		{[]string{"lab", "down", "--dir", dir}, exitPass, "no lab in " + dir},
-		{[]string{"lab", "nope"}, exitInvalidInput, `unknown command "nope"`},
+		{[]string{"lab", "list"}, exitcode.Pass, "skupper-4"},
+		{[]string{"lab", "--help"}, exitcode.Pass, "mesh-verify-lab [command]"},
+		{[]string{"lab", "up", "--dir", dir, "--topology", "nope"}, exitcode.InvalidInput, `no built-in topology "nope"`},
+		{[]string{"lab", "status", "--dir", dir}, exitcode.Setup, "no lab in " + dir},
+		{[]string{"lab", "down", "--dir", dir}, exitcode.Pass, "no lab in " + dir},
+		{[]string{"lab", "nope"}, exitcode.InvalidInput, `unknown command "nope"`},
 	} {
 		var out, errb bytes.Buffer
 		code := execute(c.args, &out, &errb)
@@ -55,7 +57,7 @@ func TestLabWithoutTheLabProgram(t *testing.T) {
 	cmd.Env = append(os.Environ(), "PATH="+t.TempDir())
 	out, _ := cmd.CombinedOutput()
 	want := "find mesh-verify-lab: none in " + filepath.Dir(alone) + " nor on PATH (make build builds it into bin/"
-	if code := cmd.ProcessState.ExitCode(); code != exitSetup || !strings.Contains(string(out), want) {
-		t.Errorf("mesh-verify lab list without the lab: exit %d, %q; want exit %d and %q", code, out, exitSetup, want)
+	if code := cmd.ProcessState.ExitCode(); code != exitcode.Setup || !strings.Contains(string(out), want) {
+		t.Errorf("mesh-verify lab list without the lab: exit %d, %q; want exit %d and %q", code, out, exitcode.Setup, want)
 	}
 }

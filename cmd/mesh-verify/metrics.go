@@ -15,6 +15,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/mesh-verify/mesh-verify/exitcode"
 	"github.com/mesh-verify/mesh-verify/metricsout"
 	"github.com/mesh-verify/mesh-verify/redact"
 	"github.com/mesh-verify/mesh-verify/reports"
@@ -136,7 +137,7 @@ func (m metricsFlags) startMetrics(o *runner.Options, run metricsout.Run) (*live
 		return metricsout.FromSnapshot(run, s)
 	})
 	if err != nil {
-		return nil, &codedError{code: exitSetup, err: fmt.Errorf("--metrics-listen: %w", err)}
+		return nil, &exitcode.Error{Code: exitcode.Setup, Err: fmt.Errorf("--metrics-listen: %w", err)}
 	}
 	lm.srv = srv
 	o.Live = func(t *tally.Tally) { lm.tally.Store(t) }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/mesh-verify/mesh-verify/assert"
 	"github.com/mesh-verify/mesh-verify/attribution"
+	"github.com/mesh-verify/mesh-verify/exitcode"
 	"github.com/mesh-verify/mesh-verify/runner"
 	"github.com/mesh-verify/mesh-verify/scenarios"
 )
@@ -186,7 +187,7 @@ func pctText(v float64) string { return strconv.FormatFloat(v*100, 'g', 6, 64) +
 func planScenario(w io.Writer, file string, set []string) error {
 	sc, _, err := loadScenario(file, set)
 	if err != nil {
-		return &codedError{code: exitInvalidInput, err: err}
+		return &exitcode.Error{Code: exitcode.InvalidInput, Err: err}
 	}
 	st := sc.Statistics
 	looks := 1
@@ -202,7 +203,7 @@ func planScenario(w io.Writer, file string, set []string) error {
 		conf := lastLevel(looks, runner.Confidence(sc, e))
 		p, err := planExpectation(w, sc, e, sampling, conf)
 		if err != nil {
-			return &codedError{code: exitInvalidInput, err: fmt.Errorf("%s: expectation %q: %w", file, e.Name, err)}
+			return &exitcode.Error{Code: exitcode.InvalidInput, Err: fmt.Errorf("%s: expectation %q: %w", file, e.Name, err)}
 		}
 		needRequests = max(needRequests, p.Requests)
 		if p.Connections > needConnections.Connections {
@@ -240,6 +241,10 @@ func planExpectation(w io.Writer, sc *scenarios.Scenario, e scenarios.Expectatio
 		return assert.PlanDraws(sampling, st.Power, tests, draws)
 	}
 	switch {
+	case e.Split != nil && e.Split.FromMesh != nil:
+		ref, _, _ := e.Split.FromMesh.Ref()
+		fmt.Fprintf(w, "%s: not planned here: its expected shares are read from %s when the run starts\n", e.Name, ref)
+		return assert.Plan{}, nil
 	case e.Split != nil:
 		model, err := runner.SplitModel(sc, e.Split)
 		if err != nil && needsInventory(sc, e.Split) {

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/mesh-verify/mesh-verify/exitcode"
 	"github.com/mesh-verify/mesh-verify/kube"
 	"github.com/mesh-verify/mesh-verify/kube/portforward"
 )
@@ -119,22 +120,22 @@ func localPortOf(ctx context.Context, c *kube.Cluster, t *portforward.Tunnel, ta
 func runPortForward(cmd *cobra.Command, f portForwardFlags, resource, ports string) error {
 	local, same, remote, err := splitLocalPort(ports)
 	if err != nil {
-		return &codedError{code: exitInvalidInput, err: err}
+		return &exitcode.Error{Code: exitcode.InvalidInput, Err: err}
 	}
 	target, err := portforward.ParseTarget(resource, remote)
 	if err != nil {
-		return &codedError{code: exitInvalidInput, err: err}
+		return &exitcode.Error{Code: exitcode.InvalidInput, Err: err}
 	}
 	ko, err := f.kube.options()
 	if err != nil {
-		return &codedError{code: exitInvalidInput, err: err}
+		return &exitcode.Error{Code: exitcode.InvalidInput, Err: err}
 	}
 	kctx, err := f.kube.singleContext()
 	if err != nil {
-		return &codedError{code: exitInvalidInput, err: err}
+		return &exitcode.Error{Code: exitcode.InvalidInput, Err: err}
 	}
 	if err := checkLoopback(f.address); err != nil {
-		return &codedError{code: exitInvalidInput, err: err}
+		return &exitcode.Error{Code: exitcode.InvalidInput, Err: err}
 	}
 	parent := cmd.Context()
 	if parent == nil {
@@ -150,7 +151,7 @@ func runPortForward(cmd *cobra.Command, f portForwardFlags, resource, ports stri
 	}
 	cfg, err := kube.LoadConfig(ko)
 	if err != nil {
-		return &codedError{code: exitSetup, err: err}
+		return &exitcode.Error{Code: exitcode.Setup, Err: err}
 	}
 	switch {
 	case name == "" && cfg.InCluster():
@@ -160,21 +161,21 @@ func runPortForward(cmd *cobra.Command, f portForwardFlags, resource, ports stri
 	}
 	cluster, err := cfg.Connect(ctx, kube.ClusterRef{Name: name})
 	if err != nil {
-		return &codedError{code: exitSetup, err: err}
+		return &exitcode.Error{Code: exitcode.Setup, Err: err}
 	}
 	t, err := portforward.OpenTunnel(ctx, cluster, portforward.TunnelSpec{Namespace: ko.Namespace, Resource: resource, Port: remote})
 	if err != nil {
-		return &codedError{code: exitSetup, err: err}
+		return &exitcode.Error{Code: exitcode.Setup, Err: err}
 	}
 	defer t.Close()
 	if same && local == 0 {
 		if local, err = localPortOf(ctx, cluster, t, target); err != nil {
-			return &codedError{code: exitSetup, err: err}
+			return &exitcode.Error{Code: exitcode.Setup, Err: err}
 		}
 	}
 	ln, err := net.Listen("tcp", net.JoinHostPort(f.address, strconv.Itoa(local)))
 	if err != nil {
-		return &codedError{code: exitSetup, err: fmt.Errorf("listen on %s: %w", f.address, err)}
+		return &exitcode.Error{Code: exitcode.Setup, Err: fmt.Errorf("listen on %s: %w", f.address, err)}
 	}
 	out, errOut := cmd.OutOrStdout(), cmd.ErrOrStderr()
 	for _, w := range t.Warnings() {
@@ -195,7 +196,7 @@ func runPortForward(cmd *cobra.Command, f portForwardFlags, resource, ports stri
 		}
 	})
 	if err != nil && !errors.Is(err, context.Canceled) {
-		return &codedError{code: exitSetup, err: err}
+		return &exitcode.Error{Code: exitcode.Setup, Err: err}
 	}
 	// Ctrl-C is how this command ends: exit 0, as kubectl port-forward does.
 	return nil

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -16,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mesh-verify/mesh-verify/exitcode"
 	"github.com/mesh-verify/mesh-verify/lab/labtest"
 )
 
@@ -87,13 +87,7 @@ func runPF(ctx context.Context, args ...string) (stdout, stderr *syncBuffer, don
 	return stdout, stderr, done
 }
 
-func exitCodeOf(err error) int {
-	var ec exitCoder
-	if errors.As(err, &ec) {
-		return ec.ExitCode()
-	}
-	return -1
-}
+func exitCodeOf(err error) int { return exitcode.Of(err, -1) }
 
 func TestPortForwardSetupErrors(t *testing.T) {
 	dir := t.TempDir()
@@ -104,19 +98,19 @@ func TestPortForwardSetupErrors(t *testing.T) {
 		code int
 		msg  string
 	}{
-		{[]string{"--kubeconfig", kc, "--context", "kind-b", "svc/web", "80"}, exitSetup, "context kind-b not found in kubeconfig (contexts: kind-a)"},
-		{[]string{"--kubeconfig", kc, "--context", "kind-a", "svc/web", "80"}, exitSetup, "API server https://127.0.0.1:1 unreachable"},
-		{[]string{"--kubeconfig", kc, "web", "80"}, exitInvalidInput, "want pod/NAME"},
-		{[]string{"--kubeconfig", kc, "svc/web", "x:80"}, exitInvalidInput, "not a port number"},
-		{[]string{"--kubeconfig", kc, "--context", "kind-a", "--context", "kind-b", "svc/web", "80"}, exitInvalidInput, "--context given 2 times"},
-		{[]string{"--kubeconfig", kc, "--as-group", "g", "svc/web", "80"}, exitInvalidInput, "--as-group needs --as"},
-		{[]string{"--kubeconfig", kc, "--request-timeout", "soon", "svc/web", "80"}, exitInvalidInput, `--request-timeout "soon"`},
-		{[]string{"--kubeconfig", kc, "-n", "Bad_NS", "svc/web", "80"}, exitInvalidInput, `--namespace "Bad_NS"`},
-		{[]string{"--kubeconfig", kc, "--address", "", "svc/web", "80"}, exitInvalidInput, `--address "": want a loopback address`},
-		{[]string{"--kubeconfig", kc, "--address", "0.0.0.0", "svc/web", "80"}, exitInvalidInput, `--address "0.0.0.0": want a loopback address`},
-		{[]string{"--kubeconfig", kc, "--address", "::", "svc/web", "80"}, exitInvalidInput, "must not be reachable from other machines"},
-		{[]string{"--kubeconfig", kc, "--address", "192.168.1.5", "svc/web", "80"}, exitInvalidInput, "want a loopback address"},
-		{[]string{"--kubeconfig", kc, "--address", "example.com", "svc/web", "80"}, exitInvalidInput, "want a loopback address"},
+		{[]string{"--kubeconfig", kc, "--context", "kind-b", "svc/web", "80"}, exitcode.Setup, "context kind-b not found in kubeconfig (contexts: kind-a)"},
+		{[]string{"--kubeconfig", kc, "--context", "kind-a", "svc/web", "80"}, exitcode.Setup, "API server https://127.0.0.1:1 unreachable"},
+		{[]string{"--kubeconfig", kc, "web", "80"}, exitcode.InvalidInput, "want pod/NAME"},
+		{[]string{"--kubeconfig", kc, "svc/web", "x:80"}, exitcode.InvalidInput, "not a port number"},
+		{[]string{"--kubeconfig", kc, "--context", "kind-a", "--context", "kind-b", "svc/web", "80"}, exitcode.InvalidInput, "--context given 2 times"},
+		{[]string{"--kubeconfig", kc, "--as-group", "g", "svc/web", "80"}, exitcode.InvalidInput, "--as-group needs --as"},
+		{[]string{"--kubeconfig", kc, "--request-timeout", "soon", "svc/web", "80"}, exitcode.InvalidInput, `--request-timeout "soon"`},
+		{[]string{"--kubeconfig", kc, "-n", "Bad_NS", "svc/web", "80"}, exitcode.InvalidInput, `--namespace "Bad_NS"`},
+		{[]string{"--kubeconfig", kc, "--address", "", "svc/web", "80"}, exitcode.InvalidInput, `--address "": want a loopback address`},
+		{[]string{"--kubeconfig", kc, "--address", "0.0.0.0", "svc/web", "80"}, exitcode.InvalidInput, `--address "0.0.0.0": want a loopback address`},
+		{[]string{"--kubeconfig", kc, "--address", "::", "svc/web", "80"}, exitcode.InvalidInput, "must not be reachable from other machines"},
+		{[]string{"--kubeconfig", kc, "--address", "192.168.1.5", "svc/web", "80"}, exitcode.InvalidInput, "want a loopback address"},
+		{[]string{"--kubeconfig", kc, "--address", "example.com", "svc/web", "80"}, exitcode.InvalidInput, "want a loopback address"},
 	} {
 		_, _, done := runPF(context.Background(), tc.args...)
 		err := <-done

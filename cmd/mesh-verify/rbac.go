@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/mesh-verify/mesh-verify/exitcode"
 	"github.com/mesh-verify/mesh-verify/kube/access"
 	"github.com/mesh-verify/mesh-verify/runner"
 	"github.com/mesh-verify/mesh-verify/scenarios"
@@ -76,7 +77,7 @@ func printRBAC(cmd *cobra.Command, args []string, f rbacFlags) error {
 	if len(args) == 1 {
 		sc, _, err := loadScenario(args[0], f.set)
 		if err != nil {
-			return &codedError{code: exitInvalidInput, err: err}
+			return &exitcode.Error{Code: exitcode.InvalidInput, Err: err}
 		}
 		var clusters []string
 		for _, c := range sc.Clusters {
@@ -109,7 +110,7 @@ func printRBAC(cmd *cobra.Command, args []string, f rbacFlags) error {
 		header = append(header, "Every feature (inventory, port-forward to pod/svc/deploy, logs, metrics via proxy or portForward, worker Jobs and their ServiceAccount).")
 	}
 	if err := access.WriteManifest(cmd.OutOrStdout(), strings.Join(header, "\n"), access.Manifest(o)); err != nil {
-		return &codedError{code: exitSetup, err: fmt.Errorf("print the RBAC manifest: %w", err)}
+		return &exitcode.Error{Code: exitcode.Setup, Err: fmt.Errorf("print the RBAC manifest: %w", err)}
 	}
 	return nil
 }
@@ -133,7 +134,7 @@ func describeNeeds(needs []access.Need, cluster string) string {
 		}
 	}
 	var parts []string
-	for _, f := range access.Features() {
+	for _, f := range access.AllFeatures() {
 		if w := byFeature[f]; len(w) > 0 {
 			parts = append(parts, string(f)+" in "+strings.Join(w, ", "))
 		}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mesh-verify/mesh-verify/exitcode"
 	"github.com/mesh-verify/mesh-verify/runlog"
 )
 
@@ -18,7 +19,7 @@ func TestCheckEscapesBucketNames(t *testing.T) {
 	counts := writeFile(t, dir, "counts.json", `{"c2\u001b]0;owned\u0007": 480, "c3\u001b[2J": 520}`)
 	var stdout, stderr bytes.Buffer
 	code := execute([]string{"check", "--file", counts, "--weights", "c2\x1b]0;owned\x07=1,c3\x1b[2J=1"}, &stdout, &stderr)
-	if code == exitInvalidInput {
+	if code == exitcode.InvalidInput {
 		t.Fatalf("exit 4: %s", stderr.String())
 	}
 	for name, out := range map[string]string{"stdout": stdout.String(), "stderr": stderr.String()} {
@@ -50,7 +51,7 @@ func TestReportPlotOfTruncatedResults(t *testing.T) {
 	} {
 		var stdout, stderr bytes.Buffer
 		code := execute(args, &stdout, &stderr)
-		if code != exitInvalidInput || !strings.Contains(stderr.String(), runlog.ResultsFile) || !strings.Contains(stderr.String(), "cut") {
+		if code != exitcode.InvalidInput || !strings.Contains(stderr.String(), runlog.ResultsFile) || !strings.Contains(stderr.String(), "cut") {
 			t.Errorf("%q: exit %d, want 4 naming results.bin\n%s", args, code, stderr.String())
 		}
 		if args[3] == "plot" && stdout.Len() > 0 {

@@ -17,6 +17,8 @@ import (
 	"golang.org/x/term"
 
 	"github.com/mesh-verify/mesh-verify/attack"
+	"github.com/mesh-verify/mesh-verify/exitcode"
+	"github.com/mesh-verify/mesh-verify/measure"
 	"github.com/mesh-verify/mesh-verify/metricsout"
 	"github.com/mesh-verify/mesh-verify/redact"
 	"github.com/mesh-verify/mesh-verify/reports"
@@ -27,23 +29,6 @@ import (
 
 // version is stamped by the Makefile with -ldflags.
 var version = "dev"
-
-// exitCoder is how a command tells execute which exit code it ends with.
-type exitCoder interface{ ExitCode() int }
-
-// codedError carries an exit code and a message that was not printed yet.
-type codedError struct {
-	code int
-	err  error
-}
-
-func (e *codedError) Error() string {
-	if e.err == nil {
-		return ""
-	}
-	return e.err.Error()
-}
-func (e *codedError) ExitCode() int { return e.code }
 
 func execute(args []string, stdout, stderr io.Writer) int {
 	root := &cobra.Command{
@@ -65,13 +50,9 @@ expected one with sound statistics. Exit codes: 0 pass, 1 an expectation failed,
 
 	err := root.Execute()
 	if err == nil {
-		return exitPass
+		return exitcode.Pass
 	}
-	code := exitInvalidInput // cobra's own errors: unknown flag, wrong args
-	var ec exitCoder
-	if errors.As(err, &ec) {
-		code = ec.ExitCode()
-	}
+	code := exitcode.Of(err, exitcode.InvalidInput) // the default: cobra's own errors (unknown flag, wrong args)
 	if msg := err.Error(); msg != "" {
 		// Errors may quote input verbatim (a malformed URL, a YAML
 		// value): redacted like everything else shown.
@@ -94,7 +75,7 @@ func newValidateCmd() *cobra.Command {
 					// The files a scenario names are input too: run would
 					// refuse a CA file that is missing, too large, not a
 					// regular file or holding a private key.
-					if _, cerr := runner.ReadCA(sc); cerr != nil {
+					if _, cerr := measure.ReadCA(sc); cerr != nil {
 						err = fmt.Errorf("%s: %w", f, cerr)
 					}
 				}
@@ -106,7 +87,7 @@ func newValidateCmd() *cobra.Command {
 				fmt.Fprintf(cmd.OutOrStdout(), "%s: ok\n", f)
 			}
 			if bad > 0 {
-				return &codedError{code: exitInvalidInput, err: fmt.Errorf("%d of %d scenario files are invalid", bad, len(args))}
+				return &exitcode.Error{Code: exitcode.InvalidInput, Err: fmt.Errorf("%d of %d scenario files are invalid", bad, len(args))}
 			}
 			return nil
 		},
@@ -214,7 +195,7 @@ func validOutput(o string) error {
 func runScenario(cmd *cobra.Command, file string, f runFlags) error {
 	sc, source, err := loadScenario(file, f.gate.set)
 	if err != nil {
-		return &codedError{code: exitInvalidInput, err: err}
+		return &exitcode.Error{Code: exitcode.InvalidInput, Err: err}
 	}
 	if sc.Attack.Workers > 0 && len(f.connectTo) > 0 {
 		return invalidInput("--connect-to redirects this process's connections, but with attack.workers %d the worker pods attack the target by its in-cluster name: leave out --connect-to", sc.Attack.Workers)
@@ -240,13 +221,13 @@ func runScenario(cmd *cobra.Command, file string, f runFlags) error {
 	// Credentials in it (a token in the URL, an Authorization header) are
 	// redacted, like everywhere else the run is written.
 	if _, err := reports.WriteFile(dir, "scenario.yaml", func(w io.Writer) error { _, err := io.WriteString(w, redact.Scenario(string(source))); return err }); err != nil {
-		return &codedError{code: exitSetup, err: err}
+		return &exitcode.Error{Code: exitcode.Setup, Err: err}
 	}
 	// Every result streams to results.bin (vegeta's encoding) and
 	// attribution.jsonl as it is measured (docs/architecture.md).
 	rec, err := runlog.Create(dir)
 	if err != nil {
-		return &codedError{code: exitSetup, err: err}
+		return &exitcode.Error{Code: exitcode.Setup, Err: err}
 	}
 	defer rec.Close() // Run closes it; this covers a run that ends before the attack
 	o := runner.Options{Kube: ko, RunID: runID, Tool: toolInfo(), Command: append([]string{"mesh-verify"}, f.argv...), Source: source,
@@ -277,22 +258,22 @@ func runScenario(cmd *cobra.Command, file string, f runFlags) error {
 			pushMetrics(remote, rep, cmd.ErrOrStderr())
 		}
 	}
-	var failed *codedError
+	var failed *exitcode.Error
 	if rep == nil {
 		// The exit code is decided here, once, for the process and for
 		// the attempt --converge records.
-		failed = &codedError{code: exitInvalidInput, err: err}
+		failed = &exitcode.Error{Code: exitcode.InvalidInput, Err: err}
 		var se *runner.SetupError
-		var decided *codedError
+		var decided *exitcode.Error
 		switch {
 		case errors.As(err, &decided):
 			failed = decided
 		case ctx.Err() != nil:
 			// Ctrl-C while connecting or waiting for readiness: an
 			// interrupt, not a broken setup.
-			failed = &codedError{code: exitInterrupted, err: fmt.Errorf("interrupted before the attack: %w", err)}
+			failed = &exitcode.Error{Code: exitcode.Interrupted, Err: fmt.Errorf("interrupted before the attack: %w", err)}
 		case errors.As(err, &se):
-			failed.code = exitSetup
+			failed.Code = exitcode.Setup
 		}
 		// The run directory exists: the run still writes every file, so
 		// that CI finds the cause where it looks for a verdict.
@@ -305,7 +286,7 @@ func runScenario(cmd *cobra.Command, file string, f runFlags) error {
 	}
 	// Credentials never leave the process, whichever path wrote them.
 	if red, rerr := redactReport(rep); rerr != nil {
-		return &codedError{code: exitSetup, err: rerr}
+		return &exitcode.Error{Code: exitcode.Setup, Err: rerr}
 	} else {
 		rep = red
 	}
@@ -327,7 +308,7 @@ func runScenario(cmd *cobra.Command, file string, f runFlags) error {
 		// The error on stderr says it all; the files name it for CI.
 	default:
 		if rerr := renderOutput(stdout, f.output, rep); rerr != nil {
-			return &codedError{code: exitSetup, err: rerr}
+			return &exitcode.Error{Code: exitcode.Setup, Err: rerr}
 		}
 	}
 	for _, p := range paths {
@@ -340,11 +321,11 @@ func runScenario(cmd *cobra.Command, file string, f runFlags) error {
 		}
 		return failed
 	case werr != nil:
-		return &codedError{code: exitSetup, err: werr}
+		return &exitcode.Error{Code: exitcode.Setup, Err: werr}
 	case err != nil:
-		return &codedError{code: rep.ExitCode, err: err}
+		return &exitcode.Error{Code: rep.ExitCode, Err: err}
 	}
-	return &codedError{code: rep.ExitCode}
+	return exitcode.Wrap(rep.ExitCode, nil)
 }
 
 func renderOutput(w io.Writer, output string, rep *reports.Report) error {
@@ -445,12 +426,12 @@ func reportRun(cmd *cobra.Command, arg, format, out string) error {
 		if errors.Is(err, fs.ErrNotExist) {
 			err = fmt.Errorf("%w (a run writes report.json when it ends, also when interrupted with Ctrl-C; a run killed outright leaves none)", err)
 		}
-		return &codedError{code: exitInvalidInput, err: err}
+		return &exitcode.Error{Code: exitcode.InvalidInput, Err: err}
 	}
 	// The exit code is the process's: one that is none of ours (a file
 	// edited by hand) would be taken modulo 256 by the shell (256 → 0, a
 	// PASS).
-	if !slices.Contains([]int{exitPass, exitFail, exitInconclusive, exitSetup, exitInvalidInput, exitInterrupted}, rep.ExitCode) {
+	if !exitcode.Known(rep.ExitCode) {
 		return invalidInput("%s: exitCode %d is not one mesh-verify gives (0, 1, 2, 3, 4 or 130)", path, rep.ExitCode)
 	}
 	// scenario.yaml is absent for older runs: the HTML then shows none.
@@ -481,9 +462,9 @@ func reportRun(cmd *cobra.Command, arg, format, out string) error {
 		return invalidInput("--format table prints on stdout: it cannot be written with other formats")
 	case table:
 		if err := reports.Terminal(cmd.OutOrStdout(), rep); err != nil {
-			return &codedError{code: exitSetup, err: err}
+			return &exitcode.Error{Code: exitcode.Setup, Err: err}
 		}
-		return &codedError{code: rep.ExitCode}
+		return exitcode.Wrap(rep.ExitCode, nil)
 	case len(files) == 0:
 		return invalidInput("--format %q: want table, json, html, junit, md or plot", format)
 	case len(files) == 1 && out == "":
@@ -495,9 +476,9 @@ func reportRun(cmd *cobra.Command, arg, format, out string) error {
 			return renderError(dir, err)
 		}
 		if _, err := page.WriteTo(cmd.OutOrStdout()); err != nil {
-			return &codedError{code: exitSetup, err: err}
+			return &exitcode.Error{Code: exitcode.Setup, Err: err}
 		}
-		return &codedError{code: rep.ExitCode}
+		return exitcode.Wrap(rep.ExitCode, nil)
 	}
 	if out == "" {
 		out = dir
@@ -509,7 +490,7 @@ func reportRun(cmd *cobra.Command, arg, format, out string) error {
 		}
 		fmt.Fprintf(cmd.OutOrStdout(), "wrote %s\n", p)
 	}
-	return &codedError{code: rep.ExitCode}
+	return exitcode.Wrap(rep.ExitCode, nil)
 }
 
 // renderError is the exit of a format that could not be rendered: a run
@@ -518,9 +499,9 @@ func reportRun(cmd *cobra.Command, arg, format, out string) error {
 // error.
 func renderError(dir string, err error) error {
 	if errors.Is(err, runlog.ErrTruncated) {
-		return &codedError{code: exitInvalidInput, err: fmt.Errorf("run directory %s: %w (a run killed outright leaves its results cut short; the other formats render from report.json)", dir, err)}
+		return &exitcode.Error{Code: exitcode.InvalidInput, Err: fmt.Errorf("run directory %s: %w (a run killed outright leaves its results cut short; the other formats render from report.json)", dir, err)}
 	}
-	return &codedError{code: exitSetup, err: err}
+	return &exitcode.Error{Code: exitcode.Setup, Err: err}
 }
 
 // connectToDial is the dialer of --connect-to values followed by

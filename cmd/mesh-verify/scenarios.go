@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/mesh-verify/mesh-verify/exitcode"
 	"github.com/mesh-verify/mesh-verify/scenarios"
 )
 
@@ -79,7 +80,7 @@ func newScenariosListCmd() *cobra.Command {
 			for _, n := range scenarios.BuiltinNames() {
 				sc, err := scenarios.Builtin(n)
 				if err != nil {
-					return &codedError{code: exitSetup, err: err}
+					return &exitcode.Error{Code: exitcode.Setup, Err: err}
 				}
 				fmt.Fprintf(tw, "%s\t%s\n", n, sc.Metadata.Description)
 			}
@@ -97,10 +98,10 @@ func newScenariosShowCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			src, err := scenarios.BuiltinSource(args[0])
 			if err != nil {
-				return &codedError{code: exitInvalidInput, err: err}
+				return &exitcode.Error{Code: exitcode.InvalidInput, Err: err}
 			}
 			if _, err := cmd.OutOrStdout().Write(src); err != nil {
-				return &codedError{code: exitSetup, err: err}
+				return &exitcode.Error{Code: exitcode.Setup, Err: err}
 			}
 			return nil
 		},
@@ -120,10 +121,10 @@ and checks in editors. The file loads as it is: mesh-verify validate my.yaml.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			out, err := initScenario(args[0])
 			if err != nil {
-				return &codedError{code: exitInvalidInput, err: err}
+				return &exitcode.Error{Code: exitcode.InvalidInput, Err: err}
 			}
 			if _, err := cmd.OutOrStdout().Write(out); err != nil {
-				return &codedError{code: exitSetup, err: err}
+				return &exitcode.Error{Code: exitcode.Setup, Err: err}
 			}
 			return nil
 		},

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mesh-verify/mesh-verify/exitcode"
 	"github.com/mesh-verify/mesh-verify/scenarios"
 )
 
@@ -28,7 +29,7 @@ func TestScenariosListShowInit(t *testing.T) {
 		t.Fatalf("built-in scenarios: %v", names)
 	}
 	var out, errb bytes.Buffer
-	if code := execute([]string{"scenarios", "list"}, &out, &errb); code != exitPass {
+	if code := execute([]string{"scenarios", "list"}, &out, &errb); code != exitcode.Pass {
 		t.Fatalf("scenarios list: exit %d: %s", code, errb.String())
 	}
 	for _, n := range names {
@@ -45,7 +46,7 @@ func TestScenariosListShowInit(t *testing.T) {
 	for _, n := range names {
 		t.Run(n, func(t *testing.T) {
 			var out, errb bytes.Buffer
-			if code := execute([]string{"scenarios", "show", n}, &out, &errb); code != exitPass {
+			if code := execute([]string{"scenarios", "show", n}, &out, &errb); code != exitcode.Pass {
 				t.Fatalf("scenarios show %s: exit %d: %s", n, code, errb.String())
 			}
 			if !bytes.Equal(out.Bytes(), shipped(t, n)) {
@@ -56,7 +57,7 @@ func TestScenariosListShowInit(t *testing.T) {
 			}
 
 			out.Reset()
-			if code := execute([]string{"scenarios", "init", n}, &out, &errb); code != exitPass {
+			if code := execute([]string{"scenarios", "init", n}, &out, &errb); code != exitcode.Pass {
 				t.Fatalf("scenarios init %s: exit %d: %s", n, code, errb.String())
 			}
 			got := out.String()
@@ -97,7 +98,7 @@ func TestScenariosListShowInit(t *testing.T) {
 			}
 			out.Reset()
 			errb.Reset()
-			if code := execute([]string{"validate", mine}, &out, &errb); code != exitPass {
+			if code := execute([]string{"validate", mine}, &out, &errb); code != exitcode.Pass {
 				t.Errorf("validate the output of scenarios init %s: exit %d: %s", n, code, errb.String())
 			}
 		})
@@ -105,8 +106,8 @@ func TestScenariosListShowInit(t *testing.T) {
 
 	for _, args := range [][]string{{"scenarios", "show", "nope"}, {"scenarios", "init", "nope"}, {"scenarios", "show"}} {
 		var out, errb bytes.Buffer
-		if code := execute(args, &out, &errb); code != exitInvalidInput {
-			t.Errorf("%v: exit %d, want %d: %s", args, code, exitInvalidInput, errb.String())
+		if code := execute(args, &out, &errb); code != exitcode.InvalidInput {
+			t.Errorf("%v: exit %d, want %d: %s", args, code, exitcode.InvalidInput, errb.String())
 		}
 	}
 }
@@ -115,13 +116,13 @@ func TestScenariosListShowInit(t *testing.T) {
 // that name; an argument that is neither names both and the built-ins.
 func TestScenarioByName(t *testing.T) {
 	var out, errb bytes.Buffer
-	if code := execute([]string{"validate", "skupper-2", "url-split"}, &out, &errb); code != exitPass ||
+	if code := execute([]string{"validate", "skupper-2", "url-split"}, &out, &errb); code != exitcode.Pass ||
 		out.String() != "skupper-2: ok\nurl-split: ok\n" {
 		t.Errorf("validate skupper-2 url-split: exit %d, %q %q", code, out.String(), errb.String())
 	}
 	out.Reset()
 	errb.Reset()
-	if code := execute([]string{"plan", "skupper-2"}, &out, &errb); code != exitPass ||
+	if code := execute([]string{"plan", "skupper-2"}, &out, &errb); code != exitcode.Pass ||
 		!strings.Contains(out.String(), "the attack sends 1200 requests: enough") {
 		t.Errorf("plan skupper-2: exit %d:\n%s%s", code, out.String(), errb.String())
 	}
@@ -130,8 +131,8 @@ func TestScenarioByName(t *testing.T) {
 		errb.Reset()
 		code := execute(args, &out, &errb)
 		want := "no file no-such and no built-in scenario no-such; built-in: " + strings.Join(scenarios.BuiltinNames(), ", ")
-		if code != exitInvalidInput || !strings.Contains(errb.String(), want) {
-			t.Errorf("%v: exit %d, stderr %q; want exit %d and %q", args, code, errb.String(), exitInvalidInput, want)
+		if code != exitcode.InvalidInput || !strings.Contains(errb.String(), want) {
+			t.Errorf("%v: exit %d, stderr %q; want exit %d and %q", args, code, errb.String(), exitcode.InvalidInput, want)
 		}
 	}
 
@@ -143,7 +144,7 @@ func TestScenarioByName(t *testing.T) {
 	}
 	out.Reset()
 	errb.Reset()
-	if code := execute([]string{"plan", "skupper-2"}, &out, &errb); code != exitPass ||
+	if code := execute([]string{"plan", "skupper-2"}, &out, &errb); code != exitcode.Pass ||
 		!strings.Contains(out.String(), "the attack sends 2000 requests") {
 		t.Errorf("plan skupper-2 with a file skupper-2 (url-split's) in the directory: exit %d:\n%s%s", code, out.String(), errb.String())
 	}
@@ -152,7 +153,7 @@ func TestScenarioByName(t *testing.T) {
 	}
 	out.Reset()
 	errb.Reset()
-	if code := execute([]string{"validate", "bad.yaml"}, &out, &errb); code != exitInvalidInput || !strings.Contains(errb.String(), "bad.yaml:2:") {
+	if code := execute([]string{"validate", "bad.yaml"}, &out, &errb); code != exitcode.InvalidInput || !strings.Contains(errb.String(), "bad.yaml:2:") {
 		t.Errorf("validate bad.yaml: exit %d, %q; want the file's own errors", code, errb.String())
 	}
 
@@ -167,8 +168,8 @@ func TestScenarioByName(t *testing.T) {
 	out.Reset()
 	errb.Reset()
 	code := execute([]string{"run", "url-split", "--out", "runs", "-q"}, &out, &errb)
-	if code != exitSetup {
-		t.Errorf("run url-split with nothing on 127.0.0.1:8080: exit %d, want %d: %s", code, exitSetup, errb.String())
+	if code != exitcode.Setup {
+		t.Errorf("run url-split with nothing on 127.0.0.1:8080: exit %d, want %d: %s", code, exitcode.Setup, errb.String())
 	}
 	written, _ := filepath.Glob(filepath.Join("runs", "*", "scenario.yaml"))
 	if len(written) != 1 {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/mesh-verify/mesh-verify/exitcode"
 	"github.com/mesh-verify/mesh-verify/reports"
 	"github.com/mesh-verify/mesh-verify/scenarios"
 )
@@ -33,7 +34,7 @@ scenario file (scenario), for validators and editors; see docs/report-format.md.
 				return invalidInput("no schema %q: want %s", args[0], strings.Join(names, " or "))
 			}
 			if _, err := cmd.OutOrStdout().Write(schema()); err != nil {
-				return &codedError{code: exitSetup, err: fmt.Errorf("print the %s schema: %w", args[0], err)}
+				return &exitcode.Error{Code: exitcode.Setup, Err: fmt.Errorf("print the %s schema: %w", args[0], err)}
 			}
 			return nil
 		},

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mesh-verify/mesh-verify/exitcode"
 	"github.com/mesh-verify/mesh-verify/reports"
 	"github.com/mesh-verify/mesh-verify/scenarios"
 )
@@ -15,7 +16,7 @@ import (
 func TestSchemaCommand(t *testing.T) {
 	for name, want := range map[string][]byte{"report": reports.JSONSchema(), "scenario": scenarios.JSONSchema()} {
 		var out, errb bytes.Buffer
-		if code := execute([]string{"schema", name}, &out, &errb); code != exitPass {
+		if code := execute([]string{"schema", name}, &out, &errb); code != exitcode.Pass {
 			t.Fatalf("schema %s: exit %d: %s", name, code, errb.String())
 		}
 		if !bytes.Equal(out.Bytes(), want) || !json.Valid(out.Bytes()) {
@@ -31,8 +32,8 @@ func TestSchemaCommand(t *testing.T) {
 	} {
 		var out, errb bytes.Buffer
 		code := execute(c.args, &out, &errb)
-		if code != exitInvalidInput || !strings.Contains(errb.String(), c.want) || out.Len() != 0 {
-			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit %d and %q", c.args, code, out.String(), errb.String(), exitInvalidInput, c.want)
+		if code != exitcode.InvalidInput || !strings.Contains(errb.String(), c.want) || out.Len() != 0 {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit %d and %q", c.args, code, out.String(), errb.String(), exitcode.InvalidInput, c.want)
 		}
 	}
 }

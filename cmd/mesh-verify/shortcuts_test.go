@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/mesh-verify/mesh-verify/exitcode"
 	"github.com/mesh-verify/mesh-verify/reports"
 )
 
@@ -44,7 +45,7 @@ expect: [{reached: {buckets: [c1]}}]
 	out := filepath.Join(dir, "runs")
 	var stdout, stderr bytes.Buffer
 	code := execute([]string{"run", sc, "--out", out, "-q", "--set", "attack.requests=3", "--rate", "200/s", "--duration", "20s", "--requests", "37"}, &stdout, &stderr)
-	if code != exitPass {
+	if code != exitcode.Pass {
 		t.Fatalf("run: exit %d\n%s", code, stderr.String())
 	}
 	runs, err := os.ReadDir(out)
@@ -66,7 +67,7 @@ expect: [{reached: {buckets: [c1]}}]
 
 	stderr.Reset()
 	code = execute([]string{"run", sc, "--out", out, "-q", "--rate", "fast"}, &stdout, &stderr)
-	if code != exitInvalidInput || !strings.Contains(stderr.String(), "attack.rate") {
-		t.Errorf("--rate fast: exit %d, want %d naming attack.rate:\n%s", code, exitInvalidInput, stderr.String())
+	if code != exitcode.InvalidInput || !strings.Contains(stderr.String(), "attack.rate") {
+		t.Errorf("--rate fast: exit %d, want %d naming attack.rate:\n%s", code, exitcode.InvalidInput, stderr.String())
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/mesh-verify/mesh-verify/exitcode"
 	"github.com/mesh-verify/mesh-verify/reports"
 )
 
@@ -107,7 +108,7 @@ the same as "tool". --output json prints it as one JSON object.`,
 				enc := json.NewEncoder(out)
 				enc.SetIndent("", "  ")
 				if err := enc.Encode(v); err != nil {
-					return &codedError{code: exitSetup, err: err}
+					return &exitcode.Error{Code: exitcode.Setup, Err: err}
 				}
 				return nil
 			case "text":

@@ -9,6 +9,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/mesh-verify/mesh-verify/exitcode"
 )
 
 // versionJSON is what `version --output json` prints.
@@ -51,12 +53,12 @@ func versionLines(text string) map[string]string {
 
 func TestVersionCommand(t *testing.T) {
 	var out, errb bytes.Buffer
-	if code := execute([]string{"version", "--output", "json"}, &out, &errb); code != exitPass {
+	if code := execute([]string{"version", "--output", "json"}, &out, &errb); code != exitcode.Pass {
 		t.Fatalf("version --output json: exit %d: %s", code, errb.String())
 	}
 	v := parseVersion(t, out.Bytes())
 	out.Reset()
-	if code := execute([]string{"version"}, &out, &errb); code != exitPass {
+	if code := execute([]string{"version"}, &out, &errb); code != exitcode.Pass {
 		t.Fatalf("version: exit %d: %s", code, errb.String())
 	}
 	lines := versionLines(out.String())
@@ -69,8 +71,8 @@ func TestVersionCommand(t *testing.T) {
 		t.Errorf("version prints revision %q, want %q:\n%s", lines["revision"], v.Revision, out.String())
 	}
 	out.Reset()
-	if code := execute([]string{"version", "-o", "yaml"}, &out, &errb); code != exitInvalidInput {
-		t.Errorf("version -o yaml: exit %d, want %d", code, exitInvalidInput)
+	if code := execute([]string{"version", "-o", "yaml"}, &out, &errb); code != exitcode.InvalidInput {
+		t.Errorf("version -o yaml: exit %d, want %d", code, exitcode.InvalidInput)
 	}
 	// report.json's tool is the same.
 	if tool := toolInfo(); tool.Version != v.Version || tool.Go != v.Go || tool.Vegeta != v.Vegeta {

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mesh-verify/mesh-verify/attack"
+	"github.com/mesh-verify/mesh-verify/exitcode"
 	"github.com/mesh-verify/mesh-verify/kube"
 	"github.com/mesh-verify/mesh-verify/worker"
 )
@@ -81,7 +82,7 @@ exits 1.`,
 				Records: cmd.OutOrStdout(), Log: cmd.ErrOrStderr(),
 			})
 			if err != nil {
-				return &codedError{code: exitFail, err: err}
+				return &exitcode.Error{Code: exitcode.Fail, Err: err}
 			}
 			return nil
 		},

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mesh-verify/mesh-verify/exitcode"
 )
 
 // --workers sets attack.workers before validation: out of range is invalid
@@ -45,17 +47,17 @@ expect:
 		code int
 		msg  string
 	}{
-		{[]string{"run", file, "--workers", "2", "--connect-to", "a:1:b:2"}, exitInvalidInput, "--connect-to redirects this process's connections, but with attack.workers 2"},
-		{[]string{"run", file, "--workers", "1001"}, exitInvalidInput, "--workers 1001: want 0 (attack from this process) to 1000"},
-		{[]string{"run", file, "--workers", "-1"}, exitInvalidInput, "--workers -1"},
+		{[]string{"run", file, "--workers", "2", "--connect-to", "a:1:b:2"}, exitcode.InvalidInput, "--connect-to redirects this process's connections, but with attack.workers 2"},
+		{[]string{"run", file, "--workers", "1001"}, exitcode.InvalidInput, "--workers 1001: want 0 (attack from this process) to 1000"},
+		{[]string{"run", file, "--workers", "-1"}, exitcode.InvalidInput, "--workers -1"},
 		// The workers' cluster must be reached before anything is created.
-		{[]string{"run", file, "--set", "attack.workers=3", "--kubeconfig", emptyKubeconfig}, exitSetup, "cluster c1: context kind-c1 not found in kubeconfig"},
-		{[]string{"run", file, "--workers", "2", "--set", "attack.rate=1/s"}, exitInvalidInput, "attack.rate: 1 is less than attack.workers (2)"},
-		{[]string{"validate", file, "--set", "attack.workers=2"}, exitPass, "ok"},
-		{[]string{"worker"}, exitInvalidInput, `required flag(s) "configmap" not set`},
-		{[]string{"worker", "--configmap", "cm", "--sidecar", "linkerd"}, exitInvalidInput, `--sidecar "linkerd": want istio, kuma or none`},
-		{[]string{"validate", file, "--set", "attack.workers=2", "--set", "attack.pod.sidecar=linkerd"}, exitInvalidInput, `attack.pod.sidecar: unknown sidecar "linkerd"`},
-		{[]string{"validate", file, "--set", "attack.workers=2", "--set", "attack.pod.labels.team=load"}, exitPass, "ok"},
+		{[]string{"run", file, "--set", "attack.workers=3", "--kubeconfig", emptyKubeconfig}, exitcode.Setup, "cluster c1: context kind-c1 not found in kubeconfig"},
+		{[]string{"run", file, "--workers", "2", "--set", "attack.rate=1/s"}, exitcode.InvalidInput, "attack.rate: 1 is less than attack.workers (2)"},
+		{[]string{"validate", file, "--set", "attack.workers=2"}, exitcode.Pass, "ok"},
+		{[]string{"worker"}, exitcode.InvalidInput, `required flag(s) "configmap" not set`},
+		{[]string{"worker", "--configmap", "cm", "--sidecar", "linkerd"}, exitcode.InvalidInput, `--sidecar "linkerd": want istio, kuma or none`},
+		{[]string{"validate", file, "--set", "attack.workers=2", "--set", "attack.pod.sidecar=linkerd"}, exitcode.InvalidInput, `attack.pod.sidecar: unknown sidecar "linkerd"`},
+		{[]string{"validate", file, "--set", "attack.workers=2", "--set", "attack.pod.labels.team=load"}, exitcode.Pass, "ok"},
 	} {
 		args := c.args
 		if args[0] == "run" {

@@ -32,13 +32,24 @@ const (
 	// east-west gateways), which an access log's upstream address may name
 	// (a log rule that captures upstream).
 	FeatureGateways Feature = "gateways"
+	// FeatureMeshConfig reads the mesh's objects an expected split comes
+	// from (a split's fromMesh, meshconfig.Fetch); its permissions are
+	// keyed by the mesh kind in TargetKinds.
+	FeatureMeshConfig Feature = "mesh-config"
 )
 
-// Features lists every feature, in the order the README's table shows them.
+// Features lists every feature a generic manifest (`mesh-verify rbac`
+// without a scenario) grants, in the order the README's table shows them.
+// FeatureMeshConfig is not among them: it lists Secrets (Skupper's link
+// cost) and reads cluster-scoped TrafficRoutes, so it is granted only to
+// a scenario whose split reads the mesh (AllFeatures).
 func Features() []Feature {
 	return []Feature{FeatureConnect, FeatureNamespaceCheck, FeatureInventory, FeatureTunnel, FeatureLogs,
 		FeatureMetricsProxy, FeatureMetricsPortForward, FeatureWorkers, FeatureGateways}
 }
+
+// AllFeatures is Features and FeatureMeshConfig.
+func AllFeatures() []Feature { return append(Features(), FeatureMeshConfig) }
 
 // Scope says where a permission has to be granted.
 type Scope string
@@ -70,7 +81,10 @@ type Permission struct {
 	URL   string
 	Scope Scope
 	// TargetKinds limits a FeatureTunnel permission to targets of these
-	// kinds (portforward.KindPod, portforward.KindService, portforward.KindDeployment); empty means every kind.
+	// kinds (portforward.KindPod, portforward.KindService,
+	// portforward.KindDeployment), a FeatureMeshConfig
+	// one to references of these mesh kinds (meshconfig.Kinds); empty
+	// means every kind.
 	TargetKinds []string
 	// Optional: a denial is tolerated and only costs what Why says.
 	Optional bool
@@ -152,6 +166,7 @@ func Permissions() []Permission {
 	)
 	all = append(all, portForward(FeatureMetricsPortForward, "scrapeForward", "GET the metrics through a port-forward (observe[].metrics via: portForward)")...)
 	all = append(all, workerPermissions()...)
+	all = append(all, meshConfigPermissions()...)
 	// The gateways live in istio-system (or wherever the mesh put them), a
 	// namespace the scenario does not name: listed cluster-wide, by label.
 	return append(all,
@@ -183,7 +198,7 @@ func workerPermissions() []Permission {
 		w("delete", "", "configmaps", "", "Cluster.SweepWorkers", "an expired ConfigMap left without its Job"),
 		w("list", "", "pods", "", "WorkerRun.Pods, WorkerRun.WatchPods", "the workers' pods: index, phase, exit code"),
 		w("watch", "", "pods", "", "WorkerRun.WatchPods", "notice a worker pod dying during the run"),
-		w("get", "", "pods", "log", "the coordinator (runner/distributed.go)", "follow the workers' logs, which carry their records"),
+		w("get", "", "pods", "log", "the coordinator (fleet/coordinator.go)", "follow the workers' logs, which carry their records"),
 	}
 	// get and watch (by name, with a field selector): never list, which
 	// would read every ConfigMap of the application's namespace.
@@ -200,6 +215,26 @@ func workerPermissions() []Permission {
 	return append(out, p)
 }
 
+// meshConfigPermissions are meshconfig.Fetch's reads, by the kind of
+// object a split's fromMesh names: get and list only, once before the
+// attack. The kinds are meshconfig's (which imports this package).
+func meshConfigPermissions() []Permission {
+	p := func(verb, group, resource string, scope Scope, why string, kinds ...string) Permission {
+		return Permission{Feature: FeatureMeshConfig, Verb: verb, Group: group, Resource: resource, Scope: scope, TargetKinds: kinds,
+			Call: "meshconfig.Fetch", Why: why}
+	}
+	return []Permission{
+		p("get", "networking.istio.io", "virtualservices", ScopeNamespace, "the route weights and mirrors the expected split is read from", "VirtualService"),
+		p("list", "networking.istio.io", "destinationrules", ScopeNamespace, "the subsets the routes name, and their pod labels", "VirtualService"),
+		p("get", "", "services", ScopeNamespace, "the Service behind each destination (its selector), or Cilium's annotations on it", "VirtualService", "Service"),
+		p("list", "", "pods", ScopeNamespace, "the ready pods behind each destination or site: a subset that selects none is an error", "VirtualService", "Service", "Skupper"),
+		p("get", "kuma.io", "meshhttproutes", ScopeNamespace, "the backendRefs weights the expected split is read from", "MeshHTTPRoute"),
+		p("get", "kuma.io", "trafficroutes", ScopeCluster, "the split weights the expected split is read from (TrafficRoute is cluster-scoped)", "TrafficRoute"),
+		p("list", "skupper.io", "links", ScopeNamespace, "Skupper v2 links: spec.cost", "Skupper"),
+		p("list", "", "secrets", ScopeNamespace, "Skupper v1 link Secrets, label-selected, metadata only: the skupper.io/cost annotation (the data is never fetched)", "Skupper"),
+	}
+}
+
 // portForward is the pods/portforward pair: client-go dials SPDY over
 // WebSocket first (an HTTP GET, which API servers from 1.35 also check for
 // create) and falls back to SPDY (a POST: create), as kubectl port-forward does.
@@ -211,7 +246,8 @@ func portForward(f Feature, call, why string) []Permission {
 }
 
 // PermissionsFor are the permissions of one feature; for FeatureTunnel
-// those of a target of kind targetKind ("" means every kind).
+// those of a target of kind targetKind, for FeatureMeshConfig those of a
+// reference to a mesh object of that kind ("" means every kind).
 func PermissionsFor(f Feature, targetKind string) []Permission {
 	var out []Permission
 	for _, p := range Permissions() {

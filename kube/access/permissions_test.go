@@ -29,14 +29,14 @@ func TestPermissionsAreWellFormed(t *testing.T) {
 		if p.Default && p.Scope != ScopeNonResource {
 			t.Errorf("%s: only GET /version is granted to everyone by default", p)
 		}
-		if len(p.TargetKinds) > 0 && p.Feature != FeatureTunnel {
+		if len(p.TargetKinds) > 0 && p.Feature != FeatureTunnel && p.Feature != FeatureMeshConfig {
 			t.Errorf("%s: target kinds on a %s permission", p, p.Feature)
 		}
 		if p.Worker && (p.Feature != FeatureWorkers || p.Scope != ScopeNamespace) {
 			t.Errorf("%s: a worker's permission is a namespaced one of the workers feature", p)
 		}
 	}
-	for _, f := range Features() {
+	for _, f := range AllFeatures() {
 		if !seen[f] {
 			t.Errorf("feature %s has no permission", f)
 		}
@@ -171,8 +171,8 @@ func TestManifestClusterWideAndGeneric(t *testing.T) {
 	roles, _, _ = decode(t, Manifest(ManifestOptions{Namespace: "ci"}))
 	for _, p := range Permissions() {
 		rules := cluster[0].Rules
-		if p.Scope == ScopeNonResource || p.Worker {
-			continue
+		if p.Scope == ScopeNonResource || p.Worker || p.Feature == FeatureMeshConfig {
+			continue // mesh-config: only for a scenario that reads the mesh
 		}
 		if !Grants(rules, p.Verb, p.Group, p.RBACResource(), "any") {
 			t.Errorf("cluster-wide manifest lacks %s", p)

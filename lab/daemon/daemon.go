@@ -52,10 +52,14 @@ import (
 
 // Timeouts of the daemon's own work.
 const (
-	syncTimeout   = 60 * time.Second // informer caches must list within this
-	verifyTimeout = 60 * time.Second // logs + port-forward of one pod must answer within this
-	probeTimeout  = 5 * time.Second
-	stopTimeout   = 10 * time.Second
+	syncTimeout   = 60 * time.Second  // informer caches must list within this
+	verifyTimeout = 100 * time.Second // logs + port-forward of one pod must answer within this
+	// verifySlow is how long a pod's probes may fail before the status
+	// says so (PodStatus.Unverified), which lets the waiting `lab up`
+	// check the cluster's kwok controller while there is time left.
+	verifySlow   = 15 * time.Second
+	probeTimeout = 5 * time.Second
+	stopTimeout  = 10 * time.Second
 )
 
 // PIDFile is the daemon's pid file in its dir; a daemon that finds
@@ -526,6 +530,8 @@ func (d *Daemon) verify(ctx context.Context, ref podRef, rt *podRT) {
 	d.mu.Lock()
 	container, port := rt.status.Container, rt.status.Port
 	d.mu.Unlock()
+	begin := time.Now()
+	published := ""
 	probe := func(f func(context.Context) error) error {
 		for {
 			pctx, pcancel := context.WithTimeout(ctx, probeTimeout)
@@ -533,6 +539,15 @@ func (d *Daemon) verify(ctx context.Context, ref podRef, rt *podRT) {
 			pcancel()
 			if err == nil || ctx.Err() != nil {
 				return err
+			}
+			if time.Since(begin) >= verifySlow && err.Error() != published {
+				published = err.Error()
+				d.mu.Lock()
+				if d.pods[ref] == rt {
+					rt.status.Unverified = fmt.Sprintf("unreadable for %v: %v", time.Since(begin).Round(time.Second), err)
+				}
+				d.mu.Unlock()
+				d.markDirty()
 			}
 			select {
 			case <-ctx.Done():
@@ -551,6 +566,7 @@ func (d *Daemon) verify(ctx context.Context, ref podRef, rt *podRT) {
 		return // stopped meanwhile
 	}
 	rt.status.Verified = err == nil
+	rt.status.Unverified = ""
 	rt.status.Error = ""
 	if err != nil {
 		rt.status.Error = err.Error()

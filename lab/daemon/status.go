@@ -104,10 +104,15 @@ type Pod struct {
 	// port-forward answered through the API server. Terminating is set
 	// once the pod was deleted: it has left the endpoints and its app
 	// drains (Ready is then false).
-	Ready       bool   `json:"ready"`
-	Terminating bool   `json:"terminating,omitempty"`
-	Verified    bool   `json:"verified"`
-	Error       string `json:"error,omitempty"`
+	Ready       bool `json:"ready"`
+	Terminating bool `json:"terminating,omitempty"`
+	Verified    bool `json:"verified"`
+	// Unverified says why a pod's logs or port-forward have not answered
+	// through the API server yet, once that has taken longer than it
+	// should (kwok's controller may have missed its Logs objects); the
+	// probes go on. Error is set when they gave up.
+	Unverified string `json:"unverified,omitempty"`
+	Error      string `json:"error,omitempty"`
 }
 
 // JobPod is one pod of mesh-verify's image and the process that plays

@@ -1,8 +1,9 @@
-package runner
+package measure
 
 import (
 	"context"
 	"fmt"
+	"net"
 	"slices"
 	"time"
 
@@ -13,38 +14,57 @@ import (
 	"github.com/mesh-verify/mesh-verify/tally"
 )
 
-// prepareAttack builds what every attack of a scenario needs: the attack
-// options for target (a URL) and runID, the target's TLS, the attributor
-// (with the inventory's resolver, when there is one) and, when the target
-// is dialled directly, the preflight that makes an unreachable target one
-// setup error. Run and Attack share it, so a worker attacks exactly as a
-// local run does.
-func prepareAttack(ctx context.Context, sc *scenarios.Scenario, target, runID string, dial attack.DialFunc, abort context.Context, res attribution.Resolver) (*attack.Attack, attack.Options, *attribution.Attributor, bool, error) {
-	ao := attackOptions(sc, target, runID)
-	ao.Dial = dial
+// Target is where an attack's requests go: the URL and, when set, the
+// dialer that reaches it (a tunnel, a connect-to list) instead of TCP.
+type Target struct {
+	URL  string
+	Dial attack.DialFunc
+}
+
+// Prepared is what every attack of a scenario needs, built once: the
+// attack, its options, the attributor of its responses and whether the
+// target's certificate goes unverified. A local run and a distributed
+// worker prepare theirs alike, so a worker attacks exactly as a local run
+// does.
+type Prepared struct {
+	Attack     *attack.Attack
+	Options    attack.Options
+	Attributor *attribution.Attributor
+	// Insecure: target.tls.insecureSkipVerify, which the report says.
+	Insecure bool
+}
+
+// Prepare builds the attack of sc on t for runID: the attack options, the
+// target's TLS, the attributor (with res, the inventory's resolver, when
+// there is one) and, when the target is dialled directly, the preflight
+// that makes an unreachable target one *SetupError. abort, when it ends,
+// cuts requests in flight short.
+func Prepare(ctx context.Context, sc *scenarios.Scenario, t Target, runID string, abort context.Context, res attribution.Resolver) (*Prepared, error) {
+	ao := AttackConfig(sc, t.URL, runID)
+	ao.Dial = t.Dial
 	tlsCfg, insecure, err := targetTLS(sc)
 	if err != nil {
-		return nil, ao, nil, false, err
+		return nil, err
 	}
 	ao.TLS = tlsCfg
 	ao.Abort = abort
 	attr, err := attributor(sc)
 	if err != nil {
-		return nil, ao, nil, false, err
+		return nil, err
 	}
 	if res != nil {
 		attr.WithResolver(res)
 	}
-	if dial == nil {
-		if err := preflight(ctx, target, ao.Timeout, tlsCfg); err != nil {
-			return nil, ao, nil, false, &SetupError{err}
+	if t.Dial == nil {
+		if err := preflight(ctx, t.URL, ao.Timeout, tlsCfg); err != nil {
+			return nil, &SetupError{err}
 		}
 	}
 	atk, err := attack.New(ao)
 	if err != nil {
-		return nil, ao, nil, false, err
+		return nil, err
 	}
-	return atk, ao, attr, insecure, nil
+	return &Prepared{Attack: atk, Options: ao, Attributor: attr, Insecure: insecure}, nil
 }
 
 // AttackOptions are the inputs of Attack that a scenario does not carry:
@@ -74,7 +94,7 @@ type AttackOptions struct {
 	// attack's start (k ≥ 1), so that workers started together do not
 	// all report in the same instant (fleet.RecordPhase). 0 ≤ Phase < Every.
 	Phase time.Duration
-	// Abort, AttributionWorkers and AttributionQueue are as in Options.
+	// Abort, AttributionWorkers and AttributionQueue are as in Queue.
 	Abort              context.Context
 	AttributionWorkers int
 	AttributionQueue   int64
@@ -96,32 +116,33 @@ type AttackResult struct {
 const MinInterval = 100 * time.Millisecond
 
 // Attack runs the scenario's attack, attribution and tally, and nothing
-// else: no Kubernetes, no judging, no report. It is the part of Run a
+// else: no Kubernetes, no judging, no report. It is the part of a run a
 // distributed worker runs (same attack options, same sink, same tally);
 // the coordinator judges the merged states. ctx ending stops the attack
 // (requests in flight finish and are counted) and Attack returns what was
 // measured; err is a *SetupError when the target cannot be reached.
 func Attack(ctx context.Context, sc *scenarios.Scenario, o AttackOptions) (AttackResult, error) {
 	if o.RunID == "" {
-		return AttackResult{}, fmt.Errorf("runner: attack without a run id")
+		return AttackResult{}, fmt.Errorf("measure: attack without a run id")
 	}
 	if o.AttributionWorkers < 0 || o.AttributionQueue < 0 {
-		return AttackResult{}, fmt.Errorf("runner: attribution workers %d, queue %d bytes: want positive numbers (0: the defaults)", o.AttributionWorkers, o.AttributionQueue)
+		return AttackResult{}, fmt.Errorf("measure: attribution workers %d, queue %d bytes: want positive numbers (0: the defaults)", o.AttributionWorkers, o.AttributionQueue)
 	}
 	if o.OnInterval != nil && o.Every < MinInterval {
-		return AttackResult{}, fmt.Errorf("runner: interval %s: want at least %s", o.Every, MinInterval)
+		return AttackResult{}, fmt.Errorf("measure: interval %s: want at least %s", o.Every, MinInterval)
 	}
 	if o.OnInterval != nil && (o.Phase < 0 || o.Phase >= o.Every) {
-		return AttackResult{}, fmt.Errorf("runner: interval phase %s: want 0 to less than the interval %s", o.Phase, o.Every)
+		return AttackResult{}, fmt.Errorf("measure: interval phase %s: want 0 to less than the interval %s", o.Phase, o.Every)
 	}
 	target := o.Target
 	if target == "" {
 		target = sc.Target.URL
 	}
-	atk, ao, attr, insecure, err := prepareAttack(ctx, sc, target, o.RunID, o.Dial, o.Abort, o.Resolver)
+	p, err := Prepare(ctx, sc, Target{URL: target, Dial: o.Dial}, o.RunID, o.Abort, o.Resolver)
 	if err != nil {
 		return AttackResult{}, err
 	}
+	atk, ao, attr := p.Attack, p.Options, p.Attributor
 	start := o.Start
 	if start.IsZero() {
 		start = time.Now()
@@ -131,7 +152,7 @@ func Attack(ctx context.Context, sc *scenarios.Scenario, o AttackOptions) (Attac
 		tl.DisableSamples()
 	}
 	sink := newSink(attr, tl, sc.Attack.SuccessCodes, o.RunID, nil,
-		sinkConfig{workers: o.AttributionWorkers, budget: o.AttributionQueue, abort: o.Abort})
+		Queue{Workers: o.AttributionWorkers, Bytes: o.AttributionQueue, Abort: o.Abort})
 
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -174,7 +195,7 @@ func Attack(ctx context.Context, sc *scenarios.Scenario, o AttackOptions) (Attac
 			res.Warnings = append(res.Warnings, w)
 		}
 	}
-	if insecure {
+	if p.Insecure {
 		res.Warnings = append(res.Warnings, "the target's TLS certificate was not verified (target.tls.insecureSkipVerify: true)")
 	}
 	if sum.Truncated > 0 {
@@ -186,7 +207,7 @@ func Attack(ctx context.Context, sc *scenarios.Scenario, o AttackOptions) (Attac
 
 // PodIndex resolves pod names and addresses from a list of pods (a
 // distributed worker's inventory.json, docs/distributed.md) with the
-// rules of a local run's inventory (podIdentity, onlyPod): a name or an IP
+// rules of a local run's inventory (IdentityOf, OnlyPod): a name or an IP
 // that pods of several clusters share resolves to nothing, never to a
 // guess. The pods are indexed once: responses are resolved per request.
 type PodIndex struct{ byName, byIP map[string][]kube.Pod }
@@ -207,14 +228,59 @@ func NewPodIndex(pods []kube.Pod) *PodIndex {
 
 // ByPod implements attribution.Resolver.
 func (x *PodIndex) ByPod(name string) (attribution.Identity, bool) {
-	return podIdentity(name, x.byName[name])
+	return IdentityOf(name, x.byName[name])
 }
 
 // ByAddress implements attribution.Resolver; the port is left out.
 func (x *PodIndex) ByAddress(addr string) (attribution.Identity, bool) {
-	p, ok := onlyPod(x.byIP[addressHost(addr)])
+	p, ok := OnlyPod(x.byIP[AddressHost(addr)])
 	if !ok {
 		return attribution.Identity{}, false
 	}
 	return attribution.Identity{Cluster: p.Cluster, Pod: p.Name, Version: p.Version}, true
+}
+
+// AddressHost is an address without its port.
+func AddressHost(addr string) string {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	return host
+}
+
+// OnlyPod is the one pod among matches (the same pod listed twice counts
+// once); ok is false for none or several.
+func OnlyPod(matches []kube.Pod) (kube.Pod, bool) {
+	var found kube.Pod
+	n := 0
+	for _, p := range matches {
+		if n > 0 && p.Key() == found.Key() {
+			continue
+		}
+		found = p
+		n++
+	}
+	return found, n == 1
+}
+
+// IdentityOf is who the pods named name are: their cluster when exactly
+// one cluster has such a pod (bare pods may share a name across
+// clusters: the caller then reports the name instead of guessing), with
+// the version label one of them carries.
+func IdentityOf(name string, matches []kube.Pod) (attribution.Identity, bool) {
+	id := attribution.Identity{Pod: name}
+	for _, p := range matches {
+		if id.Cluster != "" && p.Cluster != id.Cluster {
+			return attribution.Identity{}, false
+		}
+		id.Cluster = p.Cluster
+		if p.Version != "" {
+			id.Version = p.Version
+		}
+	}
+	if id.Cluster == "" {
+		return attribution.Identity{}, false
+	}
+	return id, true
 }

@@ -1,4 +1,4 @@
-package runner
+package measure
 
 import (
 	"crypto/tls"
@@ -19,9 +19,11 @@ import (
 	"github.com/mesh-verify/mesh-verify/scenarios"
 )
 
-// attackOptions translates the scenario's attack section; the scenario was
-// validated, so what is left to fail here is a programming error.
-func attackOptions(sc *scenarios.Scenario, url, runID string) attack.Options {
+// AttackConfig translates the scenario's attack section for url and
+// runID; the scenario was validated, so what is left to fail here is a
+// programming error. Judging reads it too (the timeout, the planned
+// requests), so a plan is the attack's.
+func AttackConfig(sc *scenarios.Scenario, url, runID string) attack.Options {
 	a := sc.Attack
 	o := attack.Options{
 		Method:          a.Method,
@@ -153,9 +155,9 @@ func caPath(sc *scenarios.Scenario) string {
 	return path
 }
 
-// plannedRequests is how many requests the attack will send if nothing
+// PlannedRequests is how many requests the attack will send if nothing
 // stops it early; 0 when it cannot be known in advance (closed loop by time).
-func plannedRequests(o attack.Options) int64 {
+func PlannedRequests(o attack.Options) int64 {
 	var byTime int64
 	switch {
 	case o.Ramp != nil:
@@ -173,7 +175,9 @@ func plannedRequests(o attack.Options) int64 {
 	return byTime
 }
 
-func mode(o attack.Options) string {
+// Mode names the attack's load model for the report: ramp, open-loop or
+// closed-loop.
+func Mode(o attack.Options) string {
 	switch {
 	case o.Ramp != nil:
 		return "ramp"

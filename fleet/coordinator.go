@@ -1,4 +1,4 @@
-package runner
+package fleet
 
 import (
 	"context"
@@ -15,8 +15,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/mesh-verify/mesh-verify/attack"
-	"github.com/mesh-verify/mesh-verify/fleet"
 	"github.com/mesh-verify/mesh-verify/kube"
+	"github.com/mesh-verify/mesh-verify/kube/access"
+	"github.com/mesh-verify/mesh-verify/measure"
 	"github.com/mesh-verify/mesh-verify/reports"
 	"github.com/mesh-verify/mesh-verify/scenarios"
 	"github.com/mesh-verify/mesh-verify/tally"
@@ -26,9 +27,9 @@ import (
 // an Indexed Job of `mesh-verify worker` pods instead of this process. The
 // coordinator here creates the Job, follows the pods' logs, gives the
 // start once every worker is ready, merges the workers' records as they
-// arrive, and hands Run the merged tally: the rest of the run (log
-// attribution joined through the workers' request ids, judging, the
-// report) is a local run's.
+// arrive, and hands the run the merged tally as a measure.Measurer: the
+// rest of the run (log attribution joined through the workers' request
+// ids, judging, the report) is a local run's.
 
 // Limits and pacing of a distributed run.
 const (
@@ -107,7 +108,7 @@ func (f *fleetRun) of(i int) *sourceRun {
 type fleetEvent struct {
 	src *sourceRun
 	pod string
-	rec fleet.Record
+	rec Record
 	err error // the log could not be read or a line decoded
 	// pods is set on a pod change: the Job's pods as last seen, their
 	// Index the run's (the Job's completion index plus its offset).
@@ -119,31 +120,108 @@ type fleetEvent struct {
 	warning string
 }
 
-// workerNamespace is where the workers run: the target Service's
-// namespace, so that its short name resolves there too.
-func workerNamespace(sc *scenarios.Scenario) string {
+// Namespace is where the workers run: the target Service's namespace, so
+// that its short name resolves there too.
+func Namespace(sc *scenarios.Scenario) string {
 	if f := sc.Target.Forward; f != nil && f.Namespace != "" {
 		return f.Namespace
 	}
 	return scenarios.DefaultNamespace
 }
 
+// Spec is what the coordinator of one distributed run is given.
+type Spec struct {
+	Scenario *scenarios.Scenario
+	RunID    string
+	// Source is the scenario as run (scenario.yaml in the run directory),
+	// what the workers run; Version the image's tag when attack.image is
+	// unset.
+	Source  []byte
+	Version string
+	// Clusters are the connected clusters by scenario name; Pods the
+	// observed pods (the workers' inventory.json).
+	Clusters map[string]*kube.Cluster
+	Pods     []kube.Pod
+	// LogLead is how long before the attack the logs' window opens (the
+	// largest logs.skew): a ready worker waits that long for the start.
+	LogLead time.Duration
+}
+
+// Start creates the workers' Jobs and waits until every worker is ready.
+// A worker that cannot start ends the wait at once with a
+// *measure.SetupError naming it; on any error, what was created is
+// deleted again.
+func Start(ctx context.Context, s Spec) (*Coordinator, error) {
+	f, err := startFleet(ctx, s)
+	if err != nil {
+		return nil, &measure.SetupError{Err: fmt.Errorf("workers: %w", err)}
+	}
+	if err := f.awaitReady(ctx, workerReadyTimeout); err != nil {
+		if ctx.Err() != nil {
+			err = fmt.Errorf("interrupted while waiting for the workers: %w", err)
+		}
+		_ = f.close(ctx)
+		return nil, &measure.SetupError{Err: fmt.Errorf("workers: %w", err)}
+	}
+	return &Coordinator{f: f}, nil
+}
+
+// Coordinator is a distributed run's measurer: the workers ready, it
+// gives the start and merges what they measured.
+type Coordinator struct{ f *fleetRun }
+
+// Sequential: the workers attack to the end; Measure says so.
+func (c *Coordinator) Sequential() bool { return false }
+
+// Measure gives the start, so that every worker sees the signal before
+// it, and merges the workers' records until each has printed its last
+// one or is lost. ctx ending (Ctrl-C) stops the workers; in.Abort ending
+// stops the wait for them.
+func (c *Coordinator) Measure(ctx context.Context, in measure.Input) (measure.Result, error) {
+	f := c.f
+	f.progress = in.Progress.W
+	fr, err := f.attack(ctx, in.Abort, time.Now().Add(startLead), in.Progress.Every)
+	if err != nil {
+		return measure.Result{}, &measure.SetupError{Err: fmt.Errorf("workers: %w", err)}
+	}
+	res := measure.Result{Summary: fr.summary, Body: fr.body, BySource: fr.bySource, Workers: f.workersReport(fr.rows)}
+	// A lost worker's missing requests are said by its own warning, not
+	// blamed on the target.
+	if fr.lost == 0 {
+		res.BehindRate = measure.BehindRate(fr.summary)
+	}
+	res.Warnings = append(res.Warnings, fr.warnings...)
+	if f.sc.Statistics.Stop == "early" {
+		res.Warnings = append(res.Warnings, "statistics.stop: early is not applied to a distributed run: the workers attacked to the end")
+	}
+	return res, nil
+}
+
+// Close deletes the workers' Jobs, also after a Ctrl-C; Ctrl-C, a failed
+// run and a panic all end here, and the second call returns the first's
+// error.
+func (c *Coordinator) Close(ctx context.Context) error {
+	if err := c.f.close(ctx); err != nil {
+		return fmt.Errorf("delete the workers' Jobs: %w (they expire by themselves: ttlSecondsAfterFinished, and the next run removes them)", err)
+	}
+	return nil
+}
+
 // startFleet creates the workers' Job in every source cluster
-// (attack.from, or each of attack.sources) and follows their pods. source
-// is the scenario as run (scenario.yaml in the run directory), version
-// the image's tag when attack.image is unset. On an error, what was
-// created is deleted again.
-func startFleet(ctx context.Context, kp *kubePath, sc *scenarios.Scenario, runID string, source []byte, version string, progress io.Writer) (_ *fleetRun, err error) {
+// (attack.from, or each of attack.sources) and follows their pods. On an
+// error, what was created is deleted again.
+func startFleet(ctx context.Context, spec Spec) (_ *fleetRun, err error) {
+	sc, runID, source := spec.Scenario, spec.RunID, spec.Source
 	if len(source) == 0 {
-		return nil, errors.New("distributed run without the scenario's source (runner.Options.Source)")
+		return nil, errors.New("distributed run without the scenario's source (Spec.Source)")
 	}
 	target, err := sc.InClusterURL()
 	if err != nil {
 		return nil, fmt.Errorf("attack.workers: %w", err)
 	}
-	ns := workerNamespace(sc)
-	f := &fleetRun{sc: sc, workers: sc.Attack.Workers, image: sc.Attack.WorkerImage(version),
-		events: make(chan fleetEvent, 4*sc.Attack.Workers+16), followed: map[string]bool{}, pods: map[int]kube.WorkerPod{}, progress: progress,
+	ns := Namespace(sc)
+	f := &fleetRun{sc: sc, workers: sc.Attack.Workers, image: sc.Attack.WorkerImage(spec.Version),
+		events: make(chan fleetEvent, 4*sc.Attack.Workers+16), followed: map[string]bool{}, pods: map[int]kube.WorkerPod{},
 		unschedulableGrace: unschedulableGrace}
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	f.follow = cancel
@@ -152,9 +230,9 @@ func startFleet(ctx context.Context, kp *kubePath, sc *scenarios.Scenario, runID
 			_ = f.close(ctx)
 		}
 	}()
-	pods := []kube.Pod{}
-	if kp.inv != nil {
-		pods = kp.inv.Pods()
+	pods := spec.Pods
+	if pods == nil {
+		pods = []kube.Pod{}
 	}
 	inv, err := json.Marshal(pods)
 	if err != nil {
@@ -163,13 +241,13 @@ func startFleet(ctx context.Context, kp *kubePath, sc *scenarios.Scenario, runID
 	// The pods do not have the coordinator's files: target.tls.ca's
 	// certificates (never a key: ReadCA refuses a file with one) go in
 	// the workers' Secret (ca.pem).
-	ca, err := ReadCA(sc)
+	ca, err := measure.ReadCA(sc)
 	if err != nil {
 		return nil, err
 	}
 	offset := 0
 	for _, s := range sc.Attack.WorkerSources() {
-		cl := kp.clusters[s.Cluster]
+		cl := spec.Clusters[s.Cluster]
 		if cl == nil {
 			return nil, fmt.Errorf("cluster %q of the workers is not connected", s.Cluster)
 		}
@@ -177,14 +255,14 @@ func startFleet(ctx context.Context, kp *kubePath, sc *scenarios.Scenario, runID
 		// it expires with its annotation, and the next run removes it.
 		swept, err := cl.SweepWorkers(ctx, ns, time.Now())
 		if err != nil && kube.IsDenied(err) {
-			return nil, workersDenied(err, s.Cluster, ns, sc.Attack.Workers)
+			return nil, Denied(err, s.Cluster, ns, sc.Attack.Workers)
 		}
 		if err != nil {
 			f.warnings = append(f.warnings, "sweeping expired worker Jobs: "+err.Error())
 		} else if len(swept) > 0 {
 			f.warnings = append(f.warnings, fmt.Sprintf("removed worker Jobs of earlier runs that had expired in cluster %s namespace %s: %s", cl.Name, ns, strings.Join(swept, ", ")))
 		}
-		rc, err := json.Marshal(fleet.RunConfig{RunID: runID, Workers: f.workers, Target: target, Interval: fleet.RecordInterval(f.workers).String()})
+		rc, err := json.Marshal(RunConfig{RunID: runID, Workers: f.workers, Target: target, Interval: RecordInterval(f.workers).String()})
 		if err != nil {
 			return nil, fmt.Errorf("encode run.json: %w", err)
 		}
@@ -194,13 +272,13 @@ func startFleet(ctx context.Context, kp *kubePath, sc *scenarios.Scenario, runID
 		}
 		run, err := cl.CreateWorkers(ctx, kube.WorkerSpec{
 			RunID: runID, Namespace: ns, Workers: s.Workers, IndexOffset: offset, Image: f.image, ServiceAccount: sc.Attack.ServiceAccount, Pod: pod,
-			Scenario: source, Inventory: inv, Run: rc, CA: ca, Deadline: jobDeadline(sc),
+			Scenario: source, Inventory: inv, Run: rc, CA: ca, Deadline: jobDeadline(sc, spec.LogLead),
 			// A worker ready first waits for the last one, then for the
 			// log window's lead and the metrics scrape before the start.
-			StartTimeout: workerReadyTimeout + logSkew(sc) + workerStartMargin,
+			StartTimeout: workerReadyTimeout + spec.LogLead + workerStartMargin,
 		})
 		if err != nil {
-			return nil, workersDenied(err, s.Cluster, ns, sc.Attack.Workers)
+			return nil, Denied(err, s.Cluster, ns, sc.Attack.Workers)
 		}
 		src := &sourceRun{cluster: s.Cluster, offset: offset, count: s.Workers, run: run}
 		f.sources = append(f.sources, src)
@@ -219,7 +297,7 @@ func startFleet(ctx context.Context, kp *kubePath, sc *scenarios.Scenario, runID
 				f.send(wctx, fleetEvent{src: src, pods: ps})
 			})
 			if err != nil {
-				f.send(wctx, fleetEvent{src: src, err: workersDenied(err, src.cluster, src.run.Namespace, sc.Attack.Workers)})
+				f.send(wctx, fleetEvent{src: src, err: Denied(err, src.cluster, src.run.Namespace, sc.Attack.Workers)})
 			}
 		}()
 	}
@@ -228,8 +306,8 @@ func startFleet(ctx context.Context, kp *kubePath, sc *scenarios.Scenario, runID
 
 // jobDeadline is the Job's activeDeadlineSeconds: a coordinator that dies
 // cannot leave workers attacking longer than the run would have.
-func jobDeadline(sc *scenarios.Scenario) time.Duration {
-	return min(plannedLength(sc)+workerReadyTimeout+logSkew(sc)+workerStartMargin+2*sc.Attack.Timeout.Duration+workerEndGrace, kube.MaxWorkerDeadline)
+func jobDeadline(sc *scenarios.Scenario, logLead time.Duration) time.Duration {
+	return min(plannedLength(sc)+workerReadyTimeout+logLead+workerStartMargin+2*sc.Attack.Timeout.Duration+workerEndGrace, kube.MaxWorkerDeadline)
 }
 
 // plannedLength is how long the attack should take: its duration, a
@@ -296,10 +374,10 @@ func (f *fleetRun) readLog(ctx context.Context, src *sourceRun, pod string) {
 			continue
 		}
 		progressed, done := false, false
-		dec := fleet.NewDecoder(stream)
+		dec := NewDecoder(stream)
 		for {
 			rec, err := dec.Next()
-			if errors.Is(err, fleet.ErrVersion) {
+			if errors.Is(err, ErrVersion) {
 				// Permanent: another major version will not read better.
 				stream.Close()
 				f.send(ctx, fleetEvent{src: src, pod: pod, err: fmt.Errorf("worker pod %s in cluster %s: %w", pod, src.cluster, err)})
@@ -315,7 +393,7 @@ func (f *fleetRun) readLog(ctx context.Context, src *sourceRun, pod string) {
 				seq, progressed = rec.Seq, true
 			}
 			f.send(ctx, fleetEvent{src: src, pod: pod, rec: rec})
-			done = done || rec.Kind == fleet.KindFinal || rec.Kind == fleet.KindError
+			done = done || rec.Kind == KindFinal || rec.Kind == KindError
 		}
 		stream.Close()
 		if sk := dec.Skipped(); sk.Invalid+sk.TooLong > 0 {
@@ -454,9 +532,9 @@ func (f *fleetRun) awaitReady(ctx context.Context, timeout time.Duration) error 
 				f.warnings = append(f.warnings, ev.warning)
 			case ev.err != nil:
 				return ev.err
-			case ev.rec.Kind == fleet.KindReady:
+			case ev.rec.Kind == KindReady:
 				ready[ev.rec.Worker] = true
-			case ev.rec.Kind == fleet.KindError:
+			case ev.rec.Kind == KindError:
 				return fmt.Errorf("worker %d (pod %s): %s", ev.rec.Worker, ev.pod, ev.rec.Error)
 			}
 		}
@@ -524,7 +602,7 @@ func (f *fleetRun) notReady(ready map[int]bool) string {
 type fleetResult struct {
 	summary attack.Summary
 	body    tally.Snapshot
-	rows    []fleet.WorkerRow
+	rows    []WorkerRow
 	// bySource merges each source's workers apart (attack.sources only).
 	bySource map[string]tally.Snapshot
 	warnings []string
@@ -537,13 +615,13 @@ type fleetResult struct {
 // workers (they print a final record and exit); abort ending stops the
 // wait for them.
 func (f *fleetRun) attack(ctx, abort context.Context, start time.Time, every time.Duration) (fleetResult, error) {
-	m := fleet.NewMerger(start)
+	m := NewMerger(start)
 	// With attack.sources, each one's requests are also merged apart,
 	// for the expectations judged from one source (from:).
-	bySource := map[string]*fleet.Merger{}
+	bySource := map[string]*Merger{}
 	if len(f.sc.Attack.Sources) > 0 {
 		for _, src := range f.sources {
-			bySource[src.cluster] = fleet.NewMerger(start)
+			bySource[src.cluster] = NewMerger(start)
 		}
 	}
 	for _, src := range f.sources {
@@ -665,10 +743,10 @@ func (f *fleetRun) attack(ctx, abort context.Context, start time.Time, every tim
 					_, _ = sm.Add(ev.rec) // the same record: valid, and new to it too
 				}
 				switch ev.rec.Kind {
-				case fleet.KindFinal:
+				case KindFinal:
 					last[ev.rec.Worker] = true
 					delete(lost, ev.rec.Worker)
-				case fleet.KindError:
+				case KindError:
 					last[ev.rec.Worker] = true
 					delete(lost, ev.rec.Worker)
 					res.warnings = append(res.warnings, fmt.Sprintf("worker %d (pod %s) failed: %s", ev.rec.Worker, ev.pod, ev.rec.Error))
@@ -728,7 +806,7 @@ func (f *fleetRun) indexOf(pod string) (int, bool) {
 }
 
 // fleetSummary is the attack's summary from the merged state: what the
-// report's attack row shows for a single process, for the whole fleet.
+// report's attack row shows for a single process, for the whole
 // Run sets Interrupted, as for a local attack.
 func fleetSummary(sc *scenarios.Scenario, start time.Time, s tally.Snapshot) attack.Summary {
 	sum := attack.Summary{Started: start, Requests: uint64(max(s.Total, 0))}
@@ -766,7 +844,7 @@ func (f *fleetRun) close(ctx context.Context) error {
 }
 
 // workersReport is the report's per-worker table.
-func (f *fleetRun) workersReport(rows []fleet.WorkerRow) *reports.Workers {
+func (f *fleetRun) workersReport(rows []WorkerRow) *reports.Workers {
 	w := &reports.Workers{Image: f.image, Count: f.workers}
 	for _, src := range f.sources {
 		w.Jobs = append(w.Jobs, reports.WorkerJob{Cluster: src.cluster, Namespace: src.run.Namespace, Job: src.run.Name,
@@ -803,4 +881,21 @@ func (f *fleetRun) workersReport(rows []fleet.WorkerRow) *reports.Workers {
 		}
 	}
 	return w
+}
+
+// Denied adds to a denied call of a distributed run what the
+// coordinator's account needs there (not a local run's permissions) and
+// the command that grants it; any other error is returned as it is.
+func Denied(err error, cluster, ns string, workers int) error {
+	if !kube.IsDenied(err) {
+		return err
+	}
+	var verbs []string
+	for _, p := range access.PermissionsFor(access.FeatureWorkers, "") {
+		if !p.Worker && !slices.Contains(verbs, p.String()) {
+			verbs = append(verbs, p.String())
+		}
+	}
+	return fmt.Errorf("%w\nworker runs need, in cluster %s namespace %s: %s (and the workers' ServiceAccount); `mesh-verify rbac SCENARIO --workers %d --cluster %s` prints the manifest that grants them",
+		err, cluster, ns, strings.Join(verbs, ", "), workers, cluster)
 }

@@ -1,4 +1,4 @@
-package runner
+package fleet
 
 import (
 	"fmt"

@@ -1,4 +1,4 @@
-package runner
+package measure
 
 import (
 	"context"
@@ -104,19 +104,23 @@ type sink struct {
 	closing map[uint64]bool
 }
 
-// sinkConfig sizes the attribution queue; zero values take the defaults.
-type sinkConfig struct {
-	workers int
-	budget  int64
-	abort   context.Context
+// Queue sizes the attribution queue: the workers that read the response
+// bodies off the attack's results loop (default DefaultAttributionWorkers)
+// and the bytes of bodies waiting for them (default
+// DefaultAttributionQueue); zero values take the defaults. Abort, when
+// it ends, drops what still waits (a second Ctrl-C).
+type Queue struct {
+	Workers int
+	Bytes   int64
+	Abort   context.Context
 }
 
-func newSink(attr *attribution.Attributor, tl *tally.Tally, codes scenarios.StatusCodes, runID string, rec Recorder, cfg sinkConfig) *sink {
+func newSink(attr *attribution.Attributor, tl *tally.Tally, codes scenarios.StatusCodes, runID string, rec Recorder, cfg Queue) *sink {
 	s := &sink{attr: attr, tally: tl, codes: codes, runID: runID, rec: rec}
 	if attr.Empty() {
 		return s
 	}
-	s.workers, s.budget = cfg.workers, cfg.budget
+	s.workers, s.budget = cfg.Workers, cfg.Bytes
 	if s.workers <= 0 {
 		s.workers = DefaultAttributionWorkers()
 	}
@@ -127,8 +131,8 @@ func newSink(attr *attribution.Attributor, tl *tally.Tally, codes scenarios.Stat
 	s.out = make(chan job, collectorSlots)
 	s.collected = make(chan struct{})
 	s.pending, s.closing = map[uint64]int32{}, map[uint64]bool{}
-	if cfg.abort != nil {
-		s.abort = cfg.abort.Done()
+	if cfg.Abort != nil {
+		s.abort = cfg.Abort.Done()
 	}
 	return s
 }

@@ -1,4 +1,4 @@
-package runner
+package measure
 
 import (
 	"context"
@@ -15,9 +15,9 @@ import (
 // progress prints the attack's state while it runs: on a terminal one line
 // rewritten in place every 250ms, otherwise a plain line every few seconds
 // so CI logs stay readable.
-func progress(ctx context.Context, o Options, t *tally.Tally, ao attack.Options, done chan<- struct{}) {
+func progress(ctx context.Context, o Progress, t *tally.Tally, ao attack.Options, done chan<- struct{}) {
 	defer close(done)
-	every := o.ProgressEvery
+	every := o.Every
 	if every <= 0 {
 		every = 5 * time.Second
 	}
@@ -31,14 +31,14 @@ func progress(ctx context.Context, o Options, t *tally.Tally, ao attack.Options,
 		select {
 		case <-ctx.Done():
 			if o.Terminal {
-				fmt.Fprintf(o.Progress, "\r%s\n", line(t, start, ao))
+				fmt.Fprintf(o.W, "\r%s\n", line(t, start, ao))
 			}
 			return
 		case <-tick.C:
 			if o.Terminal {
-				fmt.Fprintf(o.Progress, "\r\033[K%s", line(t, start, ao))
+				fmt.Fprintf(o.W, "\r\033[K%s", line(t, start, ao))
 			} else {
-				fmt.Fprintln(o.Progress, line(t, start, ao))
+				fmt.Fprintln(o.W, line(t, start, ao))
 			}
 		}
 	}

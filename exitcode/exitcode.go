@@ -1,0 +1,69 @@
+// Package exitcode is mesh-verify's one vocabulary of exit codes (README.md
+// "Exit codes"): a dedicated code per outcome, so that a CI gate tells a
+// failed expectation from inconclusive evidence and from a broken setup.
+// Any error can carry a code (Wrap, as k6's errext does); Of reads it back
+// wherever the error travelled, and the process ends with it.
+package exitcode
+
+import (
+	"errors"
+	"slices"
+)
+
+// The codes mesh-verify exits with; no other is ever given.
+const (
+	Pass         = 0
+	Fail         = 1
+	Inconclusive = 2
+	Setup        = 3
+	InvalidInput = 4
+	Interrupted  = 130
+)
+
+// all lists every code mesh-verify gives.
+var all = [...]int{Pass, Fail, Inconclusive, Setup, InvalidInput, Interrupted}
+
+// Known says whether code is one mesh-verify gives: a report edited by
+// hand may hold another, which the shell would take modulo 256.
+func Known(code int) bool { return slices.Contains(all[:], code) }
+
+// Coder is any error that decides the exit code it ends the process with.
+type Coder interface {
+	error
+	ExitCode() int
+}
+
+// Error carries an exit code and a message not printed yet. A nil Err is
+// an exit code alone: the outcome was printed already (a verdict), and
+// the error's message is empty.
+type Error struct {
+	Code int
+	Err  error
+}
+
+// Wrap attaches code to err; a nil err gives an error with an empty
+// message that still ends the process with code.
+func Wrap(code int, err error) *Error { return &Error{Code: code, Err: err} }
+
+func (e *Error) Error() string {
+	if e.Err == nil {
+		return ""
+	}
+	return e.Err.Error()
+}
+
+// Unwrap lets errors.Is and errors.As see the cause.
+func (e *Error) Unwrap() error { return e.Err }
+
+// ExitCode is the code the process ends with.
+func (e *Error) ExitCode() int { return e.Code }
+
+// Of is the code of the outermost error in err's chain that carries one,
+// def when none does.
+func Of(err error, def int) int {
+	var c Coder
+	if errors.As(err, &c) {
+		return c.ExitCode()
+	}
+	return def
+}
