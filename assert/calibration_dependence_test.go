@@ -238,6 +238,7 @@ func simTruths(cell calCell) []truth {
 }
 
 func TestCalibrationDependence(t *testing.T) {
+	t.Parallel()
 	draws := 400
 	if fullCalibration() {
 		draws = 2000

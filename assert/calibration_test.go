@@ -332,6 +332,7 @@ func exactGrid(t *testing.T, split calSplit, cells []calCell, top int64, lf []fl
 // its band) must FAIL with probability at most α at every n, and a split
 // just outside a band must PASS with probability at most α.
 func TestCalibrationExact(t *testing.T) {
+	t.Parallel()
 	const maxN = 30
 	lf := logFactorials(maxN)
 	closest, where := 1.0, ""
@@ -355,6 +356,7 @@ func TestCalibrationExact(t *testing.T) {
 // and fewer shares, in every run). Small shares near 0 are where a score
 // interval's end would fall too far in.
 func TestCalibrationExactTwoBuckets(t *testing.T) {
+	t.Parallel()
 	top, shares := int64(60), []float64{0.5, 0.8, 0.95, 0.99}
 	if fullCalibration() {
 		top, shares = 400, []float64{0.5, 0.7, 0.8, 0.9, 0.95, 0.98, 0.99}
@@ -568,6 +570,7 @@ func simCells() []calCell {
 // connections, where the verdict depends on the estimated design effect,
 // is TestCalibrationDependence's.
 func TestCalibrationSimulation(t *testing.T) {
+	t.Parallel()
 	draws, verify := 400, 20
 	if fullCalibration() {
 		draws, verify = 20000, 200

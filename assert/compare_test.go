@@ -27,6 +27,7 @@ func oneEach(c Counts) Counts {
 // SE = sqrt(pA(1-pA)/nA + pB(1-pB)/nB), and the z test with the pooled
 // SE0 = sqrt(p̄(1-p̄)(1/nA + 1/nB)), p̄ = (xA+xB)/(nA+nB), p = erfc(|z|/√2).
 func TestCompareIndependentIsTextbook(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name                         string
 		a, b                         Counts
@@ -110,6 +111,7 @@ func TestCompareIndependentIsTextbook(t *testing.T) {
 // share p̄ = (x_iA + x_iB)/(n_A + n_B) for the test; the sums the code
 // reads are built from the same matrices by withUnits.
 func TestCompareClustered(t *testing.T) {
+	t.Parallel()
 	// Run A: buckets c1, c2, c3 over 4 connections (rows), n = 40.
 	a := withUnits(counts("c1", 18, "c2", 13, "c3", 9), [][]int64{{10, 0, 0}, {0, 8, 0}, {5, 5, 2}, {3, 0, 7}})
 	// Run B: buckets in another order, c3 never seen, c4 new; 5 connections, n = 44.
@@ -199,6 +201,7 @@ func TestCompareClustered(t *testing.T) {
 // give 3*0.01 = 0.03, max(0.03, 2*0.03) = 0.06, max(0.06, 1*0.04) = 0.06;
 // and 0.2, 0.5 over m = 2 give 0.4, max(0.4, 0.5) = 0.5.
 func TestHolm(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ p, want []float64 }{
 		{[]float64{0.04, 0.01, 0.03}, []float64{0.06, 0.03, 0.06}},
 		{[]float64{0.5, 0.2}, []float64{0.5, 0.4}},
@@ -216,6 +219,7 @@ func TestHolm(t *testing.T) {
 }
 
 func TestCompareEdges(t *testing.T) {
+	t.Parallel()
 	check := func(name string, c Comparison, err error) Comparison {
 		t.Helper()
 		if err != nil {
@@ -292,6 +296,7 @@ func row1(m int64, k int) [][]int64 {
 // pairs a change, and so does the Wald form with the unpooled
 // cluster-robust variance often enough to exceed α (docs/statistics.md §9.2).
 func TestCompareCalibration(t *testing.T) {
+	t.Parallel()
 	const reps = 2000
 	const alpha = 0.05
 	r := rand.New(rand.NewPCG(2026, 10))

@@ -34,6 +34,7 @@ func equalSizes(conns int, m int64) []int64 {
 }
 
 func TestSuccessRate(t *testing.T) {
+	t.Parallel()
 	// Closed forms for a clean run: the exact one-sided lower bound of
 	// n of n at 1-α is α^{1/n}; it reaches 99% at n >= ln 0.05/ln 0.99 =
 	// 298.07, so 299 requests; zero tolerance needs 1-α^{1/n} <= 5%,
@@ -102,6 +103,7 @@ func TestSuccessRate(t *testing.T) {
 // either balancing: turning a success into a failure on the same
 // connection, or appending a failed request to any connection, old or new.
 func TestSuccessRateMonotone(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(11, 12))
 	for i := range 3000 {
 		conns := 1 + r.IntN(12)
@@ -138,6 +140,7 @@ func TestSuccessRateMonotone(t *testing.T) {
 }
 
 func TestOnlyNever(t *testing.T) {
+	t.Parallel()
 	s := ShareSpec{Confidence: 0.95}
 	cases := []struct {
 		name     string
@@ -186,6 +189,7 @@ func TestOnlyNever(t *testing.T) {
 }
 
 func TestReached(t *testing.T) {
+	t.Parallel()
 	// Default minimum share 1/(2k); FAIL once 1-(α/k)^{1/n} < minShare:
 	// k=2, α=.05: n > ln 0.025/ln 0.75 = 12.82, so 13; at 99%,
 	// n > ln 0.005/ln 0.75 = 18.4, so 19.

@@ -20,6 +20,7 @@ func sharesNear(t *testing.T, what string, got, want map[string]float64) {
 }
 
 func TestModelsErrors(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name string
 		err  error
@@ -48,6 +49,7 @@ func TestModelsErrors(t *testing.T) {
 func second(_ Shares, err error) error { return err }
 
 func TestModels(t *testing.T) {
+	t.Parallel()
 	s, _ := WeightsModel(map[string]float64{"c2": 1, "c3": 3, "c4": 0})
 	sharesNear(t, "weights", s.Shares, map[string]float64{"c2": 0.25, "c3": 0.75, "c4": 0})
 	s, _ = EqualModel([]string{"a", "b", "c"})
@@ -75,6 +77,7 @@ func TestModels(t *testing.T) {
 // least open+cost; the local site wins ties (scanned first, replaced only
 // on a strictly lower value).
 func TestLinkCostBalancedSkupper(t *testing.T) {
+	t.Parallel()
 	// Local (cost 0) + one remote at cost 1, 10 concurrent connections,
 	// values as (local open+0, remote open+1):
 	//   1: (0,1) L   2: (1,1) tie->L   3: (2,1) R   4: (2,2) L   5: (3,2) R

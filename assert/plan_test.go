@@ -34,6 +34,7 @@ func handPower2(s SplitSpec, n int64, lf []float64) float64 {
 // power reaches the target at n and stays there over the next tenth
 // (every n checked), and a tenth fewer draws would not do.
 func TestRequiredDrawsExactTwoBuckets(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name string
 		s    SplitSpec
@@ -65,6 +66,7 @@ func TestRequiredDrawsExactTwoBuckets(t *testing.T) {
 // correct split with at least the stated power; by seeded simulation with
 // gonum's binomial sampler, for both interval methods.
 func TestRequiredDrawsSimulatedPower(t *testing.T) {
+	t.Parallel()
 	r := sampler{src: rand.NewPCG(21, 22)}
 	five := calSplit{names: []string{"a", "b", "c", "d", "e"}, p: []float64{.2, .2, .2, .2, .2}}
 	for _, method := range []IntervalMethod{Wilson, ClopperPearson} {
@@ -95,6 +97,7 @@ func TestRequiredDrawsSimulatedPower(t *testing.T) {
 // PASS region does not depend on k, and five buckets cost barely more than
 // one of them alone.
 func TestPassDoesNotDependOnK(t *testing.T) {
+	t.Parallel()
 	for k := 1; k <= 8; k++ {
 		r := BucketRule{Expected: 0.2, Margin: 0.05, Alpha: 0.05, K: k}
 		a, b := r.passRegion(1000)
@@ -107,6 +110,7 @@ func TestPassDoesNotDependOnK(t *testing.T) {
 }
 
 func TestCleanAndReachedDraws(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name string
 		got  int64
@@ -131,6 +135,7 @@ func TestCleanAndReachedDraws(t *testing.T) {
 }
 
 func TestPlanSequential(t *testing.T) {
+	t.Parallel()
 	p := PlanSequential(1000, 4, 0.95)
 	if len(p.Looks) != 4 || p.Looks[0] != 250 || p.Looks[3] != 1000 || p.Rule != SequentialRule {
 		t.Fatalf("plan %+v", p)
@@ -179,6 +184,7 @@ func TestPlanSequential(t *testing.T) {
 // exactly as expected (rounded to whole requests), for every split of the
 // calibration grid, and a clean run of CleanDraws for a success rate.
 func TestPerfectRunAtPlannedN(t *testing.T) {
+	t.Parallel()
 	for _, split := range calSplits() {
 		for _, m := range calMargins {
 			for _, conf := range calConfidences {

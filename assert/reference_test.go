@@ -18,6 +18,7 @@ func near(t *testing.T, what string, got, want, tol float64) {
 }
 
 func TestNormalQuantile(t *testing.T) {
+	t.Parallel()
 	// Abramowitz and Stegun (1964) Table 26.5 and NIST/SEMATECH
 	// e-Handbook 1.3.6.7.1; the 0.975 value is the one every table prints.
 	for _, c := range []struct{ p, z float64 }{
@@ -33,6 +34,7 @@ func TestNormalQuantile(t *testing.T) {
 }
 
 func TestChiSquared(t *testing.T) {
+	t.Parallel()
 	// NIST/SEMATECH e-Handbook 1.3.6.7.4, upper-tail critical values (3 dp).
 	for _, c := range []struct{ df, p, x float64 }{
 		{1, 0.95, 3.841}, {1, 0.99, 6.635},
@@ -53,6 +55,7 @@ func TestChiSquared(t *testing.T) {
 }
 
 func TestBetaQuantile(t *testing.T) {
+	t.Parallel()
 	// Closed forms: Beta(1,b) Q(q) = 1-(1-q)^{1/b}; Beta(a,1) Q(q) = q^{1/a};
 	// Beta(1/2,1/2) (arcsine) Q(q) = sin²(πq/2).
 	for _, q := range []float64{0.025, 0.5, 0.975} {
@@ -64,6 +67,7 @@ func TestBetaQuantile(t *testing.T) {
 }
 
 func TestBinomialIntervalsNewcombe(t *testing.T) {
+	t.Parallel()
 	// Newcombe RG (1998) "Two-sided confidence intervals for the single
 	// proportion: comparison of seven methods", Stat Med 17:857-872,
 	// Table I: method 3 (Wilson score), method 4 (score with continuity
@@ -123,6 +127,7 @@ func TestBinomialIntervalsNewcombe(t *testing.T) {
 // end holds as a one-sided bound at the interval's whole error a,
 // P(X >= x | p = lower end) <= a and P(X <= x | p = upper end) <= a.
 func TestWilsonEndsHoldOneSided(t *testing.T) {
+	t.Parallel()
 	lf := logFactorials(80)
 	tail := func(n, from, to int64, p float64) float64 {
 		s := 0.0
@@ -151,6 +156,7 @@ func TestWilsonEndsHoldOneSided(t *testing.T) {
 }
 
 func TestChiSquareMendel(t *testing.T) {
+	t.Parallel()
 	// Mendel's dihybrid cross, 315/108/101/32 round-yellow/round-green/
 	// wrinkled-yellow/wrinkled-green against 9:3:3:1: the textbook
 	// χ² = 0.470 with 3 df, P ≈ 0.925 (e.g. Sokal and Rohlf, Biometry).
@@ -167,6 +173,7 @@ func TestChiSquareMendel(t *testing.T) {
 // SplitSpec defaults it: 3 of 10 at 95% is [0.06674, 0.65245] (the exact
 // interval, e.g. R's binom.test(3, 10)$conf.int).
 func TestDefaultIntervalIsClopperPearson(t *testing.T) {
+	t.Parallel()
 	for _, m := range []IntervalMethod{"", ClopperPearson} {
 		iv := BinomialInterval(m, 3, 10, 0.05)
 		if math.Abs(iv.Lo-0.06673951) > 1e-6 || math.Abs(iv.Hi-0.65245285) > 1e-6 || m.String() != "Clopper–Pearson" {

@@ -32,6 +32,7 @@ func rate(reps int, f func() bool) float64 {
 // judged at its own spending level, the last one included (issue 9
 // defect 3); the error rates over the whole run stay within α.
 func TestSimSequential(t *testing.T) {
+	t.Parallel()
 	r := sampler{src: rand.NewPCG(7, 8)}
 	names := []string{"c2", "c3"}
 	alpha := 0.05
@@ -85,6 +86,7 @@ func TestSimSequential(t *testing.T) {
 // false PASS and false FAIL stay within α, and the note names the
 // clustering.
 func TestSimWrongSamplingUnit(t *testing.T) {
+	t.Parallel()
 	r := sampler{src: rand.NewPCG(5, 6)}
 	names := []string{"c2", "c3"}
 	alpha := 0.05

@@ -9,6 +9,7 @@ import (
 )
 
 func TestSplitVerdicts(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name    string
 		c       Counts
@@ -65,6 +66,7 @@ func TestSplitVerdicts(t *testing.T) {
 // level does not depend on the number of buckets (issue 9 defect 5: an
 // intersection–union test needs no Bonferroni for PASS).
 func TestSplitLevels(t *testing.T) {
+	t.Parallel()
 	five := map[string]float64{"a": .2, "b": .2, "c": .2, "d": .2, "e": .2}
 	for _, c := range []struct {
 		expected   map[string]float64
@@ -99,6 +101,7 @@ func TestSplitLevels(t *testing.T) {
 // least as high, contains the PASS interval for every count, level and
 // method, fractional effective counts included.
 func TestBucketIntervalsNest(t *testing.T) {
+	t.Parallel()
 	for _, m := range []IntervalMethod{Wilson, ClopperPearson} {
 		for _, alpha := range []float64{0.1, 0.01, 0.001} {
 			for _, k := range []int{1, 3, 6} {
@@ -123,6 +126,7 @@ func TestBucketIntervalsNest(t *testing.T) {
 // at the advised n a split with the observed shares passes (or fails)
 // with at least the planner's power, by exact binomial sums.
 func TestSplitAdviceSettles(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		x2, x3 int
 		want   Verdict
@@ -162,6 +166,7 @@ func handVerdictProbability(rules []BucketRule, n int64, p float64, want Verdict
 }
 
 func TestSplitSamplingUnits(t *testing.T) {
+	t.Parallel()
 	base := counts("c2", 600, "c3", 400)
 	// Five keep-alive connections of 200 requests, each stuck to one
 	// cluster (3 on c2, 2 on c3). Kish: n_eff = 1000²/(5·200²) = 5.
@@ -245,6 +250,7 @@ func TestSplitSamplingUnits(t *testing.T) {
 // Unequal connections count by Kish's n²/Σm²: 3 connections of 100, 200
 // and 700 requests are worth 10⁶/(10⁴+4·10⁴+49·10⁴) = 1.852 draws.
 func TestKishEffectiveN(t *testing.T) {
+	t.Parallel()
 	c := withUnits(counts("c2", 800, "c3", 200), [][]int64{{100, 0}, {0, 200}, {700, 0}})
 	r := Split(c, SplitSpec{Expected: half, Sampling: perConn(3)})
 	near(t, "n_eff", r.EffectiveN, 1e6/(1e4+4e4+49e4), 1e-9)

@@ -11,6 +11,7 @@ import (
 	"github.com/mesh-verify/mesh-verify/attack"
 	"github.com/mesh-verify/mesh-verify/attribution"
 	"github.com/mesh-verify/mesh-verify/exitcode"
+	"github.com/mesh-verify/mesh-verify/judge"
 	"github.com/mesh-verify/mesh-verify/measure"
 	"github.com/mesh-verify/mesh-verify/redact"
 	"github.com/mesh-verify/mesh-verify/reports"
@@ -67,6 +68,7 @@ func assemble(sc *scenarios.Scenario, runID, target string, o attack.Options, su
 	}
 	sort.Slice(r.Metrics.Errors, func(a, b int) bool { return r.Metrics.Errors[a].Count > r.Metrics.Errors[b].Count })
 	r.Dimensions = dimensions(scenarios.SourceBody, s)
+	r.Warnings = append(r.Warnings, sc.Warnings()...)
 	r.Warnings = append(r.Warnings, overflowWarnings(scenarios.SourceBody, s)...)
 	for _, src := range []struct {
 		name string
@@ -251,8 +253,8 @@ func finish(r *reports.Report, sc *scenarios.Scenario) {
 // expectation counts from source: only then does its reconciliation
 // decide anything.
 func judgedFrom(sc *scenarios.Scenario, source string) bool {
-	for _, e := range sc.Expect {
-		if e.Mirror == nil && e.JudgedFrom() == source && (e.Split != nil || e.Reached != nil || e.Only != nil || e.Never != nil) {
+	for _, e := range judge.Resolve(sc) {
+		if e.Attributed() && e.Source() == source {
 			return true
 		}
 	}

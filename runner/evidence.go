@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mesh-verify/mesh-verify/attribution"
+	"github.com/mesh-verify/mesh-verify/judge"
 	"github.com/mesh-verify/mesh-verify/kube"
 	"github.com/mesh-verify/mesh-verify/podlogs"
 	"github.com/mesh-verify/mesh-verify/reports"
@@ -81,21 +82,11 @@ func (kp *kubePath) collect(ctx context.Context, ev *evidence, start, end time.T
 // source group requests by.
 func neededFields(sc *scenarios.Scenario, source string) []attribution.Field {
 	var out []attribution.Field
-	for _, e := range sc.Expect {
-		if e.JudgedFrom() != source {
+	for _, e := range judge.Resolve(sc) {
+		if e.Source() != source || !e.Attributed() {
 			continue
 		}
-		var by string
-		switch {
-		case e.Split != nil:
-			by = e.Split.By
-		case e.Reached != nil:
-			by = e.Reached.By
-		case e.Only != nil:
-			by = e.Only.By
-		case e.Never != nil:
-			by = e.Never.By
-		}
+		by := e.By()
 		if f := attribution.Field(by); by != "" && !slices.Contains(out, f) {
 			out = append(out, f)
 		}
@@ -187,7 +178,7 @@ func (ev evidence) configured(source string) string {
 	return "configuration error: " + errs[0].Subject + " (see the configuration errors): no verdict until it is fixed"
 }
 
-// unusable says why an expectation's source cannot be trusted for a
+// Unusable says why an expectation's source cannot be trusted for a
 // verdict: a configuration error of that source, or, for the counts of
 // logs and metrics, a reconciliation that failed: they count more, or far
 // fewer, requests than the attack got answered. Success rate and latency
@@ -195,11 +186,7 @@ func (ev evidence) configured(source string) string {
 // answered but not attributed (no rule placed them, or an overloaded
 // attribution dropped them) do not make a source unusable: the verdict is
 // judged by their worst case (missing, docs/statistics.md §3.6).
-func (ev evidence) unusable(e scenarios.Expectation, source string) string {
-	attributed := e.Split != nil || e.Reached != nil || e.Only != nil || e.Never != nil
-	if !attributed && e.Mirror == nil {
-		return "" // success rate and latency need no attribution
-	}
+func (ev evidence) Unusable(source string, attributed bool) string {
 	if why := ev.configured(source); why != "" {
 		return why
 	}

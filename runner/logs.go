@@ -18,6 +18,7 @@ import (
 
 	"github.com/mesh-verify/mesh-verify/attack"
 	"github.com/mesh-verify/mesh-verify/attribution"
+	"github.com/mesh-verify/mesh-verify/judge"
 	"github.com/mesh-verify/mesh-verify/kube"
 	"github.com/mesh-verify/mesh-verify/kube/access"
 	"github.com/mesh-verify/mesh-verify/podlogs"
@@ -167,11 +168,9 @@ func (kp *kubePath) newLogSource(runID string, start time.Time) (*logSource, err
 		}
 	}
 	mirrorTo, shadowOnly := map[string]bool{}, map[string]bool{}
-	for _, e := range kp.sc.Expect {
-		if m := e.Mirror; m != nil {
-			mirrorTo[m.To] = true
-			shadowOnly[m.To] = m.Shadow != nil && *m.Shadow
-		}
+	for _, m := range judge.Mirrors(kp.sc) {
+		mirrorTo[m.To] = true
+		shadowOnly[m.To] = m.Shadow != nil && *m.Shadow
 	}
 	ls.copiesOnly = true
 	for w := range ls.workloads {

@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/mesh-verify/mesh-verify/fleet"
+	"github.com/mesh-verify/mesh-verify/judge"
 	"github.com/mesh-verify/mesh-verify/kube"
 	"github.com/mesh-verify/mesh-verify/kube/access"
 	"github.com/mesh-verify/mesh-verify/kube/portforward"
@@ -70,11 +71,8 @@ func Needs(sc *scenarios.Scenario) []access.Need {
 			}
 		}
 	}
-	for _, e := range sc.Expect {
-		if e.Split == nil || e.Split.FromMesh == nil {
-			continue
-		}
-		if ref, _, err := e.Split.FromMesh.Ref(); err == nil {
+	for _, m := range judge.MeshSources(sc) {
+		if ref, _, err := m.Ref(); err == nil {
 			for _, n := range meshconfig.Needs(ref, sc.ClusterNames()) {
 				used[n.Cluster] = true
 				add(n)

@@ -256,7 +256,7 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (*reports.Repor
 // can stop at one, and sets in to take them: at each look but the last,
 // the run stops once every expectation is settled. nil: the attack runs
 // to its end.
-func sequential(sc *scenarios.Scenario, m measure.Measurer, ao attack.Options, j *judge, kp *kubePath, in *measure.Input) *reports.Sequential {
+func sequential(sc *scenarios.Scenario, m measure.Measurer, ao attack.Options, j *judging, kp *kubePath, in *measure.Input) *reports.Sequential {
 	if sc.Statistics.Stop != "early" || !m.Sequential() {
 		return nil
 	}

@@ -9,6 +9,7 @@ import (
 )
 
 func TestBuiltins(t *testing.T) {
+	t.Parallel()
 	names := BuiltinNames()
 	if !slices.Contains(names, "url-split") {
 		t.Fatalf("BuiltinNames() = %v, want url-split among them", names)
@@ -53,6 +54,7 @@ func TestBuiltins(t *testing.T) {
 // TestValidateInCode covers scenarios built in Go: errors name the field
 // but carry no position.
 func TestValidateInCode(t *testing.T) {
+	t.Parallel()
 	s := &Scenario{
 		APIVersion:  APIVersion,
 		Kind:        Kind,

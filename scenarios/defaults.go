@@ -2,7 +2,6 @@ package scenarios
 
 import (
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -153,35 +152,8 @@ func (s *Scenario) ApplyDefaults() {
 	clusters := s.ClusterNames()
 	for i := range s.Expect {
 		e := &s.Expect[i]
-		if sp := e.Split; sp != nil {
-			if sp.By == "" {
-				sp.By = DefaultBy
-			}
-			if sp.Model == "" {
-				sp.Model = "equal"
-				if len(sp.Weights) > 0 {
-					sp.Model = "weights"
-				}
-				if sp.FromMesh != nil {
-					sp.Model = ModelFromMesh
-				}
-			}
-			// "equal" with no buckets means every declared cluster.
-			if sp.Model == "equal" && sp.By == "cluster" && len(sp.Buckets) == 0 {
-				sp.Buckets = slices.Clone(clusters)
-			}
-		}
-		for _, b := range []*BucketSet{e.Reached, e.Only, e.Never} {
-			if b != nil && b.By == "" {
-				b.By = DefaultBy
-			}
-		}
-		// "reached: {}" means every declared cluster is reached.
-		if r := e.Reached; r != nil && r.By == "cluster" && len(r.Buckets) == 0 {
-			r.Buckets = slices.Clone(clusters)
-		}
-		if l := e.Latency; l != nil && l.Percentile == 0 {
-			l.Percentile = DefaultPercentile
+		for _, k := range e.specs() {
+			k.applyDefaults(clusters)
 		}
 	}
 
@@ -240,7 +212,7 @@ func (s *Scenario) applyBalancingDefault() {
 		}
 	}
 	for _, e := range s.Expect {
-		if sp := e.Split; sp != nil && strings.HasPrefix(sp.Model, "link-cost-") {
+		if sp, ok := e.Spec().(*Split); ok && strings.HasPrefix(sp.Model, "link-cost-") {
 			st.Balancing = BalancingConnection
 			st.BalancingReason = fmt.Sprintf("expectation %q uses model %s (Skupper): its router balances connections", e.Name, sp.Model)
 			return
@@ -257,61 +229,4 @@ func (s *Scenario) ClusterNames() []string {
 		out = append(out, c.Name)
 	}
 	return out
-}
-
-// Kind names the expectation's kind (split, reached, only, never,
-// successRate, latency, mirror), or "" when none or several are set.
-func (e *Expectation) Kind() string {
-	k := e.kinds()
-	if len(k) != 1 {
-		return ""
-	}
-	return k[0]
-}
-
-func (e *Expectation) kinds() []string {
-	var k []string
-	if e.Split != nil {
-		k = append(k, "split")
-	}
-	if e.Reached != nil {
-		k = append(k, "reached")
-	}
-	if e.Only != nil {
-		k = append(k, "only")
-	}
-	if e.Never != nil {
-		k = append(k, "never")
-	}
-	if e.SuccessRate != nil {
-		k = append(k, "successRate")
-	}
-	if e.Latency != nil {
-		k = append(k, "latency")
-	}
-	if e.Mirror != nil {
-		k = append(k, "mirror")
-	}
-	return k
-}
-
-// derivedName reads like the expectation, for reports of unnamed ones.
-func (e *Expectation) derivedName() string {
-	switch {
-	case e.Split != nil:
-		return fmt.Sprintf("split by %s (%s)", e.Split.By, e.Split.Model)
-	case e.Reached != nil:
-		return fmt.Sprintf("every %s reached", e.Reached.By)
-	case e.Only != nil:
-		return fmt.Sprintf("only %s %s", e.Only.By, strings.Join(e.Only.Buckets, ", "))
-	case e.Never != nil:
-		return fmt.Sprintf("never %s %s", e.Never.By, strings.Join(e.Never.Buckets, ", "))
-	case e.SuccessRate != nil:
-		return "success rate ≥ " + e.SuccessRate.AtLeast.String()
-	case e.Latency != nil:
-		return fmt.Sprintf("p%s latency < %s", strconv.FormatFloat(e.Latency.Percentile, 'g', -1, 64), e.Latency.Below)
-	case e.Mirror != nil:
-		return fmt.Sprintf("mirror %s to %s", e.Mirror.Percent, e.Mirror.To)
-	}
-	return "expectation"
 }

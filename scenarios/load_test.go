@@ -54,6 +54,7 @@ func parseWants(t *testing.T, file string, data []byte) []want {
 // TestBadFiles checks every testdata/bad file reports exactly the errors
 // its "# want:" comments name: the intended one, and no noise.
 func TestBadFiles(t *testing.T) {
+	t.Parallel()
 	files, err := filepath.Glob("testdata/bad/*.yaml")
 	if err != nil || len(files) < 20 {
 		t.Fatalf("want at least 20 bad fixtures, got %d (%v)", len(files), err)
@@ -96,6 +97,7 @@ func TestBadFiles(t *testing.T) {
 }
 
 func TestGoodFiles(t *testing.T) {
+	t.Parallel()
 	files, _ := filepath.Glob("testdata/good/*.yaml")
 	if len(files) < 3 {
 		t.Fatalf("want at least 3 good fixtures, got %d", len(files))
@@ -117,6 +119,7 @@ func TestGoodFiles(t *testing.T) {
 }
 
 func TestFullScenario(t *testing.T) {
+	t.Parallel()
 	s, err := Load("testdata/good/open-loop-rate.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -171,6 +174,7 @@ func TestFullScenario(t *testing.T) {
 func ptr[T any](v T) *T { return &v }
 
 func TestDefaults(t *testing.T) {
+	t.Parallel()
 	s, err := Load("testdata/good/closed-loop-siege.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -213,6 +217,7 @@ attribution: {preset: tutorial}
 `
 
 func TestDerivedNamesAndBucketDefaults(t *testing.T) {
+	t.Parallel()
 	s, err := Parse("m.yaml", []byte(minimal+`expect:
   - split: {weights: {c1: 1, c2: 1}}
   - split: {weights: {c1: 2, c2: 1}}
@@ -251,6 +256,7 @@ func TestDerivedNamesAndBucketDefaults(t *testing.T) {
 // TestAllErrorsSorted checks that one pass reports every problem, in file
 // order, even when decode and validation problems mix.
 func TestAllErrorsSorted(t *testing.T) {
+	t.Parallel()
 	src := `apiVersion: mesh-verify.io/v2
 kind: Scenario
 metadata: {name: m}
@@ -296,6 +302,7 @@ expect:
 }
 
 func TestInlineBad(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name, expect string // YAML appended to minimal (or replacing it when it starts with apiVersion)
 		want         string // "line:field: substring"
@@ -337,6 +344,7 @@ func TestInlineBad(t *testing.T) {
 }
 
 func TestAliasesAndMerge(t *testing.T) {
+	t.Parallel()
 	s, err := Parse("a.yaml", []byte(minimal+`expect:
   - only: &set
       buckets: [c1]
@@ -357,6 +365,7 @@ func TestAliasesAndMerge(t *testing.T) {
 }
 
 func TestLoadMissingFile(t *testing.T) {
+	t.Parallel()
 	_, err := Load("testdata/no-such-file.yaml")
 	if !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("want fs.ErrNotExist through the error, got %v", err)
@@ -367,6 +376,7 @@ func TestLoadMissingFile(t *testing.T) {
 }
 
 func TestSyntaxErrorLines(t *testing.T) {
+	t.Parallel()
 	// yaml.v3 numbers parser-error lines from 0; Parse corrects that.
 	cases := map[string]int{
 		"a: 1\nb: [1\nc: 2\n":         2,
@@ -398,6 +408,7 @@ func TestSyntaxErrorLines(t *testing.T) {
 // statistics.balancing defaults to connection where Skupper is in play (a
 // declared link cost), else to request, and says why.
 func TestBalancingDefault(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name, doc, want, reason string
 	}{
@@ -419,6 +430,7 @@ func TestBalancingDefault(t *testing.T) {
 // Hostile documents cost bounded work: merges of merges (a 1 KiB "billion
 // laughs" through `<<`), plain alias fan-out, and a file that never ends.
 func TestHostileDocumentsAreBounded(t *testing.T) {
+	t.Parallel()
 	var bomb strings.Builder
 	bomb.WriteString("l0: &l0 {x: 1}\n")
 	for i := 1; i <= 11; i++ {
@@ -475,6 +487,7 @@ func BenchmarkParseManyExpectations(b *testing.B) {
 // and a fraction is not silently cut to a whole number (concurrency: 2.7
 // used to run 2 workers).
 func TestAttackBounds(t *testing.T) {
+	t.Parallel()
 	doc := func(attack, weights string) string {
 		return strings.Replace(minimal, "attack: {rate: 10, requests: 100}", "attack: {"+attack+"}", 1) +
 			"expect:\n  - split: {weights: {" + weights + "}}\n"
@@ -511,6 +524,7 @@ func TestAttackBounds(t *testing.T) {
 }
 
 func TestTargetTLSFields(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ target, want string }{
 		{`{url: "http://127.0.0.1:1/", tls: {ca: ca.pem}}`, "target.tls: tls applies to an https target"},
 		{`{url: "https://127.0.0.1:1/", tls: {ca: ca.pem, insecureSkipVerify: true}}`, "target.tls.insecureSkipVerify: insecureSkipVerify accepts any certificate"},
@@ -530,6 +544,7 @@ func TestTargetTLSFields(t *testing.T) {
 }
 
 func TestGRPCFields(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ target, grpc, want string }{
 		{`{url: "http://127.0.0.1:1"}`, `{method: /grpc.health.v1.Health/Check}`, ""},
 		{`{url: "http://127.0.0.1:1"}`, `{method: grpc.health.v1.Health/Check}`, "attack.grpc.method: want /package.Service/Method"},
@@ -543,6 +558,53 @@ func TestGRPCFields(t *testing.T) {
 			t.Errorf("%s: unexpected error %v", c.grpc, err)
 		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
 			t.Errorf("%s %s: got %v, want %q", c.target, c.grpc, err, c.want)
+		}
+	}
+}
+
+// Issue 21 item 2: a port-forward enters a pod past its outbound sidecar,
+// where Istio and Kuma split by version or cluster, so a scenario that
+// port-forwards to a client pod gets a warning naming the way in from
+// inside the mesh; a gateway, workers, or a mesh without sidecars do not.
+func TestPortForwardPastSidecarWarning(t *testing.T) {
+	t.Parallel()
+	const base = `apiVersion: mesh-verify.io/v1alpha1
+kind: Scenario
+metadata: {name: t}
+clusters: [{name: c1, context: kind-c1}, {name: c2, context: kind-c2}]
+target: {portForward: {cluster: c1, namespace: sample, resource: RESOURCE, port: "5000"}, path: /hello}
+attack: ATTACK
+attribution: {preset: PRESET}
+observe: [{name: helloworld, namespace: sample, selector: app=helloworld}]
+expect: [{name: half, split: {by: BY, weights: {v1: 1, v2: 1}}}]
+`
+	for _, c := range []struct {
+		name, resource, attack, preset, by string
+		warn                               bool
+	}{
+		{"istio client pod by version", "svc/sleep", "{concurrency: 2, repetitions: 10}", "istio-helloworld", "version", true},
+		{"kuma by version", "svc/sleep", "{concurrency: 2, repetitions: 10}", "kuma-test-server", "version", true},
+		{"ingress gateway", "svc/istio-ingressgateway", "{concurrency: 2, repetitions: 10}", "istio-helloworld", "version", false},
+		{"workers inside the mesh", "svc/sleep", "{concurrency: 2, repetitions: 10, workers: 2, from: c1}", "istio-helloworld", "version", false},
+		{"no sidecar mesh", "svc/sleep", "{concurrency: 2, repetitions: 10}", "tutorial", "version", false},
+		{"by pod", "svc/sleep", "{concurrency: 2, repetitions: 10}", "istio-helloworld", "pod", false},
+	} {
+		src := strings.NewReplacer("RESOURCE", c.resource, "ATTACK", c.attack, "PRESET", c.preset, "BY", c.by).Replace(base)
+		if c.by == "pod" {
+			src = strings.Replace(src, "weights: {v1: 1, v2: 1}", "model: equal-per-pod, pods: {c1: 1, c2: 1}", 1)
+		}
+		sc, err := Parse("t.yaml", []byte(src))
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		w := sc.Warnings()
+		if got := len(w) > 0; got != c.warn {
+			t.Errorf("%s: warnings %q, want a warning: %v", c.name, w, c.warn)
+			continue
+		}
+		if c.warn && !(strings.Contains(w[0], c.resource) && strings.Contains(w[0], "outbound sidecar") &&
+			strings.Contains(w[0], "attack.workers") && strings.Contains(w[0], "ingress gateway") && strings.Contains(w[0], "by "+c.by)) {
+			t.Errorf("%s: warning %q does not say what to do", c.name, w[0])
 		}
 	}
 }

@@ -159,20 +159,8 @@ func (s *Scenario) applyObserveDefaults() {
 	source := s.DefaultSource()
 	for i := range s.Expect {
 		e := &s.Expect[i]
-		if e.Split != nil && e.Split.Source == "" {
-			e.Split.Source = source
-		}
-		for _, b := range []*BucketSet{e.Reached, e.Only, e.Never} {
-			if b != nil && b.Source == "" {
-				b.Source = source
-			}
-		}
-		if m := e.Mirror; m != nil && m.Shadow == nil {
-			shadow := false
-			if w := s.Workload(m.To); w != nil && w.Logs != nil {
-				shadow = w.Logs.HasHost()
-			}
-			m.Shadow, m.shadowDefaulted = &shadow, true
+		for _, k := range e.specs() {
+			k.resolve(s, source)
 		}
 	}
 }
@@ -369,35 +357,11 @@ func (s *Scenario) attributedExpectations() []attributed {
 	for i := range s.Expect {
 		e := &s.Expect[i]
 		p := joinIndex("expect", i)
-		if sp := e.Split; sp != nil {
-			a := attributed{kind: "split", path: p + ".split", by: sp.By, source: sp.Source}
-			if sp.By == "cluster" {
-				switch {
-				case len(sp.Weights) > 0:
-					a.buckets = slices.Sorted(maps.Keys(sp.Weights))
-				case len(sp.Buckets) > 0:
-					a.buckets = sp.Buckets
-				default:
-					a.buckets = s.ClusterNames()
-				}
+		for _, k := range e.specs() {
+			if k.Attributed() {
+				out = append(out, attributed{kind: k.Kind(), path: p + "." + k.Kind(), by: k.Dimension(),
+					source: k.CountedFrom(), buckets: k.covers(s)})
 			}
-			out = append(out, a)
-		}
-		for _, b := range []struct {
-			kind string
-			set  *BucketSet
-		}{{"reached", e.Reached}, {"only", e.Only}, {"never", e.Never}} {
-			if b.set == nil {
-				continue
-			}
-			a := attributed{kind: b.kind, path: p + "." + b.kind, by: b.set.By, source: b.set.Source}
-			if b.set.By == "cluster" {
-				a.buckets = b.set.Buckets
-				if b.kind == "only" {
-					a.buckets = s.ClusterNames()
-				}
-			}
-			out = append(out, a)
 		}
 	}
 	return out
@@ -471,37 +435,6 @@ func (s *Scenario) inventoried(cluster string) bool {
 		}
 	}
 	return false
-}
-
-func (s *Scenario) checkMirror(c *checker, p string, m *MirrorExpect) {
-	var names []string
-	for _, w := range s.Observe {
-		if w.Logs != nil {
-			names = append(names, w.Name)
-		}
-	}
-	withLogs := "none has logs: add observe[].logs to the workload that receives the copies"
-	if len(names) > 0 {
-		withLogs = "with logs: " + strings.Join(names, ", ")
-	}
-	switch w := s.Workload(m.To); {
-	case m.To == "":
-		c.add(p+".to", "required: the observe workload that receives the mirrored copies (%s)", withLogs)
-	case w == nil:
-		c.add(p+".to", "unknown workload %q: name an observe workload (%s)", m.To, withLogs)
-	case w.Logs == nil:
-		c.add(p+".to", "workload %s has no logs: mirrored copies' responses are discarded, so they are only seen in the mirror target's logs (add observe[].logs)", m.To)
-	case !validRegex(w.Logs.Match):
-		// Its match regex is reported where it is written.
-	default:
-		if m.Shadow != nil && *m.Shadow && !w.Logs.HasHost() {
-			c.add(p+".shadow", "shadow counts lines whose host ends in -shadow, but workload %s's logs.match has no host or authority group", m.To)
-		}
-	}
-	if !(m.Percent > 0 && m.Percent <= 1) {
-		c.add(p+".percent", "required: the expected share of primary requests mirrored, in (0, 100%%], like 50%%")
-	}
-	checkMargin(c, p+".margin", m.Margin, false)
 }
 
 func validRegex(expr string) bool {

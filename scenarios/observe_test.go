@@ -10,6 +10,7 @@ import (
 )
 
 func TestObserveScenario(t *testing.T) {
+	t.Parallel()
 	s, err := Load("testdata/good/k8s-observe.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -63,6 +64,7 @@ attack: {rate: 10, requests: 100}
 
 // TestObserveDefaults covers what ApplyDefaults resolves for the runner.
 func TestObserveDefaults(t *testing.T) {
+	t.Parallel()
 	s, err := Parse("d.yaml", []byte(k8sBase+`observe:
   - name: callme
     selector: app=callme-service
@@ -172,6 +174,7 @@ expect:
 }
 
 func TestObserveInlineBad(t *testing.T) {
+	t.Parallel()
 	obs := "observe:\n  - {name: callme, selector: app=callme, logs: {match: 'id=(?P<request_id>\\S+)'}}\n"
 	cases := []struct {
 		name, src string
@@ -255,6 +258,7 @@ func TestObserveInlineBad(t *testing.T) {
 // TestContexts: a cluster reached through its API server needs a context,
 // and the message says which and why, also when observe defaulted to it.
 func TestContexts(t *testing.T) {
+	t.Parallel()
 	src := `apiVersion: mesh-verify.io/v1alpha1
 kind: Scenario
 metadata: {name: k}
@@ -284,6 +288,7 @@ expect:
 // TestInventoryReplacesPods: observing a workload in a cluster stands in
 // for split.pods there; a cluster nobody observes still needs its count.
 func TestInventoryReplacesPods(t *testing.T) {
+	t.Parallel()
 	src := k8sBase + `attribution: {preset: tutorial}
 observe:
   - {name: callme, selector: app=callme, clusters: [c1]}

@@ -20,6 +20,7 @@ const schemaFile = "scenario.schema.json"
 // types and fails when the committed scenario.schema.json (what JSONSchema
 // returns) differs; -update rewrites the file (`make schema`).
 func TestScenarioSchema(t *testing.T) {
+	t.Parallel()
 	schematest.Golden(t, schemaFile, JSONSchema(), generateScenarioSchema(t), *update, "the scenario's Go types")
 }
 

@@ -24,6 +24,7 @@ import (
 // and every property a field, and every object must refuse unknown
 // properties as the loader refuses unknown fields.
 func TestScenarioSchemaFollowsTheDecoder(t *testing.T) {
+	t.Parallel()
 	var root map[string]any
 	if err := json.Unmarshal(JSONSchema(), &root); err != nil {
 		t.Fatalf("read scenario.schema.json: %v", err)
@@ -120,6 +121,7 @@ func validateYAML(s *jsonschema.Schema, data []byte) error {
 
 // Every built-in scenario and every valid fixture matches the schema.
 func TestScenarioSchemaAcceptsValidFiles(t *testing.T) {
+	t.Parallel()
 	s, err := schematest.Compile(schemaFile, JSONSchema())
 	if err != nil {
 		t.Fatal(err)
@@ -153,6 +155,7 @@ func TestScenarioSchemaAcceptsValidFiles(t *testing.T) {
 // Mistakes the loader refuses for a field's name or type are refused by
 // the schema too, which names the field.
 func TestScenarioSchemaRejectsMistakes(t *testing.T) {
+	t.Parallel()
 	s, err := schematest.Compile(schemaFile, JSONSchema())
 	if err != nil {
 		t.Fatal(err)
@@ -219,6 +222,7 @@ func TestScenarioSchemaRejectsMistakes(t *testing.T) {
 // Each built-in scenario names the schema for yaml-language-server on its
 // first line.
 func TestCatalogNamesTheSchema(t *testing.T) {
+	t.Parallel()
 	const modeline = "# yaml-language-server: $schema=../scenario.schema.json\n"
 	for _, name := range BuiltinNames() {
 		data, err := catalog.ReadFile("catalog/" + name + ".yaml")

@@ -13,6 +13,7 @@ import (
 // 3-minute run, about 7 million inputs, found no disagreement). want is ""
 // for a valid selector, else a substring of the error.
 func TestCheckSelector(t *testing.T) {
+	t.Parallel()
 	for _, c := range selectorCases {
 		err := checkSelector(c.sel)
 		switch {
@@ -106,6 +107,7 @@ var selectorCases = []struct{ sel, want string }{
 
 // TestCheckLabelKey compares checkLabelKey with apimachinery's own check.
 func TestCheckLabelKey(t *testing.T) {
+	t.Parallel()
 	for _, k := range []string{
 		"version", "app.kubernetes.io/version", "a", "A_b-c.D", strings.Repeat("a", 63), strings.Repeat("a", 253) + "/x",
 		"", "/x", "x/", "Example.com/x", "x/y/z", "-x", "x_", strings.Repeat("a", 64), strings.Repeat("a", 254) + "/x", "é",

@@ -9,6 +9,7 @@ import (
 )
 
 func TestParsePath(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		in   string
 		want []PathElem
@@ -81,6 +82,7 @@ func kumaCanary(t *testing.T) []byte {
 }
 
 func TestSetsChangeTheScenario(t *testing.T) {
+	t.Parallel()
 	src := kumaCanary(t)
 	sets, err := ParseSets([]string{"attack.rate=500/s", "attack.duration=30s", "attack.requests=",
 		"expect[0].split.margin=3%", "clusters[1].context=kind-c9", "observe[0].namespace=demo",
@@ -119,6 +121,7 @@ func TestSetsChangeTheScenario(t *testing.T) {
 }
 
 func TestSetErrorsNameTheFlag(t *testing.T) {
+	t.Parallel()
 	src := kumaCanary(t)
 	for _, tc := range []struct {
 		set  string
@@ -161,6 +164,7 @@ func TestSetErrorsNameTheFlag(t *testing.T) {
 
 // A set below an alias changes that place only, not the anchor's other uses.
 func TestSetBelowAliasCopies(t *testing.T) {
+	t.Parallel()
 	src := strings.Replace(string(kumaCanary(t)), "clusters:\n  - {name: c1, context: kind-c1}\n  - {name: c2, context: kind-c2}",
 		"clusters:\n  - &c {name: c1, context: kind-c1}\n  - {name: c2, context: kind-c2}", 1)
 	src = strings.Replace(src, "target:\n", "x-shared: [*c]\ntarget:\n", 1)
@@ -177,6 +181,7 @@ func TestSetBelowAliasCopies(t *testing.T) {
 // the file there would; below an alias, only that place. The scenario as
 // run loads and means the same.
 func TestSetAtAnAnchor(t *testing.T) {
+	t.Parallel()
 	src := strings.Replace(string(kumaCanary(t)), "expect:\n", `expect:
   - name: shared-a
     split: &even {weights: {c1: 1, c2: 1}, margin: 5%}
@@ -219,6 +224,7 @@ func TestSetAtAnAnchor(t *testing.T) {
 
 // A credential given with --set is not repeated in its errors.
 func TestSetErrorsHideCredentials(t *testing.T) {
+	t.Parallel()
 	sets, err := ParseSets([]string{"attack.headers.Authorization={Bearer s3cr3t"})
 	if err == nil {
 		_, _, err = ParseWithSets("k.yaml", kumaCanary(t), sets)

@@ -10,6 +10,7 @@ import (
 )
 
 func TestParseRate(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		in      string
 		want    Rate
@@ -51,6 +52,7 @@ func TestParseRate(t *testing.T) {
 }
 
 func TestParseSize(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		in      string
 		want    Size
@@ -92,6 +94,7 @@ func TestParseSize(t *testing.T) {
 }
 
 func TestParsePercent(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		in      string
 		want    Percent
@@ -141,6 +144,7 @@ func abs(x float64) float64 {
 // TestValuesWithPlainYAML checks the value types also work, with
 // positioned errors, when decoded by yaml.Unmarshal directly.
 func TestValuesWithPlainYAML(t *testing.T) {
+	t.Parallel()
 	var v struct {
 		R Rate     `yaml:"r"`
 		D Duration `yaml:"d"`
@@ -175,6 +179,7 @@ func TestValuesWithPlainYAML(t *testing.T) {
 }
 
 func TestFieldErrorFormat(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		e    FieldError
 		want string
@@ -193,6 +198,7 @@ func TestFieldErrorFormat(t *testing.T) {
 }
 
 func TestParseStatusRange(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		in      string
 		want    StatusRange

@@ -80,7 +80,7 @@ func (s *Scenario) checkWorkers(c *checker) {
 	// the workers do not report theirs, and counting each request as its
 	// own draw would overstate the evidence of a per-connection balancer.
 	for i, e := range s.Expect {
-		if e.Mirror == nil && e.JudgedFrom() == SourceLogs && s.BalancingOf(&e) == BalancingConnection {
+		if !e.sets(KindMirror) && e.JudgedFrom() == SourceLogs && s.BalancingOf(&e) == BalancingConnection {
 			c.add(fmt.Sprintf("expect[%d]", i), "judged from logs under per-connection balancing, which needs each request's connection: the workers (attack.workers) do not report theirs; judge from the bodies (source: body), or attack from this process (attack.workers: 0)")
 		}
 	}
@@ -134,7 +134,7 @@ func (s *Scenario) checkAttackSources(c *checker) {
 			c.add(at, "judges the requests of one source: it needs attack.sources")
 		case !clusters[e.From]:
 			c.add(at, "%s is not a source (attack.sources: %s)", e.From, sourceList(a.Sources))
-		case e.Mirror != nil:
+		case e.sets(KindMirror):
 			c.add(at, "a mirror is judged from the logs, which do not say which source sent a request")
 		case e.JudgedFrom() != SourceBody:
 			c.add(at, "only expectations judged from the response bodies (source: body) can be split by source: the logs and metrics do not say which source sent a request")
@@ -148,46 +148,6 @@ func sourceList(srcs []Source) string {
 		names[i] = s.Cluster
 	}
 	return strings.Join(names, ", ")
-}
-
-// BalancingOf is how the balancer an expectation judges picks a backend:
-// its split's balancing, else statistics.balancing (resolved by the
-// defaults). A mirror's copies are drawn per request whatever it says.
-func (s *Scenario) BalancingOf(e *Expectation) string {
-	if e.Split != nil && e.Split.Balancing != "" {
-		return e.Split.Balancing
-	}
-	return s.Statistics.Balancing
-}
-
-// JudgedFrom is the source an expectation is judged from: a split's,
-// reached's, only's or never's source (body when left out), the logs for
-// a mirror, the bodies for the rest.
-func (e *Expectation) JudgedFrom() string {
-	src := ""
-	switch {
-	case e.Split != nil:
-		src = e.Split.Source
-	case e.Reached != nil:
-		src = e.Reached.Source
-	case e.Only != nil:
-		src = e.Only.Source
-	case e.Never != nil:
-		src = e.Never.Source
-	case e.Mirror != nil:
-		src = SourceLogs
-	}
-	if src == "" {
-		src = SourceBody
-	}
-	return src
-}
-
-func rateFreq(r *Rate) int64 {
-	if r == nil {
-		return 0
-	}
-	return int64(r.Freq)
 }
 
 // InClusterURL is the address workers inside a cluster attack: a url

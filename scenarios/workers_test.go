@@ -17,6 +17,7 @@ func workersDoc(target, attack string) string {
 const svcTarget = `{portForward: {cluster: c2, namespace: demo, resource: svc/web, port: "8080"}, path: /api}`
 
 func TestWorkersFields(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name, target, attack string
 		want                 string // "line:field: substring", or "" for valid
@@ -60,6 +61,7 @@ func TestWorkersFields(t *testing.T) {
 }
 
 func TestWorkersDefaults(t *testing.T) {
+	t.Parallel()
 	s, err := Parse("w.yaml", []byte(workersDoc(svcTarget, "{rate: 10, requests: 100, workers: 3}")))
 	if err != nil {
 		t.Fatal(err)
@@ -91,6 +93,7 @@ func TestWorkersDefaults(t *testing.T) {
 }
 
 func TestInClusterURL(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ target, want, err string }{
 		{svcTarget, "http://web.demo.svc.cluster.local:8080/api", ""},
 		{`{portForward: {cluster: c1, resource: service/web, port: "443", scheme: https}}`, "https://web.default.svc.cluster.local:443/", ""},
@@ -116,6 +119,7 @@ func TestInClusterURL(t *testing.T) {
 // The shares add up to the scenario's numbers exactly, the remainder on
 // the first indices, and connections never drop to 0.
 func TestWorkerShare(t *testing.T) {
+	t.Parallel()
 	s, err := Parse("s.yaml", []byte(workersDoc(svcTarget, "{rate: 10/s, requests: 101, duration: 5s, connections: 5, maxConnections: 3, workers: 4}")))
 	if err != nil {
 		t.Fatal(err)
@@ -165,6 +169,7 @@ func TestWorkerShare(t *testing.T) {
 // An expectation's from names one of attack.sources and is judged from
 // the bodies: the logs and metrics do not say which source sent a request.
 func TestExpectationFrom(t *testing.T) {
+	t.Parallel()
 	const sources = "{rate: 10, requests: 100, sources: [{cluster: c1, workers: 2}, {cluster: c2, workers: 1}]}"
 	for _, c := range []struct {
 		name, attack, expect, want string

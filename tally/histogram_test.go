@@ -10,6 +10,7 @@ import (
 // The histogram's quantiles are checked against the exact order statistic
 // of the same sample (sorted), not against its own bucket arithmetic.
 func TestHistogramQuantileWithinBucketError(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(1, 2))
 	for _, tc := range []struct {
 		name string
@@ -54,6 +55,7 @@ func TestHistogramQuantileWithinBucketError(t *testing.T) {
 }
 
 func TestHistogramMergeEqualsOneHistogram(t *testing.T) {
+	t.Parallel()
 	var a, b, both Histogram
 	for i := range 5000 {
 		d := time.Duration(i*i) * time.Microsecond / 7
@@ -71,6 +73,7 @@ func TestHistogramMergeEqualsOneHistogram(t *testing.T) {
 }
 
 func TestHistogramHugeLatencyIsInTheLastBucket(t *testing.T) {
+	t.Parallel()
 	var h Histogram
 	h.Add(2 * time.Hour)
 	h.Add(-time.Second)

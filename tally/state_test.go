@@ -83,6 +83,7 @@ func closeSome(tl *Tally) {
 // One stream fed to one tally and, split by connection, to k tallies: the
 // merged states must give what the single tally counted.
 func TestMergeEqualsOneTally(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		n, k int
@@ -261,6 +262,7 @@ func mustJSON(t *testing.T, v any) string {
 // worker's earlier state by its later one gives what merging the later
 // ones does.
 func TestMergeOrderAndReplacement(t *testing.T) {
+	t.Parallel()
 	mid, final := workerStates(t, 5, 8000, 11)
 	want := mustJSON(t, Merge(final...))
 	rng := rand.New(rand.NewPCG(5, 5))
@@ -298,6 +300,7 @@ func TestMergeOrderAndReplacement(t *testing.T) {
 // counted every result gives, and midway what merging the whole states
 // from scratch gives.
 func TestAccumulatorFollowsTrimmedStates(t *testing.T) {
+	t.Parallel()
 	// The timeline coarsens at 600 s, in round 8; the record is lost after.
 	const k, rounds, lostRound = 5, 20, 15
 	rng := rand.New(rand.NewPCG(11, 12))
@@ -362,6 +365,7 @@ func TestAccumulatorFollowsTrimmedStates(t *testing.T) {
 
 // A state survives JSON unchanged, and a merged state merges on.
 func TestStateJSONRoundTrip(t *testing.T) {
+	t.Parallel()
 	_, final := workerStates(t, 3, 5000, 13)
 	for i, s := range append(final, Merge(final...)) {
 		b := mustJSON(t, s)
@@ -384,6 +388,7 @@ func TestStateJSONRoundTrip(t *testing.T) {
 // Buckets past MaxBuckets across workers go to Other with Overflow
 // counted, keeping the largest; the counts still add up.
 func TestMergeCapsBuckets(t *testing.T) {
+	t.Parallel()
 	start := time.Now()
 	var states []State
 	for w := range 2 {
@@ -420,6 +425,7 @@ func TestMergeCapsBuckets(t *testing.T) {
 
 // Every bound of a received state is enforced.
 func TestStateValidate(t *testing.T) {
+	t.Parallel()
 	_, final := workerStates(t, 1, 500, 17)
 	base := mustJSON(t, final[0])
 	fresh := func() State {
@@ -501,6 +507,7 @@ func TestStateValidate(t *testing.T) {
 // The whole-run histogram's quantiles are within LatencyRelativeError of
 // the exact order statistic, across six decades.
 func TestLatencyHistogramQuantiles(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(3, 4))
 	var h LatencyHistogram
 	var all []time.Duration

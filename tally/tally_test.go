@@ -17,6 +17,7 @@ import (
 // The incremental per-connection sums must equal the sums computed directly
 // from the full connection × bucket matrix, whatever order requests arrive in.
 func TestUnitStatsMatchDirectComputation(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(1, 2))
 	clusters := []string{"c1", "c2", "c3"}
 	const conns = 40
@@ -86,6 +87,7 @@ func TestUnitStatsMatchDirectComputation(t *testing.T) {
 }
 
 func TestFailuresUnattributedAndSlices(t *testing.T) {
+	t.Parallel()
 	start := time.Now()
 	tl := New(start, time.Minute)
 	add := func(off time.Duration, code uint16, err string, id attribution.Identity, body string) {
@@ -122,6 +124,7 @@ func TestFailuresUnattributedAndSlices(t *testing.T) {
 }
 
 func TestTimelineStaysBounded(t *testing.T) {
+	t.Parallel()
 	start := time.Now()
 	tl := New(start, time.Minute)
 	for i := 0; i < 3000; i++ {
@@ -141,6 +144,7 @@ func TestTimelineStaysBounded(t *testing.T) {
 }
 
 func TestClosedConnectionsAreForgotten(t *testing.T) {
+	t.Parallel()
 	start := time.Now()
 	tl := New(start, 0)
 	for c := uint64(1); c <= 100; c++ {
@@ -162,6 +166,7 @@ func TestClosedConnectionsAreForgotten(t *testing.T) {
 // Each pod bucket ("cluster/pod") has its cluster, whether it first
 // answered or only failed; a pod never named with a cluster has none.
 func TestPodClusters(t *testing.T) {
+	t.Parallel()
 	start := time.Now()
 	tl := New(start, time.Minute)
 	add := func(code int, errMsg string, id attribution.Identity) {
@@ -231,6 +236,7 @@ func TestSamePodNameInTwoClusters(t *testing.T) {
 // Other and said so, and what a request costs does not grow with the
 // buckets (BenchmarkAddDistinctPods).
 func TestBucketsAreCapped(t *testing.T) {
+	t.Parallel()
 	start := time.Now()
 	tl := New(start, time.Minute)
 	const n = 5000

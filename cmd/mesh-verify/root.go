@@ -85,6 +85,9 @@ func newValidateCmd() *cobra.Command {
 					continue
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "%s: ok\n", f)
+				for _, w := range sc.Warnings() {
+					fmt.Fprintf(cmd.ErrOrStderr(), "%s: warning: %s\n", f, w)
+				}
 			}
 			if bad > 0 {
 				return &exitcode.Error{Code: exitcode.InvalidInput, Err: fmt.Errorf("%d of %d scenario files are invalid", bad, len(args))}

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The gates' commands are taken from the manifests and run for real
@@ -24,6 +25,11 @@ import (
 
 // canaryNever is the expectation the lab's route violates.
 const canaryNever = "  - name: the canary gets nothing\n    never: {by: version, buckets: [v2]}\n"
+
+// undecidable is an expectation 600 requests cannot settle when they all
+// succeed: the interval's lower end stays under 99.99%, its upper end is
+// 100%.
+const undecidable = "  - name: four nines\n    successRate: {atLeast: 99.99%}\n"
 
 // newFlags are the run flags the examples use that issue 11's other
 // branches add; a build without them refuses the command with exit 4.
@@ -173,6 +179,10 @@ func TestFlaggerGate(t *testing.T) {
 			runs := filepath.Join(t.TempDir(), "runs")
 			r := runCmd(t, nil, "bash", "-c", gate(cmds[c.hook], c.scenario, runs))
 			checkRun(t, c.hook+" webhook", r, c.code)
+			// Each run must fit the allowance the timing test gives it.
+			if per := r.Took / time.Duration(max(1, attempts(t, runs))); per > runAllowance {
+				t.Errorf("%s: a run took %s, more than the %s TestFlaggerWebhookTiming allows", c.hook, per, runAllowance)
+			}
 			if v := verdictOf(t, runs); v != c.verdict {
 				t.Errorf("%s: verdict %s, want %s", c.hook, v, c.verdict)
 			}
@@ -294,6 +304,17 @@ func TestArgoRolloutsGate(t *testing.T) {
 		checkRun(t, "analysis Job", r, 1)
 		if v := verdictOf(t, runs); v != "FAIL" {
 			t.Errorf("verdict %s, want FAIL", v)
+		}
+	})
+	// A Job cannot say Inconclusive (Argo's Job provider: Complete is
+	// Successful, Failed is Failed; Inconclusive comes only from a pod that
+	// cannot start): exit 2 fails the Job like a FAIL, so failureLimit 0
+	// aborts the rollout rather than pausing it (examples/README.md).
+	t.Run("inconclusive fails the Job too", func(t *testing.T) {
+		r, runs := runJob(t, jc, jc.scenario+undecidable, nil)
+		checkRun(t, "analysis Job", r, 2)
+		if v := verdictOf(t, runs); v != "INCONCLUSIVE" {
+			t.Errorf("verdict %s, want INCONCLUSIVE", v)
 		}
 	})
 }
