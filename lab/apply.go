@@ -18,8 +18,10 @@ import (
 )
 
 // applyCluster creates a cluster's node, namespaces, the topology's
-// manifests (kubectl apply: the meshes' objects, before any pod, so every
-// entry starts with its route), Services and Deployments. The clusters
+// manifests (kubectl apply: the meshes' objects and the tutorial's
+// Services, before any pod, so every entry starts with its route), the
+// Services and Deployments lab.yaml renders, and the manifests'
+// Deployments as the lab injects them (kubectl apply). The clusters
 // are fresh, so everything is created; an object that exists already (a
 // retried up) is updated to the topology's.
 func applyCluster(ctx context.Context, cfg *rest.Config, cluster string, t *topology.Topology, kubectl kubectlFunc) error {
@@ -59,7 +61,7 @@ func applyCluster(ctx context.Context, cfg *rest.Config, cluster string, t *topo
 	if err := applyManifests(ctx, kubectl, cluster, t); err != nil {
 		return err
 	}
-	for _, s := range t.ServiceObjects(cluster) {
+	for _, s := range t.LabServiceObjects(cluster) {
 		_, err := cs.CoreV1().Services(s.Namespace).Create(ctx, s, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
 			// A Service's spec is the topology's by construction: keep its
@@ -89,7 +91,7 @@ func applyCluster(ctx context.Context, cfg *rest.Config, cluster string, t *topo
 			return fmt.Errorf("create Deployment %s/%s in cluster %s: %w", d.Namespace, d.Name, cluster, err)
 		}
 	}
-	return nil
+	return applyDeployments(ctx, kubectl, cluster, t)
 }
 
 // brokenClusterError is a cluster whose API server answers but whose

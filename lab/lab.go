@@ -43,7 +43,7 @@ type Options struct {
 	// build in ~/.cache/mesh-verify/lab.
 	Bin      string
 	RepoRoot string
-	// Daemon starts `lab serve`; nil means SelfDaemon.
+	// Daemon starts the daemon (`mesh-verify-lab serve`); nil means SelfDaemon.
 	Daemon DaemonCommand
 	// ReadyTimeout bounds the wait for every pod to serve (default 2m).
 	ReadyTimeout time.Duration
@@ -198,7 +198,8 @@ func Up(ctx context.Context, o Options) (_ *Lab, err error) {
 		}
 	}()
 	st := &State{
-		Topology: t.Metadata.Name, File: t.File, Source: string(src), Manifests: t.ManifestsDigest(), DataPlane: o.DataPlane, Bin: string(bin),
+		Topology: t.Metadata.Name, File: t.File, Source: string(src), Manifests: t.ManifestsDigest(), ManifestFiles: t.ManifestFiles(),
+		DataPlane: o.DataPlane, Bin: string(bin),
 		Kubeconfig: k.Kubeconfig, Clusters: t.Clusters, Contexts: map[string]string{}, Created: time.Now(),
 		Seed: newSeed(o.Seed),
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"sigs.k8s.io/yaml"
+
 	"github.com/mesh-verify/mesh-verify/lab/crds"
 	"github.com/mesh-verify/mesh-verify/lab/kwok"
 	"github.com/mesh-verify/mesh-verify/lab/topology"
@@ -48,11 +50,35 @@ func registerCRDs(ctx context.Context, kubectl kubectlFunc, cluster string) erro
 }
 
 // applyManifests applies a cluster's manifests of the topology with
-// kubectl apply, file by file, as the tutorial's reader does.
+// kubectl apply, file by file, as the tutorial's reader does — but their
+// Deployments, which applyDeployments applies as the lab injects them,
+// once every Service and mesh object is in place.
 func applyManifests(ctx context.Context, kubectl kubectlFunc, cluster string, t *topology.Topology) error {
 	for _, m := range t.ManifestsOf(cluster) {
-		if _, err := kubectl(ctx, m.Data, "apply", "-f", "-"); err != nil {
+		data, err := m.WithoutDeployments()
+		if err != nil {
 			return fmt.Errorf("topology %s, %s: %w", t.Metadata.Name, m.File, err)
+		}
+		if data == nil {
+			continue
+		}
+		if _, err := kubectl(ctx, data, "apply", "-f", "-"); err != nil {
+			return fmt.Errorf("topology %s, %s: %w", t.Metadata.Name, m.File, err)
+		}
+	}
+	return nil
+}
+
+// applyDeployments applies the manifests' Deployments of cluster with
+// kubectl apply, as the lab injects them (topology.InjectedDeployments).
+func applyDeployments(ctx context.Context, kubectl kubectlFunc, cluster string, t *topology.Topology) error {
+	for _, d := range t.InjectedDeployments(cluster) {
+		data, err := yaml.Marshal(d)
+		if err != nil {
+			return fmt.Errorf("topology %s: encode Deployment %s/%s: %w", t.Metadata.Name, d.Namespace, d.Name, err)
+		}
+		if _, err := kubectl(ctx, data, "apply", "-f", "-"); err != nil {
+			return fmt.Errorf("topology %s: apply Deployment %s/%s in cluster %s: %w", t.Metadata.Name, d.Namespace, d.Name, cluster, err)
 		}
 	}
 	return nil

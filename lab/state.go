@@ -67,6 +67,10 @@ type State struct {
 	// (topology.ManifestsDigest); the daemon reads their objects from the
 	// API servers, not from here.
 	Manifests string `json:"manifests,omitempty"`
+	// ManifestFiles are those manifests as applied, by their path in the
+	// topology directory (c1/helloworld.yaml): the tutorial's Deployments
+	// and Services among them are the lab's apps, which the daemon serves.
+	ManifestFiles map[string]string `json:"manifestFiles,omitempty"`
 	// DataPlane is `lab up --data-plane`, applied over Source.
 	DataPlane  string            `json:"dataPlane,omitempty"`
 	Bin        string            `json:"bin"`
@@ -90,7 +94,13 @@ func newSeed(asked *uint64) uint64 {
 
 // topology is the lab's topology as applied: Source with DataPlane.
 func (s *State) topology() (*topology.Topology, error) {
-	t, err := topology.Parse(s.File, []byte(s.Source))
+	var t *topology.Topology
+	var err error
+	if len(s.ManifestFiles) > 0 {
+		t, err = topology.ParseFiles(s.File, []byte(s.Source), s.ManifestFiles)
+	} else {
+		t, err = topology.Parse(s.File, []byte(s.Source))
+	}
 	if err != nil {
 		return nil, err
 	}

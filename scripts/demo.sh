@@ -27,7 +27,10 @@ say() { printf '\n\033[1m== %s\033[0m\n' "$*" >&2; }
 # logs; istio-helloworld and cilium-rebel-base are the meshes' own
 # multicluster checks, beside the tutorials'; kuma-canary runs twice, its
 # split from a TrafficRoute and from the next Kuma release's MeshHTTPRoute;
-# skupper-4 from v1 link Secrets and from v2 Links.)
+# skupper-4 from v1 link Secrets and from v2 Links; istio-mirror-sidecar
+# again on Istio 1.28's mirror copies without the -shadow authority;
+# istio-multinetwork splits by cluster from the caller's outbound log, where
+# a remote network's requests name its east-west gateway.)
 seeds=(
   "skupper-1             skupper-1          PASS"
   "skupper-2             skupper-2          PASS"
@@ -37,6 +40,8 @@ seeds=(
   "skupper-4             skupper-4-v2       PASS"
   "istio-mirror          istio-mirror       PASS"
   "istio-mirror-sidecar  istio-mirror       PASS"
+  "istio-mirror-sidecar  istio-mirror-noshadow  PASS"
+  "istio-multinetwork    istio-multinetwork PASS"
   "cilium-c2             cilium-c2          PASS"
   "cilium-both           cilium-both        PASS"
   "kuma-canary           kuma-canary        PASS"
@@ -100,10 +105,10 @@ for line in "${seeds[@]}"; do
     grep -E '^(entry|  [a-z].* routes)' "$LOGS/lab-$topology.txt" >&2 || true
     current="$topology"
   fi
-  # A scenario run again on a variant of its topology (skupper-4-v2) is
-  # named with it, so rows and logs stay apart.
+  # A scenario run again on a variant of its topology (skupper-4-v2,
+  # istio-mirror-noshadow) is named with it, so rows and logs stay apart.
   name="$scenario"
-  [[ "$topology" == "$scenario"?* ]] && name="$scenario@$topology"
+  [[ "$topology" == "$scenario"?* || "$topology" == "istio-mirror-noshadow" ]] && name="$scenario@$topology"
   say "mesh-verify run scenarios/catalog/$scenario.yaml   (expect $want)"
   code=0
   KUBECONFIG="$LAB/kubeconfig" "$MV" run "scenarios/catalog/$scenario.yaml" --out "$OUT" --progress plain \

@@ -32,6 +32,10 @@ func Kinds() []Kind {
 	istio := []string{"networking.istio.io/v1", "networking.istio.io/v1beta1", "networking.istio.io/v1alpha3"}
 	return []Kind{
 		{[]string{"v1"}, "Namespace", ""},
+		// The tutorial's workloads: lab/topology turns each Deployment
+		// into a lab app (its kind from the image) and serves it.
+		{[]string{"apps/v1"}, "Deployment", ""},
+		{[]string{"v1"}, "Service", ""},
 		{[]string{"v1"}, "Secret", MeshSkupper},
 		{istio, "VirtualService", MeshIstio},
 		{istio, "DestinationRule", MeshIstio},
@@ -140,12 +144,6 @@ func decode(file string, line int, doc []byte) (Manifest, error) {
 	}
 	if u.GetName() == "" {
 		return m, fmt.Errorf("%s:%d: %s: metadata.name is required", file, line, u.GetKind())
-	}
-	switch u.GetKind() {
-	case "Service", "Deployment":
-		// Their pods' labels and ports are the lab's to render: two
-		// sources of one Service would disagree on a re-up.
-		return m, fmt.Errorf("%s: a %s of a topology comes from lab.yaml (apps, services, their annotations), not from a manifest", m.Where(), u.GetKind())
 	}
 	k, ok := findKind(u.GetKind())
 	if !ok {

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/mesh-verify/mesh-verify/lab/topology"
 )
 
 // Every built-in topology parses, is named after its file, and says which
@@ -108,10 +110,12 @@ func TestTopologyDirectories(t *testing.T) {
 		{"a directory that is no cluster", string(src), map[string]string{"c9/x.yaml": vs}, "c9: not a cluster of the topology"},
 		{"a policy beside the mesh", strings.Replace(string(src), "    mesh: istio\n", "    mesh: istio\n    policy: {mode: per-pod}\n", 1), nil,
 			"entries[0].policy: entry istio-proxy routes by istio's own objects"},
-		{"a selector its apps' pods do not match", strings.Replace(string(src), "  - name: callme-service\n    port: 8080\n", "  - name: callme-service\n    port: 8080\n    selector: {name: callme}\n", 1), nil,
-			"services[1].selector.name: app callme-service-v1's pods do not carry name=callme"},
-		{"a pod label the lab sets itself", strings.Replace(string(src), "    sidecar: istio\n", "    sidecar: istio\n    labels: {version: v9}\n", 1), nil,
-			"apps[0].labels.version: the lab sets version itself"},
+		{"a Service selecting none of the Deployment's pods", string(src), map[string]string{"c1/callme-service.yaml": strings.Replace(string(ms["c1/callme-service.yaml"]), "  selector:\n    app: callme-service\n", "  selector:\n    name: callme\n", 1)},
+			"c1/callme-service.yaml:5: Deployment callme-service-v1: spec.template.metadata.labels map[app:callme-service version:v1]: no Service of the manifests in namespace default selects these pods"},
+		{"a pod label the lab sets itself", string(src), map[string]string{"c2/callme-service.yaml": strings.Replace(string(ms["c2/callme-service.yaml"]), "        version: v2\n    spec:", "        version: v2\n        lab.mesh-verify.io/app: x\n    spec:", 1)},
+			"c2/callme-service.yaml:5: Deployment default/callme-service-v2: the lab sets lab.mesh-verify.io/app itself"},
+		{"an app in lab.yaml and a manifest", strings.Replace(string(src), "entries:", "apps:\n  - {name: callme-service-v1, kind: callme, service: callme-service, replicas: {c1: 1}}\nentries:", 1), nil,
+			"app callme-service-v1 is declared in lab.yaml too"},
 		{"an unknown mesh", strings.Replace(string(src), "mesh: istio", "mesh: linkerd", 1), nil, `entries[0].mesh: unknown mesh "linkerd"`},
 	}
 	for _, tc := range tests {
@@ -119,6 +123,98 @@ func TestTopologyDirectories(t *testing.T) {
 			_, _, err := Resolve(write(t, tc.lab, tc.files))
 			if err == nil || !strings.Contains(err.Error(), tc.err) {
 				t.Fatalf("Resolve = %v, want an error containing %q", err, tc.err)
+			}
+		})
+	}
+}
+
+// istio-helloworld's apps and Services are the tutorial's own manifests:
+// samples/helloworld's Service and Deployments, applied as the lab
+// injects them (the image names the kind, the namespace's
+// istio-injection label the sidecar), every other field as written.
+func TestWorkloadsFromManifests(t *testing.T) {
+	top, _, err := Resolve("istio-helloworld")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The lab's state keeps lab.yaml and the manifests; the daemon
+	// rebuilds the same apps from them.
+	src, _ := Source("istio-helloworld")
+	again, err := topology.ParseFiles(top.File, src, top.ManifestFiles())
+	if err != nil || len(again.Apps) != 2 || again.ManifestsDigest() != top.ManifestsDigest() {
+		t.Fatalf("ParseFiles: %v, %d apps", err, len(again.Apps))
+	}
+	for _, tc := range []struct{ app, cluster string }{{"helloworld-v1", "c1"}, {"helloworld-v2", "c2"}} {
+		a := top.App(tc.app)
+		if a == nil {
+			t.Fatalf("no app %s: %+v", tc.app, top.Apps)
+		}
+		if a.Kind != "helloworld" || a.Sidecar != "istio" || a.Service != "helloworld" || a.Namespace != "sample" ||
+			a.Port.Number != 5000 || len(a.Replicas) != 1 || a.Replicas[tc.cluster] != 1 {
+			t.Errorf("app %s = %+v", tc.app, a)
+		}
+		if ds := top.Deployments(tc.cluster); len(ds) != 0 && ds[0].Name == tc.app {
+			t.Errorf("%s rendered from lab.yaml too", tc.app)
+		}
+		ds := top.InjectedDeployments(tc.cluster)
+		if len(ds) != 1 {
+			t.Fatalf("injected Deployments in %s: %d", tc.cluster, len(ds))
+		}
+		d := ds[0]
+		pt := d.Spec.Template
+		c := pt.Spec.Containers[0]
+		switch {
+		case d.Name != tc.app || d.Namespace != "sample" || len(d.Spec.Selector.MatchLabels) != 2:
+			t.Errorf("Deployment %s/%s selector %v: want the tutorial's", d.Namespace, d.Name, d.Spec.Selector.MatchLabels)
+		case c.Name != "helloworld" || !strings.HasPrefix(c.Image, "registry.istio.io/release/examples-helloworld-") || c.Resources.Requests.Cpu().String() != "100m":
+			t.Errorf("container %+v: want the tutorial's", c)
+		case pt.Labels["lab.mesh-verify.io/app"] != tc.app || pt.Labels["lab.mesh-verify.io/managed"] != "true" || pt.Labels["app"] != "helloworld":
+			t.Errorf("pod labels %v", pt.Labels)
+		case len(pt.Spec.Containers) != 2 || pt.Spec.Containers[1].Name != "istio-proxy":
+			t.Errorf("containers %d: want the injected istio-proxy", len(pt.Spec.Containers))
+		}
+		svcs := top.ServiceObjects(tc.cluster)
+		if len(svcs) == 0 || svcs[0].Name != "helloworld" || svcs[0].Labels["service"] != "helloworld" || svcs[0].Spec.Ports[0].TargetPort.IntValue() != 0 {
+			t.Errorf("Services of %s: %+v", tc.cluster, svcs)
+		}
+		for _, s := range top.LabServiceObjects(tc.cluster) {
+			if s.Name == "helloworld" {
+				t.Errorf("helloworld rendered by the lab in %s: it is applied with its file", tc.cluster)
+			}
+		}
+	}
+}
+
+// A manifest's workload the lab cannot play is refused by file and object.
+func TestWorkloadErrors(t *testing.T) {
+	const lab = "apiVersion: lab.mesh-verify.io/v1alpha1\nkind: Topology\nmetadata: {name: w, seed: s}\nclusters: [c1]\n" +
+		"entries: [{name: gw, cluster: c1, service: gw, to: web, mesh: istio}]\n"
+	const svc = "apiVersion: v1\nkind: Service\nmetadata: {name: web}\nspec: {selector: {app: web}, ports: [{port: 80}]}\n---\n"
+	dep := func(image, extra string) string {
+		return "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec:\n  selector: {matchLabels: {app: web}}\n" +
+			"  template:\n    metadata: {labels: {app: web}}\n    spec:\n      containers: [{name: web, image: " + image + ", ports: [{containerPort: 80}]}]\n" + extra
+	}
+	for _, tc := range []struct{ name, file, want string }{
+		{"an image no app plays", svc + dep("nginx:1.27", ""), "c1/w.yaml:6: Deployment web: spec.template.spec.containers[0].image nginx:1.27: no lab app plays this image"},
+		{"an unknown field", svc + dep("piomin/callme-service", "  replicaz: 2\n"), `c1/w.yaml:6: Deployment web: strict decoding error: unknown field "spec.replicaz"`},
+		{"no Service selects the pods", dep("piomin/callme-service", ""), "no Service of the manifests in namespace default selects these pods"},
+		{"a LoadBalancer", "apiVersion: v1\nkind: Service\nmetadata: {name: web}\nspec: {type: LoadBalancer, selector: {app: web}, ports: [{port: 80}]}\n",
+			"c1/w.yaml:1: Service web: spec.type LoadBalancer"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "topo")
+			if err := os.MkdirAll(filepath.Join(dir, "c1"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, "lab.yaml"), []byte(lab), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, "c1", "w.yaml"), []byte(tc.file), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, _, err := Resolve(dir)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("err = %v, want %q", err, tc.want)
 			}
 		})
 	}

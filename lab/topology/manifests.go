@@ -1,6 +1,7 @@
 package topology
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -9,9 +10,11 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"testing/fstest"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/yaml"
 
 	"github.com/mesh-verify/mesh-verify/lab/meshroute"
 	"github.com/mesh-verify/mesh-verify/lab/nginx"
@@ -41,7 +44,8 @@ func ParseDir(fsys fs.FS, dir, where string) (*Topology, error) {
 	if err != nil {
 		return nil, fmt.Errorf("topology directory %s: %w", where, err)
 	}
-	t, err := Parse(where+"/"+LabFile, data)
+	file := where + "/" + LabFile
+	t, root, err := decode(file, data)
 	if err != nil {
 		return nil, err
 	}
@@ -63,6 +67,14 @@ func ParseDir(fsys fs.FS, dir, where string) (*Topology, error) {
 		default:
 			return nil, fmt.Errorf("%s/%s: a topology directory holds %s and one directory of manifests per cluster", where, de.Name(), LabFile)
 		}
+	}
+	// The tutorial's Deployments and Services join lab.yaml's apps and
+	// Services before either is validated: entries route to them.
+	if err := t.loadWorkloads(); err != nil {
+		return nil, err
+	}
+	if err := t.validateAt(file, root); err != nil {
+		return nil, err
 	}
 	if _, err := t.CheckRoutes(); err != nil {
 		return nil, err
@@ -92,6 +104,29 @@ func (t *Topology) loadManifests(fsys fs.FS, dir, where, cluster string) error {
 		t.Manifests = append(t.Manifests, Manifest{Cluster: cluster, File: name, Data: data, Objects: objs})
 	}
 	return nil
+}
+
+// ManifestFiles are the manifests' contents by their path in the
+// topology directory (nil without any), for ParseFiles.
+func (t *Topology) ManifestFiles() map[string]string {
+	if len(t.Manifests) == 0 {
+		return nil
+	}
+	out := map[string]string{}
+	for _, m := range t.Manifests {
+		out[m.File] = string(m.Data)
+	}
+	return out
+}
+
+// ParseFiles loads a topology directory from its lab.yaml and its
+// manifests by path (ManifestFiles), as ParseDir does from a directory.
+func ParseFiles(where string, labYAML []byte, manifests map[string]string) (*Topology, error) {
+	fsys := fstest.MapFS{LabFile: &fstest.MapFile{Data: labYAML}}
+	for name, data := range manifests {
+		fsys[name] = &fstest.MapFile{Data: []byte(data)}
+	}
+	return ParseDir(fsys, ".", where)
 }
 
 // ManifestsOf lists cluster's manifest files, in file order.
@@ -126,6 +161,10 @@ func (t *Topology) MeshObjects() (meshroute.Objects, error) {
 	out := meshroute.Objects{}
 	for _, m := range t.Manifests {
 		for _, o := range m.Objects {
+			switch o.Object.GetKind() {
+			case "Service", "Deployment":
+				continue // the Services come from ServiceObjects below; no mesh reads a Deployment
+			}
 			u := o.Object.DeepCopy()
 			if u.GetNamespace() == "" && namespaced(u.GetKind()) {
 				u.SetNamespace(DefaultNamespace)
@@ -191,6 +230,7 @@ func (t *Topology) CheckRoutes() (notes []string, err error) {
 	if err != nil {
 		return nil, err
 	}
+	notes = append(notes, t.WorkloadNotes...)
 	var errs []error
 	for i := range t.Entries {
 		e := &t.Entries[i]
@@ -212,4 +252,36 @@ func (t *Topology) CheckRoutes() (notes []string, err error) {
 		}
 	}
 	return notes, errors.Join(errs...)
+}
+
+// WithoutDeployments is the manifest as applyManifests applies it: its
+// bytes as written when it holds no Deployment, else its other objects
+// (nil when there are none), since the lab applies its Deployments as it
+// injects them (InjectedDeployments).
+func (m Manifest) WithoutDeployments() ([]byte, error) {
+	var rest []*unstructured.Unstructured
+	deployments := false
+	for _, o := range m.Objects {
+		if o.Object.GetKind() == "Deployment" {
+			deployments = true
+			continue
+		}
+		rest = append(rest, o.Object)
+	}
+	switch {
+	case !deployments:
+		return m.Data, nil
+	case len(rest) == 0:
+		return nil, nil
+	}
+	var b bytes.Buffer
+	for _, u := range rest {
+		y, err := yaml.Marshal(u.Object)
+		if err != nil {
+			return nil, fmt.Errorf("encode %s %s: %w", u.GetKind(), u.GetName(), err)
+		}
+		b.WriteString("---\n")
+		b.Write(y)
+	}
+	return b.Bytes(), nil
 }

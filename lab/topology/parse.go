@@ -80,17 +80,30 @@ func Load(path string) (*Topology, error) {
 // Parse decodes one topology document strictly, applies defaults and
 // validates it. file names it in errors.
 func Parse(file string, data []byte) (*Topology, error) {
+	t, root, err := decode(file, data)
+	if err != nil {
+		return nil, err
+	}
+	if err := t.validateAt(file, root); err != nil {
+		return nil, err
+	}
+	t.File = file
+	return t, nil
+}
+
+// decode reads one topology document strictly, without validating it.
+func decode(file string, data []byte) (*Topology, *yaml.Node, error) {
 	var root yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&root); err != nil {
 		if errors.Is(err, io.EOF) {
-			return nil, Errors{{File: file, Line: 1, Msg: "empty topology: want apiVersion, kind, metadata, clusters, apps and entries"}}
+			return nil, nil, Errors{{File: file, Line: 1, Msg: "empty topology: want apiVersion, kind, metadata, clusters, apps and entries"}}
 		}
-		return nil, Errors{yamlError(file, err)}
+		return nil, nil, Errors{yamlError(file, err)}
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
-		return nil, Errors{{File: file, Line: extra.Line, Msg: "a second YAML document: a topology file holds exactly one topology"}}
+		return nil, nil, Errors{{File: file, Line: extra.Line, Msg: "a second YAML document: a topology file holds exactly one topology"}}
 	}
 	t := &Topology{}
 	// KnownFields makes a misspelt field an error instead of a silently
@@ -98,23 +111,57 @@ func Parse(file string, data []byte) (*Topology, error) {
 	strict := yaml.NewDecoder(bytes.NewReader(data))
 	strict.KnownFields(true)
 	if err := strict.Decode(t); err != nil {
-		return nil, decodeErrors(file, err)
+		return nil, nil, decodeErrors(file, err)
 	}
+	return t, &root, nil
+}
+
+// validateAt applies defaults and validates t, locating each problem in
+// root (the document of file) or, for an app or Service of the
+// manifests, naming the manifest's file, line and object.
+func (t *Topology) validateAt(file string, root *yaml.Node) error {
 	t.applyDefaults()
-	if issues := t.check(); len(issues) > 0 {
-		var errs Errors
-		for _, i := range issues {
-			e := &Error{File: file, Field: i.field(), Msg: i.msg}
-			if n := locate(root.Content[0], i.path); n != nil {
-				e.Line, e.Column = n.Line, n.Column
-			}
-			errs = append(errs, e)
-		}
-		sort.SliceStable(errs, func(a, b int) bool { return errs[a].Line < errs[b].Line })
-		return nil, errs
+	issues := t.check()
+	if len(issues) == 0 {
+		return nil
 	}
-	t.File = file
-	return t, nil
+	var errs Errors
+	for _, i := range issues {
+		if src := t.sourceOf(i.path); src != nil {
+			errs = append(errs, &Error{File: src.File, Line: src.Line, Field: src.What, Msg: i.msg})
+			continue
+		}
+		e := &Error{File: file, Field: i.field(), Msg: i.msg}
+		if n := locate(root.Content[0], i.path); n != nil {
+			e.Line, e.Column = n.Line, n.Column
+		}
+		errs = append(errs, e)
+	}
+	sort.SliceStable(errs, func(a, b int) bool {
+		if errs[a].File != errs[b].File {
+			return errs[a].File == file // lab.yaml's first, then the manifests' by name
+		}
+		return errs[a].Line < errs[b].Line
+	})
+	return errs
+}
+
+// sourceOf is the manifest an issue's app or Service comes from, or nil.
+func (t *Topology) sourceOf(path []any) *workloadSource {
+	if len(path) < 2 {
+		return nil
+	}
+	i, ok := path[1].(int)
+	if !ok {
+		return nil
+	}
+	switch {
+	case path[0] == "apps" && i < len(t.Apps):
+		return t.Apps[i].source
+	case path[0] == "services" && i < len(t.Services):
+		return t.Services[i].source
+	}
+	return nil
 }
 
 var yamlLine = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)

@@ -59,14 +59,14 @@ func Node() *corev1.Node {
 	}
 }
 
-// Deployments renders the Deployments of cluster: the apps that list it
-// in replicas and the gateway entries placed in it.
+// Deployments renders the Deployments of cluster: the apps of lab.yaml
+// that list it in replicas and the gateway entries placed in it.
 func (t *Topology) Deployments(cluster string) []*appsv1.Deployment {
 	var out []*appsv1.Deployment
 	for _, a := range t.Apps {
 		n, ok := a.Replicas[cluster]
-		if !ok {
-			continue
+		if !ok || a.fromManifests() {
+			continue // the manifests' own: InjectedDeployments
 		}
 		labels := map[string]string{LabelApp: a.Service, LabelVersion: a.Version, LabelLabApp: a.Name, LabelManaged: "true"}
 		for k, v := range a.Labels {
@@ -138,13 +138,15 @@ func (a *App) decorate(pt *corev1.PodTemplateSpec) {
 				HTTPGet: &corev1.HTTPGetAction{Path: "/", Port: intstr.FromInt32(a.Port.Number)}}}
 		}
 		c := &pt.Spec.Containers[0]
-		c.LivenessProbe, c.ReadinessProbe = probe(1), probe(10)
+		if c.LivenessProbe == nil && c.ReadinessProbe == nil { // a manifest's own probes stay
+			c.LivenessProbe, c.ReadinessProbe = probe(1), probe(10)
+		}
 	}
 	switch a.Sidecar {
 	case sidecar.Istio:
 		// What Istio's injector sets: kubectl logs and exec default to the
 		// app, and Prometheus scrapes the agent's merged metrics.
-		pt.Annotations["kubectl.kubernetes.io/default-logs-container"] = a.Name
+		pt.Annotations["kubectl.kubernetes.io/default-logs-container"] = pt.Spec.Containers[0].Name
 		pt.Annotations["prometheus.io/scrape"] = "true"
 		pt.Annotations["prometheus.io/port"] = "15020"
 		pt.Annotations["prometheus.io/path"] = sidecar.MetricsPath(sidecar.Istio)
@@ -166,9 +168,19 @@ func (a *App) decorate(pt *corev1.PodTemplateSpec) {
 	}
 }
 
-// ServiceObjects renders the Services of cluster: declared app Services
-// and the gateway entries' Services.
+// ServiceObjects are the Services of cluster: declared app Services
+// (the manifests' as they give them) and the gateway entries' Services.
 func (t *Topology) ServiceObjects(cluster string) []*corev1.Service {
+	return t.serviceObjects(cluster, true)
+}
+
+// LabServiceObjects are the Services of cluster the lab renders: those of
+// ServiceObjects but the manifests' own, which go with their files.
+func (t *Topology) LabServiceObjects(cluster string) []*corev1.Service {
+	return t.serviceObjects(cluster, false)
+}
+
+func (t *Topology) serviceObjects(cluster string, manifests bool) []*corev1.Service {
 	var out []*corev1.Service
 	for i := range t.Services {
 		s := &t.Services[i]
@@ -177,6 +189,12 @@ func (t *Topology) ServiceObjects(cluster string) []*corev1.Service {
 			in = in || c == cluster
 		}
 		if !in {
+			continue
+		}
+		if s.FromManifests() {
+			if manifests {
+				out = append(out, s.from[cluster].DeepCopy())
+			}
 			continue
 		}
 		portName := DefaultPortName

@@ -15,6 +15,9 @@ import (
 	"strings"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/mesh-verify/mesh-verify/lab/meshsim"
 	"github.com/mesh-verify/mesh-verify/lab/nginx"
 )
@@ -59,8 +62,11 @@ type Topology struct {
 	Istio IstioConfig `yaml:"istio,omitempty"`
 
 	// Manifests are the Kubernetes manifests of a topology directory
-	// (ParseDir): the tutorial's own mesh objects, per cluster.
+	// (ParseDir): the tutorial's own objects, per cluster.
 	Manifests []Manifest `yaml:"-"`
+	// WorkloadNotes say, per object, what the manifests' Deployments and
+	// Services set that the lab does not play.
+	WorkloadNotes []string `yaml:"-"`
 
 	// File is where the topology was loaded from ("builtin:NAME" for the
 	// embedded catalog).
@@ -121,6 +127,11 @@ type App struct {
 	// Labels are more pod labels, the tutorial's own (Cilium's rebel-base
 	// pods carry name=rebel-base), beside the lab's app and version.
 	Labels map[string]string `yaml:"labels"`
+
+	// source is the manifest the app's Deployment comes from (nil: from
+	// lab.yaml); from holds that Deployment per cluster.
+	source *workloadSource
+	from   map[string]*appsv1.Deployment
 }
 
 // Service is a ClusterIP Service over the pods of the apps that name it.
@@ -137,6 +148,11 @@ type Service struct {
 	Labels      map[string]string `yaml:"labels"`
 	// Selector is the tutorial's selector of the pods (default: app=<name>).
 	Selector map[string]string `yaml:"selector"`
+
+	// source is the manifest the Service comes from (nil: from lab.yaml);
+	// from holds it per cluster, as the lab applies it.
+	source *workloadSource
+	from   map[string]*corev1.Service
 }
 
 // Entry is where traffic enters the simulated mesh. A gateway entry has

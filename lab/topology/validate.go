@@ -160,7 +160,7 @@ func (t *Topology) checkServices(c *checker) {
 		for _, a := range t.Apps {
 			if a.Service == s.Name && a.Namespace == s.Namespace {
 				used = true
-				if !slices.Contains(portNames, a.Port.Name) {
+				if !s.FromManifests() && !slices.Contains(portNames, a.Port.Name) {
 					portNames = append(portNames, a.Port.Name)
 				}
 			}
@@ -170,7 +170,7 @@ func (t *Topology) checkServices(c *checker) {
 				continue
 			}
 			for _, k := range slices.Sorted(maps.Keys(s.Selector)) {
-				if v, ok := a.Labels[k]; !ok || v != s.Selector[k] {
+				if v, ok := a.podLabels()[k]; !ok || v != s.Selector[k] {
 					c.add(at(p, "selector", k), "app %s's pods do not carry %s=%s (their labels: app, version and %v): the Service would not select them", a.Name, k, s.Selector[k], a.Labels)
 				}
 			}
@@ -194,6 +194,9 @@ func (t *Topology) checkApps(c *checker) {
 		p := []any{"apps", i}
 		checkName(c, at(p, "name"), "app (Deployment)", a.Name)
 		for _, k := range slices.Sorted(maps.Keys(a.Labels)) {
+			if a.fromManifests() && !strings.HasPrefix(k, "lab.mesh-verify.io/") {
+				continue // the tutorial's own labels, app and version included
+			}
 			if k == LabelApp || k == LabelVersion || strings.HasPrefix(k, "lab.mesh-verify.io/") {
 				c.add(at(p, "labels", k), "the lab sets %s itself (service, version and its own labels)", k)
 			}
@@ -211,7 +214,12 @@ func (t *Topology) checkApps(c *checker) {
 		if !dnsLabel.MatchString(a.Version) || len(a.Version) > 63 {
 			c.add(at(p, "version"), "invalid version %q: it is a label value, like v1", a.Version)
 		}
-		checkPort(c, at(p, "port"), a.Port)
+		if a.fromManifests() && a.Port.Name == "" {
+			// The tutorial's Service targets the port by number.
+			checkPort(c, at(p, "port"), Port{Number: a.Port.Number, Name: DefaultPortName})
+		} else {
+			checkPort(c, at(p, "port"), a.Port)
+		}
 		switch {
 		case a.Service == "":
 			c.add(at(p, "service"), "required: the Service the pods belong to (declared under services)")
