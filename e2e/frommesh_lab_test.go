@@ -11,6 +11,7 @@ import (
 
 	"github.com/mesh-verify/mesh-verify/assert"
 	"github.com/mesh-verify/mesh-verify/e2e/e2etest"
+	"github.com/mesh-verify/mesh-verify/lab"
 )
 
 // fromMeshScenario is the catalog's kuma-canary scenario judging the
@@ -45,39 +46,13 @@ expect:
 // --kubeconfig show the derived expectation.
 func TestFromMeshFollowsThePatchedTrafficRoute(t *testing.T) {
 	t.Parallel()
-	l := mv.Lab(t, e2etest.LabSpec{Topology: "kuma-canary"})
+	l, f := fromMeshLab(t, "kuma-canary", fromMeshScenario)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	f := filepath.Join(t.TempDir(), "kuma-canary-from-mesh.yaml")
-	if err := os.WriteFile(f, []byte(fromMeshScenario), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	rvOf := regexp.MustCompile(`TrafficRoute test-server in cluster c1 \(resourceVersion (\d+)\)`)
-	run := func(wantWeights string) (rv string) {
+	run := func(wantWeights string) string {
 		t.Helper()
-		r := runBinary(t, ctx, "run", f, "--kubeconfig", l.Kubeconfig)
-		rep := r.Report()
-		if rep == nil {
-			t.Fatalf("no report (exit %d)\n%s\n%s", r.Code, r.Stdout, r.Stderr)
-		}
-		e := rep.Expectation[0]
-		if rep.Verdict != assert.Pass || e.Verdict != assert.Pass {
-			t.Fatalf("verdict %s (%s: %s), want PASS\n%s\n%s", rep.Verdict, e.Name, e.Reason, r.Stdout, r.Stderr)
-		}
-		if e.Model == nil {
-			t.Fatalf("no model in the report: %+v", e)
-		}
-		expl := strings.Join(e.Model.Explanation, "\n")
-		m := rvOf.FindStringSubmatch(expl)
-		if m == nil || !strings.Contains(expl, wantWeights) {
-			t.Fatalf("the report's model does not name the VirtualService's resourceVersion and weights %q:\n%s", wantWeights, expl)
-		}
-		// The run printed what it read, with the same resourceVersion.
-		if !strings.Contains(r.Stdout+r.Stderr, m[0]) {
-			t.Errorf("the run did not print the source %q:\n%s\n%s", m[0], r.Stdout, r.Stderr)
-		}
-		t.Logf("%s: %s; shares %v", m[0], strings.TrimSpace(wantWeights), e.Model.Shares)
-		return m[1]
+		return runFromMesh(t, ctx, f, l.Kubeconfig, rvOf, wantWeights)
 	}
 	before := run("weights c1=90, c2=10\n")
 
@@ -97,4 +72,93 @@ func TestFromMeshFollowsThePatchedTrafficRoute(t *testing.T) {
 	if after == before {
 		t.Errorf("resourceVersion %s before and after the patch", before)
 	}
+}
+
+// runFromMesh runs the scenario f, wants every expectation to PASS and
+// the first one's model explanation to name the object (rvOf, its
+// resourceVersion the first group) and want, as the run printed it too;
+// it returns the resourceVersion.
+func runFromMesh(t *testing.T, ctx context.Context, f, kubeconfig string, rvOf *regexp.Regexp, want string) string {
+	t.Helper()
+	r := runBinary(t, ctx, "run", f, "--kubeconfig", kubeconfig)
+	rep := r.Report()
+	if rep == nil {
+		t.Fatalf("no report (exit %d)\n%s\n%s", r.Code, r.Stdout, r.Stderr)
+	}
+	e := rep.Expectation[0]
+	if rep.Verdict != assert.Pass {
+		t.Fatalf("verdict %s (%s: %s %s), want PASS\n%s\n%s", rep.Verdict, e.Name, e.Verdict, e.Reason, r.Stdout, r.Stderr)
+	}
+	if e.Model == nil {
+		t.Fatalf("no model in the report: %+v", e)
+	}
+	expl := strings.Join(e.Model.Explanation, "\n")
+	m := rvOf.FindStringSubmatch(expl)
+	if m == nil || !strings.Contains(expl, want) {
+		t.Fatalf("the report's model does not name the object's resourceVersion and %q:\n%s", want, expl)
+	}
+	// The run printed what it read, with the same resourceVersion.
+	if !strings.Contains(r.Stdout+r.Stderr, m[0]) {
+		t.Errorf("the run did not print the source %q:\n%s\n%s", m[0], r.Stdout, r.Stderr)
+	}
+	t.Logf("%s: %s; shares %v", m[0], strings.TrimSpace(want), e.Model.Shares)
+	return m[1]
+}
+
+// fromMeshMirrorScenario is the catalog's istio-mirror scenario with the
+// mirror's percentage read from the VirtualService (mirror.fromMesh).
+const fromMeshMirrorScenario = `apiVersion: mesh-verify.io/v1alpha1
+kind: Scenario
+metadata: {name: istio-mirror-from-mesh}
+clusters:
+  - {name: c1, context: kind-c1}
+  - {name: c2, context: kind-c2}
+target:
+  portForward: {cluster: c1, namespace: default, resource: svc/caller-service, port: "8080"}
+  path: /caller/ping
+attack: {concurrency: 4, repetitions: 475, keepAlive: false}
+attribution: {preset: tutorial}
+observe:
+  - name: callme-v2
+    selector: app=callme-service,version=v2
+    clusters: [c2]
+    logs: {preset: spring-callme}
+expect:
+  - name: mirrored to callme v2 as the VirtualService says
+    mirror:
+      to: callme-v2
+      fromMesh: {virtualService: default/callme-service-route}
+      margin: 5%
+      shadow: false
+`
+
+// TestFromMeshMirrorFollowsThePatchedVirtualService: a mirror whose
+// percentage comes from the running lab's VirtualService PASSes at 50%
+// and, the scenario unchanged, at 10% after kubectl patch; the report
+// names the new percentage and resourceVersion.
+func TestFromMeshMirrorFollowsThePatchedVirtualService(t *testing.T) {
+	t.Parallel()
+	l, f := fromMeshLab(t, "istio-mirror", fromMeshMirrorScenario)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	rvOf := regexp.MustCompile(`VirtualService default/callme-service-route in cluster c1 \(resourceVersion (\d+)\)`)
+	before := runFromMesh(t, ctx, f, l.Kubeconfig, rvOf, "mirror 50% to v2")
+	patched := time.Now()
+	e2etest.Kubectl(t, l, "c1", "patch", "virtualservice", "callme-service-route", "--type", "json", "-p",
+		`[{"op":"replace","path":"/spec/http/0/mirrorPercentage/value","value":10}]`)
+	waitPolicy(t, l, "mirror 10% to version v2", patched)
+	if after := runFromMesh(t, ctx, f, l.Kubeconfig, rvOf, "mirror 10% to v2"); after == before {
+		t.Errorf("resourceVersion %s before and after the patch", before)
+	}
+}
+
+// fromMeshLab starts the topology's lab and writes the scenario to a file.
+func fromMeshLab(t *testing.T, topology, scenario string) (*lab.Lab, string) {
+	t.Helper()
+	l := mv.Lab(t, e2etest.LabSpec{Topology: topology})
+	f := filepath.Join(t.TempDir(), topology+"-from-mesh.yaml")
+	if err := os.WriteFile(f, []byte(scenario), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return l, f
 }

@@ -264,15 +264,13 @@ func Mirrors(sc *scenarios.Scenario) []*scenarios.MirrorExpect {
 	return out
 }
 
-// MeshSources are the mesh objects the scenario's splits read their
-// expected shares from (split.fromMesh): what rbac must grant reads of
+// MeshSources are the mesh objects the scenario's splits and mirrors
+// read their expectations from (fromMesh): what rbac must grant reads of
 // (runner/permissions.go).
 func MeshSources(sc *scenarios.Scenario) []*scenarios.MeshSource {
 	var out []*scenarios.MeshSource
-	for _, e := range Resolve(sc) {
-		if k, ok := e.kind.(splitKind); ok && k.sp.FromMesh != nil {
-			out = append(out, k.sp.FromMesh)
-		}
+	for _, f := range FromMeshSources(sc) {
+		out = append(out, f.Source)
 	}
 	return out
 }

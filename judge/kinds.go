@@ -216,11 +216,20 @@ func (k mirrorKind) judge(c *call, r *reports.Expectation) {
 		r.Verdict, r.Reason = assert.Inconclusive, mc.Unusable
 		return
 	}
-	model, err := assert.MirrorModel(100 * m.Percent.Fraction())
+	pct, provenance := 100*m.Percent.Fraction(), []string(nil)
+	if m.FromMesh != nil {
+		var err error
+		if pct, provenance, err = c.j.meshMirror(m); err != nil {
+			r.Verdict, r.Reason = assert.Fail, "expected mirror: "+err.Error()
+			return
+		}
+	}
+	model, err := assert.MirrorModel(pct)
 	if err != nil {
 		r.Verdict, r.Reason = assert.Fail, err.Error()
 		return
 	}
+	model.Explanation = append(provenance, model.Explanation...)
 	res := assert.Mirror(mc.K, mc.N, c.j.baseSpec(m.Margin, nil, model.Shares, c.conf))
 	r.By, r.Model, r.Split = "mirror", &model, &res
 	r.Verdict, r.Advice = res.Verdict, res.Advice

@@ -106,7 +106,7 @@ func (j *Judge) PlanExpectation(w io.Writer, e Expectation, looks int) (assert.P
 func (k splitKind) plan(p *planner, e Expectation) (assert.Plan, error) {
 	if k.sp.FromMesh != nil {
 		ref, _, _ := k.sp.FromMesh.Ref()
-		ms, read := p.j.mesh[k.sp]
+		ms, read := p.j.mesh[k.sp.FromMesh]
 		switch {
 		case !read:
 			fmt.Fprintf(p.w, "%s: not planned here: its expected shares are read from %s when the run starts (give --kubeconfig to read them now)\n", e.Name(), ref)
@@ -133,7 +133,19 @@ func (k splitKind) plan(p *planner, e Expectation) (assert.Plan, error) {
 }
 
 func (k mirrorKind) plan(p *planner, e Expectation) (assert.Plan, error) {
-	model, err := assert.MirrorModel(100 * k.m.Percent.Fraction())
+	pct := 100 * k.m.Percent.Fraction()
+	if k.m.FromMesh != nil {
+		var lines []string
+		var err error
+		if pct, lines, err = p.j.meshMirror(k.m); err != nil {
+			fmt.Fprintf(p.w, "%s: not planned here: %v\n", e.Name(), err)
+			return assert.Plan{}, nil
+		}
+		for _, l := range lines {
+			fmt.Fprintf(p.w, "%s: %s\n", e.Name(), l)
+		}
+	}
+	model, err := assert.MirrorModel(pct)
 	if err != nil {
 		return assert.Plan{}, err
 	}

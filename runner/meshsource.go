@@ -19,7 +19,7 @@ import (
 // usesMesh reports whether a split reads its expected shares from the
 // mesh's objects (split.fromMesh): the run then connects to every
 // declared cluster, where those objects and the pods behind them are.
-func usesMesh(sc *scenarios.Scenario) bool { return len(judge.FromMeshSplits(sc)) > 0 }
+func usesMesh(sc *scenarios.Scenario) bool { return len(judge.FromMeshSources(sc)) > 0 }
 
 // meshRequest is the attack's request as the mesh's route rules see it
 // (docs/expect-from-mesh.md, "Which rule the attack's requests match"):
@@ -57,7 +57,8 @@ func meshRequest(sc *scenarios.Scenario) meshconfig.Request {
 	return r
 }
 
-// readMesh reads, once, the mesh objects every split with fromMesh names
+// readMesh reads, once, the mesh objects every split or mirror with
+// fromMesh names
 // and derives its expected shares for the attack's requests; conns is the
 // concurrency a split that does not say is taken to balance (Skupper).
 // Each object read is printed to w with its resourceVersion, and the
@@ -67,7 +68,7 @@ func meshRequest(sc *scenarios.Scenario) meshconfig.Request {
 // take (no matching rule, an undefined subset) are that split's error,
 // for the judge to FAIL it with.
 func readMesh(ctx context.Context, sc *scenarios.Scenario, clusters map[string]*kube.Cluster, conns int, w io.Writer) (judge.Mesh, error) {
-	splits := judge.FromMeshSplits(sc)
+	splits := judge.FromMeshSources(sc)
 	if len(splits) == 0 {
 		return nil, nil
 	}
@@ -89,12 +90,12 @@ func readMesh(ctx context.Context, sc *scenarios.Scenario, clusters map[string]*
 	req := meshRequest(sc)
 	out := judge.Mesh{}
 	for _, s := range splits {
-		ref, _, err := s.Split.FromMesh.Ref()
+		ref, _, err := s.Source.Ref()
 		if err != nil {
-			return nil, fmt.Errorf("expectation %q: split.fromMesh: %w", s.Name, err)
+			return nil, fmt.Errorf("expectation %q: fromMesh: %w", s.Name, err)
 		}
-		q := meshconfig.Query{Ref: ref, By: s.Split.By, Clusters: names, Request: req,
-			Connections: s.Split.Connections, Selector: s.Split.FromMesh.Selector}
+		q := meshconfig.Query{Ref: ref, By: s.By, Clusters: names, Request: req,
+			Connections: s.Connections, Selector: s.Source.Selector}
 		if q.Connections == 0 {
 			q.Connections = conns
 		}
@@ -105,14 +106,14 @@ func readMesh(ctx context.Context, sc *scenarios.Scenario, clusters map[string]*
 		ex, err := meshconfig.Resolve(q, objs)
 		if err != nil {
 			fmt.Fprintf(w, "expectation %q: no expected split from %s: %v\n", s.Name, ref.Object(), err)
-			out[s.Split] = judge.MeshSplit{Err: err}
+			out[s.Source] = judge.MeshSplit{Err: err}
 			continue
 		}
 		for _, l := range ex.Provenance() {
 			fmt.Fprintf(w, "expectation %q: %s\n", s.Name, l)
 		}
 		fmt.Fprintf(w, "expectation %q: expected split by %s from %s: %s\n", s.Name, ex.By, ref.Object(), formatShares(ex.Shares))
-		out[s.Split] = judge.MeshSplit{Expected: ex}
+		out[s.Source] = judge.MeshSplit{Expected: ex}
 	}
 	return out, nil
 }

@@ -370,6 +370,10 @@ func (m *MirrorExpect) explicitZeros(p string, pos positions, _ func(string, boo
 }
 func (m *MirrorExpect) check(s *Scenario, c *checker, p string) { s.checkMirror(c, p, m) }
 func (m *MirrorExpect) derivedName() string {
+	if m.FromMesh != nil {
+		ref, _, _ := m.FromMesh.Ref()
+		return fmt.Sprintf("mirror as %s says to %s", ref.Object(), m.To)
+	}
 	return fmt.Sprintf("mirror %s to %s", m.Percent, m.To)
 }
 
@@ -398,7 +402,10 @@ func (s *Scenario) checkMirror(c *checker, p string, m *MirrorExpect) {
 			c.add(p+".shadow", "shadow counts lines whose host ends in -shadow, but workload %s's logs.match has no host or authority group", m.To)
 		}
 	}
-	if !(m.Percent > 0 && m.Percent <= 1) {
+	switch {
+	case m.FromMesh != nil:
+		s.checkMirrorFromMesh(c, p, m)
+	case !(m.Percent > 0 && m.Percent <= 1):
 		c.add(p+".percent", "required: the expected share of primary requests mirrored, in (0, 100%%], like 50%%")
 	}
 	checkMargin(c, p+".margin", m.Margin, false)
@@ -485,8 +492,12 @@ type MirrorExpect struct {
 	// To is the observe workload (with logs) that receives the copies.
 	To string `yaml:"to"`
 	// Percent is the expected share of primary requests mirrored.
-	Percent Percent  `yaml:"percent"`
-	Margin  *Percent `yaml:"margin"`
+	Percent Percent `yaml:"percent"`
+	// FromMesh reads the percentage from the mesh object that mirrors
+	// (an Istio VirtualService's mirrorPercentage, a Kuma RequestMirror)
+	// instead of Percent (docs/expect-from-mesh.md).
+	FromMesh *MeshSource `yaml:"fromMesh"`
+	Margin   *Percent    `yaml:"margin"`
 	// Shadow counts only lines whose host (or authority) group ends in
 	// -shadow (Envoy up to Istio 1.27 appends it to the copy's Host), else
 	// every line of the target's pods. ApplyDefaults sets it to whether the

@@ -118,3 +118,32 @@ func (s *Scenario) checkFromMesh(c *checker, p string, sp *Split) {
 		c.add(fp+".selector", "applies to skupper only")
 	}
 }
+
+// checkMirrorFromMesh validates a mirror whose percentage comes from the
+// mesh: an object that mirrors, and no percent besides.
+func (s *Scenario) checkMirrorFromMesh(c *checker, p string, m *MirrorExpect) {
+	fp := p + ".fromMesh"
+	ref, key, err := m.FromMesh.Ref()
+	if err != nil {
+		if key != "" {
+			fp += "." + key
+		}
+		c.add(fp, "%v", err)
+		return
+	}
+	if m.Percent != 0 {
+		c.add(p+".percent", "percent and fromMesh: the percentage is read from %s; give one or the other", ref.Object())
+	}
+	if ref.Kind != meshconfig.KindVirtualService && ref.Kind != meshconfig.KindMeshHTTPRoute {
+		c.add(fp+"."+key, "a %s does not mirror: name a virtualService or a meshHTTPRoute", ref.Kind)
+	}
+	if ref.Cluster != "" && !s.declared(ref.Cluster) {
+		c.add(fp+".cluster", "%s", s.unknownCluster(ref.Cluster))
+	}
+	if len(s.Clusters) == 0 {
+		c.add(fp, "the mesh objects are read from a declared cluster (clusters[] with a context)")
+	}
+	if m.FromMesh.Selector != "" {
+		c.add(fp+".selector", "applies to skupper only")
+	}
+}
