@@ -36,6 +36,9 @@ func Kinds() []Kind {
 		// into a lab app (its kind from the image) and serves it.
 		{[]string{"apps/v1"}, "Deployment", ""},
 		{[]string{"v1"}, "Service", ""},
+		// What an app serves from a volume: Cilium's rebel-base answers
+		// its ConfigMap's JSON, which lab/topology reads.
+		{[]string{"v1"}, "ConfigMap", ""},
 		{[]string{"v1"}, "Secret", MeshSkupper},
 		{istio, "VirtualService", MeshIstio},
 		{istio, "DestinationRule", MeshIstio},
