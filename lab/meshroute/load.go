@@ -46,6 +46,7 @@ func Kinds() []Kind {
 		{[]string{"kuma.io/v1alpha1"}, "MeshHTTPRoute", MeshKuma},
 		{[]string{"kuma.io/v1alpha1"}, "TrafficRoute", MeshKuma},
 		{[]string{"kuma.io/v1alpha1"}, "MeshAccessLog", MeshKuma},
+		{[]string{"kuma.io/v1alpha1"}, "TrafficLog", MeshKuma},
 		{[]string{"skupper.io/v2alpha1"}, "Link", MeshSkupper},
 	}
 }
