@@ -12,8 +12,11 @@ export CGO_ENABLED ?= 0
 
 all: build
 
+# The product and, beside it, the lab (`mesh-verify lab` runs the
+# mesh-verify-lab next to it; the image and releases carry only the product).
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/mesh-verify ./cmd/mesh-verify
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/mesh-verify-lab ./cmd/mesh-verify-lab
 
 # The container image without a Docker daemon: an OCI image layout in
 # $(OCI) (README.md, "Container image"), from a static build of the CLI,

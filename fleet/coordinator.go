@@ -16,6 +16,7 @@ import (
 
 	"github.com/mesh-verify/mesh-verify/attack"
 	"github.com/mesh-verify/mesh-verify/kube"
+	"github.com/mesh-verify/mesh-verify/kube/access"
 	"github.com/mesh-verify/mesh-verify/measure"
 	"github.com/mesh-verify/mesh-verify/reports"
 	"github.com/mesh-verify/mesh-verify/scenarios"
@@ -890,7 +891,7 @@ func Denied(err error, cluster, ns string, workers int) error {
 		return err
 	}
 	var verbs []string
-	for _, p := range kube.PermissionsFor(kube.FeatureWorkers, "") {
+	for _, p := range access.PermissionsFor(access.FeatureWorkers, "") {
 		if !p.Worker && !slices.Contains(verbs, p.String()) {
 			verbs = append(verbs, p.String())
 		}

@@ -412,6 +412,10 @@ func (c *Cluster) CheckNamespace(ctx context.Context, ns string) error {
 	return c.wrap("get namespace "+ns, err)
 }
 
+// Wrap turns a client error into a *ClusterError naming this cluster and
+// the call that failed (kube/portforward and kube/access name theirs).
+func (c *Cluster) Wrap(call string, err error) error { return c.wrap(call, err) }
+
 // wrap turns a client error into a *ClusterError naming this cluster.
 func (c *Cluster) wrap(call string, err error) error {
 	if err == nil {

@@ -29,6 +29,10 @@ type Workload struct {
 	Name string `json:"name,omitempty"`
 }
 
+// Label names the workload in messages: its name, else its selector,
+// else its namespace.
+func (w Workload) Label() string { return w.label() }
+
 func (w Workload) label() string {
 	if w.Name != "" {
 		return w.Name
@@ -124,6 +128,9 @@ func podFromAPI(cluster, workload string, in *corev1.Pod) Pod {
 // defaultContainerAnnotation names a pod's default container, as kubectl
 // logs and exec read it.
 const defaultContainerAnnotation = "kubectl.kubernetes.io/default-container"
+
+// PodReady reports whether the pod's Ready condition is true.
+func PodReady(p *corev1.Pod) bool { return podReady(p) }
 
 func podReady(p *corev1.Pod) bool {
 	for _, c := range p.Status.Conditions {

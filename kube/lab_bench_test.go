@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mesh-verify/mesh-verify/kube"
+	"github.com/mesh-verify/mesh-verify/kube/portforward"
 	"github.com/mesh-verify/mesh-verify/lab/labtest"
 )
 
@@ -65,7 +65,7 @@ func BenchmarkLabTunnelVsKubectl(b *testing.B) {
 	lab := labtest.Clusters(b, "c1")
 	d := newDemo(b, lab, "c1", "demo", 1, "version", "v1", true)
 	pod := d.waitPods(b, 1)[0].Name
-	tun, err := kube.OpenTunnel(context.Background(), d.c, kube.TunnelSpec{Namespace: "demo", Resource: "pod/" + pod, Port: "http"})
+	tun, err := portforward.OpenTunnel(context.Background(), d.c, portforward.TunnelSpec{Namespace: "demo", Resource: "pod/" + pod, Port: "http"})
 	if err != nil {
 		b.Fatal(err)
 	}

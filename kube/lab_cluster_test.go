@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/mesh-verify/mesh-verify/kube"
+	"github.com/mesh-verify/mesh-verify/kube/portforward"
 	"github.com/mesh-verify/mesh-verify/lab/labtest"
 )
 
@@ -118,7 +119,7 @@ contexts:
 		_, err = kube.Inventory(ctx, []*kube.Cluster{c}, []kube.Workload{{Namespace: "demo", Selector: "app=web"}})
 		check(t, err, kube.ReasonForbidden, `cluster c1 (context kind-nobody): forbidden to list pods in namespace demo: `,
 			`pods is forbidden: User "system:serviceaccount:demo:nobody" cannot list resource "pods"`)
-		_, err = kube.OpenTunnel(ctx, c, kube.TunnelSpec{Resource: "svc/web", Port: "web"}) // namespace from the context
+		_, err = portforward.OpenTunnel(ctx, c, portforward.TunnelSpec{Resource: "svc/web", Port: "web"}) // namespace from the context
 		check(t, err, kube.ReasonForbidden, "port-forward to demo/web in cluster c1", "forbidden to get service demo/web", `cannot get resource "services"`)
 	})
 	t.Run("namespace not found", func(t *testing.T) {

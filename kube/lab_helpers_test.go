@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/mesh-verify/mesh-verify/kube"
+	"github.com/mesh-verify/mesh-verify/kube/portforward"
 	"github.com/mesh-verify/mesh-verify/lab/labtest"
 )
 
@@ -190,7 +191,7 @@ spec:
     target: {port: %s, address: 127.0.0.1}
 `, pod, d.ns, b.port()))
 	// kwok-controller learns of the object through a watch: poll.
-	tun, err := kube.OpenTunnel(context.Background(), d.c, kube.TunnelSpec{Namespace: d.ns, Resource: "pod/" + pod, Port: "http"})
+	tun, err := portforward.OpenTunnel(context.Background(), d.c, portforward.TunnelSpec{Namespace: d.ns, Resource: "pod/" + pod, Port: "http"})
 	if err != nil {
 		t.Fatal(err)
 	}

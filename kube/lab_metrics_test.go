@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/mesh-verify/mesh-verify/kube"
+	"github.com/mesh-verify/mesh-verify/kube/portforward"
 	"github.com/mesh-verify/mesh-verify/lab/labtest"
 )
 
@@ -65,11 +66,11 @@ spec:
 	var before *kube.Metrics
 	poll(t, 30*time.Second, "kwok forwarding port 15090", func() error {
 		var err error
-		before, err = kube.ScrapeVia(ctx, d.c, kube.ViaPortForward, "demo", pod, "15090", "/stats/prometheus")
+		before, err = portforward.ScrapeVia(ctx, d.c, kube.ViaPortForward, "demo", pod, "15090", "/stats/prometheus")
 		return err
 	})
 	m.count.Add(13)
-	after, err := kube.ScrapeVia(ctx, d.c, kube.ViaPortForward, "demo", pod, "15090", "stats/prometheus")
+	after, err := portforward.ScrapeVia(ctx, d.c, kube.ViaPortForward, "demo", pod, "15090", "stats/prometheus")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,12 +84,12 @@ spec:
 		{"9999", "/metrics", `port-forward`},
 		{"nosuchport", "/metrics", `no container port named "nosuchport"`},
 	} {
-		_, err := kube.ScrapeVia(ctx, d.c, kube.ViaPortForward, "demo", pod, tc.port, tc.path)
+		_, err := portforward.ScrapeVia(ctx, d.c, kube.ViaPortForward, "demo", pod, tc.port, tc.path)
 		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "demo/"+pod) {
 			t.Errorf("scrape port %s path %s: %v, want an error naming the pod and containing %q", tc.port, tc.path, err, tc.want)
 		}
 	}
-	if _, err := kube.ScrapeVia(ctx, d.c, "ssh", "demo", pod, "15090", "/"); err == nil || !strings.Contains(err.Error(), `unknown way "ssh"`) {
+	if _, err := portforward.ScrapeVia(ctx, d.c, "ssh", "demo", pod, "15090", "/"); err == nil || !strings.Contains(err.Error(), `unknown way "ssh"`) {
 		t.Errorf("ScrapeVia(ssh) = %v", err)
 	}
 }
@@ -139,7 +140,7 @@ spec:
 	if !apierrors.IsBadRequest(err) || !strings.Contains(err.Error(), "BadRequest 400: address not allowed") {
 		t.Fatalf("pod proxy to pod IP %s: %v, want 400 \"address not allowed\"", ip, err)
 	}
-	_, err = kube.ScrapeVia(context.Background(), c, kube.ViaProxy, "default", "lo", "15090", "/stats/prometheus")
+	_, err = portforward.ScrapeVia(context.Background(), c, kube.ViaProxy, "default", "lo", "15090", "/stats/prometheus")
 	if err == nil || !strings.Contains(err.Error(), "metrics.via: portForward") {
 		t.Errorf("Scrape of a kwok pod: %v, want the advice to use a port-forward", err)
 	}

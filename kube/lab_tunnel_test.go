@@ -16,10 +16,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/mesh-verify/mesh-verify/kube"
+	"github.com/mesh-verify/mesh-verify/kube/portforward"
 	"github.com/mesh-verify/mesh-verify/lab/labtest"
 )
 
-func tunnelClient(tun *kube.Tunnel, keepAlive bool) *http.Client {
+func tunnelClient(tun *portforward.Tunnel, keepAlive bool) *http.Client {
 	return &http.Client{
 		Transport: &http.Transport{
 			DialContext:         tun.DialContext,
@@ -51,7 +52,7 @@ func TestLabTunnelTargetsNamedPorts(t *testing.T) {
 		{"deployment/web", "8080", []kube.Workload{{Namespace: "other", Selector: "app=web"}}, false},
 	} {
 		t.Run(strings.ReplaceAll(tc.resource, "/", "_")+"_"+tc.port, func(t *testing.T) {
-			tun, err := kube.OpenTunnel(context.Background(), d.c, kube.TunnelSpec{Namespace: "demo", Resource: tc.resource, Port: tc.port, Observed: tc.observed})
+			tun, err := portforward.OpenTunnel(context.Background(), d.c, portforward.TunnelSpec{Namespace: "demo", Resource: tc.resource, Port: tc.port, Observed: tc.observed})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -92,7 +93,7 @@ func TestLabTunnelTargetsNamedPorts(t *testing.T) {
 	// pod is one of the Deployment's.
 	t.Run("unknown port names are setup errors", func(t *testing.T) {
 		for _, tc := range [][2]string{{"svc/web", "grpc"}, {"deploy/web", "grpc"}, {"svc/nope", "80"}} {
-			_, err := kube.OpenTunnel(context.Background(), d.c, kube.TunnelSpec{Namespace: "demo", Resource: tc[0], Port: tc[1]})
+			_, err := portforward.OpenTunnel(context.Background(), d.c, portforward.TunnelSpec{Namespace: "demo", Resource: tc[0], Port: tc[1]})
 			if err == nil {
 				t.Fatalf("%s %s: no error", tc[0], tc[1])
 			}
@@ -109,7 +110,7 @@ func TestLabTunnelTargetsNamedPorts(t *testing.T) {
 func TestLabTunnel200Concurrent(t *testing.T) {
 	lab := labtest.Clusters(t, "c1")
 	d := newDemo(t, lab, "c1", "demo", 2, "version", "v1", true)
-	tun, err := kube.OpenTunnel(context.Background(), d.c, kube.TunnelSpec{Namespace: "demo", Resource: "svc/web", Port: "web"})
+	tun, err := portforward.OpenTunnel(context.Background(), d.c, portforward.TunnelSpec{Namespace: "demo", Resource: "svc/web", Port: "web"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +182,7 @@ type outcome struct {
 func TestLabTunnelDropAndRecover(t *testing.T) {
 	lab := labtest.Clusters(t, "c1")
 	d := newDemo(t, lab, "c1", "demo", 1, "version", "v1", true)
-	tun, err := kube.OpenTunnel(context.Background(), d.c, kube.TunnelSpec{Namespace: "demo", Resource: "deploy/web", Port: "http"})
+	tun, err := portforward.OpenTunnel(context.Background(), d.c, portforward.TunnelSpec{Namespace: "demo", Resource: "deploy/web", Port: "http"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -346,7 +347,7 @@ func TestLabTunnelDropAndRecover(t *testing.T) {
 
 // classify names the cause of a failed request.
 func classify(err error) string {
-	var fe *kube.ForwardError
+	var fe *portforward.ForwardError
 	msg := err.Error()
 	switch {
 	case errors.As(err, &fe) && strings.Contains(fe.Message, "connection refused"):
@@ -375,7 +376,7 @@ func classify(err error) string {
 func TestLabTunnelSustained500rps(t *testing.T) {
 	lab := labtest.Clusters(t, "c1")
 	d := newDemo(t, lab, "c1", "demo", 1, "version", "v1", true)
-	tun, err := kube.OpenTunnel(context.Background(), d.c, kube.TunnelSpec{Namespace: "demo", Resource: "svc/web", Port: "web"})
+	tun, err := portforward.OpenTunnel(context.Background(), d.c, portforward.TunnelSpec{Namespace: "demo", Resource: "svc/web", Port: "web"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,12 +23,13 @@ import (
 
 	"github.com/mesh-verify/mesh-verify/internal/certtest"
 	"github.com/mesh-verify/mesh-verify/kube"
+	"github.com/mesh-verify/mesh-verify/kube/access"
 	"github.com/mesh-verify/mesh-verify/lab/labtest"
 )
 
 const (
 	workersNS       = "load"
-	coordinatorUser = "system:serviceaccount:" + workersNS + ":" + kube.DefaultServiceAccount
+	coordinatorUser = "system:serviceaccount:" + workersNS + ":" + access.DefaultServiceAccount
 	workerUser      = "system:serviceaccount:" + workersNS + ":" + kube.DefaultWorkerServiceAccount
 )
 
@@ -95,8 +96,8 @@ func TestLabWorkers(t *testing.T) {
 	// The manifest `mesh-verify rbac` prints for workers in load, applied
 	// server-side.
 	var manifest bytes.Buffer
-	objs := kube.Manifest(kube.ManifestOptions{Namespace: workersNS, Needs: kube.WorkerNeeds("c1", workersNS, 3)})
-	if err := kube.WriteManifest(&manifest, "workers", objs); err != nil {
+	objs := access.Manifest(access.ManifestOptions{Namespace: workersNS, Needs: access.WorkerNeeds("c1", workersNS, 3)})
+	if err := access.WriteManifest(&manifest, "workers", objs); err != nil {
 		t.Fatal(err)
 	}
 	actx, cancel := context.WithTimeout(ctx, time.Minute)

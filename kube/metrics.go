@@ -20,9 +20,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// scrapeAccept asks for the classic Prometheus text format, which every
+// ScrapeAccept asks for the classic Prometheus text format, which every
 // exporter serves (the pod proxy passes the header through to the pod).
-const scrapeAccept = `text/plain;version=0.0.4;q=0.9,application/openmetrics-text;version=1.0.0;q=0.5,*/*;q=0.1`
+const ScrapeAccept = `text/plain;version=0.0.4;q=0.9,application/openmetrics-text;version=1.0.0;q=0.5,*/*;q=0.1`
 
 // Sample is one flattened series: counters and gauges by their name;
 // summaries and histograms as NAME_count, NAME_sum (and NAME_bucket /
@@ -96,67 +96,6 @@ const (
 // Vias lists the ways to reach a pod's metrics.
 func Vias() []string { return []string{ViaProxy, ViaPortForward} }
 
-// maxScrapeBody bounds one scrape through a port-forward: Envoy's full
-// stats are a few MB.
-const maxScrapeBody = 64 << 20
-
-// ScrapeVia reads a pod's Prometheus endpoint through the API server's pod
-// proxy (ViaProxy, or "") or a port-forward (ViaPortForward). port is a
-// container port number or name; path defaults to /metrics.
-func ScrapeVia(ctx context.Context, c *Cluster, via, namespace, pod, port, path string) (*Metrics, error) {
-	switch via {
-	case "", ViaProxy:
-		return Scrape(ctx, c, namespace, pod, port, path)
-	case ViaPortForward:
-		return scrapeForward(ctx, c, namespace, pod, port, path)
-	}
-	return nil, fmt.Errorf("scrape pod %s/%s: unknown way %q (known: %s)", namespace, pod, via, strings.Join(Vias(), ", "))
-}
-
-// scrapeForward GETs the metrics through a port-forward to the pod's port:
-// one streaming connection for this scrape, closed after it.
-func scrapeForward(ctx context.Context, c *Cluster, namespace, pod, port, path string) (*Metrics, error) {
-	if path == "" {
-		path = "/metrics"
-	}
-	if !strings.HasPrefix(path, "/") {
-		path = "/" + path
-	}
-	what := fmt.Sprintf("scrape pod %s/%s port %s through a port-forward (GET %s)", namespace, pod, port, path)
-	tun, err := OpenTunnel(ctx, c, TunnelSpec{Namespace: namespace, Resource: "pod/" + pod, Port: port})
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
-	}
-	defer tun.Close()
-	tr := &http.Transport{Proxy: nil, DialContext: tun.DialContext, DisableKeepAlives: true, DisableCompression: true}
-	defer tr.CloseIdleConnections()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+pod+path, nil)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
-	}
-	req.Header.Set("Accept", scrapeAccept)
-	resp, err := tr.RoundTrip(req)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%s: status %d", what, resp.StatusCode)
-	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxScrapeBody+1))
-	if err != nil {
-		return nil, fmt.Errorf("%s: read: %w", what, err)
-	}
-	if len(body) > maxScrapeBody {
-		return nil, fmt.Errorf("%s: more than %d bytes of metrics", what, maxScrapeBody)
-	}
-	samples, err := ParseMetrics(bytes.NewReader(body), expfmt.ResponseFormat(resp.Header))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
-	}
-	return &Metrics{Cluster: c.Name, Namespace: namespace, Pod: pod, Time: time.Now().UTC(), Samples: samples}, nil
-}
-
 // Scrape reads a pod's Prometheus endpoint through the API server's pod
 // proxy (GET /api/v1/namespaces/NS/pods/NAME:PORT/proxy/PATH), so no
 // network path to the pod is needed beyond the API server's own. port is
@@ -204,7 +143,7 @@ func scrapePath(ctx context.Context, c *Cluster, abs string) ([]Sample, error) {
 		contentType string
 		code        int
 	)
-	body, err := c.Client.CoreV1().RESTClient().Get().AbsPath(abs).SetHeader("Accept", scrapeAccept).
+	body, err := c.Client.CoreV1().RESTClient().Get().AbsPath(abs).SetHeader("Accept", ScrapeAccept).
 		Do(ctx).ContentType(&contentType).StatusCode(&code).Raw()
 	if err != nil {
 		return nil, proxyError(err, code, body)

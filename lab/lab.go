@@ -43,7 +43,7 @@ type Options struct {
 	// build in ~/.cache/mesh-verify/lab.
 	Bin      string
 	RepoRoot string
-	// Daemon starts `lab serve`; nil means SelfDaemon.
+	// Daemon starts the daemon (`mesh-verify-lab serve`); nil means SelfDaemon.
 	Daemon DaemonCommand
 	// ReadyTimeout bounds the wait for every pod to serve (default 2m).
 	ReadyTimeout time.Duration

@@ -26,8 +26,8 @@ import (
 )
 
 // The test binary doubles as the lab daemon: `<test binary> lab serve
-// --dir DIR` runs lab.Serve, as `mesh-verify lab serve --dir DIR` does, so
-// the tests need no separately built mesh-verify.
+// --dir DIR` runs lab.Serve, as `mesh-verify-lab serve --dir DIR` does, so
+// the tests need no separately built mesh-verify-lab.
 func TestMain(m *testing.M) {
 	if len(os.Args) == 5 && os.Args[1] == "lab" && os.Args[2] == "serve" && os.Args[3] == "--dir" {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/mesh-verify/mesh-verify/kube"
+	"github.com/mesh-verify/mesh-verify/kube/portforward"
 	"github.com/mesh-verify/mesh-verify/lab"
 	"github.com/mesh-verify/mesh-verify/lab/daemon"
 	"github.com/mesh-verify/mesh-verify/lab/kwok"
@@ -245,7 +246,7 @@ func requestLines(log string) []string {
 }
 
 // attackThroughTunnel sends GETs from workers over keep-alive connections
-// through mesh-verify's own port-forward (kube.Tunnel) to svc/NAME until
+// through mesh-verify's own port-forward (portforward.Tunnel) to svc/NAME until
 // stop is closed (and at most maxRequests), and reports how many there
 // were, which failed and which hung until the client's timeout.
 type attackResult struct {
@@ -263,7 +264,7 @@ func attackThroughTunnel(t *testing.T, l *lab.Lab, cluster, ns, svc, path string
 	if err != nil {
 		t.Fatal(err)
 	}
-	tun, err := kube.OpenTunnel(context.Background(), c, kube.TunnelSpec{Namespace: ns, Resource: "svc/" + svc, Port: "8080"})
+	tun, err := portforward.OpenTunnel(context.Background(), c, portforward.TunnelSpec{Namespace: ns, Resource: "svc/" + svc, Port: "8080"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,19 +16,21 @@ import (
 )
 
 // DaemonCommand builds the command that runs the lab daemon for dir. The
-// default is this executable's `lab serve --dir DIR`; tests substitute
-// their own binary. The arguments must include `lab serve --dir DIR`
-// (kwok.IsDaemon): that is how a pid is recognised as the lab's daemon (a
-// pid file may outlive its process, and pids are reused).
+// default is this executable's `serve --dir DIR` (mesh-verify-lab's);
+// tests substitute their own binary. The arguments must be those
+// kwok.IsDaemon recognises, `mesh-verify-lab serve --dir DIR` or
+// `… lab serve --dir DIR`: that is how a pid is recognised as the lab's
+// daemon (a pid file may outlive its process, and pids are reused).
 type DaemonCommand func(dir string) (*exec.Cmd, error)
 
-// SelfDaemon runs `<this executable> lab serve --dir DIR`.
+// SelfDaemon runs `<this executable> serve --dir DIR`: this executable
+// is mesh-verify-lab.
 func SelfDaemon(dir string) (*exec.Cmd, error) {
 	exe, err := os.Executable()
 	if err != nil {
-		return nil, fmt.Errorf("find the mesh-verify executable to run the lab daemon: %w", err)
+		return nil, fmt.Errorf("find the mesh-verify-lab executable to run the lab daemon: %w", err)
 	}
-	return exec.Command(exe, "lab", "serve", "--dir", dir), nil
+	return exec.Command(exe, "serve", "--dir", dir), nil
 }
 
 // startDaemon starts the daemon detached (detach.Background: its own
@@ -111,7 +113,7 @@ func daemonPID(dir string) int {
 }
 
 // labProcess reports whether pid is alive (not a zombie) and is the lab
-// daemon of dir (kwok.IsDaemon: `… lab serve --dir DIR`).
+// daemon of dir (kwok.IsDaemon).
 func labProcess(pid int, dir string) bool {
 	p, ok := kwok.ReadProc(pid)
 	return ok && kwok.IsDaemon(p.Args, dir)

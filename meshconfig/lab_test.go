@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/mesh-verify/mesh-verify/kube"
+	"github.com/mesh-verify/mesh-verify/kube/access"
 	"github.com/mesh-verify/mesh-verify/lab/crds"
 	"github.com/mesh-verify/mesh-verify/lab/labtest"
 	"github.com/mesh-verify/mesh-verify/meshconfig"
@@ -216,7 +217,7 @@ func TestLabResolve(t *testing.T) {
 }
 
 // roleFor is a Role and RoleBinding granting perms to a ServiceAccount.
-func roleFor(perms []kube.Permission, ns, sa string) string {
+func roleFor(perms []access.Permission, ns, sa string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata: {name: meshconfig, namespace: %s}\nrules:\n", ns)
 	for _, p := range perms {

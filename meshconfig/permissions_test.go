@@ -4,7 +4,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/mesh-verify/mesh-verify/kube"
+	"github.com/mesh-verify/mesh-verify/kube/access"
 )
 
 func TestPermissionsPerKind(t *testing.T) {
@@ -42,9 +42,9 @@ func TestPermissionsPerKind(t *testing.T) {
 func TestNeeds(t *testing.T) {
 	t.Parallel()
 	got := Needs(Ref{Kind: KindVirtualService, Namespace: "demo", Name: "r", Cluster: "c2"}, []string{"c1", "c2"})
-	want := []kube.Need{
-		{Cluster: "c2", Namespace: "demo", Feature: kube.FeatureMeshConfig, TargetKind: KindVirtualService},
-		{Cluster: "c1", Namespace: "demo", Feature: kube.FeatureMeshConfig, TargetKind: KindService},
+	want := []access.Need{
+		{Cluster: "c2", Namespace: "demo", Feature: access.FeatureMeshConfig, TargetKind: KindVirtualService},
+		{Cluster: "c1", Namespace: "demo", Feature: access.FeatureMeshConfig, TargetKind: KindService},
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("Needs = %v, want %v", got, want)

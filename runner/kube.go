@@ -16,6 +16,7 @@ import (
 	"github.com/mesh-verify/mesh-verify/attack"
 	"github.com/mesh-verify/mesh-verify/attribution"
 	"github.com/mesh-verify/mesh-verify/kube"
+	"github.com/mesh-verify/mesh-verify/kube/portforward"
 	"github.com/mesh-verify/mesh-verify/measure"
 	"github.com/mesh-verify/mesh-verify/podlogs"
 	"github.com/mesh-verify/mesh-verify/reports"
@@ -35,7 +36,7 @@ type kubePath struct {
 	sc       *scenarios.Scenario
 	clusters map[string]*kube.Cluster
 	inv      *kube.Inv
-	tunnel   *kube.Tunnel
+	tunnel   *portforward.Tunnel
 	logs     *logSource
 	warnings []string
 	// metricsBefore holds the first scrape of workloads with metrics.
@@ -106,7 +107,7 @@ func openKube(ctx context.Context, sc *scenarios.Scenario, o Options) (*kubePath
 	// A distributed run's workers attack from inside the cluster: no
 	// tunnel (fleet/coordinator.go).
 	if f := sc.Target.Forward; f != nil && sc.Attack.Workers == 0 {
-		kp.tunnel, err = kube.OpenTunnel(ctx, kp.clusters[f.Cluster], kube.TunnelSpec{
+		kp.tunnel, err = portforward.OpenTunnel(ctx, kp.clusters[f.Cluster], portforward.TunnelSpec{
 			Namespace: f.Namespace, Resource: f.Resource, Port: f.Port, Observed: kp.workloads(),
 		})
 		if err != nil {
@@ -278,7 +279,7 @@ func (kp *kubePath) scrapeAll(ctx context.Context) ([]*kube.Metrics, error) {
 			continue
 		}
 		for _, p := range kp.observedPods(w) {
-			m, err := kube.ScrapeVia(ctx, kp.clusters[p.Cluster], w.Metrics.Via, p.Namespace, p.Name, w.Metrics.Port, w.Metrics.Path)
+			m, err := portforward.ScrapeVia(ctx, kp.clusters[p.Cluster], w.Metrics.Via, p.Namespace, p.Name, w.Metrics.Port, w.Metrics.Path)
 			if err != nil {
 				errs = append(errs, err)
 				continue
@@ -341,9 +342,9 @@ func (kp *kubePath) reportInfo() *reports.Kubernetes {
 	}
 	if kp.tunnel != nil {
 		k.Tunnel = struct {
-			Target string           `json:"target"`
-			Pod    kube.PodRef      `json:"pod"`
-			Stats  kube.TunnelStats `json:"stats"`
+			Target string                  `json:"target"`
+			Pod    portforward.PodRef      `json:"pod"`
+			Stats  portforward.TunnelStats `json:"stats"`
 		}{kp.tunnel.Target().String(), kp.tunnel.Pod(), kp.tunnel.Stats()}
 	}
 	if kp.logs != nil {

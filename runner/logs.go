@@ -20,6 +20,7 @@ import (
 	"github.com/mesh-verify/mesh-verify/attribution"
 	"github.com/mesh-verify/mesh-verify/judge"
 	"github.com/mesh-verify/mesh-verify/kube"
+	"github.com/mesh-verify/mesh-verify/kube/access"
 	"github.com/mesh-verify/mesh-verify/podlogs"
 	"github.com/mesh-verify/mesh-verify/reports"
 	"github.com/mesh-verify/mesh-verify/scenarios"
@@ -120,7 +121,7 @@ func (kp *kubePath) checkLogAccess(ctx context.Context) error {
 			}
 			checked[p.Cluster] = true
 			t := logTarget(p, w)
-			if err := kp.clusters[p.Cluster].CheckLogAccess(ctx, t.Namespace, t.Pod, t.Container); err != nil {
+			if err := access.CheckLogAccess(ctx, kp.clusters[p.Cluster], t.Namespace, t.Pod, t.Container); err != nil {
 				errs = append(errs, fmt.Errorf("observe %s: %w", n, err))
 			}
 		}

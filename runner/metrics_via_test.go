@@ -8,7 +8,7 @@ import (
 	"github.com/mesh-verify/mesh-verify/scenarios"
 )
 
-// metrics.via's values are the ways kube.ScrapeVia knows.
+// metrics.via's values are the ways portforward.ScrapeVia knows.
 func TestMetricsViaValuesAreKubes(t *testing.T) {
 	for _, v := range []string{scenarios.MetricsViaProxy, scenarios.MetricsViaPortForward, scenarios.DefaultMetricsVia} {
 		if !slices.Contains(kube.Vias(), v) {

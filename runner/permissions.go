@@ -6,23 +6,25 @@ import (
 	"github.com/mesh-verify/mesh-verify/fleet"
 	"github.com/mesh-verify/mesh-verify/judge"
 	"github.com/mesh-verify/mesh-verify/kube"
+	"github.com/mesh-verify/mesh-verify/kube/access"
+	"github.com/mesh-verify/mesh-verify/kube/portforward"
 	"github.com/mesh-verify/mesh-verify/meshconfig"
 	"github.com/mesh-verify/mesh-verify/scenarios"
 )
 
 // NeedsIn is Needs for a run given -n namespace: namespace fills every
 // namespace the scenario leaves unset, as Run does (README.md, RBAC).
-func NeedsIn(sc *scenarios.Scenario, namespace string) []kube.Need {
+func NeedsIn(sc *scenarios.Scenario, namespace string) []access.Need {
 	return Needs(withNamespace(sc, namespace))
 }
 
 // Needs lists what a run of sc does in which cluster and namespace, as
-// openKube, start and scrapeAll do it: kube.PermissionsFor says which
+// openKube, start and scrapeAll do it: access.PermissionsFor says which
 // permissions each need takes (`mesh-verify rbac SCENARIO`). A scenario
 // with a plain URL target and nothing observed needs none.
-func Needs(sc *scenarios.Scenario) []kube.Need {
-	var out []kube.Need
-	add := func(n kube.Need) {
+func Needs(sc *scenarios.Scenario) []access.Need {
+	var out []access.Need
+	add := func(n access.Need) {
 		for _, have := range out {
 			if have == n {
 				return
@@ -37,35 +39,35 @@ func Needs(sc *scenarios.Scenario) []kube.Need {
 		// (fleet/coordinator.go).
 		for _, src := range sc.Attack.WorkerSources() {
 			used[src.Cluster] = true
-			for _, n := range kube.WorkerNeeds(src.Cluster, fleet.Namespace(sc), src.Workers) {
+			for _, n := range access.WorkerNeeds(src.Cluster, fleet.Namespace(sc), src.Workers) {
 				add(n)
 			}
 		}
 	} else if f := sc.Target.Forward; f != nil {
 		used[f.Cluster] = true
 		kind := ""
-		if t, err := kube.ParseTarget(f.Resource, f.Port); err == nil {
+		if t, err := portforward.ParseTarget(f.Resource, f.Port); err == nil {
 			kind = t.Kind
 		}
-		add(kube.Need{Cluster: f.Cluster, Namespace: f.Namespace, Feature: kube.FeatureTunnel, TargetKind: kind})
+		add(access.Need{Cluster: f.Cluster, Namespace: f.Namespace, Feature: access.FeatureTunnel, TargetKind: kind})
 	}
 	for _, w := range sc.Observe {
 		for _, c := range w.Clusters {
 			used[c] = true
-			add(kube.Need{Cluster: c, Namespace: w.Namespace, Feature: kube.FeatureNamespaceCheck})
-			add(kube.Need{Cluster: c, Namespace: w.Namespace, Feature: kube.FeatureInventory})
+			add(access.Need{Cluster: c, Namespace: w.Namespace, Feature: access.FeatureNamespaceCheck})
+			add(access.Need{Cluster: c, Namespace: w.Namespace, Feature: access.FeatureInventory})
 			if w.Logs != nil {
-				add(kube.Need{Cluster: c, Namespace: w.Namespace, Feature: kube.FeatureLogs})
+				add(access.Need{Cluster: c, Namespace: w.Namespace, Feature: access.FeatureLogs})
 				if readsUpstream(w.Logs) {
-					add(kube.Need{Cluster: c, Feature: kube.FeatureGateways})
+					add(access.Need{Cluster: c, Feature: access.FeatureGateways})
 				}
 			}
 			if w.Metrics != nil {
-				f := kube.FeatureMetricsProxy
+				f := access.FeatureMetricsProxy
 				if w.Metrics.Via == scenarios.MetricsViaPortForward {
-					f = kube.FeatureMetricsPortForward
+					f = access.FeatureMetricsPortForward
 				}
-				add(kube.Need{Cluster: c, Namespace: w.Namespace, Feature: f})
+				add(access.Need{Cluster: c, Namespace: w.Namespace, Feature: f})
 			}
 		}
 	}
@@ -79,7 +81,7 @@ func Needs(sc *scenarios.Scenario) []kube.Need {
 	}
 	for _, c := range sc.Clusters {
 		if used[c.Name] {
-			add(kube.Need{Cluster: c.Name, Feature: kube.FeatureConnect})
+			add(access.Need{Cluster: c.Name, Feature: access.FeatureConnect})
 		}
 	}
 	return out

@@ -10,7 +10,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/mesh-verify/mesh-verify/kube"
+	"github.com/mesh-verify/mesh-verify/kube/access"
+	"github.com/mesh-verify/mesh-verify/kube/portforward"
 	"github.com/mesh-verify/mesh-verify/scenarios"
 )
 
@@ -49,17 +50,17 @@ expect:
 		t.Fatal(err)
 	}
 	got := Needs(sc)
-	want := []kube.Need{
-		{Cluster: "c1", Namespace: "edge", Feature: kube.FeatureTunnel, TargetKind: kube.KindDeployment},
-		{Cluster: "c2", Namespace: "apps", Feature: kube.FeatureNamespaceCheck},
-		{Cluster: "c2", Namespace: "apps", Feature: kube.FeatureInventory},
-		{Cluster: "c2", Namespace: "apps", Feature: kube.FeatureLogs},
-		{Cluster: "c2", Namespace: "mesh", Feature: kube.FeatureNamespaceCheck},
-		{Cluster: "c2", Namespace: "mesh", Feature: kube.FeatureInventory},
-		{Cluster: "c2", Namespace: "mesh", Feature: kube.FeatureMetricsPortForward},
-		{Cluster: "c2", Namespace: "mesh", Feature: kube.FeatureMetricsProxy},
-		{Cluster: "c1", Feature: kube.FeatureConnect},
-		{Cluster: "c2", Feature: kube.FeatureConnect},
+	want := []access.Need{
+		{Cluster: "c1", Namespace: "edge", Feature: access.FeatureTunnel, TargetKind: portforward.KindDeployment},
+		{Cluster: "c2", Namespace: "apps", Feature: access.FeatureNamespaceCheck},
+		{Cluster: "c2", Namespace: "apps", Feature: access.FeatureInventory},
+		{Cluster: "c2", Namespace: "apps", Feature: access.FeatureLogs},
+		{Cluster: "c2", Namespace: "mesh", Feature: access.FeatureNamespaceCheck},
+		{Cluster: "c2", Namespace: "mesh", Feature: access.FeatureInventory},
+		{Cluster: "c2", Namespace: "mesh", Feature: access.FeatureMetricsPortForward},
+		{Cluster: "c2", Namespace: "mesh", Feature: access.FeatureMetricsProxy},
+		{Cluster: "c1", Feature: access.FeatureConnect},
+		{Cluster: "c2", Feature: access.FeatureConnect},
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("needs:\n got %v\nwant %v", got, want)
@@ -70,8 +71,8 @@ expect:
 	dist.Target.Forward = &scenarios.Forward{Cluster: "c1", Namespace: "edge", Resource: "svc/gateway", Port: "8080"}
 	dist.Attack.Workers, dist.Attack.From = 3, "c3"
 	got = Needs(&dist)
-	want = append([]kube.Need{{Cluster: "c3", Namespace: "edge", Feature: kube.FeatureWorkers}}, want[1:len(want)-2]...)
-	want = append(want, kube.Need{Cluster: "c2", Feature: kube.FeatureConnect}, kube.Need{Cluster: "c3", Feature: kube.FeatureConnect})
+	want = append([]access.Need{{Cluster: "c3", Namespace: "edge", Feature: access.FeatureWorkers}}, want[1:len(want)-2]...)
+	want = append(want, access.Need{Cluster: "c2", Feature: access.FeatureConnect}, access.Need{Cluster: "c3", Feature: access.FeatureConnect})
 	if !slices.Equal(got, want) {
 		t.Errorf("distributed needs:\n got %v\nwant %v", got, want)
 	}
@@ -81,8 +82,8 @@ expect:
 	out := *sc
 	out.Observe = slices.Clone(sc.Observe)
 	out.Observe[0].Logs = &scenarios.LogSource{Match: `"(?P<upstream>[^"]*)" outbound`}
-	if got := Needs(&out); !slices.Contains(got, kube.Need{Cluster: "c2", Feature: kube.FeatureGateways}) ||
-		slices.Contains(Needs(sc), kube.Need{Cluster: "c2", Feature: kube.FeatureGateways}) {
+	if got := Needs(&out); !slices.Contains(got, access.Need{Cluster: "c2", Feature: access.FeatureGateways}) ||
+		slices.Contains(Needs(sc), access.Need{Cluster: "c2", Feature: access.FeatureGateways}) {
 		t.Errorf("gateways are listed when, and only when, a rule captures upstream: %v", got)
 	}
 	sc.Target.Forward, sc.Target.URL, sc.Observe = nil, "http://127.0.0.1:1/", nil

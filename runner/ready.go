@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/mesh-verify/mesh-verify/kube"
+	"github.com/mesh-verify/mesh-verify/kube/portforward"
 	"github.com/mesh-verify/mesh-verify/scenarios"
 )
 
@@ -142,14 +143,14 @@ func notReady(ctx context.Context, sc *scenarios.Scenario, clusters map[string]*
 }
 
 func targetNotReady(ctx context.Context, c *kube.Cluster, f *scenarios.Forward) ([]string, error) {
-	t, err := kube.ParseTarget(f.Resource, f.Port)
+	t, err := portforward.ParseTarget(f.Resource, f.Port)
 	if err != nil {
 		return nil, err
 	}
 	at := fmt.Sprintf("cluster %s: namespace %s", c.Name, f.Namespace)
 	what := "target " + f.Resource
 	switch t.Kind {
-	case kube.KindPod:
+	case portforward.KindPod:
 		p, err := c.Client.CoreV1().Pods(f.Namespace).Get(ctx, t.Name, metav1.GetOptions{})
 		if err != nil {
 			if notFound(err) {
@@ -161,7 +162,7 @@ func targetNotReady(ctx context.Context, c *kube.Cluster, f *scenarios.Forward) 
 			return []string{fmt.Sprintf("%s: pod %s (%s): %s", at, p.Name, what, line)}, nil
 		}
 		return nil, nil
-	case kube.KindService:
+	case portforward.KindService:
 		s, err := c.Client.CoreV1().Services(f.Namespace).Get(ctx, t.Name, metav1.GetOptions{})
 		if err != nil {
 			if notFound(err) {
@@ -173,7 +174,7 @@ func targetNotReady(ctx context.Context, c *kube.Cluster, f *scenarios.Forward) 
 			return nil, nil // the tunnel says why it cannot forward
 		}
 		return podsNotReady(ctx, c, f.Namespace, labels.SelectorFromSet(s.Spec.Selector), what)
-	case kube.KindDeployment:
+	case portforward.KindDeployment:
 		d, err := c.Client.AppsV1().Deployments(f.Namespace).Get(ctx, t.Name, metav1.GetOptions{})
 		if err != nil {
 			if notFound(err) {

@@ -482,7 +482,7 @@ func (d *decoder) structure(n, at *yaml.Node, v reflect.Value, path string) {
 			}
 			continue
 		}
-		d.pos[child] = loc{p.key, p.val}
+		d.pos[child] = loc(p)
 		d.value(p.val, v.Field(i), child)
 	}
 }
@@ -497,7 +497,7 @@ func (d *decoder) mapping(n, at *yaml.Node, v reflect.Value, path string) {
 	}
 	for _, p := range d.pairs(n, path) {
 		child := joinKey(path, p.key.Value)
-		d.pos[child] = loc{p.key, p.val}
+		d.pos[child] = loc(p)
 		elem := reflect.New(v.Type().Elem()).Elem()
 		d.value(p.val, elem, child)
 		v.SetMapIndex(reflect.ValueOf(p.key.Value).Convert(v.Type().Key()), elem)

@@ -588,8 +588,17 @@ expect: [{name: half, split: {by: BY, weights: {v1: 1, v2: 1}}}]
 		{"workers inside the mesh", "svc/sleep", "{concurrency: 2, repetitions: 10, workers: 2, from: c1}", "istio-helloworld", "version", false},
 		{"no sidecar mesh", "svc/sleep", "{concurrency: 2, repetitions: 10}", "tutorial", "version", false},
 		{"by pod", "svc/sleep", "{concurrency: 2, repetitions: 10}", "istio-helloworld", "pod", false},
+		// The port-forward picks one pod of the observed service itself.
+		{"the split service", "svc/helloworld", "{concurrency: 2, repetitions: 10}", "istio-helloworld", "version", true},
+		// A caller that calls the split service through its own sidecar.
+		{"a calling app", "svc/caller-service", "{concurrency: 2, repetitions: 10}", "istio-helloworld", "version", false},
+		// Its own outbound log observed: still the caller, not the split service.
+		{"a calling app observed", "svc/caller-service", "{concurrency: 2, repetitions: 10}", "istio-helloworld", "version", false},
 	} {
 		src := strings.NewReplacer("RESOURCE", c.resource, "ATTACK", c.attack, "PRESET", c.preset, "BY", c.by).Replace(base)
+		if c.name == "a calling app observed" {
+			src = strings.Replace(src, "observe: [", "observe: [{name: caller, selector: app=caller-service, logs: {preset: istio-proxy-outbound}}, ", 1)
+		}
 		if c.by == "pod" {
 			src = strings.Replace(src, "weights: {v1: 1, v2: 1}", "model: equal-per-pod, pods: {c1: 1, c2: 1}", 1)
 		}

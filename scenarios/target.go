@@ -185,7 +185,7 @@ func (s *Scenario) Warnings() []string {
 		return nil
 	}
 	mesh := s.sidecarMesh()
-	if mesh == "" {
+	if mesh == "" || !s.forwardBypassesRouting() {
 		return nil
 	}
 	for _, e := range s.Expect {
@@ -198,4 +198,36 @@ func (s *Scenario) Warnings() []string {
 			"send from inside the mesh (attack.workers, with attack.pod giving the workers a sidecar) or port-forward to the ingress gateway", f.Resource, mesh, sp.By, e.Name, f.Resource)}
 	}
 	return nil
+}
+
+// clientWorkloads are the tutorials' client pods, which call nothing
+// themselves: traffic sent to them never reaches the split service.
+var clientWorkloads = map[string]bool{"sleep": true, "curl": true, "x-wing": true, "tiefighter": true, "netshoot": true}
+
+// forwardBypassesRouting says whether the port-forward's workload cannot
+// be the caller whose outbound sidecar splits the traffic: a tutorial
+// client pod that calls nothing, or the observed (split) service itself,
+// one of whose pods the port-forward picks. An app such as the
+// tutorials' caller-service, which calls the split service through its
+// own sidecar, is not warned about.
+func (s *Scenario) forwardBypassesRouting() bool {
+	name := s.Target.Forward.Resource
+	if i := strings.LastIndexByte(name, '/'); i >= 0 {
+		name = name[i+1:]
+	}
+	if clientWorkloads[name] {
+		return true
+	}
+	for _, w := range s.Observe {
+		if w.Logs != nil && strings.Contains(w.Logs.Preset, "outbound") {
+			continue // the caller's own outbound log, read to count where it sent
+		}
+		for _, term := range strings.Split(w.Selector, ",") {
+			k, v, ok := strings.Cut(strings.TrimSpace(term), "=")
+			if ok && (k == "app" || k == "name" || k == "app.kubernetes.io/name") && strings.TrimSpace(v) == name {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -117,7 +117,9 @@ expect:
 			// until then), as a real kubelet's log may lag the phase.
 			var stream io.ReadCloser
 			var lastErr error
-			err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+			// The stream outlives the poll: it is opened with the test's
+			// context, not the poll's, which ends when the poll returns.
+			err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
 				stream, lastErr = api.CoreV1().Pods("default").GetLogs(p.Name, &corev1.PodLogOptions{Follow: true}).Stream(ctx)
 				return lastErr == nil, nil
 			})

@@ -1,15 +1,13 @@
 package main
 
 import (
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/mesh-verify/mesh-verify/lab/topologies"
+	"github.com/mesh-verify/mesh-verify/internal/yamlfiles"
 	"github.com/mesh-verify/mesh-verify/scenarios"
 )
 
@@ -17,9 +15,9 @@ import (
 // zsh|fish|powershell, cobra's) where the values come from elsewhere than
 // the flag's own definition: scenario arguments (the built-in names and
 // the YAML files and directories at hand), --context (the kubeconfig's
-// contexts; CLUSTER=CONTEXT after the scenario's cluster names),
-// --topology (the lab's built-in topologies and files) and --output. It
-// walks the finished command tree, so each command keeps its own file.
+// contexts; CLUSTER=CONTEXT after the scenario's cluster names) and
+// --output; `lab` asks mesh-verify-lab (lab.go). It walks the finished
+// command tree, so each command keeps its own file.
 func registerCompletions(root *cobra.Command) {
 	var walk func(c *cobra.Command)
 	walk = func(c *cobra.Command) {
@@ -31,9 +29,6 @@ func registerCompletions(root *cobra.Command) {
 		}
 		if c.Flags().Lookup("context") != nil {
 			_ = c.RegisterFlagCompletionFunc("context", contextFlag)
-		}
-		if c.Flags().Lookup("topology") != nil {
-			_ = c.RegisterFlagCompletionFunc("topology", topologyFlag)
 		}
 		if f := c.Flags().Lookup("output"); f != nil && c.Name() == "run" {
 			_ = c.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{outputTable, outputJSON, outputMD}, cobra.ShellCompDirectiveNoFileComp))
@@ -58,7 +53,7 @@ func scenarioArg(cmd *cobra.Command, args []string, toComplete string) ([]string
 		}
 	}
 	d := cobra.ShellCompDirectiveNoFileComp
-	for _, f := range yamlFiles(toComplete) {
+	for _, f := range yamlfiles.Complete(toComplete) {
 		out = append(out, f)
 		if strings.HasSuffix(f, "/") {
 			// A directory must not end the word: the user goes on
@@ -67,34 +62,6 @@ func scenarioArg(cmd *cobra.Command, args []string, toComplete string) ([]string
 		}
 	}
 	return out, d
-}
-
-// yamlFiles lists the .yaml/.yml files and the directories (with a
-// trailing /) whose path starts with prefix.
-func yamlFiles(prefix string) []string {
-	dir, base := filepath.Split(prefix)
-	read := dir
-	if read == "" {
-		read = "."
-	}
-	entries, err := os.ReadDir(read)
-	if err != nil {
-		return nil
-	}
-	var out []string
-	for _, e := range entries {
-		name := e.Name()
-		if !strings.HasPrefix(name, base) || strings.HasPrefix(name, ".") && !strings.HasPrefix(base, ".") {
-			continue
-		}
-		switch {
-		case e.IsDir():
-			out = append(out, dir+name+"/")
-		case strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml"):
-			out = append(out, dir+name)
-		}
-	}
-	return out
 }
 
 // contextFlag completes --context from the kubeconfig the command would
@@ -142,16 +109,4 @@ func contextFlag(cmd *cobra.Command, args []string, toComplete string) ([]string
 		}
 	}
 	return out, cobra.ShellCompDirectiveNoFileComp
-}
-
-// topologyFlag completes lab up --topology: the built-in topologies and
-// YAML files.
-func topologyFlag(_ *cobra.Command, _ []string, toComplete string) ([]string, cobra.ShellCompDirective) {
-	var out []string
-	for _, n := range topologies.Names() {
-		if strings.HasPrefix(n, toComplete) {
-			out = append(out, n)
-		}
-	}
-	return append(out, yamlFiles(toComplete)...), cobra.ShellCompDirectiveNoFileComp
 }

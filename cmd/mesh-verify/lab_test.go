@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -10,8 +12,10 @@ import (
 	"github.com/mesh-verify/mesh-verify/exitcode"
 )
 
-// The lab commands that need no cluster: listing, bad input, no lab.
-func TestLabCommandsWithoutClusters(t *testing.T) {
+// `mesh-verify lab ARGS` is mesh-verify-lab ARGS: its output and exit
+// code, whether this process is replaced (the binary) or runs it as a
+// child (in-process, with other streams than its own).
+func TestLabRunsTheLabProgram(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "lab")
 	for _, c := range []struct {
 		args []string
@@ -19,43 +23,41 @@ func TestLabCommandsWithoutClusters(t *testing.T) {
 		want string
 	}{
 		{[]string{"lab", "list"}, exitcode.Pass, "skupper-4"},
+		{[]string{"lab", "--help"}, exitcode.Pass, "mesh-verify-lab [command]"},
 		{[]string{"lab", "up", "--dir", dir, "--topology", "nope"}, exitcode.InvalidInput, `no built-in topology "nope"`},
-		{[]string{"lab", "up", "--dir", dir, "--topology", "missing.yaml"}, exitcode.InvalidInput, "read topology"},
-		{[]string{"lab", "env", "--dir", dir}, exitcode.Setup, "no lab in " + dir},
 		{[]string{"lab", "status", "--dir", dir}, exitcode.Setup, "no lab in " + dir},
 		{[]string{"lab", "down", "--dir", dir}, exitcode.Pass, "no lab in " + dir},
-		{[]string{"lab", "serve"}, exitcode.InvalidInput, "needs --dir"},
-		{[]string{"lab", "up", "--dir", dir, "--seed", "-3"}, exitcode.InvalidInput, `invalid argument "-3" for "--seed"`},
+		{[]string{"lab", "nope"}, exitcode.InvalidInput, `unknown command "nope"`},
 	} {
 		var out, errb bytes.Buffer
 		code := execute(c.args, &out, &errb)
 		if code != c.code || !strings.Contains(out.String()+errb.String(), c.want) {
-			t.Errorf("%v: exit %d, output %q %q; want exit %d and %q", c.args, code, out.String(), errb.String(), c.code, c.want)
+			t.Errorf("in process %v: exit %d, output %q %q; want exit %d and %q", c.args, code, out.String(), errb.String(), c.code, c.want)
+		}
+		cmd := exec.Command(binary, c.args...)
+		got, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		if err != nil && !errors.As(err, &ee) {
+			t.Fatalf("%v: %v", c.args, err)
+		}
+		if code := cmd.ProcessState.ExitCode(); code != c.code || !strings.Contains(string(got), c.want) {
+			t.Errorf("mesh-verify %v: exit %d, output %q; want exit %d and %q", c.args, code, got, c.code, c.want)
 		}
 	}
 }
 
-// lab env exports the kubeconfig and kubectl's cache directory, both in
-// the lab; --kubeconfig prints only the path.
-func TestLabEnv(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "my lab")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
+// Without mesh-verify-lab beside it or on PATH, `mesh-verify lab` says
+// what to build, and ends as a setup error.
+func TestLabWithoutTheLabProgram(t *testing.T) {
+	alone := filepath.Join(t.TempDir(), "mesh-verify")
+	if err := os.Link(binary, alone); err != nil {
+		t.Skipf("hard link of the binary: %v", err)
 	}
-	kc := filepath.Join(dir, "kubeconfig")
-	if err := os.WriteFile(filepath.Join(dir, "lab.json"), []byte(`{"kubeconfig": "`+kc+`"}`), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	var out, errb bytes.Buffer
-	if code := execute([]string{"lab", "env", "--dir", dir}, &out, &errb); code != exitcode.Pass {
-		t.Fatalf("lab env: exit %d: %s", code, errb.String())
-	}
-	want := "export KUBECONFIG='" + kc + "'\nexport KUBECACHEDIR='" + filepath.Join(dir, "kubecache") + "'\n"
-	if out.String() != want {
-		t.Errorf("lab env printed %q, want %q", out.String(), want)
-	}
-	out.Reset()
-	if code := execute([]string{"lab", "env", "--dir", dir, "--kubeconfig"}, &out, &errb); code != exitcode.Pass || out.String() != kc+"\n" {
-		t.Errorf("lab env --kubeconfig: exit %d, %q; want %q", code, out.String(), kc)
+	cmd := exec.Command(alone, "lab", "list")
+	cmd.Env = append(os.Environ(), "PATH="+t.TempDir())
+	out, _ := cmd.CombinedOutput()
+	want := "find mesh-verify-lab: none in " + filepath.Dir(alone) + " nor on PATH (make build builds it into bin/"
+	if code := cmd.ProcessState.ExitCode(); code != exitcode.Setup || !strings.Contains(string(out), want) {
+		t.Errorf("mesh-verify lab list without the lab: exit %d, %q; want exit %d and %q", code, out, exitcode.Setup, want)
 	}
 }

@@ -44,6 +44,16 @@ func buildAndRun(m *testing.M) int {
 		fmt.Printf("go build: %v\n%s", err, out)
 		return 1
 	}
+	// The lab program beside the binary (`mesh-verify lab` runs it) and,
+	// for the in-process runs, on PATH.
+	if out, err := exec.Command("go", "build", "-o", filepath.Join(dir, labProgram), "../mesh-verify-lab").CombinedOutput(); err != nil {
+		fmt.Printf("go build ../mesh-verify-lab: %v\n%s", err, out)
+		return 1
+	}
+	if err := os.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH")); err != nil {
+		fmt.Println(err)
+		return 1
+	}
 	return m.Run()
 }
 

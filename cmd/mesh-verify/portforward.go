@@ -17,6 +17,7 @@ import (
 
 	"github.com/mesh-verify/mesh-verify/exitcode"
 	"github.com/mesh-verify/mesh-verify/kube"
+	"github.com/mesh-verify/mesh-verify/kube/portforward"
 )
 
 type portForwardFlags struct {
@@ -100,8 +101,8 @@ func splitLocalPort(s string) (local int, same bool, remote string, err error) {
 // without LOCAL (k8s.io/kubectl pkg/cmd/portforward:
 // translateServicePortToTargetPort uses the Service port's number,
 // convertPodNamedPortToNumber the container port's).
-func localPortOf(ctx context.Context, c *kube.Cluster, t *kube.Tunnel, target kube.Target) (int, error) {
-	if target.Kind != kube.KindService {
+func localPortOf(ctx context.Context, c *kube.Cluster, t *portforward.Tunnel, target portforward.Target) (int, error) {
+	if target.Kind != portforward.KindService {
 		return int(t.Pod().Port), nil
 	}
 	svc, err := c.Client.CoreV1().Services(t.Namespace()).Get(ctx, target.Name, metav1.GetOptions{})
@@ -121,7 +122,7 @@ func runPortForward(cmd *cobra.Command, f portForwardFlags, resource, ports stri
 	if err != nil {
 		return &exitcode.Error{Code: exitcode.InvalidInput, Err: err}
 	}
-	target, err := kube.ParseTarget(resource, remote)
+	target, err := portforward.ParseTarget(resource, remote)
 	if err != nil {
 		return &exitcode.Error{Code: exitcode.InvalidInput, Err: err}
 	}
@@ -162,7 +163,7 @@ func runPortForward(cmd *cobra.Command, f portForwardFlags, resource, ports stri
 	if err != nil {
 		return &exitcode.Error{Code: exitcode.Setup, Err: err}
 	}
-	t, err := kube.OpenTunnel(ctx, cluster, kube.TunnelSpec{Namespace: ko.Namespace, Resource: resource, Port: remote})
+	t, err := portforward.OpenTunnel(ctx, cluster, portforward.TunnelSpec{Namespace: ko.Namespace, Resource: resource, Port: remote})
 	if err != nil {
 		return &exitcode.Error{Code: exitcode.Setup, Err: err}
 	}

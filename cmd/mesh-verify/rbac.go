@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/mesh-verify/mesh-verify/exitcode"
-	"github.com/mesh-verify/mesh-verify/kube"
+	"github.com/mesh-verify/mesh-verify/kube/access"
 	"github.com/mesh-verify/mesh-verify/runner"
 	"github.com/mesh-verify/mesh-verify/scenarios"
 )
@@ -56,9 +56,9 @@ what a distributed run of N worker pods needs, as run --workers N.`,
 			return printRBAC(cmd, args, f)
 		},
 	}
-	cmd.Flags().StringVarP(&f.namespace, "namespace", "n", kube.DefaultRBACNamespace, "namespace of the ServiceAccount; with a scenario also every namespace it leaves unset, as run -n does (without one: the namespace the Role grants in)")
+	cmd.Flags().StringVarP(&f.namespace, "namespace", "n", access.DefaultRBACNamespace, "namespace of the ServiceAccount; with a scenario also every namespace it leaves unset, as run -n does (without one: the namespace the Role grants in)")
 	cmd.Flags().StringArrayVar(&f.set, "set", nil, "override a scenario field before it is validated, PATH=VALUE, as run --set does (repeatable)")
-	cmd.Flags().StringVar(&f.serviceAccount, "service-account", kube.DefaultServiceAccount, "name of the ServiceAccount, and of its Roles and bindings")
+	cmd.Flags().StringVar(&f.serviceAccount, "service-account", access.DefaultServiceAccount, "name of the ServiceAccount, and of its Roles and bindings")
 	cmd.Flags().BoolVar(&f.clusterWide, "cluster-wide", false, "one ClusterRole and ClusterRoleBinding instead of a Role per namespace")
 	cmd.Flags().StringVar(&f.cluster, "cluster", "", "only what this scenario cluster needs (default: every cluster's, merged)")
 	cmd.Flags().IntVar(&f.workers, "workers", 0, "what a distributed run of N worker pods needs (the Job, its ConfigMap and Secret, the workers' ServiceAccount and Role), as run --workers N: sets attack.workers")
@@ -72,7 +72,7 @@ func printRBAC(cmd *cobra.Command, args []string, f rbacFlags) error {
 	if errs := validation.IsDNS1123Subdomain(f.serviceAccount); len(errs) > 0 {
 		return invalidInput("--service-account %q: %s", f.serviceAccount, strings.Join(errs, "; "))
 	}
-	o := kube.ManifestOptions{ServiceAccount: f.serviceAccount, Namespace: f.namespace, ClusterWide: f.clusterWide}
+	o := access.ManifestOptions{ServiceAccount: f.serviceAccount, Namespace: f.namespace, ClusterWide: f.clusterWide}
 	header := []string{"mesh-verify rbac: what mesh-verify calls (README.md, RBAC); apply it with kubectl apply -f in every cluster a run uses."}
 	if len(args) == 1 {
 		sc, _, err := loadScenario(args[0], f.set)
@@ -109,17 +109,17 @@ func printRBAC(cmd *cobra.Command, args []string, f rbacFlags) error {
 	} else {
 		header = append(header, "Every feature (inventory, port-forward to pod/svc/deploy, logs, metrics via proxy or portForward, worker Jobs and their ServiceAccount).")
 	}
-	if err := kube.WriteManifest(cmd.OutOrStdout(), strings.Join(header, "\n"), kube.Manifest(o)); err != nil {
+	if err := access.WriteManifest(cmd.OutOrStdout(), strings.Join(header, "\n"), access.Manifest(o)); err != nil {
 		return &exitcode.Error{Code: exitcode.Setup, Err: fmt.Errorf("print the RBAC manifest: %w", err)}
 	}
 	return nil
 }
 
 // describeNeeds says which features a manifest grants, and where.
-func describeNeeds(needs []kube.Need, cluster string) string {
-	byFeature := map[kube.Feature][]string{}
+func describeNeeds(needs []access.Need, cluster string) string {
+	byFeature := map[access.Feature][]string{}
 	for _, n := range needs {
-		if n.Feature == kube.FeatureConnect {
+		if n.Feature == access.FeatureConnect {
 			continue
 		}
 		where := n.Namespace
@@ -134,7 +134,7 @@ func describeNeeds(needs []kube.Need, cluster string) string {
 		}
 	}
 	var parts []string
-	for _, f := range kube.AllFeatures() {
+	for _, f := range access.AllFeatures() {
 		if w := byFeature[f]; len(w) > 0 {
 			parts = append(parts, string(f)+" in "+strings.Join(w, ", "))
 		}

@@ -1,5 +1,6 @@
 // Package e2etest is what every end-to-end test package shares: the
-// mesh-verify binary built once per package in TestMain, labs brought up
+// mesh-verify binary (and mesh-verify-lab beside it) built once per
+// package in TestMain, labs brought up
 // and taken down by pid (the lab's own Up and Down), the binary run with a
 // deadline (exit code, stdout, stderr, every report.json it wrote checked
 // against the schema), and kubectl against a lab cluster.
@@ -36,11 +37,15 @@ type Build func(ctx context.Context, path string) error
 
 // GoBuild is `go build ./cmd/mesh-verify` of this repository.
 func GoBuild(ctx context.Context, path string) error {
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", path, "./cmd/mesh-verify")
+	return goBuild(ctx, path, "./cmd/mesh-verify")
+}
+
+func goBuild(ctx context.Context, path, pkg string) error {
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", path, pkg)
 	cmd.Dir = labtest.RepoRoot()
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("go build -o %s ./cmd/mesh-verify: %w", path, err)
+		return fmt.Errorf("go build -o %s %s: %w", path, pkg, err)
 	}
 	return nil
 }
@@ -49,13 +54,17 @@ func GoBuild(ctx context.Context, path string) error {
 // tests share.
 type Binary struct {
 	// Path is the executable, set by Main before the tests run.
-	Path   string
-	shared labs
+	Path string
+	// LabPath is mesh-verify-lab, built by Main beside Path, where
+	// `mesh-verify lab` finds it; it runs the labs' daemons.
+	LabPath string
+	shared  labs
 }
 
-// Main builds the binary (GoBuild when build is nil) into a temporary
-// directory, runs the package's tests, takes down every lab they shared
-// and removes the directory. TestMain passes its result to os.Exit.
+// Main builds the binary (GoBuild when build is nil) and mesh-verify-lab
+// beside it into a temporary directory, runs the package's tests, takes
+// down every lab they shared and removes the directory. TestMain passes
+// its result to os.Exit.
 func Main(m *testing.M, b *Binary, build Build) int {
 	if build == nil {
 		build = GoBuild
@@ -67,15 +76,19 @@ func Main(m *testing.M, b *Binary, build Build) int {
 	}
 	defer os.RemoveAll(dir)
 	b.Path = filepath.Join(dir, "mesh-verify")
+	b.LabPath = filepath.Join(dir, "mesh-verify-lab")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	began := time.Now()
 	err = build(ctx, b.Path)
+	if err == nil {
+		err = goBuild(ctx, b.LabPath, "./cmd/mesh-verify-lab")
+	}
 	cancel()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "build mesh-verify:", err)
 		return 1
 	}
-	fmt.Fprintf(os.Stderr, "built mesh-verify in %s\n", time.Since(began).Round(time.Millisecond))
+	fmt.Fprintf(os.Stderr, "built mesh-verify and mesh-verify-lab in %s\n", time.Since(began).Round(time.Millisecond))
 	code := m.Run()
 	if err := b.shared.downAll(); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)

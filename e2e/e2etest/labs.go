@@ -154,8 +154,8 @@ type labUp struct {
 }
 
 // up brings a lab up with the lab package's own Up, its daemon being
-// this binary's `lab serve` (the default, this executable, is the test
-// binary here). A failed Up removes what it started.
+// the built mesh-verify-lab's `serve` (the default, this executable, is
+// the test binary here), which runs Job pods as the mesh-verify beside it. A failed Up removes what it started.
 func (b *Binary) up(t testing.TB, spec LabSpec) *labUp {
 	t.Helper()
 	bin := labtest.Binaries(t)
@@ -182,7 +182,7 @@ func (b *Binary) up(t testing.TB, spec LabSpec) *labUp {
 		seed = Seed(t)
 	}
 	u.opts = lab.Options{Dir: dir, Topology: topo, Bin: string(bin), RepoRoot: labtest.RepoRoot(), Seed: &seed, DataPlane: spec.DataPlane,
-		Daemon: func(dir string) (*exec.Cmd, error) { return exec.Command(b.Path, "lab", "serve", "--dir", dir), nil }}
+		Daemon: func(dir string) (*exec.Cmd, error) { return exec.Command(b.LabPath, "serve", "--dir", dir), nil }}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	began := time.Now()

@@ -26,7 +26,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/mesh-verify/mesh-verify/e2e/e2etest"
-	"github.com/mesh-verify/mesh-verify/kube"
+	"github.com/mesh-verify/mesh-verify/kube/access"
 	"github.com/mesh-verify/mesh-verify/lab"
 )
 
@@ -456,7 +456,7 @@ func withoutVerb(t *testing.T, role *rbacv1.Role, verb, resource string) []byte 
 // checkAudit reads what the API servers recorded of the run: every request
 // the ServiceAccount made must have been allowed by a binding of the
 // generated manifest, be granted by its rules, and be declared in
-// kube.Permissions.
+// access.Permissions.
 func (e *env) checkAudit(t *testing.T, offsets map[string]int64, manifest []byte, want []string) {
 	t.Helper()
 	role := generatedRole(t, manifest)
@@ -473,10 +473,10 @@ func (e *env) checkAudit(t *testing.T, offsets map[string]int64, manifest []byte
 			if ev.ObjectRef == nil {
 				key := ev.Verb + " " + strings.SplitN(ev.RequestURI, "?", 2)[0]
 				seen[key]++
-				if !slices.ContainsFunc(kube.Permissions(), func(p kube.Permission) bool {
-					return p.Scope == kube.ScopeNonResource && p.Default && p.String() == key
+				if !slices.ContainsFunc(access.Permissions(), func(p access.Permission) bool {
+					return p.Scope == access.ScopeNonResource && p.Default && p.String() == key
 				}) {
-					t.Errorf("cluster %s: %s is no non-resource call kube.Permissions declares granted by default", c, key)
+					t.Errorf("cluster %s: %s is no non-resource call access.Permissions declares granted by default", c, key)
 				}
 				if decision != "allow" {
 					t.Errorf("cluster %s: %s was not allowed: %q %q", c, key, decision, reason)
@@ -493,14 +493,14 @@ func (e *env) checkAudit(t *testing.T, offsets map[string]int64, manifest []byte
 				key += "." + o.APIGroup
 			}
 			seen[key]++
-			if !slices.ContainsFunc(kube.Permissions(), func(p kube.Permission) bool {
+			if !slices.ContainsFunc(access.Permissions(), func(p access.Permission) bool {
 				return p.Verb == ev.Verb && p.Group == o.APIGroup && p.RBACResource() == res
 			}) {
-				t.Errorf("cluster %s: the run made %s (%s), which kube.Permissions does not declare", c, key, ev.RequestURI)
+				t.Errorf("cluster %s: the run made %s (%s), which access.Permissions does not declare", c, key, ev.RequestURI)
 			}
-			granted := kube.Grants(cluster, ev.Verb, o.APIGroup, res, o.Name)
+			granted := access.Grants(cluster, ev.Verb, o.APIGroup, res, o.Name)
 			if o.Namespace == role.Namespace {
-				granted = granted || kube.Grants(role.Rules, ev.Verb, o.APIGroup, res, o.Name)
+				granted = granted || access.Grants(role.Rules, ev.Verb, o.APIGroup, res, o.Name)
 			}
 			if !granted {
 				t.Errorf("cluster %s: the run made %s in namespace %q (%s), which the generated manifest does not grant", c, key, o.Namespace, ev.RequestURI)

@@ -1,4 +1,4 @@
-// Package daemon is the lab's long-running process (`mesh-verify lab
+// Package daemon is the lab's long-running process (`mesh-verify-lab
 // serve`): it watches the pods of every lab cluster and gives each one a
 // real backend — a lab/apps server for app pods, a lab/meshsim simulator
 // for mesh entry pods and caller sidecars — on a loopback port, plus the
@@ -14,8 +14,8 @@
 // locking beyond the state that verifiers and the status writer share.
 //
 // Pods of mesh-verify's own image (its Job's workers, labelled
-// app.kubernetes.io/name=mesh-verify) get a real process of the daemon's
-// executable instead (jobs.go), watched by informers of their own and
+// app.kubernetes.io/name=mesh-verify) get a real process of mesh-verify
+// instead (jobs.go; the one beside the daemon's executable), watched by informers of their own and
 // handled by a worker of their own, so a process starting never holds up
 // the app pods' events.
 package daemon
@@ -43,6 +43,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
+	"github.com/mesh-verify/mesh-verify/internal/sibling"
 	"github.com/mesh-verify/mesh-verify/lab/apps"
 	"github.com/mesh-verify/mesh-verify/lab/meshsim"
 	"github.com/mesh-verify/mesh-verify/lab/relay"
@@ -74,6 +75,10 @@ type Config struct {
 	// Context maps a cluster to its kubeconfig context; nil means kind-<cluster>.
 	Context func(cluster string) string
 	Log     *slog.Logger
+	// MeshVerify is the executable the pods of mesh-verify's image run
+	// (jobs.go); empty means the mesh-verify beside this executable, else
+	// on PATH (sibling.Find).
+	MeshVerify string
 	// Seed is the lab's seed: every simulator's random source is derived
 	// from it (entrySeed), so a lab brought up with the same seed replays
 	// its routing choices; every app pod's randomness (the persons app's
@@ -111,10 +116,12 @@ type Daemon struct {
 	listers  map[string]corelisters.PodLister
 	queue    workqueue.TypedRateLimitingInterface[podRef]
 	// jobListers and jobQueue are the Job pods' (jobs.go); exe is what
-	// their processes run: this executable, the built mesh-verify.
+	// their processes run, the built mesh-verify (Config.MeshVerify), and
+	// exeErr why there is none: their pods then fail saying so.
 	jobListers map[string]corelisters.PodLister
 	jobQueue   workqueue.TypedRateLimitingInterface[podRef]
 	exe        string
+	exeErr     error
 	started    time.Time
 	dirty      chan struct{}
 
@@ -168,11 +175,11 @@ func Run(ctx context.Context, cfg Config) error {
 		routes:     map[string]*entryRoute{},
 		meshStores: map[string][]cache.Store{},
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("lab daemon: find its own executable for mesh-verify's Job pods: %w", err)
+	d.exe = cfg.MeshVerify
+	if d.exe == "" {
+		// Not fatal: a lab without distributed runs needs no mesh-verify.
+		d.exe, d.exeErr = sibling.Find("mesh-verify")
 	}
-	d.exe = exe
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return fmt.Errorf("lab daemon: create lab directory %s: %w", cfg.Dir, err)
 	}

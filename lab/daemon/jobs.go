@@ -270,6 +270,9 @@ func (d *Daemon) startJob(ctx context.Context, ref podRef, pod *corev1.Pod) erro
 	if _, err := os.Stat(dir); err == nil {
 		return fail(reasonDaemonGone, "the lab daemon that ran this pod's process stopped, and the process with it")
 	}
+	if d.exeErr != nil {
+		return fail(reasonStartError, "the lab runs this pod as mesh-verify: "+d.exeErr.Error())
+	}
 	podEnv, err := jobEnv(pod, c)
 	if err != nil {
 		return fail(reasonConfigError, err.Error())

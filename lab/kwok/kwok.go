@@ -611,7 +611,10 @@ func Owned(pid int, dir string) bool {
 }
 
 // IsDaemon reports whether args are those of the lab daemon of dir:
-// `… lab serve … --dir DIR` (or `--dir=DIR`), DIR exactly.
+// `mesh-verify-lab serve … --dir DIR` (or `--dir=DIR`), DIR exactly; or
+// `… lab serve …`, as mesh-verify started it before the lab was a program
+// of its own (a lab brought up then is still stopped) and as the lab's
+// test binaries do.
 func IsDaemon(args []string, dir string) bool {
 	dir = filepath.Clean(dir)
 	serve, hasDir := false, false
@@ -621,13 +624,22 @@ func IsDaemon(args []string, dir string) bool {
 			next = args[i+1]
 		}
 		switch {
-		case a == "lab" && next == "serve":
+		case a == "lab" && next == "serve", i == 0 && isLabProgram(a) && next == "serve":
 			serve = true
 		case a == "--dir" && next == dir, a == "--dir="+dir:
 			hasDir = true
 		}
 	}
 	return serve && hasDir
+}
+
+// LabProgram is the name of the lab's executable (cmd/mesh-verify-lab).
+const LabProgram = "mesh-verify-lab"
+
+// isLabProgram reports whether argv0 names the lab's executable, by path
+// or by name (with Windows' .exe).
+func isLabProgram(argv0 string) bool {
+	return strings.TrimSuffix(filepath.Base(argv0), ".exe") == LabProgram
 }
 
 func inside(path, dir string) bool {

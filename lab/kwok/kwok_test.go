@@ -148,6 +148,12 @@ func TestIsDaemon(t *testing.T) {
 		{[]string{"mesh-verify", "lab", "serve", "--dir", dir + "/"}, false}, // not exactly dir
 		{[]string{"mesh-verify", "lab", "serve", "--dir", dir + "4"}, false},
 		{[]string{"mesh-verify", "lab", "down", "--dir", dir}, false},
+		{[]string{"/opt/bin/mesh-verify-lab", "serve", "--dir", dir}, true},
+		{[]string{"mesh-verify-lab", "serve", "--dir=" + dir}, true},
+		{[]string{"mesh-verify-lab", "down", "--dir", dir}, false},
+		{[]string{"mesh-verify-lab", "serve", "--dir", dir + "4"}, false},
+		{[]string{"/usr/bin/mesh-verify", "serve", "--dir", dir}, false}, // not the lab's program
+		{[]string{"nginx", "mesh-verify-lab", "serve", "--dir", dir}, false},
 		{[]string{"tail", "-f", dir + "/daemon.log"}, false},
 		{[]string{"sh", "-c", "mesh-verify lab serve --dir " + dir}, false},
 	} {

@@ -14,28 +14,32 @@ import (
 	"github.com/mesh-verify/mesh-verify/lab/kwok"
 )
 
-// BuildMeshVerify builds ./cmd/mesh-verify into the test's temporary
-// directory (with the race detector when race is set) and returns its path.
+// BuildMeshVerify builds ./cmd/mesh-verify, and ./cmd/mesh-verify-lab
+// beside it, into the test's temporary directory (with the race detector
+// when race is set) and returns the path of mesh-verify.
 func BuildMeshVerify(t testing.TB, race bool) string {
 	t.Helper()
-	exe := filepath.Join(t.TempDir(), "mesh-verify")
+	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	args := []string{"build", "-o", exe}
-	if race {
-		args = append(args, "-race")
+	for _, name := range []string{"mesh-verify", kwok.LabProgram} {
+		args := []string{"build", "-o", filepath.Join(dir, name)}
+		if race {
+			args = append(args, "-race")
+		}
+		cmd := exec.CommandContext(ctx, "go", append(args, "./cmd/"+name)...)
+		cmd.Dir = RepoRoot()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("go build ./cmd/%s: %v\n%s", name, err, out)
+		}
 	}
-	cmd := exec.CommandContext(ctx, "go", append(args, "./cmd/mesh-verify")...)
-	cmd.Dir = RepoRoot()
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/mesh-verify: %v\n%s", err, out)
-	}
-	return exe
+	return filepath.Join(dir, "mesh-verify")
 }
 
 // DaemonLab brings up the one-cluster lab (OneCluster) whose daemon is
-// the mesh-verify binary exe, so that the lab runs mesh-verify's Job pods
-// as processes of that binary (lab/README.md, "mesh-verify's Job pods").
+// the mesh-verify-lab beside the mesh-verify binary exe (BuildMeshVerify
+// builds both), so that the lab runs mesh-verify's Job pods as processes
+// of exe (lab/README.md, "mesh-verify's Job pods").
 // When the test ends it takes the lab down and checks that no process of
 // the lab, Job pods' included, is left; on failure it logs the daemon's log.
 func DaemonLab(t testing.TB, exe string) *lab.Lab {
@@ -50,7 +54,9 @@ func DaemonLab(t testing.TB, exe string) *lab.Lab {
 		t.Fatal(err)
 	}
 	opts := lab.Options{Dir: dir, Topology: topo, Bin: string(bin), RepoRoot: RepoRoot(), ReadyTimeout: time.Minute, Out: io.Discard,
-		Daemon: func(dir string) (*exec.Cmd, error) { return exec.Command(exe, "lab", "serve", "--dir", dir), nil }}
+		Daemon: func(dir string) (*exec.Cmd, error) {
+			return exec.Command(filepath.Join(filepath.Dir(exe), kwok.LabProgram), "serve", "--dir", dir), nil
+		}}
 	daemonLog := func() string {
 		b, _ := os.ReadFile(filepath.Join(dir, "daemon.log"))
 		return string(b)

@@ -1,4 +1,4 @@
-package kube
+package portforward
 
 import (
 	"fmt"
@@ -10,7 +10,7 @@ import (
 
 	constants "k8s.io/apimachinery/pkg/util/portforward"
 	restclient "k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/portforward"
+	clientportforward "k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/transport/websocket"
 	streamhttp "k8s.io/streaming/pkg/httpstream"
 	streamspdy "k8s.io/streaming/pkg/httpstream/spdy"
@@ -54,8 +54,8 @@ func (d *wsDialer) Dial(protocols ...string) (streamhttp.Connection, string, err
 		return nil, "", fmt.Errorf("negotiated websocket connection is nil")
 	}
 	proto := strings.TrimPrefix(ws.Subprotocol(), constants.WebsocketsSPDYTunnelingPrefix)
-	tc := &frameConn{Conn: portforward.NewTunnelingConnection("client", ws)}
-	conn, err := streamspdy.NewClientConnectionWithPings(tc, portforward.PingPeriod)
+	tc := &frameConn{Conn: clientportforward.NewTunnelingConnection("client", ws)}
+	conn, err := streamspdy.NewClientConnectionWithPings(tc, clientportforward.PingPeriod)
 	if err != nil {
 		tc.Close()
 		return nil, "", err

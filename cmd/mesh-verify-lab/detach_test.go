@@ -19,7 +19,8 @@ import (
 	"github.com/mesh-verify/mesh-verify/lab/nginx"
 )
 
-// `flock LOCK mesh-verify lab up` returns and LOCK is free while the lab
+// `flock LOCK mesh-verify lab up` (mesh-verify-lab up, which `mesh-verify
+// lab` execs in its own process) returns and LOCK is free while the lab
 // runs; `mesh-verify lab up | cat` ends when up returns: no process the
 // lab leaves running (its daemon, kwok's etcd, kube-apiserver, controllers
 // and kwok, nginx) holds the lock or the pipe, has stdin other than
@@ -44,7 +45,7 @@ func TestLabUpDetachesFromItsCaller(t *testing.T) {
 	topology := writeFile(t, tmp, "one.yaml", labtest.OneCluster)
 	env := append(os.Environ(), "MESH_VERIFY_LAB_BIN="+string(bin))
 	labDown := func() (string, error) {
-		cmd := exec.Command(binary, "lab", "down", "--dir", dir)
+		cmd := exec.Command(binary, "down", "--dir", dir)
 		cmd.Env = env
 		out, err := cmd.CombinedOutput()
 		return string(out), err
@@ -59,7 +60,7 @@ func TestLabUpDetachesFromItsCaller(t *testing.T) {
 		os.RemoveAll(dir)
 	})
 
-	args := []string{lockPath, binary, "lab", "up", "--dir", dir, "--topology", topology}
+	args := []string{lockPath, binary, "up", "--dir", dir, "--topology", topology}
 	if _, err := nginx.Find(); err == nil {
 		args = append(args, "--data-plane", "nginx") // nginx is a background process too
 	} else {
@@ -80,7 +81,7 @@ func TestLabUpDetachesFromItsCaller(t *testing.T) {
 	up.Env = env
 	up.Stdout, up.Stderr = w, stderr
 	up.ExtraFiles = []*os.File{w}
-	up.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // stopped as a group (flock and mesh-verify) if it hangs
+	up.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // stopped as a group (flock and mesh-verify-lab) if it hangs
 	start := time.Now()
 	if err := up.Start(); err != nil {
 		t.Fatal(err)

@@ -1,11 +1,9 @@
-package kube
+package access
 
 import (
-	"errors"
 	"slices"
-	"strings"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"github.com/mesh-verify/mesh-verify/kube/portforward"
 )
 
 // Feature is what a run uses an API call for (README.md, RBAC).
@@ -83,7 +81,8 @@ type Permission struct {
 	URL   string
 	Scope Scope
 	// TargetKinds limits a FeatureTunnel permission to targets of these
-	// kinds (KindPod, KindService, KindDeployment), a FeatureMeshConfig
+	// kinds (portforward.KindPod, portforward.KindService,
+	// portforward.KindDeployment), a FeatureMeshConfig
 	// one to references of these mesh kinds (meshconfig.Kinds); empty
 	// means every kind.
 	TargetKinds []string
@@ -139,11 +138,11 @@ func Permissions() []Permission {
 
 		{Feature: FeatureTunnel, Verb: "get", Resource: "pods", Scope: ScopeNamespace,
 			Call: "resolve (pod/NAME), session.watchPod", Why: "the pod a pod/NAME target names; the forwarded pod looked up again when its watch breaks"},
-		{Feature: FeatureTunnel, Verb: "get", Resource: "services", Scope: ScopeNamespace, TargetKinds: []string{KindService},
+		{Feature: FeatureTunnel, Verb: "get", Resource: "services", Scope: ScopeNamespace, TargetKinds: []string{portforward.KindService},
 			Call: "resolve (svc/NAME)", Why: "the Service's selector and target port, to pick its pod like kubectl port-forward"},
-		{Feature: FeatureTunnel, Verb: "get", Group: "apps", Resource: "deployments", Scope: ScopeNamespace, TargetKinds: []string{KindDeployment},
+		{Feature: FeatureTunnel, Verb: "get", Group: "apps", Resource: "deployments", Scope: ScopeNamespace, TargetKinds: []string{portforward.KindDeployment},
 			Call: "resolve (deploy/NAME)", Why: "the Deployment's selector, to pick its pod like kubectl port-forward"},
-		{Feature: FeatureTunnel, Verb: "list", Resource: "pods", Scope: ScopeNamespace, TargetKinds: []string{KindService, KindDeployment},
+		{Feature: FeatureTunnel, Verb: "list", Resource: "pods", Scope: ScopeNamespace, TargetKinds: []string{portforward.KindService, portforward.KindDeployment},
 			Call: "resolve (svc/, deploy/)", Why: "the pods the selector matches, to pick the one to forward to"},
 		{Feature: FeatureTunnel, Verb: "watch", Resource: "pods", Scope: ScopeNamespace,
 			Call: "Tunnel.connect, session.watchPod", Why: "notice the forwarded pod being replaced or deleted, to re-resolve the target"},
@@ -261,32 +260,4 @@ func PermissionsFor(f Feature, targetKind string) []Permission {
 		out = append(out, p)
 	}
 	return out
-}
-
-// IsDenied reports whether err is the API server refusing a call for want
-// of a permission (403) or of valid credentials (401), wherever it was
-// wrapped: a *ClusterError, a client-go status error, or a streaming
-// upgrade (port-forward) refused, whose status client-go keeps only as text.
-func IsDenied(err error) bool {
-	if err == nil {
-		return false
-	}
-	var ce *ClusterError
-	if errors.As(err, &ce) && (ce.Reason == ReasonForbidden || ce.Reason == ReasonUnauthorized) {
-		return true
-	}
-	if apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
-		return true
-	}
-	return upgradeDenied(err)
-}
-
-// upgradeDenied recognizes a refused upgrade: k8s.io/streaming's SPDY
-// round tripper reports "unable to upgrade connection: <the Status
-// message>", and a Forbidden status message reads `pods "x" is forbidden:
-// User "u" cannot create resource "pods/portforward" ...`.
-func upgradeDenied(err error) bool {
-	msg := err.Error()
-	return strings.Contains(msg, "unable to upgrade connection") &&
-		(strings.Contains(msg, " is forbidden: ") || strings.Contains(msg, "Unauthorized"))
 }

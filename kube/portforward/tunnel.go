@@ -1,4 +1,4 @@
-package kube
+package portforward
 
 import (
 	"context"
@@ -13,13 +13,14 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mesh-verify/mesh-verify/kube"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/tools/portforward"
+	clientportforward "k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/transport/spdy"
 	streamhttp "k8s.io/streaming/pkg/httpstream"
 )
@@ -61,7 +62,7 @@ type TunnelSpec struct {
 	Port string
 	// Observed are the workloads the scenario attributes traffic to; a
 	// target whose pod belongs to one gets a warning (see Warnings).
-	Observed []Workload
+	Observed []kube.Workload
 	// ConnectTimeout bounds one (re)connect; zero means DefaultConnectTimeout.
 	ConnectTimeout time.Duration
 	// DrainTimeout is how long connections on a streaming connection whose
@@ -108,7 +109,7 @@ type TunnelStats struct {
 // streaming connection is lost, or its pod is deleted or replaced, the next
 // dial re-resolves the target and connects again.
 type Tunnel struct {
-	cluster *Cluster
+	cluster *kube.Cluster
 	spec    TunnelSpec
 	target  Target
 
@@ -134,7 +135,7 @@ type Tunnel struct {
 // OpenTunnel resolves the target and establishes the first streaming
 // connection, so setup errors (no such service, no running pod, RBAC,
 // unreachable API server) surface here rather than as failed requests.
-func OpenTunnel(ctx context.Context, c *Cluster, spec TunnelSpec) (*Tunnel, error) {
+func OpenTunnel(ctx context.Context, c *kube.Cluster, spec TunnelSpec) (*Tunnel, error) {
 	target, err := ParseTarget(spec.Resource, spec.Port)
 	if err != nil {
 		return nil, err
@@ -171,7 +172,7 @@ func (t *Tunnel) Target() Target { return t.target }
 func (t *Tunnel) Namespace() string { return t.spec.Namespace }
 
 // Cluster is the cluster the tunnel goes through.
-func (t *Tunnel) Cluster() *Cluster { return t.cluster }
+func (t *Tunnel) Cluster() *kube.Cluster { return t.cluster }
 
 // Pod is the pod the tunnel forwards to now (it changes after a reconnect
 // to a replacement pod).
@@ -337,9 +338,9 @@ func (t *Tunnel) connect(ctx context.Context) (*session, error) {
 	mctx, mcancel := context.WithCancel(t.ctx)
 	w, err := t.cluster.Client.CoreV1().Pods(r.pod.Namespace).Watch(mctx, podWatchOptions(r.pod.Name, r.pod.ResourceVersion))
 	if err != nil {
-		if IsDenied(err) {
+		if kube.IsDenied(err) {
 			mcancel()
-			return nil, t.errorf("watch pod %s: %w", r.pod.Name, t.cluster.wrap("watch pods in namespace "+r.pod.Namespace, err))
+			return nil, t.errorf("watch pod %s: %w", r.pod.Name, t.cluster.Wrap("watch pods in namespace "+r.pod.Namespace, err))
 		}
 		w = nil // a transient failure: watchPod retries
 	}
@@ -349,9 +350,9 @@ func (t *Tunnel) connect(ctx context.Context) (*session, error) {
 			w.Stop()
 		}
 		mcancel()
-		if IsDenied(err) {
+		if kube.IsDenied(err) {
 			// client-go keeps a refused upgrade's status as text only.
-			err = t.cluster.wrap(fmt.Sprintf("create pods/portforward for pod %s/%s", r.pod.Namespace, r.pod.Name), deniedError{err})
+			err = t.cluster.Wrap(fmt.Sprintf("create pods/portforward for pod %s/%s", r.pod.Namespace, r.pod.Name), kube.DeniedUpgrade(err))
 		}
 		return nil, t.errorf("connect to pod %s: %w", r.pod.Name, err)
 	}
@@ -387,7 +388,7 @@ func (t *Tunnel) upgrade(ctx context.Context, pod string) (streamhttp.Connection
 		return nil, "", err
 	}
 	wsDialer := &namedDialer{d: ws, name: "websocket", used: &used}
-	dialer := portforward.NewFallbackDialerForStreaming(wsDialer, spdyDialer, func(err error) bool {
+	dialer := clientportforward.NewFallbackDialerForStreaming(wsDialer, spdyDialer, func(err error) bool {
 		return streamhttp.IsUpgradeFailure(err) || streamhttp.IsHTTPSProxyError(err)
 	})
 	type result struct {
@@ -399,7 +400,7 @@ func (t *Tunnel) upgrade(ctx context.Context, pod string) (streamhttp.Connection
 	// Dial takes no context: run it aside and abandon (then close) it if
 	// ctx ends first.
 	go func() {
-		conn, proto, err := dialer.Dial(portforward.PortForwardProtocolV1Name)
+		conn, proto, err := dialer.Dial(clientportforward.PortForwardProtocolV1Name)
 		ch <- result{conn, proto, err}
 	}()
 	select {
@@ -407,9 +408,9 @@ func (t *Tunnel) upgrade(ctx context.Context, pod string) (streamhttp.Connection
 		if r.err != nil {
 			return nil, "", r.err
 		}
-		if r.proto != portforward.PortForwardProtocolV1Name {
+		if r.proto != clientportforward.PortForwardProtocolV1Name {
 			r.conn.Close()
-			return nil, "", fmt.Errorf("unable to negotiate protocol: client supports %q, server returned %q", portforward.PortForwardProtocolV1Name, r.proto)
+			return nil, "", fmt.Errorf("unable to negotiate protocol: client supports %q, server returned %q", clientportforward.PortForwardProtocolV1Name, r.proto)
 		}
 		name, _ := used.Load().(string)
 		return r.conn, name, nil
@@ -446,7 +447,7 @@ func (t *Tunnel) addWarnings(r *resolved) {
 			t.warnings = append(t.warnings, w)
 		}
 	}
-	if !podReady(r.pod) {
+	if !kube.PodReady(r.pod) {
 		add(fmt.Sprintf("port-forward target %s in cluster %s: pod %s/%s is not ready", t.target, t.cluster.Name, r.pod.Namespace, r.pod.Name))
 	}
 	for _, w := range t.spec.Observed {
@@ -466,7 +467,7 @@ func (t *Tunnel) addWarnings(r *resolved) {
 		add(fmt.Sprintf("port-forward target %s in cluster %s %s %s/%s, a pod of the observed workload %s: "+
 			"every request reaches that pod and bypasses the mesh's balancing; "+
 			"forward to the mesh's entry instead (an ingress/east-west gateway, a Skupper router, or a caller pod with a sidecar)",
-			t.target, t.cluster.Name, how, r.pod.Namespace, r.pod.Name, w.label()))
+			t.target, t.cluster.Name, how, r.pod.Namespace, r.pod.Name, w.Label()))
 		break
 	}
 }

@@ -1,16 +1,14 @@
-package kube
+package access
 
 import (
-	"errors"
-	"fmt"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/mesh-verify/mesh-verify/kube"
+	"github.com/mesh-verify/mesh-verify/kube/portforward"
 	rbacv1 "k8s.io/api/rbac/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
 )
 
@@ -53,9 +51,9 @@ func TestPermissionsForTargetKind(t *testing.T) {
 		kind      string
 		want, not []string
 	}{
-		{KindPod, []string{"get pods", "create pods/portforward", "get pods/portforward", "watch pods"}, []string{"get services", "get deployments.apps", "list pods"}},
-		{KindService, []string{"get services", "list pods", "create pods/portforward"}, []string{"get deployments.apps"}},
-		{KindDeployment, []string{"get deployments.apps", "list pods", "create pods/portforward"}, []string{"get services"}},
+		{portforward.KindPod, []string{"get pods", "create pods/portforward", "get pods/portforward", "watch pods"}, []string{"get services", "get deployments.apps", "list pods"}},
+		{portforward.KindService, []string{"get services", "list pods", "create pods/portforward"}, []string{"get deployments.apps"}},
+		{portforward.KindDeployment, []string{"get deployments.apps", "list pods", "create pods/portforward"}, []string{"get services"}},
 		{"", []string{"get services", "get deployments.apps", "list pods"}, nil},
 	} {
 		ps := PermissionsFor(FeatureTunnel, tc.kind)
@@ -74,7 +72,7 @@ func TestPermissionsForTargetKind(t *testing.T) {
 
 // decode reads a manifest back with the same YAML library kubectl's
 // decoders use, by kind; roles are mesh-verify's by namespace, the
-// workers' Roles (named DefaultWorkerServiceAccount) are left out.
+// workers' Roles (named kube.DefaultWorkerServiceAccount) are left out.
 func decode(t *testing.T, objs []runtime.Object) (roles map[string]*rbacv1.Role, cluster []*rbacv1.ClusterRole, text string) {
 	roles, _, cluster, text = decodeAll(t, objs)
 	return roles, cluster, text
@@ -102,7 +100,7 @@ func decodeAll(t *testing.T, objs []runtime.Object) (roles, workerRoles map[stri
 			if err := yaml.UnmarshalStrict([]byte(doc), &r); err != nil {
 				t.Fatal(err)
 			}
-			if r.Name == DefaultWorkerServiceAccount {
+			if r.Name == kube.DefaultWorkerServiceAccount {
 				workerRoles[r.Namespace] = &r
 			} else {
 				roles[r.Namespace] = &r
@@ -120,7 +118,7 @@ func decodeAll(t *testing.T, objs []runtime.Object) (roles, workerRoles map[stri
 
 func TestManifestGrantsExactlyTheNeeds(t *testing.T) {
 	needs := []Need{
-		{Cluster: "c1", Namespace: "front", Feature: FeatureTunnel, TargetKind: KindService},
+		{Cluster: "c1", Namespace: "front", Feature: FeatureTunnel, TargetKind: portforward.KindService},
 		{Cluster: "c1", Namespace: "apps", Feature: FeatureNamespaceCheck},
 		{Cluster: "c1", Namespace: "apps", Feature: FeatureInventory},
 		{Cluster: "c2", Namespace: "apps", Feature: FeatureLogs},
@@ -182,32 +180,6 @@ func TestManifestClusterWideAndGeneric(t *testing.T) {
 		if p.Scope != ScopeCluster && !Grants(roles["ci"].Rules, p.Verb, p.Group, p.RBACResource(), "ci") {
 			t.Errorf("generic manifest's Role in ci lacks %s", p)
 		}
-	}
-}
-
-func TestIsDenied(t *testing.T) {
-	gr := schema.GroupResource{Resource: "pods"}
-	for _, tc := range []struct {
-		err  error
-		want bool
-	}{
-		{apierrors.NewForbidden(gr, "x", errors.New("no")), true},
-		{fmt.Errorf("list: %w", apierrors.NewUnauthorized("expired")), true},
-		{&ClusterError{Cluster: "c1", Call: "list pods", Reason: ReasonForbidden, Err: errors.New("x")}, true},
-		{errors.New(`unable to upgrade connection: pods "p" is forbidden: User "u" cannot create resource "pods/portforward"`), true},
-		{apierrors.NewNotFound(gr, "x"), false},
-		{errors.New("unable to upgrade connection: pod not running"), false},
-		{nil, false},
-	} {
-		if got := IsDenied(tc.err); got != tc.want {
-			t.Errorf("IsDenied(%v) = %v, want %v", tc.err, got, tc.want)
-		}
-	}
-	// A refused upgrade wrapped by a cluster reads as Forbidden.
-	c := &Cluster{Name: "c1", Context: "kind-c1"}
-	err := c.wrap("create pods/portforward for pod d/p", deniedError{errors.New(`unable to upgrade connection: pods "p" is forbidden: User "u" cannot create resource "pods/portforward"`)})
-	if !strings.Contains(err.Error(), "forbidden to create pods/portforward for pod d/p") {
-		t.Errorf("refused upgrade: %v", err)
 	}
 }
 

@@ -1,4 +1,4 @@
-package kube
+package access
 
 import (
 	"bytes"
@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/mesh-verify/mesh-verify/kube"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -38,7 +39,7 @@ type ManifestOptions struct {
 	Needs []Need
 	// WorkerServiceAccount names the ServiceAccount the worker pods of a
 	// FeatureWorkers need run as, created with its Role in each such
-	// namespace (default DefaultWorkerServiceAccount).
+	// namespace (default kube.DefaultWorkerServiceAccount).
 	WorkerServiceAccount string
 }
 
@@ -183,7 +184,7 @@ func Manifest(o ManifestOptions) []runtime.Object {
 // workerObjects are the workers' ServiceAccount, Role and RoleBinding in
 // every namespace of grants, in namespace order.
 func workerObjects[G comparable](o ManifestOptions, grants map[string]map[G]bool, rulesOf func(map[G]bool) []rbacv1.PolicyRule) []runtime.Object {
-	name := cmp.Or(o.WorkerServiceAccount, DefaultWorkerServiceAccount)
+	name := cmp.Or(o.WorkerServiceAccount, kube.DefaultWorkerServiceAccount)
 	namespaces := make([]string, 0, len(grants))
 	for ns := range grants {
 		namespaces = append(namespaces, ns)

@@ -1,4 +1,4 @@
-package kube
+package portforward
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/mesh-verify/mesh-verify/kube"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -72,7 +73,7 @@ type resolved struct {
 // AttachablePodForObject (docs/architecture.md "Reaching the entry point"): the pods its selector matches,
 // sorted by kubectl's ActivePods order, most active first. A Service port is
 // translated to the container's targetPort, named targetPorts included.
-func resolve(ctx context.Context, c *Cluster, ns string, t Target) (*resolved, error) {
+func resolve(ctx context.Context, c *kube.Cluster, ns string, t Target) (*resolved, error) {
 	core := c.Client.CoreV1()
 	var (
 		pod *corev1.Pod
@@ -83,13 +84,13 @@ func resolve(ctx context.Context, c *Cluster, ns string, t Target) (*resolved, e
 	case KindPod:
 		p, err := core.Pods(ns).Get(ctx, t.Name, metav1.GetOptions{})
 		if err != nil {
-			return nil, c.wrap("get pod "+ns+"/"+t.Name, err)
+			return nil, c.Wrap("get pod "+ns+"/"+t.Name, err)
 		}
 		pod = p
 	case KindService:
 		s, err := core.Services(ns).Get(ctx, t.Name, metav1.GetOptions{})
 		if err != nil {
-			return nil, c.wrap("get service "+ns+"/"+t.Name, err)
+			return nil, c.Wrap("get service "+ns+"/"+t.Name, err)
 		}
 		if len(s.Spec.Selector) == 0 {
 			return nil, fmt.Errorf("service %s/%s has no selector, so there is no pod to forward to", ns, t.Name)
@@ -98,7 +99,7 @@ func resolve(ctx context.Context, c *Cluster, ns string, t Target) (*resolved, e
 	case KindDeployment:
 		d, err := c.Client.AppsV1().Deployments(ns).Get(ctx, t.Name, metav1.GetOptions{})
 		if err != nil {
-			return nil, c.wrap("get deployment "+ns+"/"+t.Name, err)
+			return nil, c.Wrap("get deployment "+ns+"/"+t.Name, err)
 		}
 		s, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
 		if err != nil {
@@ -111,7 +112,7 @@ func resolve(ctx context.Context, c *Cluster, ns string, t Target) (*resolved, e
 	if pod == nil {
 		list, err := core.Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
 		if err != nil {
-			return nil, c.wrap("list pods in namespace "+ns, err)
+			return nil, c.Wrap("list pods in namespace "+ns, err)
 		}
 		pod = pickPod(list.Items)
 		if pod == nil {
@@ -215,8 +216,8 @@ func (s activePods) Less(i, j int) bool {
 		return rank[a.Status.Phase] < rank[b.Status.Phase]
 	}
 	// 3. Not ready < ready
-	if podReady(a) != podReady(b) {
-		return !podReady(a)
+	if kube.PodReady(a) != kube.PodReady(b) {
+		return !kube.PodReady(a)
 	}
 	// 4. Deleting < not deleting
 	if (a.DeletionTimestamp != nil) != (b.DeletionTimestamp != nil) {
@@ -227,7 +228,7 @@ func (s activePods) Less(i, j int) bool {
 		return a.DeletionTimestamp.Before(b.DeletionTimestamp)
 	}
 	// 6. Ready for a shorter time < longer (the latest ready is smaller)
-	if podReady(a) && podReady(b) {
+	if kube.PodReady(a) && kube.PodReady(b) {
 		ta, tb := readyTime(a), readyTime(b)
 		if !ta.Equal(tb) {
 			return afterOrZero(ta, tb)
