@@ -60,7 +60,8 @@ var labCases = []labCase{
 	{name: "helloworld kept in c1", topology: "istio-helloworld", broken: true, scenarios: []string{"istio-helloworld"},
 		edit: []string{"mesh: istio", "policy: {mode: failover, order: [c1]}"}},
 	{name: "rebel-base kept in c1", topology: "cilium-rebel-base", broken: true, scenarios: []string{"cilium-rebel-base"},
-		edit: []string{"annotations: {service.cilium.io/global: \"true\"}", "annotations: {}"}},
+		// Neither cluster's Service global: c1's and c2's files.
+		edit: []string{"  annotations:\n    service.cilium.io/global: \"true\"\n", "", "  annotations:\n    service.cilium.io/global: \"true\"\n", ""}},
 }
 
 // verdictCount counts one row's verdicts: the scenario's and each expectation's.

@@ -28,13 +28,44 @@ spec:
             file: {path: /dev/stdout}
 `
 
+// legacyTrafficLog is Kuma 2.x's legacy TrafficLog from every service to
+// every service, as Kuma's docs write it (the mesh's default backend);
+// Kuma places it on the source proxies' outbound listeners.
+const legacyTrafficLog = `apiVersion: kuma.io/v1alpha1
+kind: TrafficLog
+mesh: default
+metadata:
+  name: all-traffic
+spec:
+  sources:
+    - match:
+        kuma.io/service: '*'
+  destinations:
+    - match:
+        kuma.io/service: '*'
+`
+
 // TestKumaOutboundOnlyLogging: the Kuma sidecars of kuma-canary log the
-// requests they receive until a MeshAccessLog with only spec.to is
-// applied; then their logs stay silent through a whole run while the
-// mesh gateway's (outbound) log grows by every request, as Kuma logs the
-// outbound side alone.
+// requests they receive until a MeshAccessLog with only spec.to or a
+// legacy TrafficLog is applied; then their logs stay silent through a
+// whole run while the mesh gateway's (outbound) log grows by every
+// request, as Kuma logs the outbound side alone.
 func TestKumaOutboundOnlyLogging(t *testing.T) {
 	t.Parallel()
+	for _, c := range []struct{ name, policy string }{
+		{"MeshAccessLog with only to", outboundOnlyMAL},
+		{"legacy TrafficLog", legacyTrafficLog},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			kumaOutboundOnly(t, c.policy)
+		})
+	}
+}
+
+// kumaOutboundOnly runs kuma-canary's scenario before and after applying
+// policy, counting the sidecars' and the gateway's lines.
+func kumaOutboundOnly(t *testing.T, policy string) {
 	l := mv.Lab(t, e2etest.LabSpec{Topology: "kuma-canary"})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -67,20 +98,20 @@ func TestKumaOutboundOnlyLogging(t *testing.T) {
 	if s1-s0 < n || g1-g0 < n {
 		t.Fatalf("without a MeshAccessLog: %d requests, sidecars logged %d lines, the gateway %d", n, s1-s0, g1-g0)
 	}
-	if out, err := e2etest.KubectlErr(t, l, []byte(outboundOnlyMAL), "c1", "apply", "-f", "-"); err != nil {
-		t.Fatalf("kubectl apply MeshAccessLog: %v\n%s", err, out)
+	if out, err := e2etest.KubectlErr(t, l, []byte(policy), "c1", "apply", "-f", "-"); err != nil {
+		t.Fatalf("kubectl apply the policy: %v\n%s", err, out)
 	}
 	applied := time.Now()
 	for !strings.Contains(readFileString(t, filepath.Join(l.Dir, "daemon.log")), "inbound access log") {
 		if time.Since(applied) > routeTimeout {
-			t.Fatalf("the daemon did not act on the MeshAccessLog within %v", routeTimeout)
+			t.Fatalf("the daemon did not act on the policy within %v", routeTimeout)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	n = run()
 	s2, g2 := sidecarLinesNow(), gatewayLines()
-	t.Logf("with an outbound-only MeshAccessLog: %d requests, sidecars logged %d lines, the gateway %d", n, s2-s1, g2-g1)
+	t.Logf("with an outbound-only policy: %d requests, sidecars logged %d lines, the gateway %d", n, s2-s1, g2-g1)
 	if s2 != s1 || g2-g1 < n {
-		t.Errorf("with an outbound-only MeshAccessLog: %d requests, sidecars logged %d lines (want 0), the gateway %d", n, s2-s1, g2-g1)
+		t.Errorf("with an outbound-only policy: %d requests, sidecars logged %d lines (want 0), the gateway %d", n, s2-s1, g2-g1)
 	}
 }

@@ -393,7 +393,9 @@ func TestLocalityFromTwoSources(t *testing.T) {
 	}{
 		{"affinity local", "cilium-affinity", assert.Pass},
 		{"affinity off", editedTopology(t, "cilium-affinity", []string{
-			", service.cilium.io/affinity: local}", "}",
+			// c1's Service, then c2's.
+			"    service.cilium.io/affinity: \"local\"\n", "",
+			"    service.cilium.io/affinity: \"local\"\n", "",
 		}), assert.Fail},
 	} {
 		t.Run(c.name, func(t *testing.T) {

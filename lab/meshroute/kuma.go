@@ -295,21 +295,29 @@ func kumaTrafficRoute(e Entry, tr *unstructured.Unstructured) (Route, bool, erro
 }
 
 // KumaInboundLogging says whether Kuma's sidecars log the requests they
-// receive, by the MeshAccessLogs of every cluster (the lab's zones share
-// the global control plane's policies): a policy with `from` or `rules`
-// logs the inbound side, one with only `to` the outbound side alone. The
-// sidecars of a topology without any MeshAccessLog log inbound, as the
-// lab always did (a real Kuma logs nothing without one); the names of the
-// policies say why.
+// receive, by the MeshAccessLogs and legacy TrafficLogs of every cluster
+// (the lab's zones share the global control plane's policies): a
+// MeshAccessLog with `from` or `rules` logs the inbound side, one with
+// only `to` the outbound side alone, and a TrafficLog always the outbound
+// side alone (Kuma places it on the source proxy's outbound listener,
+// kuma#276). The sidecars of a topology without any of them log inbound,
+// as the lab always did (a real Kuma logs nothing without one); the names
+// of the policies say why.
 func KumaInboundLogging(objs Objects) (inbound bool, why string) {
 	var outboundOnly []string
 	found := false
 	for c, list := range objs {
 		for _, o := range list {
-			if o.GetKind() != "MeshAccessLog" {
+			switch o.GetKind() {
+			case "TrafficLog":
+				found = true
+				outboundOnly = append(outboundOnly, where(o, c))
+				continue
+			case "MeshAccessLog":
+				found = true
+			default:
 				continue
 			}
-			found = true
 			spec, _ := o.Object["spec"].(map[string]any)
 			from, _ := spec["from"].([]any)
 			rules, _ := spec["rules"].([]any)
@@ -320,8 +328,8 @@ func KumaInboundLogging(objs Objects) (inbound bool, why string) {
 		}
 	}
 	if !found {
-		return true, "no MeshAccessLog: the lab's default, inbound lines"
+		return true, "no MeshAccessLog or TrafficLog: the lab's default, inbound lines"
 	}
 	slices.Sort(outboundOnly)
-	return false, strings.Join(outboundOnly, ", ") + " set only spec.to: outbound lines only"
+	return false, strings.Join(outboundOnly, ", ") + " log the outbound side only (a MeshAccessLog's spec.to, a TrafficLog): outbound lines only"
 }

@@ -36,6 +36,9 @@ func Kinds() []Kind {
 		// into a lab app (its kind from the image) and serves it.
 		{[]string{"apps/v1"}, "Deployment", ""},
 		{[]string{"v1"}, "Service", ""},
+		// What an app serves from a volume: Cilium's rebel-base answers
+		// its ConfigMap's JSON, which lab/topology reads.
+		{[]string{"v1"}, "ConfigMap", ""},
 		{[]string{"v1"}, "Secret", MeshSkupper},
 		{istio, "VirtualService", MeshIstio},
 		{istio, "DestinationRule", MeshIstio},
@@ -43,6 +46,7 @@ func Kinds() []Kind {
 		{[]string{"kuma.io/v1alpha1"}, "MeshHTTPRoute", MeshKuma},
 		{[]string{"kuma.io/v1alpha1"}, "TrafficRoute", MeshKuma},
 		{[]string{"kuma.io/v1alpha1"}, "MeshAccessLog", MeshKuma},
+		{[]string{"kuma.io/v1alpha1"}, "TrafficLog", MeshKuma},
 		{[]string{"skupper.io/v2alpha1"}, "Link", MeshSkupper},
 	}
 }

@@ -120,6 +120,7 @@ func Resources(mesh string) []Resource {
 			{GVR: schema.GroupVersionResource{Group: "kuma.io", Version: "v1alpha1", Resource: "meshhttproutes"}, Namespaced: true},
 			{GVR: schema.GroupVersionResource{Group: "kuma.io", Version: "v1alpha1", Resource: "trafficroutes"}},
 			{GVR: schema.GroupVersionResource{Group: "kuma.io", Version: "v1alpha1", Resource: "meshaccesslogs"}, Namespaced: true},
+			{GVR: schema.GroupVersionResource{Group: "kuma.io", Version: "v1alpha1", Resource: "trafficlogs"}},
 		}
 	case MeshSkupper:
 		return []Resource{

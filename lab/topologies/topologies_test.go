@@ -1,6 +1,7 @@
 package topologies
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -185,6 +186,32 @@ func TestWorkloadsFromManifests(t *testing.T) {
 	}
 }
 
+// Cilium's rebel-base is the example's nginx Deployment: the lab reads
+// what it answers from the ConfigMap it mounts, its port from the Service.
+func TestRebelBaseFromItsConfigMap(t *testing.T) {
+	top, _, err := Resolve("cilium-rebel-base")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := top.App("rebel-base")
+	if a == nil {
+		t.Fatalf("no app rebel-base: %+v", top.Apps)
+	}
+	want := map[string]string{"c1": "Cluster-1", "c2": "Cluster-2"}
+	if a.Kind != "rebel-base" || a.Port.Number != 80 || a.Replicas["c1"] != 2 || a.Replicas["c2"] != 2 || !maps.Equal(a.ClusterNames, want) {
+		t.Errorf("rebel-base = %+v, want kind rebel-base on port 80, 2 pods per cluster, cluster names %v", a, want)
+	}
+	if notes := strings.Join(top.WorkloadNotes, "\n"); strings.Contains(notes, "volume") {
+		t.Errorf("notes %q: the ConfigMap volume is played, not a note", notes)
+	}
+	for _, cl := range []string{"c1", "c2"} {
+		ds := top.InjectedDeployments(cl)
+		if len(ds) != 1 || ds[0].Spec.Template.Spec.Containers[0].LivenessProbe.PeriodSeconds != 1 {
+			t.Errorf("%s: injected Deployments %+v: want the example's, its own probes", cl, ds)
+		}
+	}
+}
+
 // A manifest's workload the lab cannot play is refused by file and object.
 func TestWorkloadErrors(t *testing.T) {
 	const lab = "apiVersion: lab.mesh-verify.io/v1alpha1\nkind: Topology\nmetadata: {name: w, seed: s}\nclusters: [c1]\n" +
@@ -194,8 +221,28 @@ func TestWorkloadErrors(t *testing.T) {
 		return "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec:\n  selector: {matchLabels: {app: web}}\n" +
 			"  template:\n    metadata: {labels: {app: web}}\n    spec:\n      containers: [{name: web, image: " + image + ", ports: [{containerPort: 80}]}]\n" + extra
 	}
+	// rebel is nginx serving the ConfigMap answer's key message, which
+	// holds data key: value (no ConfigMap when key is "").
+	rebel := func(key, value string) string {
+		d := "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec:\n  selector: {matchLabels: {app: web}}\n" +
+			"  template:\n    metadata: {labels: {app: web}}\n    spec:\n" +
+			"      containers: [{name: web, image: nginx:1.15.8, volumeMounts: [{name: html, mountPath: /usr/share/nginx/html/}]}]\n" +
+			"      volumes: [{name: html, configMap: {name: answer, items: [{key: message, path: index.html}]}}]\n"
+		if key == "" {
+			return d
+		}
+		return d + "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: answer}\ndata: {" + key + ": " + value + "}\n"
+	}
 	for _, tc := range []struct{ name, file, want string }{
-		{"an image no app plays", svc + dep("nginx:1.27", ""), "c1/w.yaml:6: Deployment web: spec.template.spec.containers[0].image nginx:1.27: no lab app plays this image"},
+		{"an image no app plays", svc + dep("httpd:2.4", ""), "c1/w.yaml:6: Deployment web: spec.template.spec.containers[0].image httpd:2.4: no lab app plays this image"},
+		{"nginx without a ConfigMap volume", svc + dep("nginx:1.15.8", ""),
+			"c1/w.yaml:6: Deployment web: spec.template.spec.containers[0].volumeMounts: nginx plays rebel-base, which answers the index.html of a ConfigMap mounted at /usr/share/nginx/html"},
+		{"a ConfigMap the manifests lack", svc + rebel("", ""),
+			"c1/w.yaml:6: Deployment web: spec.template.spec.volumes[0].configMap: ConfigMap default/answer is not in this cluster's manifests"},
+		{"a ConfigMap without the item's key", svc + rebel("other", "x"),
+			`c1/w.yaml:6: Deployment web: ConfigMap default/answer has no data key "message"`},
+		{"an answer without Cluster", svc + rebel("message", `'{"Galaxy": "Alderaan"}'`),
+			`c1/w.yaml:6: Deployment web: ConfigMap default/answer data message "{\"Galaxy\": \"Alderaan\"}": rebel-base answers a JSON object with a "Cluster" string`},
 		{"an unknown field", svc + dep("piomin/callme-service", "  replicaz: 2\n"), `c1/w.yaml:6: Deployment web: strict decoding error: unknown field "spec.replicaz"`},
 		{"no Service selects the pods", dep("piomin/callme-service", ""), "no Service of the manifests in namespace default selects these pods"},
 		{"a LoadBalancer", "apiVersion: v1\nkind: Service\nmetadata: {name: web}\nspec: {type: LoadBalancer, selector: {app: web}, ports: [{port: 80}]}\n",

@@ -209,7 +209,9 @@ func (t *Topology) definedAt(err error) string {
 }
 
 // namespaced reports whether a manifest kind lives in a namespace.
-func namespaced(kind string) bool { return kind != "Namespace" && kind != "TrafficRoute" }
+func namespaced(kind string) bool {
+	return kind != "Namespace" && kind != "TrafficRoute" && kind != "TrafficLog"
+}
 
 // RouteEntry is e as meshroute derives its route.
 func (t *Topology) RouteEntry(e *Entry) meshroute.Entry {

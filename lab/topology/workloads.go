@@ -1,6 +1,7 @@
 package topology
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -11,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/mesh-verify/mesh-verify/lab/apps"
 	"github.com/mesh-verify/mesh-verify/lab/meshroute"
@@ -23,9 +25,9 @@ import (
 // sidecar injector rewrites a pod (lab/README.md, "Workloads").
 
 // imageKinds maps a tutorial image's repository (without registry and
-// tag) to the lab/apps kind that plays it. The Cilium example's
-// rebel-base is plain nginx, which names no app: its Deployment says
-// lab.mesh-verify.io/kind: rebel-base on its pod template.
+// tag) to the lab/apps kind that plays it. The lab's only nginx app is
+// Cilium's rebel-base: nginx serving a ConfigMap's JSON as index.html
+// (rebelBaseCluster reads it).
 var imageKinds = map[string]string{
 	"istio/examples-helloworld-v1":             apps.KindHelloworld,
 	"istio/examples-helloworld-v2":             apps.KindHelloworld,
@@ -37,6 +39,8 @@ var imageKinds = map[string]string{
 	"istio/app":             apps.KindEcho,
 	"istio-testing/app":     apps.KindEcho,
 	"kumahq/kuma-universal": apps.KindTestServer,
+	"nginx":                 apps.KindRebelBase,
+	"library/nginx":         apps.KindRebelBase,
 }
 
 // ImageKind is the lab/apps kind that plays image ("" when none does).
@@ -91,12 +95,21 @@ func (t *Topology) loadWorkloads() error {
 			}
 		}
 	}
+	// What the pods mount: rebel-base answers its ConfigMap's JSON.
+	configMaps := map[string]map[string]*corev1.ConfigMap{} // cluster → namespace/name → ConfigMap
+	errs = append(errs, eachObject(t, "ConfigMap", func(cluster string, _ meshroute.Manifest, cm *corev1.ConfigMap) error {
+		if configMaps[cluster] == nil {
+			configMaps[cluster] = map[string]*corev1.ConfigMap{}
+		}
+		configMaps[cluster][cm.Namespace+"/"+cm.Name] = cm
+		return nil
+	})...)
 	// Services first: a Deployment belongs to the Service selecting its pods.
 	errs = append(errs, eachObject(t, "Service", func(cluster string, o meshroute.Manifest, s *corev1.Service) error {
 		return t.addService(cluster, o, s)
 	})...)
 	errs = append(errs, eachObject(t, "Deployment", func(cluster string, o meshroute.Manifest, d *appsv1.Deployment) error {
-		return t.addDeployment(cluster, o, d, nsLabels[cluster][d.Namespace])
+		return t.addDeployment(cluster, o, d, nsLabels[cluster][d.Namespace], configMaps[cluster])
 	})...)
 	return errors.Join(errs...)
 }
@@ -169,7 +182,7 @@ func (t *Topology) addService(cluster string, o meshroute.Manifest, s *corev1.Se
 	return nil
 }
 
-func (t *Topology) addDeployment(cluster string, o meshroute.Manifest, d *appsv1.Deployment, nsLabels map[string]string) error {
+func (t *Topology) addDeployment(cluster string, o meshroute.Manifest, d *appsv1.Deployment, nsLabels map[string]string, configMaps map[string]*corev1.ConfigMap) error {
 	src := &workloadSource{File: o.File, Line: o.Line, What: fmt.Sprintf("Deployment %s/%s", d.Namespace, d.Name)}
 	pt := &d.Spec.Template
 	if len(pt.Spec.Containers) == 0 {
@@ -184,9 +197,6 @@ func (t *Topology) addDeployment(cluster string, o meshroute.Manifest, d *appsv1
 		return fmt.Errorf("spec.template.spec.containers[0].image %s: no lab app plays this image (known: %s); name the kind with the pod template annotation %s (one of %s)",
 			c.Image, strings.Join(slices.Sorted(maps.Keys(imageKinds)), ", "), AnnotationKind, strings.Join(AppKinds(), ", "))
 	}
-	if len(c.Ports) == 0 {
-		return errors.New("spec.template.spec.containers[0].ports: the lab serves the app on its first container port; none is declared")
-	}
 	replicas := 1
 	if d.Spec.Replicas != nil {
 		replicas = int(*d.Spec.Replicas)
@@ -196,15 +206,25 @@ func (t *Topology) addDeployment(cluster string, o meshroute.Manifest, d *appsv1
 		return err
 	}
 	// The Service whose selector picks these pods, in the namespace.
-	var svc string
-	for _, s := range t.Services {
-		if s.Namespace == d.Namespace && len(s.Selector) > 0 && labels.SelectorFromSet(s.Selector).Matches(labels.Set(pt.Labels)) {
-			svc = s.Name
+	var svc *Service
+	for i := range t.Services {
+		if s := &t.Services[i]; s.Namespace == d.Namespace && len(s.Selector) > 0 && labels.SelectorFromSet(s.Selector).Matches(labels.Set(pt.Labels)) {
+			svc = s
 			break
 		}
 	}
-	if svc == "" {
+	if svc == nil {
 		return fmt.Errorf("spec.template.metadata.labels %v: no Service of the manifests in namespace %s selects these pods; the lab serves apps behind a Service", pt.Labels, d.Namespace)
+	}
+	port, err := servedPort(c, svc, cluster)
+	if err != nil {
+		return err
+	}
+	var clusterName, servedVolume string
+	if kind == apps.KindRebelBase {
+		if clusterName, servedVolume, err = rebelBaseCluster(pt, d.Namespace, configMaps); err != nil {
+			return err
+		}
 	}
 	// What the app says its version is: the VERSION variable the
 	// tutorial's Spring apps read, else the pods' version label.
@@ -217,13 +237,13 @@ func (t *Topology) addDeployment(cluster string, o meshroute.Manifest, d *appsv1
 	if version == "" {
 		version = "v1"
 	}
-	for _, n := range unmodelled(pt) {
+	for _, n := range unmodelled(pt, servedVolume) {
 		t.WorkloadNotes = append(t.WorkloadNotes, fmt.Sprintf("%s: %s%s", src, unsupportedPrefix, n))
 	}
 	a := t.App(d.Name)
 	if a == nil {
-		t.Apps = append(t.Apps, App{Name: d.Name, Kind: kind, Service: svc, Version: version, Namespace: d.Namespace,
-			Port: Port{Number: c.Ports[0].ContainerPort, Name: c.Ports[0].Name}, Sidecar: flavor,
+		t.Apps = append(t.Apps, App{Name: d.Name, Kind: kind, Service: svc.Name, Version: version, Namespace: d.Namespace,
+			Port: port, Sidecar: flavor,
 			Labels: pt.Labels, Replicas: map[string]int{}, source: src})
 		a = &t.Apps[len(t.Apps)-1]
 		if kind == apps.KindCaller {
@@ -236,20 +256,97 @@ func (t *Topology) addDeployment(cluster string, o meshroute.Manifest, d *appsv1
 		return fmt.Errorf("app %s is declared in %s too: declare it in one place", d.Name, LabFile)
 	case a.Namespace != d.Namespace:
 		return fmt.Errorf("app %s is in namespace %s in %s: one name, one namespace", d.Name, a.Namespace, a.source)
-	case a.Kind != kind || a.Sidecar != flavor || a.Version != version || a.Service != svc:
+	case a.Kind != kind || a.Sidecar != flavor || a.Version != version || a.Service != svc.Name:
 		return fmt.Errorf("kind %s, sidecar %q, version %s, Service %s: %s has kind %s, sidecar %q, version %s, Service %s; a Deployment of one name is the same app in every cluster",
-			kind, flavor, version, svc, a.source, a.Kind, a.Sidecar, a.Version, a.Service)
+			kind, flavor, version, svc.Name, a.source, a.Kind, a.Sidecar, a.Version, a.Service)
+	case a.Port != port:
+		return fmt.Errorf("port %d: %s serves port %d; a Deployment of one name is the same app in every cluster", port.Number, a.source, a.Port.Number)
 	}
 	if _, dup := a.Replicas[cluster]; dup {
 		return fmt.Errorf("Deployment %s/%s is defined twice in cluster %s (also %s)", d.Namespace, d.Name, cluster, a.source)
 	}
 	a.Replicas[cluster] = replicas
+	if clusterName != "" {
+		if a.ClusterNames == nil {
+			a.ClusterNames = map[string]string{}
+		}
+		a.ClusterNames[cluster] = clusterName
+	}
 	if a.from == nil {
 		a.from = map[string]*appsv1.Deployment{}
 	}
 	d.TypeMeta.APIVersion, d.TypeMeta.Kind = "apps/v1", "Deployment"
 	a.from[cluster] = d
 	return nil
+}
+
+// servedPort is the port the app serves: the first container port, else
+// (nginx's manifests declare none) the port the selecting Service sends
+// to, as kube-proxy would.
+func servedPort(c corev1.Container, svc *Service, cluster string) (Port, error) {
+	if len(c.Ports) > 0 {
+		return Port{Number: c.Ports[0].ContainerPort, Name: c.Ports[0].Name}, nil
+	}
+	sp := svc.Port
+	if s := svc.from[cluster]; s != nil {
+		switch tp := s.Spec.Ports[0].TargetPort; {
+		case tp.Type == intstr.Int && tp.IntVal != 0:
+			sp = tp.IntVal
+		case tp.Type == intstr.String && tp.StrVal != "":
+			return Port{}, fmt.Errorf("spec.template.spec.containers[0].ports: none is declared, and %s targets the named port %q", svc.source, tp.StrVal)
+		}
+	}
+	return Port{Number: sp}, nil
+}
+
+// nginxRoot is where nginx (the rebel-base image) serves files from.
+const nginxRoot = "/usr/share/nginx/html"
+
+// rebelBaseCluster is the "Cluster" value rebel-base answers in this
+// cluster, read where nginx reads it: the index.html of the ConfigMap
+// volume mounted at nginx's root, {"Galaxy": ..., "Cluster": "Cluster-1"}
+// in Cilium's example. It also names that volume (which the lab plays).
+// A ConfigMap changed in a running lab is not read again: the daemon
+// serves the manifests as applied.
+func rebelBaseCluster(pt *corev1.PodTemplateSpec, ns string, configMaps map[string]*corev1.ConfigMap) (string, string, error) {
+	c := pt.Spec.Containers[0]
+	var mount string
+	for _, m := range c.VolumeMounts {
+		if strings.TrimSuffix(m.MountPath, "/") == nginxRoot {
+			mount = m.Name
+		}
+	}
+	if mount == "" {
+		return "", "", fmt.Errorf("spec.template.spec.containers[0].volumeMounts: nginx plays rebel-base, which answers the index.html of a ConfigMap mounted at %s; none is mounted there", nginxRoot)
+	}
+	i := slices.IndexFunc(pt.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == mount })
+	if i < 0 || pt.Spec.Volumes[i].ConfigMap == nil {
+		return "", "", fmt.Errorf("spec.template.spec.volumes %s: the volume nginx serves at %s must be a configMap volume (rebel-base answers its index.html)", mount, nginxRoot)
+	}
+	src := pt.Spec.Volumes[i].ConfigMap
+	key := "index.html"
+	if len(src.Items) > 0 {
+		j := slices.IndexFunc(src.Items, func(it corev1.KeyToPath) bool { return it.Path == "index.html" })
+		if j < 0 {
+			return "", "", fmt.Errorf("spec.template.spec.volumes[%d].configMap.items: no item has path index.html, the file nginx answers", i)
+		}
+		key = src.Items[j].Key
+	}
+	cm := configMaps[ns+"/"+src.Name]
+	if cm == nil {
+		return "", "", fmt.Errorf("spec.template.spec.volumes[%d].configMap: ConfigMap %s/%s is not in this cluster's manifests; the lab reads rebel-base's answer from it", i, ns, src.Name)
+	}
+	body, ok := cm.Data[key]
+	if !ok {
+		return "", "", fmt.Errorf("ConfigMap %s/%s has no data key %q (volume %s's index.html)", ns, src.Name, key, mount)
+	}
+	var answer struct {
+		Cluster string `json:"Cluster"`
+	}
+	if err := json.Unmarshal([]byte(body), &answer); err != nil || answer.Cluster == "" {
+		return "", "", fmt.Errorf("ConfigMap %s/%s data %s %q: rebel-base answers a JSON object with a \"Cluster\" string, like {\"Galaxy\": \"Alderaan\", \"Cluster\": \"Cluster-1\"}", ns, src.Name, key, body)
+	}
+	return answer.Cluster, mount, nil
 }
 
 // injected says which mesh's sidecar the pods get, as the meshes'
@@ -297,7 +394,7 @@ func injected(nsLabels map[string]string, pt *corev1.PodTemplateSpec) (string, e
 
 // unmodelled lists the pod template's fields the lab reads but does not
 // play: its app serves the kind's behaviour whatever they say.
-func unmodelled(pt *corev1.PodTemplateSpec) []string {
+func unmodelled(pt *corev1.PodTemplateSpec, servedVolume string) []string {
 	var out []string
 	for i, c := range pt.Spec.Containers {
 		p := fmt.Sprintf("spec.template.spec.containers[%d]", i)
@@ -316,15 +413,19 @@ func unmodelled(pt *corev1.PodTemplateSpec) []string {
 		if len(c.EnvFrom) > 0 {
 			out = append(out, p+".envFrom")
 		}
-		if len(c.VolumeMounts) > 0 {
-			out = append(out, p+".volumeMounts")
+		for j, m := range c.VolumeMounts {
+			if m.Name != servedVolume {
+				out = append(out, fmt.Sprintf("%s.volumeMounts[%d] (%s)", p, j, m.Name))
+			}
 		}
 		if len(c.Ports) > 1 {
 			out = append(out, p+".ports[1:]")
 		}
 	}
-	if len(pt.Spec.Volumes) > 0 {
-		out = append(out, "spec.template.spec.volumes")
+	for i, v := range pt.Spec.Volumes {
+		if v.Name != servedVolume {
+			out = append(out, fmt.Sprintf("spec.template.spec.volumes[%d] (%s)", i, v.Name))
+		}
 	}
 	if len(pt.Spec.InitContainers) > 0 {
 		out = append(out, "spec.template.spec.initContainers")
