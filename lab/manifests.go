@@ -3,6 +3,8 @@ package lab
 import (
 	"context"
 	"fmt"
+	"strings"
+	"time"
 
 	"sigs.k8s.io/yaml"
 
@@ -43,11 +45,28 @@ func registerCRDs(ctx context.Context, kubectl kubectlFunc, cluster string) erro
 	for _, n := range crds.Names() {
 		args = append(args, "crd/"+n)
 	}
-	if _, err := kubectl(ctx, nil, args...); err != nil {
-		return fmt.Errorf("the meshes' CRDs in cluster %s: %w", cluster, err)
+	// A CRD created a moment ago may have no status.conditions yet, and
+	// kubectl wait then fails at once ("accessor error: <nil> is of the
+	// type <nil>") instead of waiting: asked again until it has some.
+	deadline := time.Now().Add(crdStatusTimeout)
+	for {
+		_, err := kubectl(ctx, nil, args...)
+		if err == nil {
+			return nil
+		}
+		if !strings.Contains(err.Error(), "accessor error") || time.Now().After(deadline) {
+			return fmt.Errorf("the meshes' CRDs in cluster %s: %w", cluster, err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the meshes' CRDs in cluster %s: %w", cluster, ctx.Err())
+		case <-time.After(250 * time.Millisecond):
+		}
 	}
-	return nil
 }
+
+// crdStatusTimeout bounds the wait for the CRDs' first status.
+const crdStatusTimeout = 60 * time.Second
 
 // applyManifests applies a cluster's manifests of the topology with
 // kubectl apply, file by file, as the tutorial's reader does — but their
