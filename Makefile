@@ -8,7 +8,7 @@ PKGS      := ./...
 # builds of the binary then share one build cache with it.
 export CGO_ENABLED ?= 0
 
-.PHONY: all build test test-tools unit e2e fuzz lint bench demo report-shots lab-up lab-down clean calibrate calibrate-stats calibrate-lab schema image release
+.PHONY: all build test test-tools fmtcheck unit e2e fuzz lint bench demo report-shots lab-up lab-down clean calibrate calibrate-stats calibrate-lab schema image release
 
 all: build
 
@@ -45,9 +45,9 @@ release:
 # Unit and integration tests (the e2e package drives the built binary
 # against real local servers behind nginx), then the tests of the tool
 # modules that release and package it (tools/release, tools/image).
-test: lint
-	$(GO) test -count=1 -timeout 28m $(PKGS)
-	$(MAKE) test-tools
+# go vet and the tool modules' tests run beside `go test` (scripts/test.sh).
+test: fmtcheck
+	GO="$(GO)" MAKE="$(MAKE)" PKGS="$(PKGS)" bash scripts/test.sh
 
 test-tools:
 	cd tools/release && GOWORK=off GOFLAGS=-mod=readonly $(GO) test -count=1 -timeout 20m ./...
@@ -88,10 +88,12 @@ calibrate: calibrate-stats calibrate-lab
 schema:
 	$(GO) test -count=1 -run 'Test(Report|Scenario)Schema$$' ./reports ./scenarios -update
 
-lint:
+lint: fmtcheck
+	$(GO) vet $(PKGS)
+
+fmtcheck:
 	@out=$$(gofmt -l .); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
-	$(GO) vet $(PKGS)
 
 # Benchmarks against the peer tools (vegeta, hey, siege, wrk), side by side in
 # one bounded run, written to BENCHMARKS.md (bench/run.sh; README.md,

@@ -385,6 +385,9 @@ func TestDistributedRunLosesAWorkerAndStopsOnCtrlC(t *testing.T) {
 // success rate still PASSes: the mesh answered, it did not keep traffic
 // local.
 func TestLocalityFromTwoSources(t *testing.T) {
+	// Each case brings up a lab of its own: they run beside the other
+	// lab tests instead of before them (CI's wall time).
+	t.Parallel()
 	scenario := "cilium-affinity"
 	for _, c := range []struct {
 		name     string
@@ -399,6 +402,7 @@ func TestLocalityFromTwoSources(t *testing.T) {
 		}), assert.Fail},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			l := mv.Lab(t, e2etest.LabSpec{Topology: c.topology})
 			applyRBAC(t, l, scenario, []string{"c1", "c2"})
 			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
