@@ -10,7 +10,11 @@ import (
 )
 
 // Cilium's Cluster Mesh annotations on a Service, each with the legacy
-// name Cilium still reads (pkg/annotation/k8s.go).
+// name Cilium still reads (pkg/annotation/k8s.go). lab/meshroute reads
+// the same annotations on purpose with code of its own, as it does the
+// other meshes' objects: the lab routes from its reading and the run
+// expects from this one, so a misreading shared by both could not make a
+// lab test fail.
 var (
 	ciliumGlobal   = []string{"service.cilium.io/global", "io.cilium/global-service"}
 	ciliumShared   = []string{"service.cilium.io/shared", "io.cilium/shared-service"}

@@ -200,9 +200,16 @@ func (s *Scenario) Warnings() []string {
 	return nil
 }
 
-// clientWorkloads are the tutorials' client pods, which call nothing
-// themselves: traffic sent to them never reaches the split service.
-var clientWorkloads = map[string]bool{"sleep": true, "curl": true, "x-wing": true, "tiefighter": true, "netshoot": true}
+// clientWorkload says whether name is one of the tutorials' client pods,
+// which call nothing themselves: traffic sent to them never reaches the
+// split service.
+func clientWorkload(name string) bool {
+	switch name {
+	case "sleep", "curl", "x-wing", "tiefighter", "netshoot":
+		return true
+	}
+	return false
+}
 
 // forwardBypassesRouting says whether the port-forward's workload cannot
 // be the caller whose outbound sidecar splits the traffic: a tutorial
@@ -215,7 +222,7 @@ func (s *Scenario) forwardBypassesRouting() bool {
 	if i := strings.LastIndexByte(name, '/'); i >= 0 {
 		name = name[i+1:]
 	}
-	if clientWorkloads[name] {
+	if clientWorkload(name) {
 		return true
 	}
 	for _, w := range s.Observe {
