@@ -16,8 +16,9 @@ const tokenChars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ01234567
 
 // FuzzNoCredentialInAnyOutput plants a password (user info) and a token
 // (query) in a target URL made malformed by junk in its host, path or
-// query, and runs validate, validate --set and run (-o json and -o md,
-// against a closed port, with a step summary): neither secret may appear
+// query, and runs validate, validate --set, plan, run (-o json and -o md,
+// against a closed port, with a step summary) and report (terminal and
+// md) on each run directory: neither secret may appear
 // on stdout, stderr, in any file of the run directory or in the step
 // summary, whatever error quotes the URL.
 func FuzzNoCredentialInAnyOutput(f *testing.F) {
@@ -61,13 +62,14 @@ func FuzzNoCredentialInAnyOutput(f *testing.F) {
 			{"validate", file, "--set", "target.url=" + raw},
 			{"validate", file, "--set", "target.url: " + raw},
 			{"validate", file, "--set", "attack.rate=" + raw},
+			{"plan", file},
 		}
 		if where%3 != 1 {
 			// A host of junk would be looked up in DNS: only validated.
 			runs = append(runs, []string{"run", file, "--out", out, "-o", "json", "--quiet"},
 				[]string{"run", file, "--out", out, "-o", "md", "--quiet"})
 		}
-		for _, args := range runs {
+		check := func(args []string) {
 			var stdout, stderr bytes.Buffer
 			execute(args, &stdout, &stderr)
 			for _, o := range []struct{ name, text string }{{"stdout", stdout.String()}, {"stderr", stderr.String()}} {
@@ -75,6 +77,15 @@ func FuzzNoCredentialInAnyOutput(f *testing.F) {
 					t.Errorf("%q: %s keeps a credential of %q:\n%s", args, o.name, raw, o.text)
 				}
 			}
+		}
+		for _, args := range runs {
+			check(args)
+		}
+		// report reads the run directories back: its outputs too.
+		dirs, _ := filepath.Glob(filepath.Join(out, "*"))
+		for _, d := range dirs {
+			check([]string{"report", d})
+			check([]string{"report", d, "-o", "md"})
 		}
 		_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 			if err != nil || d.IsDir() || p == file {
