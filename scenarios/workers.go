@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+
+	"github.com/mesh-verify/mesh-verify/redact"
 )
 
 // MaxAttackWorkers bounds attack.workers: every worker is a pod whose
@@ -84,10 +86,19 @@ func (s *Scenario) checkWorkers(c *checker) {
 			c.add(fmt.Sprintf("expect[%d]", i), "judged from logs under per-connection balancing, which needs each request's connection: the workers (attack.workers) do not report theirs; judge from the bodies (source: body), or attack from this process (attack.workers: 0)")
 		}
 	}
+	field := "target.url"
 	if s.Target.Forward != nil {
-		if _, err := s.InClusterURL(); err != nil {
-			c.add("target.portForward", "%v", err)
-		}
+		field = "target.path"
+	}
+	target, err := s.InClusterURL()
+	switch {
+	case err != nil && s.Target.Forward != nil:
+		c.add("target.portForward", "%v", err)
+	case err == nil && redact.URL(target) != target:
+		// The workers get the target in run.json, in their ConfigMap,
+		// which anyone who may view the namespace reads (issue 23); only
+		// the scenario's headers travel in their Secret.
+		c.add(field, "%s carries a credential (a user-info password or a credential-like query parameter), which the workers would get in their ConfigMap, readable by anyone who may view the namespace: send it in attack.headers, which go in the workers' Secret, or attack from this process (attack.workers: 0)", redact.URL(target))
 	}
 }
 

@@ -41,6 +41,12 @@ func TestWorkersFields(t *testing.T) {
 		{"ramp below workers", svcTarget, "{ramp: {from: 1/s, to: 20/s, duration: 5s}, workers: 4}", "6:attack.ramp.from: 1 is less than attack.workers (4)"},
 		{"pod target", `{portForward: {cluster: c2, resource: pod/web-0, port: "8080"}}`, "{rate: 10, requests: 100, workers: 2}", "5:target.portForward: workers reach the target by its in-cluster DNS name, which only a Service has"},
 		{"named port", `{portForward: {cluster: c2, resource: svc/web, port: http}}`, "{rate: 10, requests: 100, workers: 2}", `5:target.portForward: workers dial the Service's port by number: port "http" is a name`},
+		// Issue 23: run.json, with the target, is in the workers' ConfigMap.
+		{"password in the url", `{url: "http://user:s3cr3t@web.demo:8080/"}`, "{rate: 10, requests: 100, workers: 2, from: c1}", "5:target.url: http://user:xxxxx@web.demo:8080/ carries a credential"},
+		{"token in the url", `{url: "http://web.demo:8080/?access_token=s3cr3t"}`, "{rate: 10, requests: 100, workers: 2, from: c1}", "5:target.url: http://web.demo:8080/?access_token=REDACTED carries a credential"},
+		{"token in the path", `{portForward: {cluster: c2, resource: svc/web, port: "8080"}, path: "/api?apikey=s3cr3t"}`, "{rate: 10, requests: 100, workers: 2}", "5:target.path: http://web.default.svc.cluster.local:8080/api?apikey=REDACTED carries a credential"},
+		{"token in the url is fine locally", `{url: "http://web.demo:8080/?access_token=s3cr3t"}`, "{rate: 10, requests: 100}", ""},
+		{"user without password", `{url: "http://user@web.demo:8080/?id={{.RequestID}}"}`, "{rate: 10, requests: 100, workers: 2, from: c1}", ""},
 		{"pod target is fine locally", `{portForward: {cluster: c2, resource: pod/web-0, port: "8080"}}`, "{rate: 10, requests: 100}", ""},
 		// Several sources.
 		{"sources", svcTarget, "{rate: 10, requests: 100, sources: [{cluster: c1, workers: 2}, {cluster: c2, workers: 1}]}", ""},
