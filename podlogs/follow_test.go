@@ -42,7 +42,6 @@ func write(p *podLog, c *clock, prefix string, n int) []string {
 // backend is one way of serving the test logs: the CRI files directly, or
 // kubelet-style over HTTP through client-go.
 type backend struct {
-	name   string
 	opener Opener
 	format Format
 	add    func(Target, *podLog)
