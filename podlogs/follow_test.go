@@ -173,6 +173,8 @@ func TestBoundedConcurrencyAndForget(t *testing.T) {
 	for _, tg := range forgotten {
 		frozen[tg] = len(got.get(tg))
 	}
+	// A window in which a forgotten stream would still get lines: their
+	// absence is what is tested, so this pause is no wait on a condition.
 	time.Sleep(50 * time.Millisecond)
 	halt()
 	if err := f.Settle(ctx); err != nil {
