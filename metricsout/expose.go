@@ -13,14 +13,15 @@ import (
 )
 
 // Handler serves the families gather returns at each scrape, in the text
-// or protobuf exposition format the scraper asks for (expfmt.Negotiate).
+// or protobuf exposition format the scraper asks for (expfmt.NegotiateAccept
+// over the default formats: text and protobuf, no OpenMetrics).
 func Handler(gather func() []*dto.MetricFamily) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/metrics" {
 			http.NotFound(w, r)
 			return
 		}
-		format := expfmt.Negotiate(r.Header)
+		format := expfmt.NegotiateAccept(r.Header, expfmt.DefaultAcceptedFormats()...)
 		w.Header().Set("Content-Type", string(format))
 		enc := expfmt.NewEncoder(w, format)
 		for _, f := range gather() {

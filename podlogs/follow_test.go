@@ -42,7 +42,6 @@ func write(p *podLog, c *clock, prefix string, n int) []string {
 // backend is one way of serving the test logs: the CRI files directly, or
 // kubelet-style over HTTP through client-go.
 type backend struct {
-	name   string
 	opener Opener
 	format Format
 	add    func(Target, *podLog)
@@ -174,6 +173,8 @@ func TestBoundedConcurrencyAndForget(t *testing.T) {
 	for _, tg := range forgotten {
 		frozen[tg] = len(got.get(tg))
 	}
+	// A window in which a forgotten stream would still get lines: their
+	// absence is what is tested, so this pause is no wait on a condition.
 	time.Sleep(50 * time.Millisecond)
 	halt()
 	if err := f.Settle(ctx); err != nil {

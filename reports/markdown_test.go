@@ -38,7 +38,7 @@ func gfm(t *testing.T, md []byte) (tables []gfmTable, heading string, out string
 			for c := n.FirstChild(); c != nil; c = c.NextSibling() {
 				switch c.(type) {
 				case *extast.TableHeader:
-					tb.head = strings.ToLower(strings.TrimSpace(string(c.FirstChild().Text(md)))) //nolint:staticcheck // Text is what the cell shows
+					tb.head = strings.ToLower(strings.TrimSpace(inlineText(c.FirstChild(), md)))
 				case *extast.TableRow:
 					tb.rows++
 				}
@@ -47,7 +47,7 @@ func gfm(t *testing.T, md []byte) (tables []gfmTable, heading string, out string
 			return ast.WalkSkipChildren, nil
 		case *ast.Heading:
 			if heading == "" {
-				heading = string(n.Text(md)) //nolint:staticcheck // Text is what the heading shows
+				heading = inlineText(n, md)
 			}
 		}
 		return ast.WalkContinue, nil
@@ -60,6 +60,30 @@ func gfm(t *testing.T, md []byte) (tables []gfmTable, heading string, out string
 		t.Fatal(err)
 	}
 	return tables, heading, b.String()
+}
+
+// inlineText is what an inline container shows: the values of its text
+// leaves in order, a soft line break as a newline (what goldmark's
+// deprecated Node.Text returned; the node's Lines are not set on inline
+// containers such as a table cell or a heading's children).
+func inlineText(n ast.Node, src []byte) string {
+	var b strings.Builder
+	_ = ast.Walk(n, func(c ast.Node, entering bool) (ast.WalkStatus, error) {
+		if !entering {
+			return ast.WalkContinue, nil
+		}
+		switch c := c.(type) {
+		case *ast.Text:
+			b.Write(c.Value(src))
+			if c.SoftLineBreak() {
+				b.WriteByte('\n')
+			}
+		case *ast.String:
+			b.Write(c.Value)
+		}
+		return ast.WalkContinue, nil
+	})
+	return b.String()
 }
 
 // summary.md, -o md and the step summary render on GitHub as meant: the

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/mesh-verify/mesh-verify/assert"
 	"github.com/mesh-verify/mesh-verify/attack"
@@ -125,7 +126,7 @@ func TestNewSectionsAreEscaped(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, out := range []string{term.String(), md.String(), ju.String()} {
-		if strings.ContainsAny(out, "\x1b\xff") {
+		if strings.ContainsRune(out, '\x1b') || !utf8.ValidString(out) {
 			t.Errorf("a control character or invalid byte got through:\n%q", out)
 		}
 	}

@@ -118,8 +118,6 @@ func TestHostileIdentitiesSurvive(t *testing.T) {
 	}
 }
 
-type closedFile struct{ *os.File }
-
 // Test 3 (recorder side): a write error stops recording, once, without
 // ever holding Record up, and Close says so every time it is asked.
 func TestWriteErrorStopsRecording(t *testing.T) {

@@ -92,10 +92,7 @@ func openKube(ctx context.Context, sc *scenarios.Scenario, o Options) (*kubePath
 		}
 	}
 	if len(sc.Observe) > 0 {
-		var inCluster []*kube.Cluster
-		for _, c := range cs {
-			inCluster = append(inCluster, c)
-		}
+		inCluster := append([]*kube.Cluster(nil), cs...)
 		kp.inv, err = kube.Inventory(ctx, inCluster, kp.workloads())
 		if err != nil {
 			return nil, err

@@ -114,7 +114,7 @@ expect:
   - split: {weights: {c1: 100}}
 `, lab.Context("c1")))
 
-	wait := func(f *faultyAPI, within time.Duration) (error, time.Duration) {
+	wait := func(f *faultyAPI, within time.Duration) (time.Duration, error) {
 		t.Helper()
 		clusters := map[string]*kube.Cluster{"c1": f.serve(t, c)}
 		got := make(chan error, 1)
@@ -122,10 +122,10 @@ expect:
 		go func() { got <- waitReady(context.Background(), sc, clusters, within, nil) }()
 		select {
 		case err := <-got:
-			return err, time.Since(start)
+			return time.Since(start), err
 		case <-time.After(within + 20*time.Second):
 			t.Fatalf("--wait-ready %s still waiting after %s", within, time.Since(start))
-			return nil, 0
+			return 0, nil
 		}
 	}
 
@@ -133,7 +133,7 @@ expect:
 		f := &faultyAPI{}
 		f.code.Store(503)
 		f.fail.Store(3)
-		err, _ := wait(f, 30*time.Second)
+		_, err := wait(f, 30*time.Second)
 		if err != nil {
 			t.Fatalf("wait-ready: %v", err)
 		}
@@ -144,7 +144,7 @@ expect:
 	t.Run("a server that never answers is bounded by the wait", func(t *testing.T) {
 		f := &faultyAPI{}
 		f.hang.Store(true)
-		err, took := wait(f, time.Second)
+		took, err := wait(f, time.Second)
 		if err == nil || !strings.Contains(err.Error(), "did not answer") {
 			t.Fatalf("wait-ready: %v, want an error saying the API server did not answer", err)
 		}
@@ -156,7 +156,7 @@ expect:
 		f := &faultyAPI{}
 		f.code.Store(403)
 		f.fail.Store(1 << 30)
-		err, took := wait(f, 30*time.Second)
+		took, err := wait(f, 30*time.Second)
 		if !apierrors.IsForbidden(err) {
 			t.Fatalf("wait-ready: %v, want the denial", err)
 		}

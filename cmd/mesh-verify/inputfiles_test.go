@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mesh-verify/mesh-verify/exitcode"
+	"github.com/mesh-verify/mesh-verify/judge"
 )
 
 // Every file a command reads is a regular file within its kind's limit
@@ -44,7 +45,7 @@ func TestInputFilesBounded(t *testing.T) {
 		big  string // a file over the kind's limit
 	}{
 		{"validate", func(f string) []string { return []string{"validate", f} }, "a scenario file", over("big.yaml", 1<<20)},
-		{"check --file", func(f string) []string { return []string{"check", "--file", f, "--expect", "equal"} }, "a counts file", over("big.csv", maxCountsFile)},
+		{"check --file", func(f string) []string { return []string{"check", "--file", f, "--expect", "equal"} }, "a counts file", over("big.csv", judge.MaxCountsFile)},
 		{"report", func(f string) []string { return []string{"report", f} }, "a report", ""},
 		{"report diff", func(f string) []string { return []string{"report", "diff", f, good} }, "a report", ""},
 	} {

@@ -25,7 +25,12 @@ import (
 // requests not counted as the target's failures.
 func TestSecondInterruptStopsNow(t *testing.T) {
 	hold := make(chan struct{})
+	arrived := make(chan struct{}, 1)
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case arrived <- struct{}{}:
+		default:
+		}
 		select {
 		case <-hold:
 		case <-r.Context().Done():
@@ -52,8 +57,17 @@ expect: [{successRate: {atLeast: 99%}}]
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	t.Cleanup(func() { _ = cmd.Process.Kill() })
-	time.Sleep(1500 * time.Millisecond)
+	// Ctrl-C once a request is in flight (the attack, and its Ctrl-C
+	// handling, has started).
+	select {
+	case <-arrived:
+	case err := <-done:
+		t.Fatalf("the run ended before a request reached the target: %v\n%s", err, stderr.String())
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no request reached the target within 30 s\n%s", stderr.String())
+	}
 	_ = cmd.Process.Signal(syscall.SIGINT)
+	// This second is what is tested: the run must not end within it.
 	select {
 	case err := <-done:
 		t.Fatalf("the first Ctrl-C ended the run while requests were in flight: %v\n%s", err, stderr.String())
@@ -172,8 +186,8 @@ func TestThirdInterruptKills(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -198,10 +212,11 @@ func TestThirdInterruptKills(t *testing.T) {
 		}
 	}
 	expect("ready")
-	for i := 0; i < 2; i++ {
-		_ = cmd.Process.Signal(syscall.SIGINT)
-		time.Sleep(200 * time.Millisecond)
-	}
+	// The second Ctrl-C once the first is seen (its message), not after a
+	// fixed pause.
+	_ = cmd.Process.Signal(syscall.SIGINT)
+	waitFor(t, 10*time.Second, "the first Ctrl-C's message", func() bool { return strings.Contains(stderr.String(), "Ctrl-C again to stop now") })
+	_ = cmd.Process.Signal(syscall.SIGINT)
 	expect("aborted")
 	_ = cmd.Process.Signal(syscall.SIGINT)
 	done := make(chan error, 1)
@@ -217,5 +232,17 @@ func TestThirdInterruptKills(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), "Ctrl-C again kills") {
 		t.Errorf("the second Ctrl-C did not say what a third does: %s", stderr.String())
+	}
+}
+
+// waitFor polls cond until it holds, failing the test naming what it
+// waited for when within has passed: a test waits on what it needs, not a
+// fixed time.
+func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(within); !cond(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s", what, within)
+		}
 	}
 }

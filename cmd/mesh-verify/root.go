@@ -290,11 +290,12 @@ func runScenario(cmd *cobra.Command, file string, f runFlags) error {
 		// The run directory exists: the run still writes every file, so
 		// that CI finds the cause where it looks for a verdict.
 		_ = rec.Close()
-		rep = failedRun{sc: sc, runID: runID, tool: o.Tool, command: o.Command, err: failed, phase: reports.PhasePrepare}.report()
+		rep = reports.FailedRun{Scenario: reports.ScenarioInfo{Name: sc.Metadata.Name, File: sc.File, Description: sc.Metadata.Description},
+			Target: sc.Target.URL, RunID: runID, Tool: o.Tool, Command: o.Command, Err: failed, Phase: reports.PhasePrepare}.Report()
 		rep.Warnings = append(rep.Warnings, dropEmptyRecords(dir)...)
 		err = failed
 	} else {
-		rep.Failure = failureOf(rep, err)
+		rep.Failure = reports.FailureOf(rep, err)
 	}
 	// Credentials never leave the process, whichever path wrote them.
 	if red, rerr := redactReport(rep); rerr != nil {

@@ -1,6 +1,6 @@
 // Package protocols_test drives the built mesh-verify binary against real
 // HTTP/2 servers on 127.0.0.1 (README.md, a scenario: attack.http2 and
-// attack.grpc): a Go h2c server (golang.org/x/net/http2/h2c) answering
+// attack.grpc): a Go h2c server (net/http, unencrypted HTTP/2) answering
 // like the tutorial's callme, and grpc-go's own server with its health
 // service and a unary method shaped like Istio's echo. Each server plays
 // a per-request balancer over named pods (smooth weighted round robin)

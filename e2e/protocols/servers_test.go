@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/net/http2"
-	"golang.org/x/net/http2/h2c"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -89,7 +87,7 @@ func (b *balancer) counts() (byPod, byCluster, byVersion map[string]int64, byPro
 
 // startH2C serves cleartext HTTP/2 with prior knowledge (and HTTP/1.1,
 // which is how the test shows the counter tells them apart) through
-// golang.org/x/net/http2/h2c. Each answer is the tutorial's callme line
+// net/http (Server.Protocols with unencrypted HTTP/2). Each answer is the tutorial's callme line
 // naming the pod and its cluster in the body, and the cluster again in a
 // response header.
 func startH2C(t *testing.T, b *balancer) string {
@@ -103,7 +101,10 @@ func startH2C(t *testing.T, b *balancer) string {
 		w.Header().Set("X-Served-Cluster", p.cluster)
 		fmt.Fprintf(w, "I'm callme-service %s (pod %s in %s)", p.version, p.name, p.cluster)
 	})
-	srv := &http.Server{Handler: h2c.NewHandler(h, &http2.Server{}), ReadHeaderTimeout: 10 * time.Second}
+	protos := new(http.Protocols)
+	protos.SetHTTP1(true)
+	protos.SetUnencryptedHTTP2(true)
+	srv := &http.Server{Handler: h, Protocols: protos, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
 	return "http://" + ln.Addr().String()

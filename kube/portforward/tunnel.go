@@ -537,15 +537,6 @@ func (s *session) retire(cause error) {
 	}()
 }
 
-func (s *session) lost() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.dead || s.retired {
-		return s.cause
-	}
-	return nil
-}
-
 // monitor ends the session when its streaming connection closes, and
 // retires it when its pod is deleted or is being deleted, so the next dial
 // re-resolves the target.

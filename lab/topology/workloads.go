@@ -263,6 +263,7 @@ func (t *Topology) addDeployment(cluster string, o meshroute.Manifest, d *appsv1
 		return fmt.Errorf("port %d: %s serves port %d; a Deployment of one name is the same app in every cluster", port.Number, a.source, a.Port.Number)
 	}
 	if _, dup := a.Replicas[cluster]; dup {
+		//lint:ignore ST1005 Deployment is the Kubernetes kind, spelled as in the manifests it names
 		return fmt.Errorf("Deployment %s/%s is defined twice in cluster %s (also %s)", d.Namespace, d.Name, cluster, a.source)
 	}
 	a.Replicas[cluster] = replicas

@@ -1,4 +1,4 @@
-package main
+package judge
 
 import (
 	"strings"
@@ -22,11 +22,11 @@ func FuzzCounts(f *testing.F) {
 				}
 				continue
 			}
-			if len(c.Buckets) != len(c.N) || len(c.Buckets) > maxBuckets {
+			if len(c.Buckets) != len(c.N) || len(c.Buckets) > MaxBuckets {
 				t.Errorf("%d buckets, %d counts", len(c.Buckets), len(c.N))
 			}
 			for _, n := range c.N {
-				if n < 0 || n > maxCount {
+				if n < 0 || n > MaxCount {
 					t.Errorf("count %d out of bounds", n)
 				}
 			}
