@@ -17,9 +17,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mesh-verify/mesh-verify/kube/kclient"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -220,7 +220,7 @@ type Cluster struct {
 	// InClusterContext).
 	InCluster bool
 	REST      *rest.Config
-	Client    kubernetes.Interface
+	Client    kclient.Interface
 }
 
 func (c *Cluster) String() string {
@@ -264,7 +264,7 @@ func (c *Config) connect(ctx context.Context, ref ClusterRef, only bool) (*Clust
 	// later run is client-go's, through the wrapper.
 	plain := cfg
 	cfg = wrapExec(cfg, c.opts.ExecWrapper, c.opts.ExecTimeout)
-	client, err := kubernetes.NewForConfig(cfg)
+	client, err := kclient.NewForConfig(cfg)
 	if err != nil {
 		return nil, &ClusterError{Cluster: ref.Name, Context: kctx, Call: "build client", Reason: ReasonOther, Err: err}
 	}
@@ -296,7 +296,7 @@ func (c *Config) probeWithExec(ctx context.Context, cl *Cluster, plain *rest.Con
 	defer cancel()
 	done := make(chan error, 1) // buffered: an abandoned probe still ends
 	go func() {
-		_, err := cl.Client.Discovery().RESTClient().Get().AbsPath("/version").Do(pctx).Raw()
+		_, err := cl.Client.CoreV1().RESTClient().Get().AbsPath("/version").Do(pctx).Raw()
 		done <- err
 	}()
 	// client-go runs the plugin again before the request: it gets its
@@ -389,7 +389,7 @@ func (c *Cluster) Probe(ctx context.Context, timeout time.Duration) error {
 	}
 	pctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	_, err := c.Client.Discovery().RESTClient().Get().AbsPath("/version").Do(pctx).Raw()
+	_, err := c.Client.CoreV1().RESTClient().Get().AbsPath("/version").Do(pctx).Raw()
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()

@@ -67,7 +67,7 @@ exec sleep 60
 	done := make(chan error, 1)
 	start := time.Now()
 	go func() {
-		_, err := c.Client.Discovery().RESTClient().Get().AbsPath("/version").Do(context.Background()).Raw()
+		_, err := c.Client.CoreV1().RESTClient().Get().AbsPath("/version").Do(context.Background()).Raw()
 		done <- err
 	}()
 	select {

@@ -6,7 +6,7 @@ import (
 	"os"
 	"strings"
 
-	"k8s.io/client-go/kubernetes"
+	"github.com/mesh-verify/mesh-verify/kube/kclient"
 	"k8s.io/client-go/rest"
 )
 
@@ -63,7 +63,7 @@ func (c *Config) connectInCluster(ctx context.Context, ref ClusterRef, kctx stri
 	}
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: c.opts.Impersonate, Groups: c.opts.ImpersonateGroups}
 	c.tune(cfg)
-	client, err := kubernetes.NewForConfig(cfg)
+	client, err := kclient.NewForConfig(cfg)
 	if err != nil {
 		return nil, &ClusterError{Cluster: ref.Name, Context: InClusterContext, Call: "build client", Reason: ReasonOther, Err: err}
 	}

@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/mesh-verify/mesh-verify/internal/certtest"
 	"github.com/mesh-verify/mesh-verify/kube"
@@ -54,7 +55,7 @@ func connectAs(t *testing.T, lab *labtest.Lab, cluster, user string) *kube.Clust
 func can(t *testing.T, admin *kube.Cluster, user, verb, group, resource string) bool {
 	t.Helper()
 	res, sub, _ := strings.Cut(resource, "/")
-	r, err := admin.Client.AuthorizationV1().SubjectAccessReviews().Create(context.Background(), &authzv1.SubjectAccessReview{
+	r, err := kubernetes.NewForConfigOrDie(admin.REST).AuthorizationV1().SubjectAccessReviews().Create(context.Background(), &authzv1.SubjectAccessReview{
 		Spec: authzv1.SubjectAccessReviewSpec{User: user, Groups: []string{"system:serviceaccounts", "system:authenticated"},
 			ResourceAttributes: &authzv1.ResourceAttributes{Namespace: workersNS, Verb: verb, Group: group, Resource: res, Subresource: sub}},
 	}, metav1.CreateOptions{})

@@ -23,10 +23,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mesh-verify/mesh-verify/kube/kclient"
 	"github.com/prometheus/common/expfmt"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 )
 
@@ -230,7 +230,7 @@ func TestScrapeThroughPodProxy(t *testing.T) {
 		http.NotFound(w, r)
 	}))
 	defer srv.Close()
-	client, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL})
+	client, err := kclient.NewForConfig(&rest.Config{Host: srv.URL})
 	if err != nil {
 		t.Fatal(err)
 	}

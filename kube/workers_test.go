@@ -13,12 +13,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mesh-verify/mesh-verify/kube/kclient"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/mesh-verify/mesh-verify/internal/certtest"
@@ -357,7 +357,7 @@ func TestWatchPodsGivesUp(t *testing.T) {
 				}
 			}))
 			defer srv.Close()
-			client, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL})
+			client, err := kclient.NewForConfig(&rest.Config{Host: srv.URL})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -5,20 +5,20 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/mesh-verify/mesh-verify/kube/kclient"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 )
 
 // ClientGoOpener opens pod logs through each cluster's API server
 // (GET /api/v1/namespaces/{ns}/pods/{pod}/log, RBAC: get on pods/log),
 // keyed by cluster name. Its streams are in FormatTimestamps.
-func ClientGoOpener(clients map[string]kubernetes.Interface) Opener {
+func ClientGoOpener(clients map[string]kclient.Interface) Opener {
 	return clientGoOpener(clients)
 }
 
-type clientGoOpener map[string]kubernetes.Interface
+type clientGoOpener map[string]kclient.Interface
 
 func (c clientGoOpener) Open(ctx context.Context, t Target, r OpenRequest) (io.ReadCloser, error) {
 	cs, ok := c[t.Cluster]

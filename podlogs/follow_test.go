@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/client-go/kubernetes"
+	"github.com/mesh-verify/mesh-verify/kube/kclient"
 )
 
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -59,7 +59,7 @@ var backends = []struct {
 	}},
 	{"http", func(t *testing.T) backend {
 		api := newAPIServer(t, 1)
-		return backend{opener: ClientGoOpener(map[string]kubernetes.Interface{"c1": api.client(t)}), format: FormatTimestamps, add: api.add}
+		return backend{opener: ClientGoOpener(map[string]kclient.Interface{"c1": api.client(t)}), format: FormatTimestamps, add: api.add}
 	}},
 }
 
@@ -332,7 +332,7 @@ func TestResumeDropsContinuationFragment(t *testing.T) {
 	p.append(criRecord(sec.Add(1100*time.Millisecond), "stdout", false, "one"))
 	p.append(criRecord(sec.Add(1200*time.Millisecond), "stdout", false, "two"))
 	p.append(criRecord(sec.Add(1300*time.Millisecond), "stdout", false, "three"))
-	f := NewFollower(ClientGoOpener(map[string]kubernetes.Interface{"c1": api.client(t)}), Options{Since: t0, Settle: 100 * time.Millisecond, RetryBackoff: 5 * time.Millisecond})
+	f := NewFollower(ClientGoOpener(map[string]kclient.Interface{"c1": api.client(t)}), Options{Since: t0, Settle: 100 * time.Millisecond, RetryBackoff: 5 * time.Millisecond})
 	got := collect(f)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -508,7 +508,7 @@ func TestForgetThenFollowStartsAfresh(t *testing.T) {
 func TestOpenErrorsAreRetriedAndReported(t *testing.T) {
 	checkGoroutines(t)
 	api := newAPIServer(t, 5)
-	f := NewFollower(ClientGoOpener(map[string]kubernetes.Interface{"c1": api.client(t)}), Options{Since: t0, Settle: 50 * time.Millisecond, RetryBackoff: 5 * time.Millisecond})
+	f := NewFollower(ClientGoOpener(map[string]kclient.Interface{"c1": api.client(t)}), Options{Since: t0, Settle: 50 * time.Millisecond, RetryBackoff: 5 * time.Millisecond})
 	got := collect(f)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -611,7 +611,7 @@ func TestDeletedPodWhoseLogIsGone(t *testing.T) {
 	checkGoroutines(t)
 	api := newAPIServer(t, 3)
 	api.cutMin, api.cutSpan, api.modes, api.maxCuts = 8, 1, []int{1}, 1
-	b := backend{opener: ClientGoOpener(map[string]kubernetes.Interface{"c1": api.client(t)}), format: FormatTimestamps, add: api.add}
+	b := backend{opener: ClientGoOpener(map[string]kclient.Interface{"c1": api.client(t)}), format: FormatTimestamps, add: api.add}
 	c, p, tg := onePod(t, b, "gone-0")
 	// Settle waits for this much quiet: long enough for the cut stream's
 	// reopen (and its 404) on a loaded machine, where 50 ms let Settle

@@ -27,7 +27,7 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/client-go/kubernetes"
+	"github.com/mesh-verify/mesh-verify/kube/kclient"
 	"k8s.io/client-go/rest"
 )
 
@@ -348,8 +348,8 @@ func (a *apiServer) remove(t Target) {
 	a.mu.Unlock()
 }
 
-func (a *apiServer) client(t testing.TB) kubernetes.Interface {
-	cs, err := kubernetes.NewForConfig(&rest.Config{Host: a.srv.URL, QPS: 1e6, Burst: 1e6})
+func (a *apiServer) client(t testing.TB) kclient.Interface {
+	cs, err := kclient.NewForConfig(&rest.Config{Host: a.srv.URL, QPS: 1e6, Burst: 1e6})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/client-go/kubernetes"
+	"github.com/mesh-verify/mesh-verify/kube/kclient"
 )
 
 // stamps makes a timestamp sequence with many lines per second, runs of
@@ -116,7 +116,7 @@ func TestResumeOverHTTP(t *testing.T) {
 		want []string
 	}
 	var pods []*pod
-	clients := map[string]kubernetes.Interface{}
+	clients := map[string]kclient.Interface{}
 	var servers []*apiServer
 	for ci, cluster := range []string{"east", "west"} {
 		srv := newAPIServer(t, uint64(ci+10))

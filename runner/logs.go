@@ -13,8 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mesh-verify/mesh-verify/kube/kclient"
 	vegeta "github.com/tsenart/vegeta/v12/lib"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/mesh-verify/mesh-verify/attack"
 	"github.com/mesh-verify/mesh-verify/attribution"
@@ -196,7 +196,7 @@ func (kp *kubePath) newLogSource(runID string, start time.Time) (*logSource, err
 		Group:   func(m podlogs.Match) string { return ls.ownerOf(m.Line.Target) },
 		Success: codes.Contains,
 	})
-	clients := map[string]kubernetes.Interface{}
+	clients := map[string]kclient.Interface{}
 	for n, c := range kp.clusters {
 		clients[n] = c.Client
 	}

@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mesh-verify/mesh-verify/kube/kclient"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/mesh-verify/mesh-verify/kube"
@@ -70,7 +70,7 @@ func (f *faultyAPI) serve(t *testing.T, c *kube.Cluster) *kube.Cluster {
 		proxy.ServeHTTP(w, r)
 	}))
 	t.Cleanup(func() { close(done); ts.Close() })
-	client, err := kubernetes.NewForConfig(&rest.Config{Host: ts.URL})
+	client, err := kclient.NewForConfig(&rest.Config{Host: ts.URL})
 	if err != nil {
 		t.Fatal(err)
 	}
