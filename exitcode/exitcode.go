@@ -7,6 +7,7 @@ package exitcode
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 )
 
@@ -44,6 +45,12 @@ type Error struct {
 // Wrap attaches code to err; a nil err gives an error with an empty
 // message that still ends the process with code.
 func Wrap(code int, err error) *Error { return &Error{Code: code, Err: err} }
+
+// InvalidInputf is the error of bad input (exit InvalidInput), formatted
+// as fmt.Errorf does: the one constructor cmd and judge share.
+func InvalidInputf(format string, a ...any) error {
+	return Wrap(InvalidInput, fmt.Errorf(format, a...))
+}
 
 func (e *Error) Error() string {
 	if e.Err == nil {

@@ -20,9 +20,6 @@ import (
 // The counts `mesh-verify check` judges, read from a file or a flag: user
 // input, so every error is an invalid input (exit 4) naming the file and,
 // where there is one, the line.
-func invalidInput(format string, a ...any) error {
-	return &exitcode.Error{Code: exitcode.InvalidInput, Err: fmt.Errorf(format, a...)}
-}
 
 // Bounds of check's input: a trillion requests a bucket keeps every sum
 // of counts far from int64's overflow (which printed n =
@@ -51,7 +48,7 @@ func ParseCount(s string) (int64, error) {
 func ReadCounts(path string) (assert.Counts, error) {
 	data, err := boundedfile.Read(path, MaxCountsFile, "a counts file")
 	if err != nil {
-		return assert.Counts{}, invalidInput("%v", err)
+		return assert.Counts{}, exitcode.InvalidInputf("%v", err)
 	}
 	var c assert.Counts
 	switch ext := strings.ToLower(filepath.Ext(path)); {
@@ -64,7 +61,7 @@ func ReadCounts(path string) (assert.Counts, error) {
 		return c, err
 	}
 	if len(c.Buckets) == 0 {
-		return c, invalidInput("%s: no counts", path)
+		return c, exitcode.InvalidInputf("%s: no counts", path)
 	}
 	return c, nil
 }
@@ -76,7 +73,7 @@ func parseCountsJSON(path string, data []byte) (assert.Counts, error) {
 	dec.UseNumber()
 	line := func() int { return 1 + bytes.Count(data[:dec.InputOffset()], []byte("\n")) }
 	bad := func(format string, a ...any) error {
-		return invalidInput("%s:%d: %s", path, line(), fmt.Sprintf(format, a...))
+		return exitcode.InvalidInputf("%s:%d: %s", path, line(), fmt.Sprintf(format, a...))
 	}
 	var c assert.Counts
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
@@ -130,13 +127,13 @@ func parseCountsCSV(path string, data []byte) (assert.Counts, error) {
 		if err != nil {
 			var pe *csv.ParseError
 			if errors.As(err, &pe) {
-				return c, invalidInput("%s:%d: %v", path, pe.Line, pe.Err)
+				return c, exitcode.InvalidInputf("%s:%d: %v", path, pe.Line, pe.Err)
 			}
-			return c, invalidInput("%s: %v", path, err)
+			return c, exitcode.InvalidInputf("%s: %v", path, err)
 		}
 		line, _ := r.FieldPos(0)
 		if len(rec) != 2 {
-			return c, invalidInput("%s:%d: want bucket,count, got %d fields", path, line, len(rec))
+			return c, exitcode.InvalidInputf("%s:%d: want bucket,count, got %d fields", path, line, len(rec))
 		}
 		name, val := strings.TrimSpace(rec[0]), strings.TrimSpace(rec[1])
 		v, err := ParseCount(val)
@@ -146,16 +143,16 @@ func parseCountsCSV(path string, data []byte) (assert.Counts, error) {
 					continue // header
 				}
 			}
-			return c, invalidInput("%s:%d: bucket %q: %v", path, line, name, err)
+			return c, exitcode.InvalidInputf("%s:%d: bucket %q: %v", path, line, name, err)
 		}
 		if name == "" {
-			return c, invalidInput("%s:%d: empty bucket name", path, line)
+			return c, exitcode.InvalidInputf("%s:%d: empty bucket name", path, line)
 		}
 		if slices.Contains(c.Buckets, name) {
-			return c, invalidInput("%s:%d: bucket %q given twice", path, line, name)
+			return c, exitcode.InvalidInputf("%s:%d: bucket %q given twice", path, line, name)
 		}
 		if len(c.Buckets) == MaxBuckets {
-			return c, invalidInput("%s:%d: more than %d buckets", path, line, MaxBuckets)
+			return c, exitcode.InvalidInputf("%s:%d: more than %d buckets", path, line, MaxBuckets)
 		}
 		c.Buckets, c.N = append(c.Buckets, name), append(c.N, v)
 	}

@@ -20,10 +20,6 @@ import (
 	"github.com/mesh-verify/mesh-verify/scenarios"
 )
 
-func invalidInput(format string, a ...any) error {
-	return &exitcode.Error{Code: exitcode.InvalidInput, Err: fmt.Errorf(format, a...)}
-}
-
 // verdictError reports a non-passing verdict as an exit code only: the
 // verdict was printed already, and execute prints no empty message.
 func verdictError(v assert.Verdict) error {
@@ -63,7 +59,7 @@ func (f *splitFlags) register(cmd *cobra.Command) {
 func (f *splitFlags) expected(counted []string) (assert.Shares, error) {
 	switch {
 	case f.weights != "" && f.expect != "":
-		return assert.Shares{}, invalidInput("give either --expect or --weights, not both")
+		return assert.Shares{}, exitcode.InvalidInputf("give either --expect or --weights, not both")
 	case f.weights != "":
 		w, err := parsePairs("--weights", f.weights, parseWeight)
 		if err != nil {
@@ -75,7 +71,7 @@ func (f *splitFlags) expected(counted []string) (assert.Shares, error) {
 		}
 		s, err := assert.WeightsModel(m)
 		if err != nil {
-			return assert.Shares{}, invalidInput("--%v", err)
+			return assert.Shares{}, exitcode.InvalidInputf("--%v", err)
 		}
 		return s, nil
 	case f.expect == "equal":
@@ -84,32 +80,32 @@ func (f *splitFlags) expected(counted []string) (assert.Shares, error) {
 			b = splitList(f.buckets)
 		}
 		if len(b) == 0 {
-			return assert.Shares{}, invalidInput("--expect equal needs the buckets: --buckets c2,c3")
+			return assert.Shares{}, exitcode.InvalidInputf("--expect equal needs the buckets: --buckets c2,c3")
 		}
 		s, err := assert.EqualModel(b)
 		if err != nil {
-			return assert.Shares{}, invalidInput("--expect %v", err)
+			return assert.Shares{}, exitcode.InvalidInputf("--expect %v", err)
 		}
 		return s, nil
 	case f.expect == "":
-		return assert.Shares{}, invalidInput("say what split to expect: --expect equal or --weights c2=1,c3=1")
+		return assert.Shares{}, exitcode.InvalidInputf("say what split to expect: --expect equal or --weights c2=1,c3=1")
 	}
-	return assert.Shares{}, invalidInput("--expect %q: only \"equal\" is known; use --weights for anything else", f.expect)
+	return assert.Shares{}, exitcode.InvalidInputf("--expect %q: only \"equal\" is known; use --weights for anything else", f.expect)
 }
 
 func (f *splitFlags) levels() (margin float64, err error) {
 	m, err := scenarios.ParsePercent(f.margin)
 	if err != nil {
-		return 0, invalidInput("--margin: %v", err)
+		return 0, exitcode.InvalidInputf("--margin: %v", err)
 	}
 	if m <= 0 || m >= 1 {
-		return 0, invalidInput("--margin %s: want more than 0 and less than 100%%", f.margin)
+		return 0, exitcode.InvalidInputf("--margin %s: want more than 0 and less than 100%%", f.margin)
 	}
 	if !(f.confidence > 0 && f.confidence < 1) {
-		return 0, invalidInput("--confidence %g: want a level between 0 and 1, e.g. 0.95", f.confidence)
+		return 0, exitcode.InvalidInputf("--confidence %g: want a level between 0 and 1, e.g. 0.95", f.confidence)
 	}
 	if !(f.power > 0 && f.power < 1) {
-		return 0, invalidInput("--power %g: want a probability between 0 and 1, e.g. 0.8", f.power)
+		return 0, exitcode.InvalidInputf("--power %g: want a probability between 0 and 1, e.g. 0.8", f.power)
 	}
 	return m.Fraction(), nil
 }
@@ -131,14 +127,14 @@ func (f *samplingFlags) register(cmd *cobra.Command, connections string) {
 // sampling checks the flags and returns the sampling unit they describe.
 func (f *samplingFlags) sampling() (assert.Sampling, error) {
 	if f.interval != string(assert.Wilson) && f.interval != string(assert.ClopperPearson) {
-		return assert.Sampling{}, invalidInput("--interval %q: want %s or %s", f.interval, assert.Wilson, assert.ClopperPearson)
+		return assert.Sampling{}, exitcode.InvalidInputf("--interval %q: want %s or %s", f.interval, assert.Wilson, assert.ClopperPearson)
 	}
 	s := assert.Sampling{Balancing: assert.Balancing(f.balancing), Reason: "set by --balancing", FixedConnections: f.connections}
 	if err := s.Validate(); err != nil {
-		return s, invalidInput("--%v", err)
+		return s, exitcode.InvalidInputf("--%v", err)
 	}
 	if f.connections < 0 {
-		return s, invalidInput("--connections %d: want a number of connections >= 1", f.connections)
+		return s, exitcode.InvalidInputf("--connections %d: want a number of connections >= 1", f.connections)
 	}
 	return s, nil
 }
@@ -171,13 +167,13 @@ Exit codes: 0 PASS, 1 FAIL, 2 INCONCLUSIVE (more requests needed), 4 invalid inp
 			var err error
 			switch {
 			case countsF != "" && file != "":
-				return invalidInput("give either --counts or --file, not both")
+				return exitcode.InvalidInputf("give either --counts or --file, not both")
 			case countsF != "":
 				c, err = parseCountsFlag(countsF)
 			case file != "":
 				c, err = judge.ReadCounts(file)
 			default:
-				return invalidInput("no counts: give --counts c2=480,c3=520 or --file counts.json")
+				return exitcode.InvalidInputf("no counts: give --counts c2=480,c3=520 or --file counts.json")
 			}
 			if err != nil {
 				return err
@@ -204,7 +200,7 @@ Exit codes: 0 PASS, 1 FAIL, 2 INCONCLUSIVE (more requests needed), 4 invalid inp
 				Confidence: sf.confidence, Method: assert.IntervalMethod(smp.interval), Power: sf.power, Sampling: sampling,
 			}
 			if err := spec.Validate(); err != nil {
-				return invalidInput("%v", err)
+				return exitcode.InvalidInputf("%v", err)
 			}
 			res := assert.Split(c, spec)
 			out := cmd.OutOrStdout()
@@ -220,7 +216,7 @@ Exit codes: 0 PASS, 1 FAIL, 2 INCONCLUSIVE (more requests needed), 4 invalid inp
 			return verdictError(res.Verdict)
 		},
 	}
-	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return invalidInput("%v", err) })
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return exitcode.InvalidInputf("%v", err) })
 	sf.register(cmd)
 	fs := cmd.Flags()
 	fs.StringVar(&countsF, "counts", "", "counts per bucket, e.g. c2=480,c3=520")
@@ -283,19 +279,19 @@ func parsePairs[V any](flag, s string, parse func(string) (V, error)) (pairs[V],
 		name, val, ok := strings.Cut(item, "=")
 		name, val = strings.TrimSpace(name), strings.TrimSpace(val)
 		if !ok || name == "" {
-			return p, invalidInput("%s: item %q: want name=value", flag, item)
+			return p, exitcode.InvalidInputf("%s: item %q: want name=value", flag, item)
 		}
 		v, err := parse(val)
 		if err != nil {
-			return p, invalidInput("%s: item %q: %v", flag, item, err)
+			return p, exitcode.InvalidInputf("%s: item %q: %v", flag, item, err)
 		}
 		if slices.Contains(p.names, name) {
-			return p, invalidInput("%s: bucket %s given twice", flag, name)
+			return p, exitcode.InvalidInputf("%s: bucket %s given twice", flag, name)
 		}
 		p.names, p.values = append(p.names, name), append(p.values, v)
 	}
 	if len(p.names) == 0 {
-		return p, invalidInput("%s: no name=value items", flag)
+		return p, exitcode.InvalidInputf("%s: no name=value items", flag)
 	}
 	return p, nil
 }

@@ -53,13 +53,13 @@ func (g *gateFlags) check(cmd *cobra.Command) error {
 	fl := cmd.Flags()
 	switch {
 	case fl.Changed("within") && !fl.Changed("converge"):
-		return invalidInput("--within %s needs --converge N (how many consecutive passes)", g.within)
+		return exitcode.InvalidInputf("--within %s needs --converge N (how many consecutive passes)", g.within)
 	case fl.Changed("converge") && g.converge < 1:
-		return invalidInput("--converge %d: want N ≥ 1 consecutive passes", g.converge)
+		return exitcode.InvalidInputf("--converge %d: want N ≥ 1 consecutive passes", g.converge)
 	case fl.Changed("converge") && g.within <= 0:
-		return invalidInput("--converge %d needs --within DURATION > 0 (the deadline to converge by)", g.converge)
+		return exitcode.InvalidInputf("--converge %d needs --within DURATION > 0 (the deadline to converge by)", g.converge)
 	case g.waitReady < 0:
-		return invalidInput("--wait-ready %s: want a duration ≥ 0", g.waitReady)
+		return exitcode.InvalidInputf("--wait-ready %s: want a duration ≥ 0", g.waitReady)
 	}
 	return nil
 }

@@ -53,7 +53,7 @@ func addMetricsFlags(cmd *cobra.Command, m *metricsFlags) {
 func (m metricsFlags) remote() (r metricsout.Remote, ok bool, err error) {
 	if m.remoteWrite == "" {
 		if len(m.headers) > 0 {
-			return r, false, invalidInput("--remote-write-header needs --remote-write URL")
+			return r, false, exitcode.InvalidInputf("--remote-write-header needs --remote-write URL")
 		}
 		return r, false, nil
 	}
@@ -61,10 +61,10 @@ func (m metricsFlags) remote() (r metricsout.Remote, ok bool, err error) {
 	for _, raw := range m.headers {
 		name, value, err := parseHeader(raw)
 		if err != nil {
-			return r, false, invalidInput("--remote-write-header %q: %v", redact.Set(raw), err)
+			return r, false, exitcode.InvalidInputf("--remote-write-header %q: %v", redact.Set(raw), err)
 		}
 		if credentialHeader(name) {
-			return r, false, invalidInput("--remote-write-header %s: a credential on the command line is recorded in report.json and shown by ps; put it in $%s", name, envRemoteWriteHeaders)
+			return r, false, exitcode.InvalidInputf("--remote-write-header %s: a credential on the command line is recorded in report.json and shown by ps; put it in $%s", name, envRemoteWriteHeaders)
 		}
 		h.Add(name, value)
 	}
@@ -76,7 +76,7 @@ func (m metricsFlags) remote() (r metricsout.Remote, ok bool, err error) {
 			name, value, err := parseHeader(line)
 			if err != nil {
 				// Never echo the line: it may hold a token.
-				return r, false, invalidInput("$%s line %d: %v", envRemoteWriteHeaders, i+1, err)
+				return r, false, exitcode.InvalidInputf("$%s line %d: %v", envRemoteWriteHeaders, i+1, err)
 			}
 			h.Add(name, value)
 		}
@@ -86,7 +86,7 @@ func (m metricsFlags) remote() (r metricsout.Remote, ok bool, err error) {
 	}
 	r = metricsout.Remote{URL: m.remoteWrite, Headers: h, Timeout: m.timeout, Retries: m.retries}
 	if err := r.Validate(); err != nil {
-		return r, false, invalidInput("--remote-write: %v", err)
+		return r, false, exitcode.InvalidInputf("--remote-write: %v", err)
 	}
 	return r, true, nil
 }

@@ -58,7 +58,7 @@ result with what its attack sends and the connections it opens.`,
 				return err
 			}
 			if looks < 1 {
-				return invalidInput("--looks %d: want 1 or more", looks)
+				return exitcode.InvalidInputf("--looks %d: want 1 or more", looks)
 			}
 			out := cmd.OutOrStdout()
 			conf := judge.LastLevel(looks, sf.confidence)
@@ -77,7 +77,7 @@ result with what its attack sends and the connections it opens.`,
 			return nil
 		},
 	}
-	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return invalidInput("%v", err) })
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return exitcode.InvalidInputf("%v", err) })
 	sf.register(cmd)
 	smp.register(cmd, "the keep-alive connections the attack will hold (0: a connection per request): per-request balancing adds the design effect's allowance for them, per-connection balancing compares them with the plan")
 	cmd.Flags().IntVar(&looks, "looks", 1, "interim looks for early stopping (1 = judge once at the end)")

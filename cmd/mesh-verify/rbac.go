@@ -46,10 +46,10 @@ what a distributed run of N worker pods needs, as run --workers N.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if cmd.Flags().Changed("workers") {
 				if f.workers < 0 || f.workers > scenarios.MaxAttackWorkers {
-					return invalidInput("--workers %d: want 0 (attack from this process) to %d worker pods", f.workers, scenarios.MaxAttackWorkers)
+					return exitcode.InvalidInputf("--workers %d: want 0 (attack from this process) to %d worker pods", f.workers, scenarios.MaxAttackWorkers)
 				}
 				if len(args) == 0 {
-					return invalidInput("--workers needs a scenario (without one the manifest grants every feature, the workers' included)")
+					return exitcode.InvalidInputf("--workers needs a scenario (without one the manifest grants every feature, the workers' included)")
 				}
 				f.set = append(slices.Clone(f.set), "attack.workers="+strconv.Itoa(f.workers))
 			}
@@ -67,10 +67,10 @@ what a distributed run of N worker pods needs, as run --workers N.`,
 
 func printRBAC(cmd *cobra.Command, args []string, f rbacFlags) error {
 	if errs := validation.IsDNS1123Label(f.namespace); len(errs) > 0 {
-		return invalidInput("--namespace %q: %s", f.namespace, strings.Join(errs, "; "))
+		return exitcode.InvalidInputf("--namespace %q: %s", f.namespace, strings.Join(errs, "; "))
 	}
 	if errs := validation.IsDNS1123Subdomain(f.serviceAccount); len(errs) > 0 {
-		return invalidInput("--service-account %q: %s", f.serviceAccount, strings.Join(errs, "; "))
+		return exitcode.InvalidInputf("--service-account %q: %s", f.serviceAccount, strings.Join(errs, "; "))
 	}
 	o := access.ManifestOptions{ServiceAccount: f.serviceAccount, Namespace: f.namespace, ClusterWide: f.clusterWide}
 	header := []string{"mesh-verify rbac: what mesh-verify calls (README.md, RBAC); apply it with kubectl apply -f in every cluster a run uses."}
@@ -84,7 +84,7 @@ func printRBAC(cmd *cobra.Command, args []string, f rbacFlags) error {
 			clusters = append(clusters, c.Name)
 		}
 		if f.cluster != "" && !slices.Contains(clusters, f.cluster) {
-			return invalidInput("--cluster %s: scenario %s declares no such cluster (clusters: %s)", f.cluster, args[0], strings.Join(clusters, ", "))
+			return exitcode.InvalidInputf("--cluster %s: scenario %s declares no such cluster (clusters: %s)", f.cluster, args[0], strings.Join(clusters, ", "))
 		}
 		// The workers run as the scenario's attack.serviceAccount (its
 		// default when left out): the manifest creates and binds that one.
@@ -99,13 +99,13 @@ func printRBAC(cmd *cobra.Command, args []string, f rbacFlags) error {
 			if f.cluster != "" {
 				where = "cluster " + f.cluster
 			}
-			return invalidInput("scenario %s makes no Kubernetes API call in %s (a plain target.url and nothing observed there): it needs no RBAC", args[0], where)
+			return exitcode.InvalidInputf("scenario %s makes no Kubernetes API call in %s (a plain target.url and nothing observed there): it needs no RBAC", args[0], where)
 		}
 		header = append(header, fmt.Sprintf("Scenario %s: %s.", sc.Metadata.Name, describeNeeds(o.Needs, f.cluster)))
 	} else if f.cluster != "" {
-		return invalidInput("--cluster %s needs a scenario", f.cluster)
+		return exitcode.InvalidInputf("--cluster %s needs a scenario", f.cluster)
 	} else if len(f.set) > 0 {
-		return invalidInput("--set needs a scenario")
+		return exitcode.InvalidInputf("--set needs a scenario")
 	} else {
 		header = append(header, "Every feature (inventory, port-forward to pod/svc/deploy, logs, metrics via proxy or portForward, worker Jobs and their ServiceAccount).")
 	}

@@ -160,11 +160,11 @@ When $GITHUB_STEP_SUMMARY is set, summary.md is appended to it.`,
 				return err
 			}
 			if !slices.Contains([]string{"auto", "tty", "plain"}, f.progress) {
-				return invalidInput("--progress %q: want auto, tty or plain", f.progress)
+				return exitcode.InvalidInputf("--progress %q: want auto, tty or plain", f.progress)
 			}
 			if cmd.Flags().Changed("workers") {
 				if f.workers < 0 || f.workers > scenarios.MaxAttackWorkers {
-					return invalidInput("--workers %d: want 0 (attack from this process) to %d worker pods", f.workers, scenarios.MaxAttackWorkers)
+					return exitcode.InvalidInputf("--workers %d: want 0 (attack from this process) to %d worker pods", f.workers, scenarios.MaxAttackWorkers)
 				}
 				f.gate.set = append(f.gate.set, "attack.workers="+strconv.Itoa(f.workers))
 			}
@@ -201,7 +201,7 @@ func validOutput(o string) error {
 	case outputTable, outputJSON, outputMD:
 		return nil
 	}
-	return invalidInput("--output %q: want table, json or md (the run directory is --out DIR)", o)
+	return exitcode.InvalidInputf("--output %q: want table, json or md (the run directory is --out DIR)", o)
 }
 
 func runScenario(cmd *cobra.Command, file string, f runFlags) error {
@@ -210,7 +210,7 @@ func runScenario(cmd *cobra.Command, file string, f runFlags) error {
 		return &exitcode.Error{Code: exitcode.InvalidInput, Err: err}
 	}
 	if sc.Attack.Workers > 0 && len(f.connectTo) > 0 {
-		return invalidInput("--connect-to redirects this process's connections, but with attack.workers %d the worker pods attack the target by its in-cluster name: leave out --connect-to", sc.Attack.Workers)
+		return exitcode.InvalidInputf("--connect-to redirects this process's connections, but with attack.workers %d the worker pods attack the target by its in-cluster name: leave out --connect-to", sc.Attack.Workers)
 	}
 	ko, err := f.kube.forScenario(sc)
 	if err != nil {
@@ -445,7 +445,7 @@ func reportRun(cmd *cobra.Command, arg, format, out string) error {
 	// edited by hand) would be taken modulo 256 by the shell (256 → 0, a
 	// PASS).
 	if !exitcode.Known(rep.ExitCode) {
-		return invalidInput("%s: exitCode %d is not one mesh-verify gives (0, 1, 2, 3, 4 or 130)", path, rep.ExitCode)
+		return exitcode.InvalidInputf("%s: exitCode %d is not one mesh-verify gives (0, 1, 2, 3, 4 or 130)", path, rep.ExitCode)
 	}
 	// scenario.yaml is absent for older runs: the HTML then shows none.
 	scenario, _ := os.ReadFile(filepath.Join(dir, "scenario.yaml"))
@@ -464,7 +464,7 @@ func reportRun(cmd *cobra.Command, arg, format, out string) error {
 		}
 		f, ok := formatNamed(n)
 		if !ok {
-			return invalidInput("--format %q: want table, json, html, junit, md or plot", n)
+			return exitcode.InvalidInputf("--format %q: want table, json, html, junit, md or plot", n)
 		}
 		if !slices.ContainsFunc(files, func(g runFile) bool { return g.name == n }) {
 			files = append(files, f)
@@ -472,14 +472,14 @@ func reportRun(cmd *cobra.Command, arg, format, out string) error {
 	}
 	switch {
 	case table && (len(files) > 0 || out != ""):
-		return invalidInput("--format table prints on stdout: it cannot be written with other formats")
+		return exitcode.InvalidInputf("--format table prints on stdout: it cannot be written with other formats")
 	case table:
 		if err := reports.Terminal(cmd.OutOrStdout(), rep); err != nil {
 			return &exitcode.Error{Code: exitcode.Setup, Err: err}
 		}
 		return exitcode.Wrap(rep.ExitCode, nil)
 	case len(files) == 0:
-		return invalidInput("--format %q: want table, json, html, junit, md or plot", format)
+		return exitcode.InvalidInputf("--format %q: want table, json, html, junit, md or plot", format)
 	case len(files) == 1 && out == "":
 		// Rendered whole before anything is printed: a results.bin cut
 		// short (a run killed outright) is an error alone, not a page and
@@ -523,7 +523,7 @@ func renderError(dir string, err error) error {
 func connectToDial(values []string) (attack.DialFunc, error) {
 	ct, err := attack.ParseConnectTo(append(slices.Clone(values), os.Getenv(attack.ConnectToEnv))...)
 	if err != nil {
-		return nil, invalidInput("--connect-to or $%s: %w", attack.ConnectToEnv, err)
+		return nil, exitcode.InvalidInputf("--connect-to or $%s: %w", attack.ConnectToEnv, err)
 	}
 	if len(ct.Entries()) == 0 {
 		return nil, nil

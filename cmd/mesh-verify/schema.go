@@ -31,7 +31,7 @@ scenario file (scenario), for validators and editors; see docs/report-format.md.
 		RunE: func(cmd *cobra.Command, args []string) error {
 			schema, ok := schemas()[args[0]]
 			if !ok {
-				return invalidInput("no schema %q: want %s", args[0], strings.Join(names, " or "))
+				return exitcode.InvalidInputf("no schema %q: want %s", args[0], strings.Join(names, " or "))
 			}
 			if _, err := cmd.OutOrStdout().Write(schema()); err != nil {
 				return &exitcode.Error{Code: exitcode.Setup, Err: fmt.Errorf("print the %s schema: %w", args[0], err)}

@@ -113,7 +113,7 @@ the same as "tool". --output json prints it as one JSON object.`,
 				return nil
 			case "text":
 			default:
-				return invalidInput("--output %q: want text or json", output)
+				return exitcode.InvalidInputf("--output %q: want text or json", output)
 			}
 			revision := "unknown: the build recorded no checkout (go build -buildvcs=false, or not in a git clone)"
 			if v.Revision != "" {

@@ -46,20 +46,20 @@ exits 1.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			index, err := envIndex(os.Getenv("JOB_COMPLETION_INDEX"))
 			if err != nil {
-				return invalidInput("%v", err)
+				return exitcode.InvalidInputf("%v", err)
 			}
 			if namespace == "" {
 				namespace = os.Getenv("POD_NAMESPACE")
 			}
 			if namespace != "" && !isDNSLabel(namespace) {
-				return invalidInput("--namespace %q: want a namespace name (lowercase letters, digits and '-')", namespace)
+				return exitcode.InvalidInputf("--namespace %q: want a namespace name (lowercase letters, digits and '-')", namespace)
 			}
 			// In the lab, Service names reach the data plane through the
 			// connect-to list the daemon sets (lab/README.md); on a real
 			// cluster the variable is unset and cluster DNS resolves them.
 			proxy, err := worker.ProxyFor(sidecar)
 			if err != nil {
-				return invalidInput("%v", err)
+				return exitcode.InvalidInputf("%v", err)
 			}
 			dial, err := connectToDial(connectTo)
 			if err != nil {
