@@ -248,8 +248,14 @@ func (d draws) diagnostic() string {
 	if d.Balancing == PerConnection || d.Dependence != DependenceEstimated && d.Dependence != DependenceRouting || d.DesignEffect < suspectDesignEffect {
 		return ""
 	}
-	return fmt.Sprintf("; note: requests on one connection went to the same bucket more often than independent draws would (observed design effect %.3g over %d connections), which the verdict accounts for; the mesh may balance per connection: set balancing: connection so that plan asks for connections",
-		d.ObservedDesignEffect, d.Connections)
+	what, deff := "requests on one connection went to the same bucket", d.ObservedDesignEffect
+	if d.Dependence == DependenceRouting {
+		// A success rate's counts (or one bucket's) show no clustering of
+		// their own: the estimate quoted is the routing's that was used.
+		what, deff = "requests on one connection were routed to the same place", d.sampling.RoutingDesignEffect
+	}
+	return fmt.Sprintf("; note: %s more often than independent draws would (observed design effect %.3g over %d connections), which the verdict accounts for; the mesh may balance per connection: set balancing: connection so that plan asks for connections",
+		what, deff, d.Connections)
 }
 
 // suspectDesignEffect is where the clustering found is worth a remark and

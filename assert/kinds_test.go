@@ -83,6 +83,11 @@ func TestSuccessRate(t *testing.T) {
 		// routed per request.
 		{"defect 1, open loop on 10 connections", SuccessRate(1000, outcomes(1000, 1000, equalSizes(10, 100)...), 0.99, ShareSpec{Sampling: Sampling{Balancing: PerRequest, FixedConnections: 10, RoutingDesignEffect: 1.3}}),
 			Pass, 0, 0, "1000 requests on 10 connections, worth 769 independent draws"},
+		// CI's Flagger gate: a perfect run whose routing clustered (design
+		// effect 2.52): the note quotes the routing's estimate, not the
+		// outcomes' own (0: one bucket).
+		{"routing clustered, note quotes it", SuccessRate(600, outcomes(600, 600, equalSizes(12, 50)...), 0.99, ShareSpec{Sampling: Sampling{Balancing: PerRequest, FixedConnections: 12, RoutingDesignEffect: 2.52}}),
+			Inconclusive, 0, 16, "were routed to the same place more often than independent draws would (observed design effect 2.52 over 12 connections)"},
 		// Defect 9: 55,000 requests on the same 5 connections settle nothing.
 		{"defect 9, 55000 on 5 connections", SuccessRate(55000, outcomes(55000, 55000, equalSizes(5, 11000)...), 0.99, ShareSpec{Sampling: perConn(5)}),
 			Inconclusive, 0, 299, "or keepAlive: false with about 299 requests"},

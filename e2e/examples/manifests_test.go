@@ -226,4 +226,24 @@ func TestExampleScenariosValidate(t *testing.T) {
 	if r := runCmd(t, nil, binary.Path, append([]string{"validate"}, files...)...); r.Code != 0 {
 		t.Errorf("mesh-verify validate: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
+	// A gate that flakes on a correct mesh halts a rollout: every example
+	// is planned for 99% power and its attack sends what the plan asks
+	// (CI once saw the Flagger gate INCONCLUSIVE on a correct lab at the
+	// default 80%, over 13 uneven open-loop connections).
+	for _, f := range files {
+		r := runCmd(t, nil, binary.Path, "plan", f)
+		if r.Code != 0 || !strings.Contains(r.Stdout, "requests: enough") {
+			t.Errorf("mesh-verify plan %s: exit %d, want the attack to send enough\n%s%s", filepath.Base(f), r.Code, r.Stdout, r.Stderr)
+		}
+		var sc struct {
+			Statistics struct{ Power float64 } `yaml:"statistics"`
+		}
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := yaml.Unmarshal(data, &sc); err != nil || sc.Statistics.Power < 0.99 {
+			t.Errorf("%s: statistics.power %v (%v), want at least 0.99 for a gate", filepath.Base(f), sc.Statistics.Power, err)
+		}
+	}
 }
