@@ -148,20 +148,3 @@ func TestConvergeInterruptBetweenAttempts(t *testing.T) {
 		t.Errorf("%d run directories, want 3", len(runs))
 	}
 }
-
-// A FAIL attempt's one-line reason names the failing expectation, not an
-// INCONCLUSIVE one listed before it.
-func TestAttemptReasonNamesTheFailure(t *testing.T) {
-	t.Parallel()
-	rep := &reports.Report{Verdict: assert.Fail, ExitCode: exitcode.Fail, Expectation: []reports.Expectation{
-		{Name: "split", Verdict: assert.Inconclusive, Reason: "too few connections"},
-		{Name: "successRate", Verdict: assert.Fail, Reason: "50% < 99%"},
-	}}
-	if got := attemptReason(rep); !strings.HasPrefix(got, "successRate: FAIL") {
-		t.Errorf("attemptReason = %q, want the failing successRate", got)
-	}
-	rep.Expectation[1].Verdict = assert.Pass
-	if got := attemptReason(rep); !strings.HasPrefix(got, "split: INCONCLUSIVE") {
-		t.Errorf("attemptReason = %q, want the inconclusive split", got)
-	}
-}
