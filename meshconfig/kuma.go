@@ -1,16 +1,21 @@
 package meshconfig
 
 import (
+	"maps"
 	"math"
 	"slices"
 	"strconv"
 	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 )
 
 // Kuma's tags that tell backends apart: a version (the pod label the
 // query names) or a zone, which mesh-verify takes as the cluster of the
 // same name.
 const (
+	kumaService     = "kuma.io/service"
 	kumaZone        = "kuma.io/zone"
 	kumaDisplayName = "kuma.io/display-name"
 	// kumaDefaultWeight is a backendRef's weight when it sets none
@@ -406,7 +411,7 @@ func resolveTrafficRoute(q Query, objs Objects) (Expected, error) {
 			return Expected{}, err
 		}
 		o.use(d.path)
-		b, err := kumaBucket(q, d, tags)
+		b, err := trafficRouteBucket(q, objs, d, tags, true)
 		if err != nil {
 			return Expected{}, err
 		}
@@ -426,9 +431,12 @@ func resolveTrafficRoute(q Query, objs Objects) (Expected, error) {
 			return Expected{}, err
 		}
 		o.use(s.path + ".destination")
-		b, err := kumaBucket(q, s.get("destination"), tags)
+		b, err := trafficRouteBucket(q, objs, s.get("destination"), tags, w > 0)
 		if err != nil {
 			return Expected{}, err
+		}
+		if b == "" {
+			continue // weight 0, no pods: it takes nothing (Flagger scales the canary to 0)
 		}
 		weights[b] += w
 	}
@@ -464,4 +472,114 @@ func trafficRouteMatch(req Request, m node) (bool, error) {
 		}
 	}
 	return true, nil
+}
+
+// trafficRouteBucket is the bucket of a TrafficRoute destination: its
+// version or zone tag, else, for a split by version, the one version of
+// the ready pods of the Kubernetes Service its kuma.io/service names
+// (<name>_<namespace>_svc_<port>) in the query's clusters. Flagger's Kuma
+// router writes such destinations, <apex>-primary_… and <apex>-canary_…,
+// with no other tag (docs/expect-from-mesh.md). A destination that takes
+// no traffic (weight 0) and whose Service has no ready pod (Flagger scales
+// the canary to 0 after a promotion) is no bucket: "" and no error.
+func trafficRouteBucket(q Query, objs Objects, n node, tags map[string]string, takesTraffic bool) (string, error) {
+	key := q.versionLabel()
+	if q.By == ByCluster {
+		key = kumaZone
+	}
+	svcTag, named := tags[kumaService]
+	if _, ok := tags[key]; ok || !named || len(tags) != 1 {
+		return kumaBucket(q, n, tags)
+	}
+	ns, name, ok := kumaServiceOf(svcTag)
+	if !ok {
+		return "", n.errf("kuma.io/service %q is not a Kubernetes Service's (NAME_NAMESPACE_svc_PORT), and the destination has no %s", svcTag, key)
+	}
+	if q.By == ByCluster {
+		return "", n.errf("%v names service %s/%s in no one zone: Kuma spreads its share over the service's endpoints in every zone; split by version, or route to kuma.io/zone subsets", tags, ns, name)
+	}
+	versions, count, found := map[string]int{}, 0, false
+	for _, c := range q.Clusters {
+		u := objs.find(c, "Service", ns, name)
+		if u == nil {
+			continue
+		}
+		found = true
+		sel, _, _ := unstructured.NestedStringMap(u.Object, "spec", "selector")
+		if len(sel) == 0 {
+			return "", newObj(u, c).errf("spec.selector", "empty: the Service's endpoints are not pods mesh-verify can tell versions of")
+		}
+		for _, p := range readyPods(objs, c, ns, labels.SelectorFromSet(sel)) {
+			count++
+			versions[p.GetLabels()[key]]++
+		}
+	}
+	vs := slices.Sorted(maps.Keys(versions))
+	switch {
+	case !takesTraffic && count == 0:
+		n.o.use(n.path)
+		return "", nil
+	case !found:
+		return "", n.errf("kuma.io/service %s: no Service %s/%s in clusters %s", svcTag, ns, name, strings.Join(q.Clusters, ", "))
+	case count == 0:
+		return "", n.errf("kuma.io/service %s: Service %s/%s selects no ready pod in clusters %s: its share would fail, not move elsewhere", svcTag, ns, name, strings.Join(q.Clusters, ", "))
+	case slices.Contains(vs, ""):
+		return "", n.errf("kuma.io/service %s: some ready pods of Service %s/%s have no label %s: their version cannot be told", svcTag, ns, name, key)
+	case len(vs) > 1:
+		return "", n.errf("kuma.io/service %s: Service %s/%s reaches pods of several versions %v: a split by version needs a destination per version", svcTag, ns, name, vs)
+	}
+	n.o.use(n.path)
+	return vs[0], nil
+}
+
+// kumaServiceOf parses the kuma.io/service Kuma gives a Kubernetes
+// Service's port: NAME_NAMESPACE_svc_PORT (names hold no underscore).
+func kumaServiceOf(tag string) (ns, name string, ok bool) {
+	parts := strings.Split(tag, "_")
+	if len(parts) != 4 || parts[2] != "svc" || parts[0] == "" || parts[1] == "" {
+		return "", "", false
+	}
+	if _, err := strconv.ParseUint(parts[3], 10, 16); err != nil {
+		return "", "", false
+	}
+	return parts[1], parts[0], true
+}
+
+// trafficRouteDestinations lists the tags of every destination of a
+// TrafficRoute: conf.split[], conf.destination and the same under each
+// conf.http[].
+func trafficRouteDestinations(tr *unstructured.Unstructured) []map[string]string {
+	var out []map[string]string
+	add := func(conf map[string]any) {
+		if d, ok := conf["destination"].(map[string]any); ok {
+			out = append(out, stringTags(d))
+		}
+		split, _ := conf["split"].([]any)
+		for _, x := range split {
+			if e, ok := x.(map[string]any); ok {
+				if d, ok := e["destination"].(map[string]any); ok {
+					out = append(out, stringTags(d))
+				}
+			}
+		}
+	}
+	conf, _, _ := unstructured.NestedMap(tr.Object, "spec", "conf")
+	add(conf)
+	https, _ := conf["http"].([]any)
+	for _, h := range https {
+		if m, ok := h.(map[string]any); ok {
+			add(m)
+		}
+	}
+	return out
+}
+
+func stringTags(m map[string]any) map[string]string {
+	out := map[string]string{}
+	for k, v := range m {
+		if s, ok := v.(string); ok {
+			out[k] = s
+		}
+	}
+	return out
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -86,7 +87,7 @@ func Fetch(ctx context.Context, q Query, readers map[string]*Reader) (Objects, e
 	case KindMeshHTTPRoute:
 		_, err = f.get(ctx, q.cluster(), gvrMeshHTTPRoutes, q.Ref.Namespace, q.Ref.Name, true)
 	case KindTrafficRoute:
-		_, err = f.get(ctx, q.cluster(), gvrTrafficRoutes, "", q.Ref.Name, true)
+		err = f.trafficRoute(ctx)
 	case KindSkupper:
 		err = f.skupper(ctx)
 	case KindService:
@@ -255,6 +256,32 @@ func (f *fetch) istio(ctx context.Context) error {
 		keys = append(keys, k)
 	}
 	slices.SortFunc(keys, func(a, b [2]string) int { return strings.Compare(a[0]+"/"+a[1], b[0]+"/"+b[1]) })
+	for _, c := range f.q.Clusters {
+		for _, k := range keys {
+			if err := f.serviceAndPods(ctx, c, k[0], k[1], false); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// trafficRoute reads the TrafficRoute and, for every destination that
+// names a Kubernetes Service by its kuma.io/service tag alone (as
+// Flagger's Kuma router writes <apex>-primary_<ns>_svc_<port> and
+// <apex>-canary_…), that Service and its pods in every zone.
+func (f *fetch) trafficRoute(ctx context.Context) error {
+	tr, err := f.get(ctx, f.q.cluster(), gvrTrafficRoutes, "", f.q.Ref.Name, true)
+	if err != nil {
+		return err
+	}
+	services := map[[2]string]bool{}
+	for _, tags := range trafficRouteDestinations(tr) {
+		if ns, name, ok := kumaServiceOf(tags[kumaService]); ok {
+			services[[2]string{ns, name}] = true
+		}
+	}
+	keys := slices.SortedFunc(maps.Keys(services), func(a, b [2]string) int { return strings.Compare(a[0]+"/"+a[1], b[0]+"/"+b[1]) })
 	for _, c := range f.q.Clusters {
 		for _, k := range keys {
 			if err := f.serviceAndPods(ctx, c, k[0], k[1], false); err != nil {

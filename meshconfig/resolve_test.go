@@ -1,6 +1,7 @@
 package meshconfig
 
 import (
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -340,6 +341,70 @@ spec:
 			rule:   "spec.conf",
 		},
 		{
+			// What Flagger's Kuma router writes at a 10% step (pkg/router/kuma.go):
+			// the split names the primary and canary Services by kuma.io/service
+			// alone; their pods, in the zones, carry the versions.
+			name: "kuma TrafficRoute by Flagger, primary and canary services",
+			q:    Query{Ref: Ref{Kind: KindTrafficRoute, Name: "callme-service"}, By: ByVersion, Clusters: []string{"c1", "c2"}},
+			objs: map[string]string{
+				"c1": flaggerTrafficRoute(90, 10) + "---\n" + callmeSvc("callme-service-primary") + "---\n" + callmeSvc("callme-service-canary") +
+					"---\n" + pod("callme", "p1", "{app: callme-service-primary, version: v1}") + "---\n" + pod("callme", "c1", "{app: callme-service, version: v2}"),
+				"c2": callmeSvc("callme-service-primary") + "---\n" + pod("callme", "p2", "{app: callme-service-primary, version: v1}"),
+			},
+			shares: map[string]float64{"v1": 0.9, "v2": 0.1},
+			rule:   "spec.conf",
+		},
+		{
+			name: "kuma TrafficRoute by Flagger, canary service missing",
+			q:    Query{Ref: Ref{Kind: KindTrafficRoute, Name: "callme-service"}, By: ByVersion, Clusters: []string{"c1"}},
+			objs: map[string]string{
+				"c1": flaggerTrafficRoute(90, 10) + "---\n" + callmeSvc("callme-service-primary") + "---\n" + pod("callme", "p1", "{app: callme-service-primary, version: v1}"),
+			},
+			wantErr: []string{"TrafficRoute callme-service", "spec.conf.split[1].destination", "no Service callme/callme-service-canary in clusters c1"},
+		},
+		{
+			name: "kuma TrafficRoute by Flagger, canary without ready pods",
+			q:    Query{Ref: Ref{Kind: KindTrafficRoute, Name: "callme-service"}, By: ByVersion, Clusters: []string{"c1"}},
+			objs: map[string]string{
+				"c1": flaggerTrafficRoute(90, 10) + "---\n" + callmeSvc("callme-service-primary") + "---\n" + callmeSvc("callme-service-canary") + "---\n" + pod("callme", "p1", "{app: callme-service-primary, version: v1}"),
+			},
+			wantErr: []string{"spec.conf.split[1].destination", "Service callme/callme-service-canary selects no ready pod"},
+		},
+		{
+			name: "kuma TrafficRoute by Flagger, several versions behind one service",
+			q:    Query{Ref: Ref{Kind: KindTrafficRoute, Name: "callme-service"}, By: ByVersion, Clusters: []string{"c1"}},
+			objs: map[string]string{
+				"c1": flaggerTrafficRoute(90, 10) + "---\n" + callmeSvc("callme-service-primary") + "---\n" + callmeSvc("callme-service-canary") +
+					"---\n" + pod("callme", "p1", "{app: callme-service-primary, version: v1}") + "---\n" + pod("callme", "p2", "{app: callme-service-primary, version: v3}") +
+					"---\n" + pod("callme", "c1", "{app: callme-service, version: v2}"),
+			},
+			wantErr: []string{"spec.conf.split[0].destination", "reaches pods of several versions [v1 v3]"},
+		},
+		{
+			name:    "kuma TrafficRoute by Flagger, split by cluster",
+			q:       Query{Ref: Ref{Kind: KindTrafficRoute, Name: "callme-service"}, By: ByCluster, Clusters: []string{"c1"}},
+			objs:    map[string]string{"c1": flaggerTrafficRoute(90, 10)},
+			wantErr: []string{"spec.conf.split[0].destination", "in no one zone", "split by version"},
+		},
+		{
+			name: "kuma TrafficRoute by Flagger, weight 0 canary needs no pods",
+			q:    Query{Ref: Ref{Kind: KindTrafficRoute, Name: "callme-service"}, By: ByVersion, Clusters: []string{"c1"}},
+			objs: map[string]string{
+				"c1": flaggerTrafficRoute(100, 0) + "---\n" + callmeSvc("callme-service-primary") + "---\n" + callmeSvc("callme-service-canary") +
+					"---\n" + pod("callme", "p1", "{app: callme-service-primary, version: v1}") + "---\n" + pod("callme", "c1", "{app: callme-service, version: v2}"),
+			},
+			shares: map[string]float64{"v1": 1, "v2": 0},
+		},
+		{
+			name: "kuma TrafficRoute by Flagger, weight 0 canary scaled to zero",
+			q:    Query{Ref: Ref{Kind: KindTrafficRoute, Name: "callme-service"}, By: ByVersion, Clusters: []string{"c1"}},
+			objs: map[string]string{
+				"c1": flaggerTrafficRoute(100, 0) + "---\n" + callmeSvc("callme-service-primary") + "---\n" + callmeSvc("callme-service-canary") +
+					"---\n" + pod("callme", "p1", "{app: callme-service-primary, version: v1}"),
+			},
+			shares: map[string]float64{"v1": 1},
+		},
+		{
 			name: "kuma TrafficRoute split entry without weight",
 			q:    Query{Ref: Ref{Kind: KindTrafficRoute, Name: "test-server"}, By: ByCluster},
 			objs: map[string]string{"c1": `apiVersion: kuma.io/v1alpha1
@@ -533,4 +598,83 @@ func TestProvenance(t *testing.T) {
 	if e.Weights["v1"] != 1 || e.Weights["v2"] != 3 {
 		t.Errorf("weights %v, want the object's own 1 and 3", e.Weights)
 	}
+}
+
+// flaggerTrafficRoute is the TrafficRoute Flagger's Kuma router writes for
+// Canary callme/callme-service (port 8080) at a canary weight.
+func flaggerTrafficRoute(primary, canary int) string {
+	return fmt.Sprintf(`apiVersion: kuma.io/v1alpha1
+kind: TrafficRoute
+mesh: default
+metadata: {name: callme-service, resourceVersion: "12"}
+spec:
+  sources:
+  - match: {kuma.io/service: "*"}
+  destinations:
+  - match: {kuma.io/service: callme-service_callme_svc_8080}
+  conf:
+    loadBalancer: {roundRobin: {}}
+    split:
+    - {weight: %d, destination: {kuma.io/service: callme-service-primary_callme_svc_8080}}
+    - {weight: %d, destination: {kuma.io/service: callme-service-canary_callme_svc_8080}}
+`, primary, canary)
+}
+
+// callmeSvc is one of the Services Flagger makes for callme-service: the
+// primary's selects app=callme-service-primary, the canary's app=callme-service.
+func callmeSvc(name string) string {
+	app := strings.TrimSuffix(strings.TrimSuffix(name, "-primary"), "-canary")
+	if strings.HasSuffix(name, "-primary") {
+		app = name
+	}
+	return `apiVersion: v1
+kind: Service
+metadata: {name: ` + name + `, namespace: callme}
+spec: {selector: {app: ` + app + `}, ports: [{port: 8080}]}
+`
+}
+
+// FuzzResolveTrafficRoute feeds arbitrary TrafficRoute bodies (Flagger's
+// and the lab's as seeds) with Flagger's Services and pods: Resolve never
+// panics, and an error names the TrafficRoute; shares, when there are
+// some, are in [0, 1] and add up to 1.
+func FuzzResolveTrafficRoute(f *testing.F) {
+	f.Add(flaggerTrafficRoute(90, 10))
+	f.Add(flaggerTrafficRoute(0, 0))
+	f.Add("apiVersion: kuma.io/v1alpha1\nkind: TrafficRoute\nmetadata: {name: callme-service}\nspec:\n  conf:\n    destination: {kuma.io/service: a_b_svc_1}\n")
+	f.Add("apiVersion: kuma.io/v1alpha1\nkind: TrafficRoute\nmetadata: {name: callme-service}\nspec:\n  conf:\n    split:\n    - {weight: 1, destination: {kuma.io/service: x__svc_80, version: v1}}\n")
+	f.Fuzz(func(t *testing.T, route string) {
+		m := map[string]any{}
+		if err := yaml.Unmarshal([]byte(route), &m); err != nil || m == nil {
+			return
+		}
+		m["kind"], m["apiVersion"] = "TrafficRoute", "kuma.io/v1alpha1"
+		if md, ok := m["metadata"].(map[string]any); ok {
+			md["name"] = "callme-service"
+		} else {
+			m["metadata"] = map[string]any{"name": "callme-service"}
+		}
+		objs := objects(t, map[string]string{"c1": callmeSvc("callme-service-primary") + "---\n" + callmeSvc("callme-service-canary") +
+			"---\n" + pod("callme", "p1", "{app: callme-service-primary, version: v1}") + "---\n" + pod("callme", "c1", "{app: callme-service, version: v2}")})
+		objs["c1"] = append(objs["c1"], &unstructured.Unstructured{Object: m})
+		for _, by := range []string{ByVersion, ByCluster} {
+			e, err := Resolve(Query{Ref: Ref{Kind: KindTrafficRoute, Name: "callme-service"}, By: by, Clusters: []string{"c1"}}, objs)
+			if err != nil {
+				if !strings.Contains(err.Error(), "callme-service") {
+					t.Fatalf("error names no object: %v", err)
+				}
+				continue
+			}
+			sum := 0.0
+			for b, v := range e.Shares {
+				if !(v >= 0 && v <= 1) {
+					t.Fatalf("share of %q = %v", b, v)
+				}
+				sum += v
+			}
+			if len(e.Shares) > 0 && !near(sum, 1) && math.Abs(sum-1) > 1e-6 {
+				t.Fatalf("shares %v add up to %v", e.Shares, sum)
+			}
+		}
+	})
 }
