@@ -3,6 +3,7 @@ package examples_test
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -10,10 +11,12 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mesh-verify/mesh-verify/e2e/e2etest"
 )
 
 // The gates' commands are taken from the manifests and run for real
-// against the package's lab (testdata/callme-zones.yaml: a canary step
+// against the package's lab (testdata/callme-zones/: a canary step
 // where the caller in zone c1 sends 90% to callme v1 in both zones and
 // 10% to the canary v2). Only what ties a command to a cluster is
 // substituted, and each test says what: the binary's path, the paths the
@@ -110,7 +113,9 @@ func checkRun(t *testing.T, what string, r run, want int) {
 // does (`bash -c cmd`; a non-zero exit is an HTTP 500, a failed check).
 // Substituted: "mesh-verify" by this build's path; the loadtester's mounts
 // (the scenario ConfigMap, the zones' kubeconfig Secret, /tmp) by files of
-// the test; the zones' contexts zone-1, zone-2 by the lab's kind-c1, kind-c2.
+// the test; the zones' contexts zone-1, zone-2 by the lab's kind-c1, kind-c2,
+// and the global control plane's (global) by kind-c1, whose API server
+// holds the TrafficRoute in the lab.
 func TestFlaggerGate(t *testing.T) {
 	dir := filepath.Join(examplesDir(), "flagger")
 	canary := readDocs(t, filepath.Join(dir, "canary.yaml"))[0]
@@ -156,13 +161,13 @@ func TestFlaggerGate(t *testing.T) {
 		t.Fatal(err)
 	}
 	gate := func(cmd, scenarioFile, runs string) string {
-		for _, s := range []string{mount + "/" + key, zonesMount + "/kubeconfig", "zone1=zone-1", "zone2=zone-2", "/tmp/mesh-verify-runs"} {
+		for _, s := range []string{mount + "/" + key, zonesMount + "/kubeconfig", "global=global", "zone1=zone-1", "zone2=zone-2", "/tmp/mesh-verify-runs"} {
 			if !strings.Contains(cmd, s) {
 				t.Fatalf("the webhook's command has no %q any more; update the test: %s", s, cmd)
 			}
 		}
 		return strings.NewReplacer("mesh-verify run ", binary.Path+" run ", mount+"/"+key, scenarioFile, zonesMount+"/kubeconfig", l.Kubeconfig,
-			"zone1=zone-1", "zone1=kind-c1", "zone2=zone-2", "zone2=kind-c2", "/tmp/mesh-verify-runs", runs).Replace(cmd)
+			"global=global", "global=kind-c1", "zone1=zone-1", "zone1=kind-c1", "zone2=zone-2", "zone2=kind-c2", "/tmp/mesh-verify-runs", runs).Replace(cmd)
 	}
 	for _, c := range []struct {
 		name, hook, scenario string
@@ -188,7 +193,72 @@ func TestFlaggerGate(t *testing.T) {
 			}
 		})
 	}
+
+	// Flagger's next step: its Kuma router rewrites the TrafficRoute on the
+	// global control plane to 80/20. The same rollout gate, the scenario
+	// unchanged, reads the new weight and passes only if the zones' sidecars
+	// follow it (the lab's caller sidecar routes by the watched route).
+	t.Run("the next step's weight is read from the route", func(t *testing.T) {
+		before := e2etest.Kubectl(t, l, "c1", "get", "trafficroute", "callme-service", "-o", "jsonpath={.metadata.resourceVersion}")
+		setStep := func(canary int) {
+			e2etest.Kubectl(t, l, "c1", "patch", "trafficroute", "callme-service", "--type", "json", "-p",
+				fmt.Sprintf(`[{"op":"replace","path":"/spec/conf/split/0/weight","value":%d},{"op":"replace","path":"/spec/conf/split/1/weight","value":%d}]`, 100-canary, canary))
+		}
+		setStep(20)
+		t.Cleanup(func() { setStep(10) }) // the lab is shared: back to the 10% step
+		runs := filepath.Join(t.TempDir(), "runs")
+		r := runCmd(t, nil, "bash", "-c", gate(cmds["rollout"], pass, runs))
+		checkRun(t, "rollout webhook at 20%", r, 0)
+		e := stepExpectation(t, runs)
+		if e.Verdict != "PASS" || !near(e.Model.Shares["v2"], 0.2) || !near(e.Model.Shares["v1"], 0.8) {
+			t.Errorf("step expectation %s with expected shares %v, want PASS at v1 80%%, v2 20%%", e.Verdict, e.Model.Shares)
+		}
+		if src := strings.Join(e.Model.Explanation, "\n"); !strings.Contains(src, "TrafficRoute callme-service in cluster global") || strings.Contains(src, "(resourceVersion "+before+")") {
+			t.Errorf("the expectation does not name the patched route (resourceVersion was %s):\n%s", before, src)
+		}
+	})
 }
+
+// stepExpectation is the step-weight expectation of the last run's report.
+func stepExpectation(t *testing.T, runs string) (e struct {
+	Verdict string `json:"verdict"`
+	Model   struct {
+		Shares      map[string]float64 `json:"shares"`
+		Explanation []string           `json:"explanation"`
+	} `json:"model"`
+}) {
+	t.Helper()
+	reports, _ := filepath.Glob(filepath.Join(runs, "*", "report.json"))
+	slices.Sort(reports)
+	if len(reports) == 0 {
+		t.Fatalf("%s: no report.json", runs)
+	}
+	data, err := os.ReadFile(reports[len(reports)-1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		Expectations []json.RawMessage `json:"expectations"`
+	}
+	if err := json.Unmarshal(data, &rep); err != nil {
+		t.Fatal(err)
+	}
+	for _, raw := range rep.Expectations {
+		var named struct {
+			Name string `json:"name"`
+		}
+		if json.Unmarshal(raw, &named) == nil && named.Name == "the step weight Flagger set" {
+			if err := json.Unmarshal(raw, &e); err != nil {
+				t.Fatal(err)
+			}
+			return e
+		}
+	}
+	t.Fatalf("%s: no expectation %q", reports[len(reports)-1], "the step weight Flagger set")
+	return e
+}
+
+func near(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
 
 // jobContainer is what the test takes from a Job's pod template.
 type jobContainer struct {

@@ -53,8 +53,8 @@ func makeImage(ctx context.Context, path string) error {
 }
 
 // labTopology is the mesh the examples gate: a Flagger canary of
-// callme-service across two Kuma zones (testdata/callme-zones.yaml).
-const labTopology = "testdata/callme-zones.yaml"
+// callme-service across two Kuma zones (testdata/callme-zones/: Flagger's objects at a 10% step).
+const labTopology = "testdata/callme-zones"
 
 // zonesLab is the package's one lab (the first test that needs it pays
 // ~20 s), shared by the gates' tests.

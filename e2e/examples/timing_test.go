@@ -14,8 +14,8 @@ import (
 const flaggerDefaultWebhookTimeout = 10 * time.Second
 
 // runAllowance bounds one run of the Flagger example's scenario after
-// its wait: the logs' 30 s background, 6 s of attack (600 requests at
-// 100/s) and the 3 s settle, with room. TestFlaggerGate checks it against
+// its wait: the logs' 30 s background, 10 s of attack (1500 requests at
+// 150/s) and the 3 s settle, with room. TestFlaggerGate checks it against
 // the runs it makes.
 const runAllowance = 80 * time.Second
 

@@ -464,7 +464,7 @@ func (d *Daemon) startPod(ctx context.Context, ref podRef, pod *corev1.Pod) (rt 
 			return nil, fmt.Errorf("pod %s is labelled %s=%s, but the topology has no app %s", ref, topology.LabelLabApp, name, name)
 		}
 		spec := apps.Spec{
-			Kind: a.Kind, Service: a.Service, Version: a.Version, Pod: ref.name,
+			Kind: a.Kind, Service: a.Says(), Version: a.Version, Pod: ref.name,
 			Cluster: ref.cluster, Namespace: ref.namespace, LogFile: logFile, Delay: a.Delay,
 			Port: a.Port.Number, ClusterName: a.ClusterNames[ref.cluster], Variant: a.Variant, Seed: d.podSeed(ref, a.Name),
 		}
@@ -639,22 +639,41 @@ func (d *Daemon) stopAll() {
 // cluster, sorted, with their names as the status shows them; sig joins
 // the names, so a changed set is a changed sig. Callers hold d.mu.
 func (d *Daemon) backendsLocked(e *topology.Entry) (bs []meshsim.Backend, names []string, sig string) {
+	// A route that splits between Services (meshsim.ByService) reaches
+	// their pods, each counted in the Service that selects it; otherwise
+	// the pods of the entry's To Service.
+	var services []string
+	if r := routeOf(d.routes[e.Name]); r.Policy.WeightBy == meshsim.ByService {
+		services = r.Services
+	}
 	for _, other := range d.pods {
 		if other.server == nil || other.status.Terminating {
 			continue // a terminating pod has left the endpoints
 		}
 		a := d.cfg.Topology.App(other.status.App)
-		if a == nil || a.Service != e.To || a.Namespace != e.Namespace || !d.reachesLocked(e, other.status.Cluster) {
+		if a == nil || a.Namespace != e.Namespace || !d.reachesLocked(e, other.status.Cluster) {
 			continue
 		}
-		bs = append(bs, meshsim.Backend{
+		b := meshsim.Backend{
 			Cluster: other.status.Cluster, Pod: other.status.Name, Version: a.Version,
 			Addr: other.inboundAddr(), Ready: other.status.Ready,
-		})
+		}
+		if services == nil && d.cfg.Topology.SelectedBy(a, e.Namespace, e.To) {
+			bs = append(bs, b)
+		}
+		for _, s := range services {
+			if d.cfg.Topology.SelectedBy(a, e.Namespace, s) {
+				b.Service = s
+				bs = append(bs, b)
+			}
+		}
 	}
 	meshsim.SortBackends(bs)
 	for _, b := range bs {
 		n := b.Cluster + "/" + b.Pod + "(" + b.Version + ")"
+		if b.Service != "" {
+			n += "@" + b.Service
+		}
 		if !b.Ready {
 			n += "[not ready]"
 		}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -54,6 +55,12 @@ func deriveKuma(e Entry, objs Objects) (Route, error) {
 type kumaGroups struct {
 	by      string
 	weights map[string]float64
+	// own is the entry's kuma.io/service; other, when set, names the
+	// Service of the entry's namespace another kuma.io/service tag is
+	// (a TrafficRoute may split between Services); services collects them.
+	own      string
+	other    func(tag string) (string, bool)
+	services []string
 }
 
 func (g *kumaGroups) add(u *unstructured.Unstructured, cluster, path string, tags map[string]string, w float64) error {
@@ -67,6 +74,19 @@ func (g *kumaGroups) add(u *unstructured.Unstructured, cluster, path string, tag
 		case kumaService:
 		default:
 			return fieldError(u, cluster, path+"."+k, "the lab's backends are told apart by %s or %s only", kumaVersion, kumaZone)
+		}
+	}
+	if n == 0 && g.other != nil && tags[kumaService] != g.own {
+		// Another Service of the namespace named by its kuma.io/service
+		// alone, as Flagger's Kuma router splits <apex>-primary and
+		// <apex>-canary: its pods are the group.
+		name, ok := g.other(tags[kumaService])
+		if !ok {
+			return fieldError(u, cluster, path+"."+kumaService, "%q is neither %s nor another Service of the namespace (NAME_NAMESPACE_svc_PORT)", tags[kumaService], g.own)
+		}
+		by, key, n = meshsim.ByService, name, 1
+		if !slices.Contains(g.services, name) {
+			g.services = append(g.services, name)
 		}
 	}
 	switch {
@@ -262,7 +282,7 @@ func kumaTrafficRoute(e Entry, tr *unstructured.Unstructured) (Route, bool, erro
 		}
 		split = []any{map[string]any{"weight": int64(1), "destination": conf["destination"]}}
 	}
-	var g kumaGroups
+	g := kumaGroups{own: kumaServiceTag(e), other: func(tag string) (string, bool) { return namespaceService(e, tag) }}
 	for i, x := range split {
 		sp := fmt.Sprintf("spec.conf.split[%d]", i)
 		s, err := mapAt(x, tr, e.Cluster, sp)
@@ -281,8 +301,8 @@ func kumaTrafficRoute(e Entry, tr *unstructured.Unstructured) (Route, bool, erro
 		if err != nil {
 			return Route{}, false, err
 		}
-		if svc := tags[kumaService]; svc != kumaServiceTag(e) {
-			return Route{}, false, fieldError(tr, e.Cluster, sp+".destination."+kumaService, "%q is not %s, the service entry %s routes", svc, kumaServiceTag(e), e.Name)
+		if svc := tags[kumaService]; svc != kumaServiceTag(e) && !(len(tags) == 1 && isNamespaceService(e, svc)) {
+			return Route{}, false, fieldError(tr, e.Cluster, sp+".destination."+kumaService, "%q is not %s, the service entry %s routes, nor another Service of namespace %s named alone", svc, kumaServiceTag(e), e.Name, e.Namespace)
 		}
 		if err := g.add(tr, e.Cluster, sp+".destination", tags, w); err != nil {
 			return Route{}, false, err
@@ -291,6 +311,7 @@ func kumaTrafficRoute(e Entry, tr *unstructured.Unstructured) (Route, bool, erro
 	if r.Policy, err = g.policy(tr, e.Cluster, "spec.conf.split"); err != nil {
 		return Route{}, false, err
 	}
+	r.Services = g.services
 	return r, true, nil
 }
 
@@ -332,4 +353,22 @@ func KumaInboundLogging(objs Objects) (inbound bool, why string) {
 	}
 	slices.Sort(outboundOnly)
 	return false, strings.Join(outboundOnly, ", ") + " log the outbound side only (a MeshAccessLog's spec.to, a TrafficLog): outbound lines only"
+}
+
+// namespaceService parses a kuma.io/service tag of a Service of the
+// entry's namespace, NAME_NAMESPACE_svc_PORT, to the Service's name.
+func namespaceService(e Entry, tag string) (string, bool) {
+	parts := strings.Split(tag, "_")
+	if len(parts) != 4 || parts[2] != "svc" || parts[0] == "" || parts[1] != e.Namespace {
+		return "", false
+	}
+	if _, err := strconv.ParseUint(parts[3], 10, 16); err != nil {
+		return "", false
+	}
+	return parts[0], true
+}
+
+func isNamespaceService(e Entry, tag string) bool {
+	_, ok := namespaceService(e, tag)
+	return ok
 }

@@ -74,6 +74,11 @@ type Route struct {
 	// sends that version's pods to: Envoy's upstream cluster
 	// outbound|port|subset|host in the sidecar's access log.
 	Subsets map[string]string
+	// Services, for a policy by meshsim.ByService, are the Services of
+	// the entry's namespace it splits between: their pods, not the
+	// entry's To Service's, are the backends (Flagger's <apex>-primary
+	// and <apex>-canary behind a Kuma TrafficRoute).
+	Services []string
 }
 
 // Describe is a one-line form for logs: the objects it came from and

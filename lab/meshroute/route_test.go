@@ -1,6 +1,7 @@
 package meshroute
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -84,6 +85,7 @@ func TestDerive(t *testing.T) {
 	t.Parallel()
 	istio := Entry{Name: "istio-proxy", Mesh: MeshIstio, Cluster: "c1", Namespace: "default", To: "callme-service", ServicePort: 8080, Clusters: []string{"c1", "c2"}}
 	kuma := Entry{Name: "edge-gateway", Mesh: MeshKuma, Cluster: "c1", Namespace: "kuma-demo", To: "test-server", ServicePort: 80, Clusters: []string{"c1", "c2"}}
+	flagger := Entry{Name: "kuma-sidecar", Mesh: MeshKuma, Cluster: "c1", Namespace: "callme", To: "callme-service", ServicePort: 8080, Clusters: []string{"c1", "c2"}}
 	skupper := Entry{Name: "skupper-router", Mesh: MeshSkupper, Cluster: "c1", Namespace: "interconnect", To: "app", ServicePort: 8080, Clusters: []string{"c1", "c2", "c3"}}
 	cilium := Entry{Name: "x-wing", Mesh: MeshCilium, Cluster: "c1", Namespace: "default", To: "rebel-base", ServicePort: 80, Clusters: []string{"c1", "c2"}}
 	link := func(cost string) string {
@@ -102,8 +104,9 @@ func TestDerive(t *testing.T) {
 		objs     map[string]string
 		want     meshsim.Policy
 		clusters []string
-		ignored  string // a substring of one Ignored entry
-		err      string // a substring of the error
+		services []string // Route.Services
+		ignored  string   // a substring of one Ignored entry
+		err      string   // a substring of the error
 	}{
 		// A single destination takes every request whatever its weight
 		// (pilot route.go): weight 1.
@@ -176,6 +179,16 @@ spec:
       - {weight: 20, destination: {kuma.io/service: test-server_kuma-demo_svc_80, version: v2}}
 `}, want: meshsim.Policy{Mode: meshsim.ModeWeighted, WeightBy: meshsim.ByVersion, Weights: map[string]float64{"v1": 80, "v2": 20}, Local: "c1"},
 			clusters: []string{"c1", "c2"}},
+		// What Flagger's Kuma router writes: a split between the apex's
+		// primary and canary Services, named by kuma.io/service alone.
+		{name: "kuma: TrafficRoute by Flagger, between Services", entry: flagger, objs: map[string]string{"c1": flaggerRoute("callme", 80, 20)},
+			want:     meshsim.Policy{Mode: meshsim.ModeWeighted, WeightBy: meshsim.ByService, Weights: map[string]float64{"callme-service-primary": 80, "callme-service-canary": 20}, Local: "c1"},
+			clusters: []string{"c1", "c2"}, services: []string{"callme-service-primary", "callme-service-canary"}},
+		{name: "kuma: TrafficRoute to a Service of another namespace", entry: flagger, objs: map[string]string{"c1": flaggerRoute("other", 80, 20)},
+			err: `spec.conf.split[0].destination.kuma.io/service: "callme-service-primary_other_svc_8080" is not callme-service_callme_svc_8080`},
+		{name: "kuma: TrafficRoute mixing Services and versions", entry: flagger, objs: map[string]string{"c1": strings.Replace(flaggerRoute("callme", 80, 20),
+			"{kuma.io/service: callme-service-canary_callme_svc_8080}", "{kuma.io/service: callme-service_callme_svc_8080, version: v2}", 1)},
+			err: "mixes subsets by service and by version"},
 		{name: "kuma: TrafficRoute split without a weight", entry: kuma, objs: map[string]string{"c1": `apiVersion: kuma.io/v1alpha1
 kind: TrafficRoute
 metadata: {name: canary}
@@ -238,6 +251,9 @@ spec:
 			}
 			if !reflect.DeepEqual(r.Clusters, tc.clusters) {
 				t.Errorf("clusters = %v, want %v", r.Clusters, tc.clusters)
+			}
+			if !reflect.DeepEqual(r.Services, tc.services) {
+				t.Errorf("services = %v, want %v", r.Services, tc.services)
 			}
 			if tc.entry.Mesh == MeshIstio && tc.want.Mode == meshsim.ModeWeighted && r.Subsets["v1"] != "v1" {
 				t.Errorf("subsets %v: want version v1 routed to subset v1", r.Subsets)
@@ -321,4 +337,23 @@ func FuzzLoad(f *testing.F) {
 			}
 		}
 	})
+}
+
+// flaggerRoute is the TrafficRoute Flagger's Kuma router writes for the
+// Canary callme-service (port 8080) at a canary weight; ns is the
+// namespace its split's kuma.io/service tags name.
+func flaggerRoute(ns string, primary, canary int) string {
+	return fmt.Sprintf(`apiVersion: kuma.io/v1alpha1
+kind: TrafficRoute
+mesh: default
+metadata: {name: callme-service}
+spec:
+  sources: [{match: {kuma.io/service: "*"}}]
+  destinations: [{match: {kuma.io/service: callme-service_callme_svc_8080}}]
+  conf:
+    loadBalancer: {roundRobin: {}}
+    split:
+      - {weight: %d, destination: {kuma.io/service: callme-service-primary_%s_svc_8080}}
+      - {weight: %d, destination: {kuma.io/service: callme-service-canary_%s_svc_8080}}
+`, primary, ns, canary, ns)
 }

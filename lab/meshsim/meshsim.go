@@ -58,7 +58,26 @@ const (
 const (
 	ByCluster = "cluster"
 	ByVersion = "version"
+	// ByService splits between Services, each backend counted in the
+	// Service it was found through (Backend.Service): Flagger's Kuma
+	// router splits a TrafficRoute between <apex>-primary and
+	// <apex>-canary.
+	ByService = "service"
 )
+
+// InGroup reports whether b is in weighted group g of a policy that
+// weighs by by.
+func InGroup(b Backend, by, g string) bool {
+	switch by {
+	case ByCluster:
+		return b.Cluster == g
+	case ByVersion:
+		return b.Version == g
+	case ByService:
+		return b.Service == g
+	}
+	return false
+}
 
 // seedStream is the PCG stream constant paired with Policy.Seed: any fixed
 // odd number does; this one is the golden ratio's.
@@ -83,6 +102,9 @@ const defaultMirrorInFlight = 64
 // Backend is one pod the entry can route to.
 type Backend struct {
 	Cluster, Pod, Version string
+	// Service is the Kubernetes Service the backend was found through,
+	// for a policy by ByService ("" otherwise).
+	Service string
 	// Addr is the pod app's loopback address, "127.0.0.1:port".
 	Addr string
 	// Ready is the pod's readiness as the lab sees it; unready pods are
@@ -336,8 +358,8 @@ func validate(p Policy) error {
 	switch p.Mode {
 	case ModePerCluster, ModePerPod, ModeBalanced:
 	case ModeWeighted:
-		if p.WeightBy != ByCluster && p.WeightBy != ByVersion {
-			return fail("WeightBy is %q; want %q or %q", p.WeightBy, ByCluster, ByVersion)
+		if p.WeightBy != ByCluster && p.WeightBy != ByVersion && p.WeightBy != ByService {
+			return fail("WeightBy is %q; want %q, %q or %q", p.WeightBy, ByCluster, ByVersion, ByService)
 		}
 		sum := 0.0
 		for k, w := range p.Weights {
@@ -452,7 +474,7 @@ func podKey(b Backend) string { return b.Cluster + "/" + b.Pod }
 // data plane walks them in, so choices and configurations are stable.
 func SortBackends(bs []Backend) {
 	slices.SortFunc(bs, func(a, b Backend) int {
-		return cmp.Or(cmp.Compare(a.Cluster, b.Cluster), cmp.Compare(a.Pod, b.Pod))
+		return cmp.Or(cmp.Compare(a.Cluster, b.Cluster), cmp.Compare(a.Pod, b.Pod), cmp.Compare(a.Service, b.Service))
 	})
 }
 

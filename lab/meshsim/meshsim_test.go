@@ -892,3 +892,27 @@ func TestSetPolicyWhileServing(t *testing.T) {
 		t.Errorf("a new connection went to %q, want c2 first now", body)
 	}
 }
+
+// A weighted group is told by the policy's WeightBy: a backend found
+// through Flagger's primary Service is in the primary's group whatever its
+// version or cluster.
+func TestInGroup(t *testing.T) {
+	t.Parallel()
+	b := Backend{Cluster: "c2", Pod: "p", Version: "v1", Service: "callme-service-primary"}
+	for _, c := range []struct {
+		by, g string
+		want  bool
+	}{
+		{ByCluster, "c2", true}, {ByCluster, "c1", false},
+		{ByVersion, "v1", true}, {ByVersion, "v2", false},
+		{ByService, "callme-service-primary", true}, {ByService, "callme-service-canary", false},
+		{"zone", "c2", false},
+	} {
+		if got := InGroup(b, c.by, c.g); got != c.want {
+			t.Errorf("InGroup(%+v, %q, %q) = %v, want %v", b, c.by, c.g, got, c.want)
+		}
+	}
+	if _, err := New(Policy{Mode: ModeWeighted, WeightBy: ByService, Weights: map[string]float64{"a": 1}}); err != nil {
+		t.Errorf("a policy by service is refused: %v", err)
+	}
+}

@@ -98,7 +98,7 @@ func (s *Sim) chooseLocked(streamID uint64) (Backend, bool) {
 		g := s.weightedGroup(streamID)
 		var pods []Backend
 		for _, b := range cands {
-			if (s.p.WeightBy == ByCluster && b.Cluster == g) || (s.p.WeightBy == ByVersion && b.Version == g) {
+			if InGroup(b, s.p.WeightBy, g) {
 				pods = append(pods, b)
 			}
 		}

@@ -220,7 +220,7 @@ func weighted(p meshsim.Policy, primary []meshsim.Backend) (ups []upstream, spli
 	for i, g := range groups {
 		var pods []meshsim.Backend
 		for _, be := range primary {
-			if (p.WeightBy == meshsim.ByCluster && be.Cluster == g) || (p.WeightBy == meshsim.ByVersion && be.Version == g) {
+			if meshsim.InGroup(be, p.WeightBy, g) {
 				pods = append(pods, be)
 			}
 		}

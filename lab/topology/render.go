@@ -199,7 +199,7 @@ func (t *Topology) serviceObjects(cluster string, manifests bool) []*corev1.Serv
 		}
 		portName := DefaultPortName
 		for _, a := range t.Apps {
-			if a.Service == s.Name && a.Namespace == s.Namespace {
+			if t.SelectedBy(&a, s.Namespace, s.Name) {
 				portName = a.Port.Name
 				break
 			}

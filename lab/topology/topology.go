@@ -124,6 +124,11 @@ type App struct {
 	// Variant picks a release of the real app where its format changed:
 	// echo "1.18" prints Istio 1.18's body (an empty Cluster= line).
 	Variant string `yaml:"variant"`
+	// AppName is the name the app answers with (Spring's
+	// spring.application.name), by default its Service: a Flagger
+	// primary (Service <apex>-primary) is a copy of the canary and says
+	// the canary's name.
+	AppName string `yaml:"appName"`
 	// Labels are more pod labels, the tutorial's own (Cilium's rebel-base
 	// pods carry name=rebel-base), beside the lab's app and version.
 	Labels map[string]string `yaml:"labels"`
@@ -370,6 +375,14 @@ func orDefault(v, d string) string {
 	return v
 }
 
+// Says is the name the app answers with: AppName, else its Service.
+func (a *App) Says() string {
+	if a.AppName != "" {
+		return a.AppName
+	}
+	return a.Service
+}
+
 // App returns the app with this name, or nil.
 func (t *Topology) App(name string) *App {
 	for i := range t.Apps {
@@ -407,7 +420,7 @@ func (t *Topology) ServiceClusters(s *Service) []string {
 	}
 	in := map[string]bool{}
 	for _, a := range t.Apps {
-		if a.Service == s.Name && a.Namespace == s.Namespace {
+		if t.SelectedBy(&a, s.Namespace, s.Name) {
 			for c := range a.Replicas {
 				in[c] = true
 			}

@@ -90,6 +90,8 @@ func TestParseErrors(t *testing.T) {
 		{"weightsAfter without delay", "weights: {c1: 9, c2: 1}}", "weights: {c1: 9, c2: 1}, weightsAfter: {weights: {c1: 1}}}"},
 		{"nginx cannot switch", "weights: {c1: 9, c2: 1}}\n", "weights: {c1: 9, c2: 1}, weightsAfter: {after: 8s, weights: {c1: 1}}}\n    dataPlane: nginx\n"},
 		{"unknown data plane", "    policy: {mode: weighted, weights: {c1: 9, c2: 1}}\n", "    policy: {mode: weighted, weights: {c1: 9, c2: 1}}\n    dataPlane: envoy\n"},
+		{"selector selects nothing", "  - name: caller-service\n    clusters: [c1]\n", "  - name: caller-service\n    clusters: [c1]\n    selector: {app: nobody}\n"},
+		{"bad app name", "    service: caller-service\n", "    service: caller-service\n    appName: Caller_Service\n"},
 	}
 	wants := map[string][]string{
 		"unknown field":                {"t.yaml:15", "unknown field cals"},
@@ -105,6 +107,8 @@ func TestParseErrors(t *testing.T) {
 		"weightsAfter without delay":   {"entries[1].policy.weightsAfter.after", "want a duration > 0"},
 		"nginx cannot switch":          {"entries[1].dataPlane", "weightsAfter changes the weights during a run"},
 		"unknown data plane":           {"t.yaml:30:16", "entries[1].dataPlane", `unknown data plane "envoy" (known: simulator, nginx)`},
+		"selector selects nothing":     {"services[1].name", "Service default/caller-service selects no app's pods"},
+		"bad app name":                 {"apps[1].appName", `invalid app name "Caller_Service"`},
 	}
 	wantParseErrors(t, "t.yaml", good, cases, wants)
 }
@@ -148,5 +152,50 @@ func TestEmptyAndMultiDoc(t *testing.T) {
 	}
 	if _, err := Parse("m.yaml", []byte(good+"---\n"+good)); err == nil || !strings.Contains(err.Error(), "second YAML document") {
 		t.Errorf("two documents: %v", err)
+	}
+}
+
+// Flagger's Services: the apex selects the primary's pods (which carry
+// app=<apex>-primary), the canary Service the canary's (app=<apex>); a
+// Service whose selector leaves out the app named after it is accepted,
+// and SelectedBy follows the selectors, not the apps' service field.
+func TestFlaggerServicesSelect(t *testing.T) {
+	t.Parallel()
+	topo, err := Parse("flagger.yaml", []byte(`apiVersion: lab.mesh-verify.io/v1alpha1
+kind: Topology
+metadata: {name: flagger}
+clusters: [c1]
+apps:
+  - {name: callme-service-primary, kind: callme, service: callme-service-primary, appName: callme-service, version: v1, namespace: callme, replicas: {c1: 1}}
+  - {name: callme-service, kind: callme, service: callme-service, version: v2, namespace: callme, replicas: {c1: 1}}
+services:
+  - {name: callme-service, namespace: callme, selector: {app: callme-service-primary}}
+  - {name: callme-service-primary, namespace: callme}
+  - {name: callme-service-canary, namespace: callme, selector: {app: callme-service}}
+entries:
+  - {name: gw, cluster: c1, namespace: callme, service: gw, to: callme-service, policy: {mode: per-pod}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	primary, canary := topo.App("callme-service-primary"), topo.App("callme-service")
+	for _, c := range []struct {
+		a       *App
+		service string
+		want    bool
+	}{
+		{primary, "callme-service", true}, {canary, "callme-service", false},
+		{primary, "callme-service-primary", true}, {canary, "callme-service-primary", false},
+		{primary, "callme-service-canary", false}, {canary, "callme-service-canary", true},
+	} {
+		if got := topo.SelectedBy(c.a, "callme", c.service); got != c.want {
+			t.Errorf("SelectedBy(%s, %s) = %v, want %v", c.a.Name, c.service, got, c.want)
+		}
+	}
+	if primary.Says() != "callme-service" || canary.Says() != "callme-service" {
+		t.Errorf("the apps say %q and %q, want callme-service both", primary.Says(), canary.Says())
+	}
+	if got := topo.ServiceClusters(topo.ServiceByName("callme", "callme-service-canary")); len(got) != 1 || got[0] != "c1" {
+		t.Errorf("the canary Service is created in %v, want [c1] where its pods run", got)
 	}
 }

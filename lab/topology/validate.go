@@ -158,26 +158,19 @@ func (t *Topology) checkServices(c *checker) {
 		used := false
 		var portNames []string
 		for _, a := range t.Apps {
-			if a.Service == s.Name && a.Namespace == s.Namespace {
+			if t.SelectedBy(&a, s.Namespace, s.Name) {
 				used = true
 				if !s.FromManifests() && !slices.Contains(portNames, a.Port.Name) {
 					portNames = append(portNames, a.Port.Name)
 				}
 			}
 		}
-		for _, a := range t.Apps {
-			if a.Service != s.Name || a.Namespace != s.Namespace || len(s.Selector) == 0 {
-				continue
-			}
-			for _, k := range slices.Sorted(maps.Keys(s.Selector)) {
-				if v, ok := a.podLabels()[k]; !ok || v != s.Selector[k] {
-					c.add(at(p, "selector", k), "app %s's pods do not carry %s=%s (their labels: app, version and %v): the Service would not select them", a.Name, k, s.Selector[k], a.Labels)
-				}
-			}
-		}
+		// A selector may leave out apps labelled app=<its name>: Flagger's
+		// apex Service selects the primary's pods, not the canary's that
+		// carry the apex's name. One that selects nothing is refused below.
 		switch {
 		case !used:
-			c.add(at(p, "name"), "no app names Service %s as its service: it would select no pod", key)
+			c.add(at(p, "name"), "Service %s selects no app's pods (no app names it as its service, nor carries the labels of its selector): it would select no pod", key)
 		case len(portNames) > 1:
 			c.add(at(p, "name"), "the apps of Service %s name their port differently (%s): the Service targets one port name", key, strings.Join(portNames, ", "))
 		}
@@ -193,6 +186,9 @@ func (t *Topology) checkApps(c *checker) {
 		a := &t.Apps[i]
 		p := []any{"apps", i}
 		checkName(c, at(p, "name"), "app (Deployment)", a.Name)
+		if a.AppName != "" {
+			checkName(c, at(p, "appName"), "app", a.AppName)
+		}
 		for _, k := range slices.Sorted(maps.Keys(a.Labels)) {
 			if a.fromManifests() && !strings.HasPrefix(k, "lab.mesh-verify.io/") {
 				continue // the tutorial's own labels, app and version included
@@ -401,7 +397,7 @@ func (t *Topology) checkSidecar(c *checker, p []any, e *Entry) {
 func (t *Topology) versions(ns, name string) []string {
 	var out []string
 	for _, a := range t.Apps {
-		if a.Namespace == ns && a.Service == name && !slices.Contains(out, a.Version) {
+		if t.SelectedBy(&a, ns, name) && !slices.Contains(out, a.Version) {
 			out = append(out, a.Version)
 		}
 	}

@@ -440,6 +440,26 @@ func (a *App) fromManifests() bool { return a.source != nil }
 // FromManifests reports whether the Service is the manifests' own.
 func (s *Service) FromManifests() bool { return s.source != nil }
 
+// SelectedBy reports whether Service ns/name (its selector, by default
+// app=<name>) picks the app's pods: the apps a mesh route that names the
+// Service reaches (Flagger's <apex>-primary and <apex>-canary).
+func (t *Topology) SelectedBy(a *App, ns, name string) bool {
+	if a.Namespace != ns {
+		return false
+	}
+	sel := map[string]string{LabelApp: name}
+	if s := t.ServiceByName(ns, name); s != nil && len(s.Selector) > 0 {
+		sel = s.Selector
+	}
+	lbls := a.podLabels()
+	for k, v := range sel {
+		if lbls[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
 // podLabels are the labels the app's pods carry as its Deployment gives
 // them (the lab's own aside).
 func (a *App) podLabels() map[string]string {
