@@ -15,6 +15,10 @@ import (
 type MeshSplit struct {
 	Expected meshconfig.Expected
 	Err      error
+	// Windows are the versions in force in each window of a split that
+	// follows the object (split.windows.follow), the first read at the
+	// start; nil until the run has stopped following it.
+	Windows []MeshWindow
 }
 
 // Mesh holds what the run read from the mesh, keyed by the scenario's

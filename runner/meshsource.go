@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"maps"
 	"net/url"
-	"slices"
 	"strings"
 
 	"github.com/mesh-verify/mesh-verify/judge"
@@ -112,7 +110,7 @@ func readMesh(ctx context.Context, sc *scenarios.Scenario, clusters map[string]*
 		for _, l := range ex.Provenance() {
 			fmt.Fprintf(w, "expectation %q: %s\n", s.Name, l)
 		}
-		fmt.Fprintf(w, "expectation %q: expected split by %s from %s: %s\n", s.Name, ex.By, ref.Object(), formatShares(ex.Shares))
+		fmt.Fprintf(w, "expectation %q: expected split by %s from %s: %s\n", s.Name, ex.By, ref.Object(), judge.FormatShares(ex.Shares))
 		out[s.Source] = judge.MeshSplit{Expected: ex}
 	}
 	return out, nil
@@ -143,13 +141,4 @@ func ReadMesh(ctx context.Context, sc *scenarios.Scenario, o Options, w io.Write
 		clusters[c.Name] = c
 	}
 	return readMesh(ctx, sc, clusters, attackConcurrency(measure.AttackConfig(sc, "", "")), w)
-}
-
-// formatShares is "v1=80%, v2=20%" in bucket order.
-func formatShares(shares map[string]float64) string {
-	var out []string
-	for _, b := range slices.Sorted(maps.Keys(shares)) {
-		out = append(out, fmt.Sprintf("%s=%.4g%%", b, 100*shares[b]))
-	}
-	return strings.Join(out, ", ")
 }

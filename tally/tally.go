@@ -540,6 +540,8 @@ type Snapshot struct {
 	// Windows are the counts of each time window (Cut), in time order;
 	// nil when the run was not cut into windows.
 	Windows []WindowCounts
+	// Start is when the tally started: Slices' and Windows' origin.
+	Start time.Time
 }
 
 // LatencyQuantile is the q-quantile of the run's latencies from the
@@ -572,6 +574,7 @@ func (t *Tally) Snapshot() Snapshot {
 		PodClusters:          copyMap(t.podCluster),
 		Unread:               t.unread,
 		UnreadAnswered:       t.unreadAnswered,
+		Start:                t.start,
 	}
 	lat := t.latency
 	s.Latency = &lat
