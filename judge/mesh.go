@@ -34,6 +34,8 @@ type FromMesh struct {
 	By string
 	// Connections is the split's own concurrency (split.connections).
 	Connections int
+	// Windows is the split's split.windows (nil for a mirror).
+	Windows *scenarios.Windows
 }
 
 // FromMeshSources are the scenario's expectations with fromMesh, in file
@@ -44,7 +46,7 @@ func FromMeshSources(sc *scenarios.Scenario) []FromMesh {
 		switch k := e.kind.(type) {
 		case splitKind:
 			if k.sp.FromMesh != nil {
-				out = append(out, FromMesh{Name: e.Name(), Source: k.sp.FromMesh, By: k.sp.By, Connections: k.sp.Connections})
+				out = append(out, FromMesh{Name: e.Name(), Source: k.sp.FromMesh, By: k.sp.By, Connections: k.sp.Connections, Windows: k.sp.Windows})
 			}
 		case mirrorKind:
 			if k.m.FromMesh != nil {

@@ -56,7 +56,12 @@ func (w windowed) judge(c *call, r *reports.Expectation) {
 			return
 		}
 	}
+	// The last window ends with the last request sent, not with the
+	// timeline's last (partial) slice.
 	end := time.Duration(len(c.counts.Slices)) * c.counts.SliceWidth
+	if l := c.counts.Metrics.Latest; !l.IsZero() && !c.counts.Start.IsZero() {
+		end = l.Sub(c.counts.Start)
+	}
 	ws := make([]assert.Window, len(counts))
 	out := &reports.Windows{Mode: "every", Every: sp.Windows.Every.Duration, Windows: make([]reports.Window, len(counts))}
 	if sp.Windows.Follow {

@@ -71,6 +71,14 @@ func (s *Scenario) checkWindows(c *checker, p string, sp *Split) {
 		return
 	}
 	wp := p + ".windows"
+	for _, e := range s.Expect {
+		if o := e.Split; o != nil && o.Windows != nil {
+			if o != sp {
+				c.add(wp, "a second split in windows: the run cuts one set of windows, for one split")
+			}
+			break
+		}
+	}
 	switch {
 	case w.Follow && w.Every.Duration > 0:
 		c.add(wp, "every and follow: windows are fixed or follow the mesh object, not both")

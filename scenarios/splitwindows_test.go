@@ -25,6 +25,7 @@ func TestSplitWindows(t *testing.T) {
 		{"poll too fast", "  - split: {by: version, " + vs + ", windows: {follow: true, poll: 10ms}}\n", "expect[0].split.windows.poll: want 200ms to 1m0s"},
 		{"poll without follow", "  - split: {by: cluster, weights: {c1: 1}, windows: {every: 5s, poll: 1s}}\n", "expect[0].split.windows.poll: applies to follow only"},
 		{"settle too long", "  - split: {by: version, " + vs + ", windows: {follow: true, settle: 1h}}\n", "expect[0].split.windows.settle: want 0 to 10m0s"},
+		{"two splits in windows", "  - split: {by: cluster, weights: {c1: 1}, windows: {every: 5s}}\n  - split: {by: cluster, weights: {c2: 1}, windows: {every: 5s}}\n", "expect[1].split.windows: a second split in windows"},
 		{"settle on fixed", "  - split: {by: cluster, weights: {c1: 1}, windows: {every: 5s, settle: 1s}}\n", "expect[0].split.windows.settle: applies to follow only"},
 	}
 	for _, c := range cases {
