@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// Calibration of a split judged over time (docs/statistics.md §8): seeded
+// Calibration of a split judged over time (docs/statistics.md §10): seeded
 // simulated rollouts 10 → 20 → 30 → 50 % to a canary, one window per
 // step, every request routed on its own (an Envoy sidecar) over keep-alive
 // connections, judged by the shipped decision (decideWindows, checked

@@ -12,7 +12,7 @@ import (
 const MaxWindows = 100
 
 // Window is one time window of a split judged over time
-// (docs/statistics.md §8): its counts and the shares expected in it.
+// (docs/statistics.md §10): its counts and the shares expected in it.
 type Window struct {
 	Counts   Counts
 	Expected map[string]float64
@@ -61,7 +61,7 @@ func judgedWindows(ws []Window) int {
 	return k
 }
 
-// SplitWindows judges a split over time (docs/statistics.md §8): every
+// SplitWindows judges a split over time (docs/statistics.md §10): every
 // window against the shares expected in it, with s's margin, confidence,
 // method and sampling (s.Expected and s.Missing are the windows' own). A
 // window's PASS is judged at α as in Split: the run PASSes only when every

@@ -27,11 +27,14 @@ type MeshWindow struct {
 	// requests are described, not judged.
 	Settling bool
 	Expected meshconfig.Expected
+	// SeenAt is when the run read this version: the start, or the poll
+	// that saw the change.
+	SeenAt time.Time
 	// Err is why the changed object defines no split the requests take.
 	Err error
 }
 
-// windowed is a split judged over time (docs/statistics.md §8).
+// windowed is a split judged over time (docs/statistics.md §10).
 type windowed struct {
 	sp    *scenarios.Split
 	model assert.Shares
@@ -123,7 +126,7 @@ func notJudged(w *reports.Window, s assert.SplitResult) string {
 
 // windowSource is where a window's shares were read, for the report.
 func windowSource(m MeshWindow) *reports.WindowSource {
-	s := &reports.WindowSource{Object: m.Expected.Ref.Object(), ReadAt: m.Start}
+	s := &reports.WindowSource{Object: m.Expected.Ref.Object(), ReadAt: m.SeenAt}
 	var rvs []string
 	for _, src := range m.Expected.Sources {
 		rvs = append(rvs, src.Kind+" "+src.ResourceVersion)
@@ -136,7 +139,7 @@ func windowSource(m MeshWindow) *reports.WindowSource {
 }
 
 // convergence times every change of the expected shares by the first
-// judged window after it (docs/statistics.md §8): a PASS shows the split
+// judged window after it (docs/statistics.md §10): a PASS shows the split
 // inside its band from that window's start on, so the change converged
 // within that time (an upper bound at the window's confidence); a FAIL
 // shows it did not converge by then.

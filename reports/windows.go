@@ -1,13 +1,17 @@
 package reports
 
 import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/mesh-verify/mesh-verify/assert"
 )
 
 // Windows is a split judged over time (split.windows; docs/statistics.md
-// §8): every window against the shares expected in it.
+// §10): every window against the shares expected in it.
 type Windows struct {
 	// Mode is "every" (fixed windows) or "follow" (windows that follow the
 	// mesh object the expected shares are read from).
@@ -17,7 +21,7 @@ type Windows struct {
 	Every  time.Duration `json:"every,omitempty"`
 	Settle time.Duration `json:"settle,omitempty"`
 	// Judged is k, the windows judged: each window's FAIL intervals are at
-	// 1-α/(buckets·k), its PASS at α (docs/statistics.md §8).
+	// 1-α/(buckets·k), its PASS at α (docs/statistics.md §10).
 	Judged int `json:"judged"`
 	// Deciding is the 1-based window that decided a FAIL or an
 	// INCONCLUSIVE; 0 on a PASS.
@@ -52,8 +56,8 @@ type Window struct {
 type WindowSource struct {
 	Object          string `json:"object"`
 	ResourceVersion string `json:"resourceVersion"`
-	// ReadAt is when the run read this version (a change is timed to the
-	// poll that saw it: within split.windows.poll after it was made).
+	// ReadAt is when the run read this version: the start, or the poll
+	// that saw the change (within split.windows.poll after it was made).
 	ReadAt time.Time `json:"readAt"`
 }
 
@@ -72,4 +76,63 @@ type Convergence struct {
 	NotConverged bool          `json:"notConverged,omitempty"`
 	Within       time.Duration `json:"within,omitempty"`
 	Text         string        `json:"text"`
+}
+
+// windowRow is one window as the terminal, Markdown and JUnit show it,
+// unescaped: each caller escapes for its medium.
+func windowRow(w Window) []string {
+	obj := ""
+	if w.Source != nil {
+		obj = w.Source.Object + " @" + w.Source.ResourceVersion
+	}
+	verdict := w.Verdict.String()
+	switch {
+	case w.Settling:
+		verdict = "settling (not judged)"
+	case !w.Judged:
+		verdict = "not judged"
+	}
+	return []string{fmt.Sprint(w.Index), round(w.Start) + "–" + round(w.End), shareList(w.Expected, func(b string) float64 { return w.Expected[b] }),
+		obj, fmt.Sprint(w.Split.N), observedList(w.Split), verdict}
+}
+
+// windowHeader names windowRow's columns.
+var windowHeader = []string{"window", "time", "expected", "object", "requests", "observed (pass interval)", "verdict"}
+
+func shareList(m map[string]float64, v func(string) float64) string {
+	var out []string
+	for _, b := range slices.Sorted(maps.Keys(m)) {
+		out = append(out, b+" "+pct(v(b)))
+	}
+	return strings.Join(out, ", ")
+}
+
+func observedList(s assert.SplitResult) string {
+	var out []string
+	for _, b := range s.Buckets {
+		out = append(out, fmt.Sprintf("%s %s (%s–%s)", b.Bucket, pct(b.Observed), pct(b.PassInterval.Lo), pct(b.PassInterval.Hi)))
+	}
+	return strings.Join(out, ", ")
+}
+
+// windowsText is the windows as lines of text, for JUnit, each line
+// made printable on its own (clean).
+func windowsText(w *Windows) string {
+	var sb strings.Builder
+	for _, x := range w.Windows {
+		sb.WriteString(clean(strings.Join(windowRow(x), " | "), false) + "\n")
+	}
+	for _, c := range w.Converge {
+		sb.WriteString(clean(c.Text, false) + "\n")
+	}
+	return sb.String()
+}
+
+// toAny is a row of strings as the table writer takes it.
+func toAny(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
 }

@@ -42,7 +42,7 @@ func cutFixedWindows(sc *scenarios.Scenario, tl *tally.Tally, start time.Time) e
 }
 
 // follower follows the mesh object of a split judged in windows that
-// follow it (split.windows.follow; docs/statistics.md §8): it reads the
+// follow it (split.windows.follow; docs/statistics.md §10): it reads the
 // object every poll with the run's credentials, through the client
 // meshconfig reads it with at the start, and at each change of the
 // shares it defines cuts the tally: a settling window from the last poll
@@ -76,7 +76,7 @@ func startFollow(ctx context.Context, mq meshQuery, initial meshconfig.Expected,
 		w = io.Discard
 	}
 	f := &follower{mq: mq, tl: tl, poll: win.PollEvery(), settle: win.SettleTime(), start: start, w: w, done: make(chan struct{})}
-	if err := f.cut(start, false, initial, nil); err != nil {
+	if err := f.cut(start, start, false, initial, nil); err != nil {
 		return nil, err
 	}
 	ctx, f.cancel = context.WithCancel(ctx)
@@ -85,22 +85,22 @@ func startFollow(ctx context.Context, mq meshQuery, initial meshconfig.Expected,
 }
 
 // cut starts a window at at and records the split in force in it.
-func (f *follower) cut(at time.Time, settling bool, ex meshconfig.Expected, err error) error {
+func (f *follower) cut(at, seen time.Time, settling bool, ex meshconfig.Expected, err error) error {
 	if cerr := f.tl.Cut(at); cerr != nil {
 		return fmt.Errorf("expectation %q: split.windows.follow: %w", f.mq.name, cerr)
 	}
 	f.mu.Lock()
-	f.windows = append(f.windows, judge.MeshWindow{Start: at, Settling: settling, Expected: ex, Err: err})
+	f.windows = append(f.windows, judge.MeshWindow{Start: at, SeenAt: seen, Settling: settling, Expected: ex, Err: err})
 	f.mu.Unlock()
 	return nil
 }
 
 // resettle makes the open settling window expect the newest version: a
 // change seen while the previous one settled.
-func (f *follower) resettle(ex meshconfig.Expected, err error) {
+func (f *follower) resettle(seen time.Time, ex meshconfig.Expected, err error) {
 	f.mu.Lock()
 	last := &f.windows[len(f.windows)-1]
-	last.Expected, last.Err = ex, err
+	last.Expected, last.Err, last.SeenAt = ex, err, seen
 	f.mu.Unlock()
 }
 
@@ -125,6 +125,7 @@ func (f *follower) loop(ctx context.Context, cur meshconfig.Expected) {
 	var settleAt time.Time
 	var next meshconfig.Expected
 	var nextErr error
+	var nextSeen time.Time
 	stopped := false
 	for {
 		select {
@@ -132,7 +133,7 @@ func (f *follower) loop(ctx context.Context, cur meshconfig.Expected) {
 			return
 		case <-settleC:
 			settleC = nil
-			if err := f.cut(settleAt, false, next, nextErr); err != nil {
+			if err := f.cut(settleAt, nextSeen, false, next, nextErr); err != nil {
 				f.warn("%v: the split is judged on the windows cut so far", err)
 				stopped = true
 			}
@@ -166,15 +167,15 @@ func (f *follower) loop(ctx context.Context, cur meshconfig.Expected) {
 				if last := f.lastStart(); !at.After(last) {
 					at = last.Add(time.Microsecond)
 				}
-				if err := f.cut(at, true, ex, exErr); err != nil {
+				if err := f.cut(at, now, true, ex, exErr); err != nil {
 					f.warn("%v: the split is judged on the windows cut so far", err)
 					stopped = true
 					continue
 				}
 			} else {
-				f.resettle(ex, exErr)
+				f.resettle(now, ex, exErr)
 			}
-			next, nextErr, cur, curErr, lastSeen = ex, exErr, ex, exErr, now
+			next, nextErr, nextSeen, cur, curErr, lastSeen = ex, exErr, now, ex, exErr, now
 			settleAt = now.Add(f.settle)
 			settleC = time.After(f.settle)
 		}

@@ -455,7 +455,7 @@ type Split struct {
 	// Balancing overrides statistics.balancing for this split.
 	Balancing string `yaml:"balancing"`
 	// Windows judges the split over time instead of as one block
-	// (docs/statistics.md §8).
+	// (docs/statistics.md §10).
 	Windows *Windows `yaml:"windows"`
 }
 

@@ -6,7 +6,7 @@ import (
 	"github.com/mesh-verify/mesh-verify/assert"
 )
 
-// Windows judges a split over time (split.windows; docs/statistics.md §8):
+// Windows judges a split over time (split.windows; docs/statistics.md §10):
 // in fixed windows (every), or in windows that follow the mesh object its
 // expected shares come from (follow, with fromMesh): every change of the
 // shares the object defines starts a window judged against them. Each
@@ -39,7 +39,7 @@ const (
 	MinPoll     = 200 * time.Millisecond
 	MaxPoll     = time.Minute
 	// DefaultSettle is the settling time after a change: an Envoy config
-	// push converges within seconds (docs/statistics.md §8).
+	// push converges within seconds (docs/statistics.md §10).
 	DefaultSettle = 5 * time.Second
 	// MaxSettle bounds the settling time.
 	MaxSettle = 10 * time.Minute
