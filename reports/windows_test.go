@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/mesh-verify/mesh-verify/assert"
+	"github.com/mesh-verify/mesh-verify/internal/schematest"
 )
 
 // windowsReport is a split judged in three windows, the object's name
@@ -66,6 +67,17 @@ func TestWindowsRendered(t *testing.T) {
 	}
 	if strings.Contains(md.String(), "<b>") || !strings.Contains(md.String(), "&lt;b&gt;") || !strings.Contains(md.String(), `\|`) {
 		t.Errorf("markdown passes HTML or a cell separator through:\n%s", md.String())
+	}
+	var js bytes.Buffer
+	if err := WriteJSON(&js, r); err != nil {
+		t.Fatal(err)
+	}
+	sch, err := schematest.Compile("report.schema.json", JSONSchema())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := schematest.Validate(sch, js.Bytes()); err != nil {
+		t.Errorf("report.json with windows does not match the schema: %v", err)
 	}
 	var s junitSuites
 	if err := xml.Unmarshal(ju.Bytes(), &s); err != nil {
