@@ -50,12 +50,15 @@ func cutFixedWindows(sc *scenarios.Scenario, tl *tally.Tally, start time.Time) e
 // settle after the poll that saw the new one, then a window judged
 // against the new version.
 type follower struct {
-	mq     meshQuery
-	tl     *tally.Tally
-	poll   time.Duration
-	settle time.Duration
-	start  time.Time
-	w      io.Writer
+	// name is the expectation's, object the followed object's; read
+	// reads and resolves it (meshQuery.resolve; a test's script).
+	name, object string
+	read         func(context.Context) (meshconfig.Expected, error)
+	tl           *tally.Tally
+	poll         time.Duration
+	settle       time.Duration
+	start        time.Time
+	w            io.Writer
 
 	mu       sync.Mutex
 	windows  []judge.MeshWindow
@@ -75,19 +78,25 @@ func startFollow(ctx context.Context, mq meshQuery, initial meshconfig.Expected,
 	if w == nil {
 		w = io.Discard
 	}
-	f := &follower{mq: mq, tl: tl, poll: win.PollEvery(), settle: win.SettleTime(), start: start, w: w, done: make(chan struct{})}
-	if err := f.cut(start, start, false, initial, nil); err != nil {
-		return nil, err
+	f := &follower{name: mq.name, object: mq.q.Ref.Object(), read: mq.resolve, tl: tl, poll: win.PollEvery(), settle: win.SettleTime(), start: start, w: w}
+	return f, f.begin(ctx, initial)
+}
+
+// begin cuts the first window and starts following.
+func (f *follower) begin(ctx context.Context, initial meshconfig.Expected) error {
+	if err := f.cut(f.start, f.start, false, initial, nil); err != nil {
+		return err
 	}
+	f.done = make(chan struct{})
 	ctx, f.cancel = context.WithCancel(ctx)
 	go f.loop(ctx, initial)
-	return f, nil
+	return nil
 }
 
 // cut starts a window at at and records the split in force in it.
 func (f *follower) cut(at, seen time.Time, settling bool, ex meshconfig.Expected, err error) error {
 	if cerr := f.tl.Cut(at); cerr != nil {
-		return fmt.Errorf("expectation %q: split.windows.follow: %w", f.mq.name, cerr)
+		return fmt.Errorf("expectation %q: split.windows.follow: %w", f.name, cerr)
 	}
 	f.mu.Lock()
 	f.windows = append(f.windows, judge.MeshWindow{Start: at, SeenAt: seen, Settling: settling, Expected: ex, Err: err})
@@ -111,7 +120,7 @@ func (f *follower) warn(format string, args ...any) {
 	case n < maxFollowWarnings:
 		f.warnings = append(f.warnings, fmt.Sprintf(format, args...))
 	case n == maxFollowWarnings:
-		f.warnings = append(f.warnings, fmt.Sprintf("expectation %q: further read failures of the followed object not reported", f.mq.name))
+		f.warnings = append(f.warnings, fmt.Sprintf("expectation %q: further read failures of the followed object not reported", f.name))
 	}
 }
 
@@ -141,7 +150,7 @@ func (f *follower) loop(ctx context.Context, cur meshconfig.Expected) {
 			if stopped {
 				continue
 			}
-			ex, err := f.mq.resolve(ctx)
+			ex, err := f.read(ctx)
 			now := time.Now()
 			var rerr resolveError
 			switch {
@@ -159,7 +168,7 @@ func (f *follower) loop(ctx context.Context, cur meshconfig.Expected) {
 				lastSeen = now
 				continue
 			}
-			fmt.Fprintf(f.w, "expectation %q: %s changed (seen at %s of the attack): %s\n", f.mq.name, f.mq.q.Ref.Object(), now.Sub(f.start).Round(100*time.Millisecond), describeVersion(ex, exErr))
+			fmt.Fprintf(f.w, "expectation %q: %s changed (seen at %s of the attack): %s\n", f.name, f.object, now.Sub(f.start).Round(100*time.Millisecond), describeVersion(ex, exErr))
 			if settleC == nil {
 				// The change happened after lastSeen: from there until
 				// settle after now, the data plane may be on either.
