@@ -130,3 +130,17 @@ func TestFixedWindows(t *testing.T) {
 		t.Errorf("no windows: %s (%s)", r.Verdict, r.Reason)
 	}
 }
+
+// plan says a split in windows is planned per window.
+func TestPlanSaysPerWindow(t *testing.T) {
+	t.Parallel()
+	sc := parse(t, meshTestHeader+`expect:
+  - split: {by: version, weights: {v1: 80, v2: 20}, windows: {every: 10s}}
+`)
+	j := New(sc, Attack{Connections: 1})
+	var sb strings.Builder
+	p, err := j.PlanExpectation(&sb, j.Expectations()[0], 0)
+	if err != nil || p.Requests == 0 || !strings.Contains(sb.String(), "judged in windows (split.windows): every window needs the requests below") {
+		t.Errorf("plan %+v, %v:\n%s", p, err, sb.String())
+	}
+}
