@@ -34,6 +34,13 @@ type SplitSpec struct {
 	// (unattributed, or dropped by an overloaded attribution): the
 	// verdict must hold wherever they went (docs/statistics.md §3.6).
 	Missing int64
+	// Family is the number of splits judged together whose FAILs are
+	// combined by "any FAIL fails" (the windows of a split judged over
+	// time, SplitWindows): each bucket's FAIL interval is then at
+	// 1-α/(k·Family), Bonferroni over buckets and windows. 0 means 1.
+	// PASS needs no correction (an intersection–union test over the
+	// windows too), so its intervals stay at 1-2α.
+	Family int
 }
 
 // BucketResult is one bucket's share and its verdict.
@@ -122,6 +129,9 @@ func (s SplitSpec) Validate() error {
 	}
 	if err := s.Sampling.Validate(); err != nil {
 		return err
+	}
+	if s.Family < 0 || s.Family > MaxWindows {
+		return fmt.Errorf("windows judged together: %d, want 0 to %d", s.Family, MaxWindows)
 	}
 	return validateMethod(s.Method)
 }
@@ -298,7 +308,7 @@ func bucketRules(s SplitSpec, names []string) []BucketRule {
 	deltas := margins(s, names)
 	rules := make([]BucketRule, len(names))
 	for i, b := range names {
-		rules[i] = BucketRule{Expected: s.Expected[b], Margin: deltas[i], Alpha: 1 - s.Confidence, K: len(names), Method: s.Method}
+		rules[i] = BucketRule{Expected: s.Expected[b], Margin: deltas[i], Alpha: 1 - s.Confidence, K: len(names) * max(s.Family, 1), Method: s.Method}
 	}
 	return rules
 }

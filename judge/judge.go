@@ -156,7 +156,9 @@ func (j *Judge) Evaluate(ev Evidence, look, looks int) []reports.Expectation {
 // lag the responses and are read in full only after the attack.
 func (j *Judge) Settled(ev Evidence, look, looks int) bool {
 	for _, e := range j.Evaluate(ev, look, looks) {
-		if e.Verdict == assert.Inconclusive || e.Source != "" && e.Source != scenarios.SourceBody {
+		// A split judged in windows is never settled early: its windows
+		// still to come would change k, the number it spends α over.
+		if e.Verdict == assert.Inconclusive || e.Source != "" && e.Source != scenarios.SourceBody || e.Windows != nil {
 			return false
 		}
 	}
@@ -169,7 +171,9 @@ func (j *Judge) Settled(ev Evidence, look, looks int) bool {
 // once for the report, never at the interim looks.
 func (j *Judge) Plan(out []reports.Expectation) {
 	for i, e := range j.exps {
-		if !e.kind.planned() || out[i].Model == nil {
+		// A split in windows is judged per window at α/k: a plan for the
+		// whole run as one block would promise what no window gets.
+		if !e.kind.planned() || out[i].Model == nil || out[i].Windows != nil {
 			continue
 		}
 		spec := j.splitSpec(e, out[i].Model.Shares, out[i].Confidence)

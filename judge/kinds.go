@@ -90,6 +90,11 @@ func (k splitKind) judge(c *call, r *reports.Expectation) {
 		r.Verdict, r.Reason = assert.Fail, "expected split: "+err.Error()
 		return
 	}
+	if sp.Windows != nil {
+		r.Model = &model
+		windowed{sp: sp, model: model}.judge(c, r)
+		return
+	}
 	spec := c.j.baseSpec(sp.Margin, sp.Relative, model.Shares, c.conf)
 	spec.Sampling, spec.Missing = c.sampling, c.missing(sp.By, r.Source)
 	res := assert.Split(byName(c.counts, sp.By, slices.Collect(maps.Keys(model.Shares))), spec)

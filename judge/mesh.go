@@ -15,6 +15,10 @@ import (
 type MeshSplit struct {
 	Expected meshconfig.Expected
 	Err      error
+	// Windows are the versions in force in each window of a split that
+	// follows the object (split.windows.follow), the first read at the
+	// start; nil until the run has stopped following it.
+	Windows []MeshWindow
 }
 
 // Mesh holds what the run read from the mesh, keyed by the scenario's
@@ -30,6 +34,8 @@ type FromMesh struct {
 	By string
 	// Connections is the split's own concurrency (split.connections).
 	Connections int
+	// Windows is the split's split.windows (nil for a mirror).
+	Windows *scenarios.Windows
 }
 
 // FromMeshSources are the scenario's expectations with fromMesh, in file
@@ -40,7 +46,7 @@ func FromMeshSources(sc *scenarios.Scenario) []FromMesh {
 		switch k := e.kind.(type) {
 		case splitKind:
 			if k.sp.FromMesh != nil {
-				out = append(out, FromMesh{Name: e.Name(), Source: k.sp.FromMesh, By: k.sp.By, Connections: k.sp.Connections})
+				out = append(out, FromMesh{Name: e.Name(), Source: k.sp.FromMesh, By: k.sp.By, Connections: k.sp.Connections, Windows: k.sp.Windows})
 			}
 		case mirrorKind:
 			if k.m.FromMesh != nil {

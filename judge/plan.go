@@ -129,6 +129,13 @@ func (k splitKind) plan(p *planner, e Expectation) (assert.Plan, error) {
 	if err != nil {
 		return assert.Plan{}, err
 	}
+	if k.sp.Windows != nil {
+		// PASS is judged per window at the split's own α (an
+		// intersection–union test over windows), so each window needs
+		// what one block needs; the whole run PASSes only if every window
+		// does, with about the power to the k-th (docs/statistics.md §10).
+		fmt.Fprintf(p.w, "%s: judged in windows (split.windows): every window needs the requests below; the run PASSes when all k windows do (power about power^k)\n", e.Name())
+	}
 	return PrintSplitPlan(p.w, e.Name(), p.j.splitSpec(e, model.Shares, p.conf)), nil
 }
 

@@ -176,7 +176,7 @@ func newHTMLView(r *Report, o HTMLOptions) htmlView {
 		}
 		v.Dimensions = append(v.Dimensions, dv)
 	}
-	v.Charts = timelineCharts(r.Timeline)
+	v.Charts = windowCharts(r, timelineCharts(r.Timeline, r.Attack.Elapsed))
 	if k := r.Kubernetes; k != nil {
 		v.Inventory = inventoryRows(k.Inventory)
 		if k.Tunnel != nil {
@@ -263,17 +263,34 @@ func verdictClass(v assert.Verdict) string {
 // timelineCharts draws the rate and errors, the split per cluster as the
 // responses say, what the logs counted per cluster, and the latency per
 // cluster over the run.
-func timelineCharts(tl Timeline) []*lineChart {
+//
+// elapsed is the attack's length: the last slice covers only what of it
+// is left after the others, and its rate is taken over that part, not
+// over a whole slice, so the attack's end is not drawn as a rate drop; a
+// last slice of under a quarter of a slice is not drawn at all (a few
+// requests over a few milliseconds make no rate).
+func timelineCharts(tl Timeline, elapsed time.Duration) []*lineChart {
 	n, w := len(tl.Slices), tl.SliceWidth
 	if n == 0 || w <= 0 {
 		return nil
+	}
+	covered := func(i int) time.Duration {
+		if i == n-1 && elapsed > time.Duration(n-1)*w && elapsed < time.Duration(n)*w {
+			return elapsed - time.Duration(n-1)*w
+		}
+		return w
 	}
 	perSec := func(c int64) float64 { return float64(c) / w.Seconds() }
 	rate := seriesData{Name: "requests/s", Values: make([]float64, n)}
 	errs := seriesData{Name: "errors/s", Values: make([]float64, n)}
 	clusters, logClusters, latSeries := map[string]bool{}, map[string]bool{}, map[string]bool{}
 	for i, s := range tl.Slices {
-		rate.Values[i], errs.Values[i] = perSec(s.Requests), perSec(s.Errors)
+		switch cov := covered(i); {
+		case cov < w/4:
+			rate.Values[i], errs.Values[i] = math.NaN(), math.NaN()
+		default:
+			rate.Values[i], errs.Values[i] = float64(s.Requests)/cov.Seconds(), float64(s.Errors)/cov.Seconds()
+		}
 		for c := range s.Clusters {
 			clusters[c] = true
 		}

@@ -74,16 +74,21 @@ func JUnit(w io.Writer, r *Report) error {
 	for _, e := range r.Expectation {
 		c := junitCase{Name: clean(e.Name, false), Classname: s.Name}
 		reason := clean(e.Reason, false)
+		text := ""
+		if e.Windows != nil {
+			// The reason names the deciding window; the text lists them all.
+			text = windowsText(e.Windows)
+		}
 		switch e.Verdict {
 		case assert.Fail:
-			c.Failure = &junitMessage{Message: reason, Type: "FAIL"}
+			c.Failure = &junitMessage{Message: reason, Type: "FAIL", Text: text}
 			s.Failures++
 		case assert.Inconclusive:
 			if r.Statistics.Inconclusive == "pass" {
 				c.Skipped = &junitMessage{Message: reason}
 				s.Skipped++
 			} else {
-				c.Failure = &junitMessage{Message: reason, Type: "INCONCLUSIVE"}
+				c.Failure = &junitMessage{Message: reason, Type: "INCONCLUSIVE", Text: text}
 				s.Failures++
 			}
 		}

@@ -295,7 +295,9 @@ type Expectation struct {
 	Reason  string              `json:"reason"`
 	Model   *assert.Shares      `json:"model,omitempty"`
 	Split   *assert.SplitResult `json:"split,omitempty"`
-	Result  *assert.Result      `json:"result,omitempty"`
+	// Windows is a split judged over time (split.windows).
+	Windows *Windows       `json:"windows,omitempty"`
+	Result  *assert.Result `json:"result,omitempty"`
 	// Confidence is the level the verdict was judged at: the
 	// expectation's own, or with early stopping its spending level at
 	// the look that decided (docs/statistics.md §6).

@@ -189,6 +189,15 @@ type lineChart struct {
 	Series        []lineSeries
 	XTicks        []tick
 	YTicks        []ytick
+	// Bands, Expected and VLines mark a split judged in windows
+	// (windowchart.go).
+	Bands    []wband
+	Expected []wexpected
+	VLines   []vline
+	// width, n and top are the scales, for what is drawn over the series.
+	width time.Duration
+	n     int
+	top   float64
 }
 
 type lineSeries struct {
@@ -229,7 +238,7 @@ func newLineChart(id, title, ylabel string, width time.Duration, n int, data []s
 	if n == 0 || len(data) == 0 {
 		return nil
 	}
-	c := &lineChart{ID: id, Title: title, YLabel: ylabel, Width: 720, Height: 240, X0: 60, X1: 600, Y0: 12, Y1: 200}
+	c := &lineChart{ID: id, Title: title, YLabel: ylabel, Width: 720, Height: 240, X0: 60, X1: 600, Y0: 12, Y1: 200, width: width, n: n}
 	top := 0.0
 	for _, s := range data {
 		for _, v := range s.Values {
@@ -238,13 +247,19 @@ func newLineChart(id, title, ylabel string, width time.Duration, n int, data []s
 			}
 		}
 	}
-	if top <= 0 {
+	if top <= 0 || ylabel == "share" {
+		// Shares live in [0, 1]: a split's expected share and band
+		// (windowchart.go) may lie above every observed one.
 		top = 1
 	}
 	ticks := niceTicks(0, top*1.05, 5)
+	if ylabel == "share" {
+		ticks = niceTicks(0, 1, 5)
+	}
 	if len(ticks) > 0 {
 		top = math.Max(top, ticks[len(ticks)-1])
 	}
+	c.top = top
 	x := func(i int) float64 {
 		if n == 1 {
 			return float64(c.X0+c.X1) / 2

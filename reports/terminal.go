@@ -190,6 +190,22 @@ func render(w io.Writer, r *Report, table func(io.Writer) *tablewriter.Table, he
 			// Weight names come from the scenario or --set.
 			p.f("model %s: %s\n", p.esc(e.Model.Model), p.esc(strings.Join(e.Model.Explanation, " ")))
 		}
+		if ws := e.Windows; ws != nil {
+			t := table(w)
+			t.Header(toAny(windowHeader)...)
+			for _, x := range ws.Windows {
+				row := windowRow(x)
+				for i := range row {
+					row[i] = p.esc(row[i])
+				}
+				p.err(t.Append(toAny(row)...))
+			}
+			p.table(t)
+			p.f("%d of %d windows judged, each FAIL at 1-α/(buckets·%d)%s\n", ws.Judged, len(ws.Windows), max(ws.Judged, 1), p.para())
+			for _, c := range ws.Converge {
+				p.f("%s%s\n", p.item(), p.esc(c.Text))
+			}
+		}
 		if s := e.Split; s != nil {
 			t := table(w)
 			t.Header(p.esc(e.By), "requests", "observed", "expected", "pass interval", "fail interval", "allowed", "verdict")

@@ -2,11 +2,10 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"net/url"
-	"slices"
 	"strings"
 
 	"github.com/mesh-verify/mesh-verify/judge"
@@ -67,10 +66,10 @@ func meshRequest(sc *scenarios.Scenario) meshconfig.Request {
 // error for run); objects read that define no split the requests could
 // take (no matching rule, an undefined subset) are that split's error,
 // for the judge to FAIL it with.
-func readMesh(ctx context.Context, sc *scenarios.Scenario, clusters map[string]*kube.Cluster, conns int, w io.Writer) (judge.Mesh, error) {
+func readMesh(ctx context.Context, sc *scenarios.Scenario, clusters map[string]*kube.Cluster, conns int, w io.Writer) (judge.Mesh, []meshQuery, error) {
 	splits := judge.FromMeshSources(sc)
 	if len(splits) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	var cs []*kube.Cluster
 	var names []string
@@ -82,40 +81,74 @@ func readMesh(ctx context.Context, sc *scenarios.Scenario, clusters map[string]*
 	}
 	readers, err := meshconfig.NewReaders(cs)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if w == nil {
 		w = io.Discard
 	}
 	req := meshRequest(sc)
 	out := judge.Mesh{}
+	var follow []meshQuery
 	for _, s := range splits {
 		ref, _, err := s.Source.Ref()
 		if err != nil {
-			return nil, fmt.Errorf("expectation %q: fromMesh: %w", s.Name, err)
+			return nil, nil, fmt.Errorf("expectation %q: fromMesh: %w", s.Name, err)
 		}
 		q := meshconfig.Query{Ref: ref, By: s.By, Clusters: names, Request: req,
 			Connections: s.Connections, Selector: s.Source.Selector}
 		if q.Connections == 0 {
 			q.Connections = conns
 		}
-		objs, err := meshconfig.Fetch(ctx, q, readers)
-		if err != nil {
-			return nil, fmt.Errorf("expectation %q: read the expected split: %w", s.Name, err)
-		}
-		ex, err := meshconfig.Resolve(q, objs)
-		if err != nil {
-			fmt.Fprintf(w, "expectation %q: no expected split from %s: %v\n", s.Name, ref.Object(), err)
-			out[s.Source] = judge.MeshSplit{Err: err}
+		mq := meshQuery{name: s.Name, src: s.Source, q: q, readers: readers}
+		ex, err := mq.resolve(ctx)
+		var rerr resolveError
+		if errors.As(err, &rerr) {
+			fmt.Fprintf(w, "expectation %q: no expected split from %s: %v\n", s.Name, ref.Object(), rerr.err)
+			out[s.Source] = judge.MeshSplit{Err: rerr.err}
 			continue
+		}
+		if err != nil {
+			return nil, nil, err
 		}
 		for _, l := range ex.Provenance() {
 			fmt.Fprintf(w, "expectation %q: %s\n", s.Name, l)
 		}
-		fmt.Fprintf(w, "expectation %q: expected split by %s from %s: %s\n", s.Name, ex.By, ref.Object(), formatShares(ex.Shares))
+		fmt.Fprintf(w, "expectation %q: expected split by %s from %s: %s\n", s.Name, ex.By, ref.Object(), judge.FormatShares(ex.Shares))
 		out[s.Source] = judge.MeshSplit{Expected: ex}
+		if s.Windows != nil && s.Windows.Follow {
+			follow = append(follow, mq)
+		}
 	}
-	return out, nil
+	return out, follow, nil
+}
+
+// meshQuery is how one expectation's mesh objects are read and resolved:
+// once at the start, and every poll of a split that follows them.
+type meshQuery struct {
+	name    string
+	src     *scenarios.MeshSource
+	q       meshconfig.Query
+	readers map[string]*meshconfig.Reader
+}
+
+// resolveError is an object read that defines no split the requests take:
+// the split's error, for the judge to FAIL it with; any other error is a
+// read that failed (denied, unreachable).
+type resolveError struct{ err error }
+
+func (e resolveError) Error() string { return e.err.Error() }
+
+// resolve reads the objects and derives the expected split.
+func (m meshQuery) resolve(ctx context.Context) (meshconfig.Expected, error) {
+	objs, err := meshconfig.Fetch(ctx, m.q, m.readers)
+	if err != nil {
+		return meshconfig.Expected{}, fmt.Errorf("expectation %q: read the expected split: %w", m.name, err)
+	}
+	ex, err := meshconfig.Resolve(m.q, objs)
+	if err != nil {
+		return meshconfig.Expected{}, resolveError{err}
+	}
+	return ex, nil
 }
 
 // ReadMesh connects to the scenario's clusters and reads the expected
@@ -142,14 +175,6 @@ func ReadMesh(ctx context.Context, sc *scenarios.Scenario, o Options, w io.Write
 	for _, c := range cs {
 		clusters[c.Name] = c
 	}
-	return readMesh(ctx, sc, clusters, attackConcurrency(measure.AttackConfig(sc, "", "")), w)
-}
-
-// formatShares is "v1=80%, v2=20%" in bucket order.
-func formatShares(shares map[string]float64) string {
-	var out []string
-	for _, b := range slices.Sorted(maps.Keys(shares)) {
-		out = append(out, fmt.Sprintf("%s=%.4g%%", b, 100*shares[b]))
-	}
-	return strings.Join(out, ", ")
+	mesh, _, err := readMesh(ctx, sc, clusters, attackConcurrency(measure.AttackConfig(sc, "", "")), w)
+	return mesh, err
 }

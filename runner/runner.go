@@ -112,9 +112,10 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (*reports.Repor
 	// the clusters are connected: the report names the objects'
 	// resourceVersions, the configuration the verdicts are judged against.
 	var mesh judge.Mesh
+	var follow []meshQuery
 	if kp != nil {
 		var err error
-		if mesh, err = readMesh(ctx, sc, kp.clusters, attackConcurrency(measure.AttackConfig(sc, "", "")), o.Progress); err != nil {
+		if mesh, follow, err = readMesh(ctx, sc, kp.clusters, attackConcurrency(measure.AttackConfig(sc, "", "")), o.Progress); err != nil {
 			return nil, &SetupError{Err: err}
 		}
 	}
@@ -162,6 +163,24 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (*reports.Repor
 	}
 	j := newJudge(sc, ao)
 	j.WithMesh(mesh)
+	if err := cutFixedWindows(sc, tl, start); err != nil {
+		return nil, &SetupError{Err: err}
+	}
+	var followers []*follower
+	for _, mq := range follow {
+		var win *scenarios.Windows
+		for _, e := range sc.Expect {
+			if e.Split != nil && e.Split.FromMesh == mq.src {
+				win = e.Split.Windows
+			}
+		}
+		f, err := startFollow(ctx, mq, mesh[mq.src].Expected, win, tl, start, o.Progress)
+		if err != nil {
+			return nil, &SetupError{Err: err}
+		}
+		defer f.stop()
+		followers = append(followers, f)
+	}
 	// Log followers and watches outlive the attack until the logs settle.
 	kubeCtx, stopKube := context.WithCancel(ctx)
 	defer stopKube()
@@ -186,6 +205,17 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (*reports.Repor
 		return nil, err
 	}
 	sum := mr.Summary
+	var followWarnings []string
+	for i, f := range followers {
+		ws, warn := f.stop()
+		// A cut after the tally's last snapshot is in no window counted:
+		// the windows pair up in order, so the extra versions are dropped.
+		ws = ws[:min(len(ws), len(mr.Body.Windows))]
+		ms := mesh[follow[i].src]
+		ms.Windows = ws
+		mesh[follow[i].src] = ms
+		followWarnings = append(followWarnings, warn...)
+	}
 	var recErr error
 	if o.Record != nil {
 		recErr = o.Record.Close()
@@ -225,6 +255,7 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (*reports.Repor
 	rep.Sequential = seq
 	rep.Tool, rep.Command = o.Tool, redact.Args(o.Command)
 	rep.Warnings = append(rep.Warnings, warnings...)
+	rep.Warnings = append(rep.Warnings, followWarnings...)
 	if p.Insecure {
 		rep.Warnings = append(rep.Warnings, "the target's TLS certificate was not verified (target.tls.insecureSkipVerify: true)")
 	}

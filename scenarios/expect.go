@@ -454,6 +454,9 @@ type Split struct {
 	Source string `yaml:"source"`
 	// Balancing overrides statistics.balancing for this split.
 	Balancing string `yaml:"balancing"`
+	// Windows judges the split over time instead of as one block
+	// (docs/statistics.md §10).
+	Windows *Windows `yaml:"windows"`
 }
 
 // BucketSet names buckets of one dimension.
@@ -581,6 +584,7 @@ func checkMargin(c *checker, path string, m *Percent, allowZero bool) {
 
 func (s *Scenario) checkSplit(c *checker, p string, sp *Split) {
 	byOK := checkBy(c, p+".by", sp.By)
+	s.checkWindows(c, p, sp)
 	if sp.FromMesh != nil {
 		s.checkFromMesh(c, p, sp)
 		return

@@ -70,6 +70,9 @@ type Tally struct {
 	slices     []Slice
 
 	lastSweep time.Time
+	// windows are the time windows a split is judged in (Cut), in
+	// increasing start.
+	windows []*window
 }
 
 // MaxBuckets bounds the distinct values a dimension keeps (README.md,
@@ -288,6 +291,9 @@ func (t *Tally) add(r *attack.Result, id attribution.Identity, unread bool) {
 				t.unattributed[string(f)]++
 			}
 		}
+		if len(t.windows) > 0 {
+			t.countWindow(r.Timestamp, r.ConnID, id)
+		}
 		if id.Empty() && !unread && !t.noSamples && len(t.samples) < maxSamples {
 			b := r.Body
 			if len(b) > sampleBytes {
@@ -314,6 +320,10 @@ func (t *Tally) add(r *attack.Result, id attribution.Identity, unread bool) {
 	}
 }
 
+func newConnState() *connState {
+	return &connState{m: map[string]int64{}, x: map[string]map[int]int64{}}
+}
+
 // conn returns the state of a connection still carrying requests, or nil
 // for requests that never got one (each is then its own sampling unit).
 func (t *Tally) conn(id uint64) *connState {
@@ -322,18 +332,22 @@ func (t *Tally) conn(id uint64) *connState {
 	}
 	cs, ok := t.conns[id]
 	if !ok {
-		cs = &connState{m: map[string]int64{}, x: map[string]map[int]int64{}}
+		cs = newConnState()
 		t.conns[id] = cs
 	}
 	return cs
 }
 
-// count adds one request to bucket b of dimension dn and updates the
+// count adds one request to bucket b of dimension dn.
+func (t *Tally) count(dn, b string, cs *connState) (isNew bool) {
+	return countIn(t.dims[dn], dn, b, cs)
+}
+
+// countIn adds one request to bucket b of d (dimension dn) and updates the
 // per-connection sums incrementally: when m_j and x_ij each grow by one,
 // sum m^2 grows by 2m+1, sum x_i^2 by 2x_i+1, and sum x_b*m by x_b for every
 // bucket b plus m+1 for bucket i.
-func (t *Tally) count(dn, b string, cs *connState) (isNew bool) {
-	d := t.dims[dn]
+func countIn(d *dim, dn, b string, cs *connState) (isNew bool) {
 	i, isNew := d.bucket(b)
 	d.n[i]++
 	if cs == nil {
@@ -357,11 +371,12 @@ func (t *Tally) count(dn, b string, cs *connState) (isNew bool) {
 	return isNew
 }
 
-// fold adds a connection's counts to the finished sums of each dimension:
-// m² to Σm², and x_b² and x_b·m to Σx², Σxm of every bucket b it carried.
-func (t *Tally) fold(cs *connState) {
+// fold adds a connection's counts to the finished sums of each dimension
+// of dims: m² to Σm², and x_b² and x_b·m to Σx², Σxm of every bucket b it
+// carried.
+func fold(dims map[string]*dim, cs *connState) {
 	for dn, m := range cs.m {
-		d := t.dims[dn]
+		d := dims[dn]
 		d.sumMM += float64(m) * float64(m)
 		for i, x := range cs.x[dn] {
 			d.sumXX[i] += float64(x) * float64(x)
@@ -390,9 +405,11 @@ func (t *Tally) notePodCluster(pod, cluster string) {
 // ConnClosed marks a connection's state for removal after the grace period.
 func (t *Tally) ConnClosed(id uint64) {
 	t.mu.Lock()
+	now := time.Now()
 	if cs, ok := t.conns[id]; ok {
-		cs.closedAt = time.Now()
+		cs.closedAt = now
 	}
+	t.closeWindowConn(id, now)
 	t.mu.Unlock()
 }
 
@@ -400,10 +417,11 @@ func (t *Tally) sweep(now time.Time) {
 	t.lastSweep = now
 	for id, cs := range t.conns {
 		if !cs.closedAt.IsZero() && now.Sub(cs.closedAt) > t.grace {
-			t.fold(cs)
+			fold(t.dims, cs)
 			delete(t.conns, id)
 		}
 	}
+	t.sweepWindows(now)
 }
 
 func (t *Tally) countError(e string) {
@@ -519,6 +537,11 @@ type Snapshot struct {
 	// Latency is the whole run's latency histogram; merged snapshots have
 	// no vegeta estimator, so quantiles are read with LatencyQuantile.
 	Latency *LatencyHistogram
+	// Windows are the counts of each time window (Cut), in time order;
+	// nil when the run was not cut into windows.
+	Windows []WindowCounts
+	// Start is when the tally started: Slices' and Windows' origin.
+	Start time.Time
 }
 
 // LatencyQuantile is the q-quantile of the run's latencies from the
@@ -551,6 +574,7 @@ func (t *Tally) Snapshot() Snapshot {
 		PodClusters:          copyMap(t.podCluster),
 		Unread:               t.unread,
 		UnreadAnswered:       t.unreadAnswered,
+		Start:                t.start,
 	}
 	lat := t.latency
 	s.Latency = &lat
@@ -576,37 +600,41 @@ func (t *Tally) Snapshot() Snapshot {
 		sl.Latency = lat
 		s.Slices = append(s.Slices, sl)
 	}
-	// The open connections' counts are added to copies of the finished
-	// sums: O(the buckets each connection saw), once per snapshot.
-	open := map[string]*dim{}
-	for _, name := range t.order {
-		d := *t.dims[name]
-		d.sumXX, d.sumXM = slices.Clone(d.sumXX), slices.Clone(d.sumXM)
-		open[name] = &d
-		if d.overflow > 0 {
-			if s.Overflow == nil {
-				s.Overflow = map[string]int64{}
-			}
-			s.Overflow[name] = d.overflow
-		}
+	var overflow map[string]int64
+	s.Dimensions, overflow = withOpen(t.dims, t.order, t.conns)
+	if len(overflow) > 0 {
+		s.Overflow = overflow
 	}
-	for _, cs := range t.conns {
-		for dn, m := range cs.m {
-			d := open[dn]
-			d.sumMM += float64(m) * float64(m)
-			for i, x := range cs.x[dn] {
-				d.sumXX[i] += float64(x) * float64(x)
-				d.sumXM[i] += float64(x) * float64(m)
-			}
-		}
-	}
-	for _, name := range t.order {
-		s.Dimensions[name] = open[name].counts()
-	}
+	s.Windows = t.windowSnapshots()
 	for name, m := range t.failures {
 		s.Failures[name] = copyMap(m)
 	}
 	return s
+}
+
+// withOpen is the counts of every dimension of dims with the open
+// connections' counts added to copies of the finished sums: O(the buckets
+// each connection saw), once per snapshot; and the requests each
+// dimension past MaxBuckets counted in Other.
+func withOpen(dims map[string]*dim, order []string, conns map[uint64]*connState) (map[string]assert.Counts, map[string]int64) {
+	open := map[string]*dim{}
+	overflow := map[string]int64{}
+	for _, name := range order {
+		d := *dims[name]
+		d.sumXX, d.sumXM = slices.Clone(d.sumXX), slices.Clone(d.sumXM)
+		open[name] = &d
+		if d.overflow > 0 {
+			overflow[name] = d.overflow
+		}
+	}
+	for _, cs := range conns {
+		fold(open, cs)
+	}
+	out := make(map[string]assert.Counts, len(order))
+	for _, name := range order {
+		out[name] = open[name].counts()
+	}
+	return out, overflow
 }
 
 func (d *dim) counts() assert.Counts {

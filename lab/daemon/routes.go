@@ -94,6 +94,26 @@ func (d *Daemon) meshObjects() meshroute.Objects {
 	return out
 }
 
+// FreezeAnnotation is the lab's fault switch for a data plane that
+// disobeys the mesh's objects: while a watched mesh object carries it with
+// the value "true", every entry keeps the route it has, whatever the
+// objects say (the tests of verdicts that follow an object, e2e). Lab
+// only: no mesh has such a switch.
+const FreezeAnnotation = "lab.mesh-verify.io/freeze-routes"
+
+// routesFrozen reports whether some watched mesh object sets
+// FreezeAnnotation.
+func routesFrozen(objs meshroute.Objects) bool {
+	for _, us := range objs {
+		for _, u := range us {
+			if u.GetAnnotations()[FreezeAnnotation] == "true" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // syncRoutes derives every mesh entry's route from the watched objects
 // and gives the changed ones to the entry's running data planes. Only the
 // pod worker calls it (routesRef), and once before that worker starts.
@@ -101,9 +121,18 @@ func (d *Daemon) syncRoutes(ctx context.Context) error {
 	objs := d.meshObjects()
 	t := d.cfg.Topology
 	changed := false
+	frozen := routesFrozen(objs)
 	for i := range t.Entries {
 		e := &t.Entries[i]
 		if e.Mesh == "" {
+			continue
+		}
+		d.mu.Lock()
+		keep := frozen && d.routes[e.Name] != nil
+		d.mu.Unlock()
+		if keep {
+			// The lab's fault switch: a data plane that disobeys its
+			// mesh objects keeps the route it has.
 			continue
 		}
 		r, err := meshroute.Derive(t.RouteEntry(e), objs)

@@ -1,0 +1,133 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mesh-verify/mesh-verify/meshconfig"
+	"github.com/mesh-verify/mesh-verify/tally"
+)
+
+// script is a followed object read by a test instead of an API server (a
+// fake: the lab test TestWindowsFollowThePatchedTrafficRoute follows a
+// real one): call i returns steps[i], the last step ever after.
+type script struct {
+	mu    sync.Mutex
+	calls int
+	steps []func() (meshconfig.Expected, error)
+}
+
+func (s *script) read(context.Context) (meshconfig.Expected, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i := min(s.calls, len(s.steps)-1)
+	s.calls++
+	return s.steps[i]()
+}
+
+func (s *script) done() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.calls >= len(s.steps)
+}
+
+func version(rv string, c1 float64) func() (meshconfig.Expected, error) {
+	return func() (meshconfig.Expected, error) {
+		return meshconfig.Expected{Shares: map[string]float64{"c1": c1, "c2": 1 - c1}, Sources: []meshconfig.Source{{Kind: "TrafficRoute", ResourceVersion: rv}}}, nil
+	}
+}
+
+func failing(err error) func() (meshconfig.Expected, error) {
+	return func() (meshconfig.Expected, error) { return meshconfig.Expected{}, err }
+}
+
+// waitUntil polls cond every millisecond for up to 10 seconds.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// The follower's windows: a new resourceVersion with the same shares is
+// no change; a change cuts a settling window, then after settle a judged
+// one; a change while settling makes the settling window expect the
+// newest; a read that fails is a warning (capped), a version that defines
+// no split is a window with its error.
+func TestFollowerWindows(t *testing.T) {
+	t.Parallel()
+	readErr := errors.New("expectation \"e\": read the expected split: connection refused")
+	noSplit := resolveError{errors.New("spec.conf.split: no weights")}
+	for _, tc := range []struct {
+		name   string
+		settle time.Duration
+		steps  []func() (meshconfig.Expected, error)
+		// windows wanted: the c1 share expected in each, settling or not
+		want     []float64
+		settling []bool
+		rvs      []string
+		warnings int
+		errFrom  int // the first window whose Err is set, -1 none
+	}{
+		{"same shares, new resourceVersion", 0, []func() (meshconfig.Expected, error){version("1", 0.9), version("2", 0.9)},
+			[]float64{0.9}, []bool{false}, []string{"1"}, 0, -1},
+		{"a change, settled at once", 0, []func() (meshconfig.Expected, error){version("1", 0.9), version("2", 0.5)},
+			[]float64{0.9, 0.5, 0.5}, []bool{false, true, false}, []string{"1", "2", "2"}, 0, -1},
+		{"a second change while settling", time.Hour, []func() (meshconfig.Expected, error){version("1", 0.9), version("2", 0.5), version("3", 0.3)},
+			[]float64{0.9, 0.3}, []bool{false, true}, []string{"1", "3"}, 0, -1},
+		{"reads that fail", 0, []func() (meshconfig.Expected, error){version("1", 0.9), failing(readErr), failing(readErr), failing(readErr),
+			failing(readErr), failing(readErr), failing(readErr), failing(readErr), failing(readErr), version("1", 0.9)},
+			[]float64{0.9}, []bool{false}, []string{"1"}, maxFollowWarnings + 1, -1},
+		{"a version with no split", 0, []func() (meshconfig.Expected, error){version("1", 0.9), failing(noSplit)},
+			[]float64{0.9, 0, 0}, []bool{false, true, false}, []string{"1", "", ""}, 0, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			start := time.Now()
+			tl := tally.New(start, time.Minute)
+			s := &script{steps: tc.steps}
+			initial, _ := tc.steps[0]()
+			f := &follower{name: "e", object: "TrafficRoute test-server", read: s.read, tl: tl, poll: time.Millisecond, settle: tc.settle, start: start, w: io.Discard}
+			if err := f.begin(context.Background(), initial); err != nil {
+				t.Fatal(err)
+			}
+			waitUntil(t, "the script read", s.done)
+			waitUntil(t, "the windows", func() bool {
+				f.mu.Lock()
+				defer f.mu.Unlock()
+				return len(f.windows) >= len(tc.want)
+			})
+			ws, warnings := f.stop()
+			if len(ws) != len(tc.want) || len(warnings) != tc.warnings {
+				t.Fatalf("%d windows, %d warnings %q; want %d, %d", len(ws), len(warnings), warnings, len(tc.want), tc.warnings)
+			}
+			if got := len(tl.Snapshot().Windows); got != len(ws) {
+				t.Errorf("the tally has %d windows, the follower %d", got, len(ws))
+			}
+			for i, w := range ws {
+				rv := ""
+				if len(w.Expected.Sources) > 0 {
+					rv = w.Expected.Sources[0].ResourceVersion
+				}
+				if w.Expected.Shares["c1"] != tc.want[i] || w.Settling != tc.settling[i] || rv != tc.rvs[i] || (w.Err != nil) != (tc.errFrom >= 0 && i >= tc.errFrom) {
+					t.Errorf("window %d: c1 %v settling %v rv %q err %v; want %v %v %q, error %v", i, w.Expected.Shares["c1"], w.Settling, rv, w.Err, tc.want[i], tc.settling[i], tc.rvs[i], tc.errFrom >= 0 && i >= tc.errFrom)
+				}
+				if i > 0 && !w.Start.After(ws[i-1].Start) {
+					t.Errorf("window %d starts %s, not after window %d", i, w.Start, i-1)
+				}
+			}
+			if tc.warnings > 0 && !strings.Contains(warnings[len(warnings)-1], "further read failures") {
+				t.Errorf("the warnings are not capped: %q", warnings)
+			}
+		})
+	}
+}
