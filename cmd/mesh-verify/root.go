@@ -129,33 +129,38 @@ type runFlags struct {
 	metrics metricsFlags
 	// shortcuts are --rate, --duration and --requests.
 	shortcuts attackShortcuts
+	// batch collects the runs of several scenarios (batch.go); nil for one.
+	batch *batchRecorder
 }
 
-// Stdout formats of run and report.
-const (
-	outputTable = "table"
-	outputJSON  = "json"
-	outputMD    = "md"
-)
+// runOutputs are what run's --output takes.
+var runOutputs = []string{outputTable, outputJSON, outputMD}
 
 func newRunCmd(argv []string) *cobra.Command {
 	f := runFlags{argv: argv}
 	cmd := &cobra.Command{
-		Use:   "run SCENARIO",
+		Use:   "run SCENARIO|DIR...",
 		Short: "Attack, attribute, judge and report; the exit code is the verdict",
 		Long: `run attacks the scenario's entry point, attributes and judges every request,
 and writes a run directory under --out: report.json (the versioned report),
 report.html (self-contained, opens offline), junit.xml, summary.md and the
 scenario as run. --output picks what stdout shows: the tables (table), the
 report.json document (json, for scripts) or the Markdown summary (md).
-When $GITHUB_STEP_SUMMARY is set, summary.md is appended to it.`,
-		Args: cobra.ExactArgs(1),
+When $GITHUB_STEP_SUMMARY is set, summary.md is appended to it.
+
+Several scenarios (files, built-in names, or a directory: every .yaml/.yml
+file in it, sorted) run in turn, each with its own run directory and every
+flag applied to each (--converge gates each on its own). The batch writes
+junit.xml (one test suite per scenario), summary.md and batch.json into
+<--out>/batch-<id>/, appends one summary to $GITHUB_STEP_SUMMARY, prints the
+overall outcome first, and exits with the worst code: interrupted, then
+invalid input, then setup error, then FAIL, then INCONCLUSIVE. -o json prints
+batch.json (kind mesh-verify-batch: every run's report.json in runs[]), -o md
+the batch's summary.md. Ctrl-C stops the scenario in progress as it stops one
+run, starts no other, and still writes the batch's files.`,
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if f.json {
-				// Notices go to stderr only: stdout is the document.
-				fmt.Fprintln(cmd.ErrOrStderr(), "mesh-verify: --json is deprecated, use --output json")
-				f.output = outputJSON
-			}
+			applyJSONAlias(cmd, f.json, &f.output)
 			if err := validOutput(f.output); err != nil {
 				return err
 			}
@@ -174,15 +179,19 @@ When $GITHUB_STEP_SUMMARY is set, summary.md is appended to it.`,
 				return err
 			}
 			f.dial = dial
-			return runGate(cmd, args[0], f)
+			files, err := expandScenarios(args)
+			if err != nil {
+				return err
+			}
+			if len(files) == 1 {
+				return runGate(cmd, files[0], f)
+			}
+			return runBatch(cmd, files, f)
 		},
 	}
 	cmd.Flags().StringVar(&f.out, "out", "mesh-verify-runs", "directory that receives one sub-directory per run (report.json, report.html, junit.xml, summary.md, scenario.yaml)")
-	cmd.Flags().StringVarP(&f.output, "output", "o", outputTable, "what stdout shows: table, json (report.json) or md (summary.md)")
-	cmd.Flags().BoolVar(&f.json, "json", false, "same as --output json")
-	// Hidden, not MarkDeprecated: cobra prints a deprecation notice on the
-	// command's output, stdout here, which would break `run --json | jq`.
-	_ = cmd.Flags().MarkHidden("json")
+	addOutputFlag(cmd, &f.output, outputTable, runOutputs, "what stdout shows: table, json (report.json) or md (summary.md)")
+	addJSONAlias(cmd, &f.json)
 	cmd.Flags().BoolVarP(&f.quiet, "quiet", "q", false, "no live progress")
 	cmd.Flags().StringVar(&f.progress, "progress", "auto", "live progress style: auto, tty or plain")
 	cmd.Flags().IntVar(&f.workers, "workers", 0, "attack from N worker pods in cluster attack.from (sets attack.workers; docs/distributed.md)")
@@ -197,11 +206,10 @@ When $GITHUB_STEP_SUMMARY is set, summary.md is appended to it.`,
 // validOutput refuses an unknown --output; -o used to take the run
 // directory, so a path gets a hint instead of silently becoming one.
 func validOutput(o string) error {
-	switch o {
-	case outputTable, outputJSON, outputMD:
-		return nil
+	if err := validateOutput(o, runOutputs); err != nil {
+		return exitcode.InvalidInputf("%v (the run directory is --out DIR)", err)
 	}
-	return exitcode.InvalidInputf("--output %q: want table, json or md (the run directory is --out DIR)", o)
+	return nil
 }
 
 func runScenario(cmd *cobra.Command, file string, f runFlags) error {
@@ -305,7 +313,10 @@ func runScenario(cmd *cobra.Command, file string, f runFlags) error {
 	}
 	f.gate.attempt(rep, dir, source, err)
 	paths, werr := writeRun(dir, rep, source)
-	if werr == nil && f.gate.gate == nil { // --converge appends the last attempt's only
+	if werr == nil {
+		f.batch.ran(dir, rep)
+	}
+	if werr == nil && f.gate.gate == nil && f.batch == nil { // --converge appends the last attempt's only, a batch one summary
 		appendStepSummary(cmd.ErrOrStderr(), rep)
 	}
 	stdout, info := cmd.OutOrStdout(), cmd.OutOrStdout()
@@ -319,6 +330,8 @@ func runScenario(cmd *cobra.Command, file string, f runFlags) error {
 		paths = nil
 	case failed != nil && f.output == outputTable:
 		// The error on stderr says it all; the files name it for CI.
+	case f.oneDocument():
+		// The batch prints one document for all its runs (batch.go).
 	default:
 		if rerr := renderOutput(stdout, f.output, rep); rerr != nil {
 			return &exitcode.Error{Code: exitcode.Setup, Err: rerr}
