@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mesh-verify/mesh-verify/exitcode"
+	"github.com/mesh-verify/mesh-verify/internal/cliout"
 	"github.com/mesh-verify/mesh-verify/redact"
 	"github.com/mesh-verify/mesh-verify/reports"
 	"github.com/mesh-verify/mesh-verify/runner"
@@ -160,7 +161,7 @@ func finishBatch(cmd *cobra.Command, f runFlags, b reports.Batch) error {
 	}{
 		{batchJUnitFile, func(w io.Writer) error { return reports.JUnitBatch(w, b) }},
 		{batchSummaryFile, func(w io.Writer) error { return reports.MarkdownBatch(w, b) }},
-		{batchJSONFile, func(w io.Writer) error { return writeJSON(w, b) }},
+		{batchJSONFile, func(w io.Writer) error { return cliout.WriteJSON(w, b) }},
 	} {
 		p, err := reports.WriteFile(dir, out.name, out.render)
 		if err != nil {
@@ -175,7 +176,7 @@ func finishBatch(cmd *cobra.Command, f runFlags, b reports.Batch) error {
 	switch f.output {
 	case outputJSON:
 		info = cmd.ErrOrStderr()
-		err = writeJSON(stdout, b)
+		err = cliout.WriteJSON(stdout, b)
 	case outputMD:
 		info = cmd.ErrOrStderr()
 		err = reports.MarkdownBatch(stdout, b)

@@ -1,68 +1,23 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
-	"io"
-	"slices"
-	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/mesh-verify/mesh-verify/exitcode"
+	"github.com/mesh-verify/mesh-verify/internal/cliout"
 )
 
-// Stdout formats: every command that prints results takes -o/--output
-// with the ones it can print (README.md, "Output formats").
+// The formats of -o/--output (internal/cliout), by shorter names here.
 const (
-	outputTable = "table"
-	outputJSON  = "json"
-	outputMD    = "md"
-	outputYAML  = "yaml"
-	outputText  = "text"
-	outputHTML  = "html"
+	outputTable = cliout.Table
+	outputJSON  = cliout.JSON
+	outputMD    = cliout.MD
+	outputYAML  = cliout.YAML
+	outputText  = cliout.Text
+	outputHTML  = cliout.HTML
 )
-
-// addOutputFlag adds -o/--output with its default and allowed values, and
-// their shell completion, to cmd.
-func addOutputFlag(cmd *cobra.Command, o *string, def string, allowed []string, help string) {
-	cmd.Flags().StringVarP(o, "output", "o", def, help)
-	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(allowed, cobra.ShellCompDirectiveNoFileComp))
-}
-
-// validateOutput refuses a value of -o/--output that the command cannot
-// print, naming the flag and the values it takes.
-func validateOutput(o string, allowed []string) error {
-	if slices.Contains(allowed, o) {
-		return nil
-	}
-	return exitcode.InvalidInputf("--output %q: want %s", o, orList(allowed))
-}
-
-// orList is "a, b or c".
-func orList(v []string) string {
-	if len(v) < 2 {
-		return strings.Join(v, "")
-	}
-	return strings.Join(v[:len(v)-1], ", ") + " or " + v[len(v)-1]
-}
-
-// addJSONAlias adds the hidden --json a command had before -o json. Hidden,
-// not MarkDeprecated: cobra prints a deprecation notice on the command's
-// output, stdout here, which would break `--json | jq`.
-func addJSONAlias(cmd *cobra.Command, asJSON *bool) {
-	cmd.Flags().BoolVar(asJSON, "json", false, "same as --output json")
-	_ = cmd.Flags().MarkHidden("json")
-}
-
-// applyJSONAlias turns --json into --output json, with the notice on
-// stderr only: stdout is the document.
-func applyJSONAlias(cmd *cobra.Command, asJSON bool, o *string) {
-	if asJSON {
-		fmt.Fprintln(cmd.ErrOrStderr(), "mesh-verify: --json is deprecated, use --output json")
-		*o = outputJSON
-	}
-}
 
 // addFormatAlias keeps the hidden -f/--format a command had before
 // -o/--output, bound to the same value.
@@ -85,12 +40,11 @@ func applyFormatAlias(cmd *cobra.Command) error {
 	return nil
 }
 
-// writeJSON writes v as one indented JSON document.
-func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(v); err != nil {
-		return &exitcode.Error{Code: exitcode.Setup, Err: fmt.Errorf("print JSON: %w", err)}
+// outputName is the name of the output flag the user gave: --format for
+// the old name, else --output; errors quote it.
+func outputName(cmd *cobra.Command) string {
+	if cmd.Flags().Lookup("format") != nil && cmd.Flags().Changed("format") {
+		return "--format"
 	}
-	return nil
+	return "--output"
 }

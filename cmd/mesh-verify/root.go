@@ -18,6 +18,7 @@ import (
 
 	"github.com/mesh-verify/mesh-verify/attack"
 	"github.com/mesh-verify/mesh-verify/exitcode"
+	"github.com/mesh-verify/mesh-verify/internal/cliout"
 	"github.com/mesh-verify/mesh-verify/measure"
 	"github.com/mesh-verify/mesh-verify/metricsout"
 	"github.com/mesh-verify/mesh-verify/redact"
@@ -61,20 +62,51 @@ expected one with sound statistics. Exit codes: 0 pass, 1 an expectation failed,
 	return code
 }
 
+// validateDoc is validate's -o json document: every file given, in order.
+type validateDoc struct {
+	Files []validatedFile `json:"files"`
+	// Invalid counts the files that are not valid scenarios.
+	Invalid int `json:"invalid"`
+}
+
+type validatedFile struct {
+	File string `json:"file"`
+	// Scenario is its metadata.name, when it loaded.
+	Scenario string   `json:"scenario,omitempty"`
+	Valid    bool     `json:"valid"`
+	Error    string   `json:"error,omitempty"`
+	Warnings []string `json:"warnings,omitempty"`
+	// MeshWarning is why the expected splits were not read from the mesh
+	// (with --kubeconfig).
+	MeshWarning string `json:"meshWarning,omitempty"`
+}
+
 func newValidateCmd() *cobra.Command {
 	var set []string
 	var kf kubeFlags
+	var output string
 	cmd := &cobra.Command{
 		Use:   "validate FILE...",
 		Short: "Check scenario files without running them",
 		Long: `validate checks scenario files without running them. With --kubeconfig it
 also reads the expected splits a scenario takes from the mesh's objects
 (split.fromMesh) and prints them with the objects' resourceVersions; a
-cluster it cannot reach or an object it cannot read is a warning.`,
+cluster it cannot reach or an object it cannot read is a warning. -o json
+prints one object: every file with its verdict, error and warnings (what the
+mesh read prints goes to stderr then).`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			bad := 0
+			if err := cliout.Check(output, []string{outputTable, outputJSON}); err != nil {
+				return err
+			}
+			asJSON := output == outputJSON
+			meshOut := cmd.OutOrStdout()
+			if asJSON {
+				meshOut = cmd.ErrOrStderr() // stdout is the document
+			}
+			doc := validateDoc{Files: []validatedFile{}}
 			for _, f := range args {
+				v := validatedFile{File: f}
 				sc, _, err := loadScenario(f, set)
 				if err == nil {
 					// The files a scenario names are input too: run would
@@ -85,26 +117,40 @@ cluster it cannot reach or an object it cannot read is a warning.`,
 					}
 				}
 				if err != nil {
-					fmt.Fprintln(cmd.ErrOrStderr(), redact.Message(err.Error()))
-					bad++
+					v.Error = redact.Message(err.Error())
+					doc.Files, doc.Invalid = append(doc.Files, v), doc.Invalid+1
+					if !asJSON {
+						fmt.Fprintln(cmd.ErrOrStderr(), v.Error)
+					}
 					continue
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "%s: ok\n", f)
-				for _, w := range sc.Warnings() {
-					fmt.Fprintf(cmd.ErrOrStderr(), "%s: warning: %s\n", f, w)
+				v.Valid, v.Scenario, v.Warnings = true, sc.Metadata.Name, sc.Warnings()
+				if !asJSON {
+					fmt.Fprintf(cmd.OutOrStdout(), "%s: ok\n", f)
+					for _, w := range v.Warnings {
+						fmt.Fprintf(cmd.ErrOrStderr(), "%s: warning: %s\n", f, w)
+					}
 				}
-				if _, err := readMeshFlags(cmd, sc, &kf, cmd.OutOrStdout()); err != nil {
-					fmt.Fprintf(cmd.ErrOrStderr(), "%s: warning: the expected split from the mesh was not read: %s\n", f, redact.Message(err.Error()))
+				if _, err := readMeshFlags(cmd, sc, &kf, meshOut); err != nil {
+					v.MeshWarning = "the expected split from the mesh was not read: " + redact.Message(err.Error())
+					fmt.Fprintf(cmd.ErrOrStderr(), "%s: warning: %s\n", f, v.MeshWarning)
+				}
+				doc.Files = append(doc.Files, v)
+			}
+			if asJSON {
+				if err := cliout.WriteJSON(cmd.OutOrStdout(), doc); err != nil {
+					return err
 				}
 			}
-			if bad > 0 {
-				return &exitcode.Error{Code: exitcode.InvalidInput, Err: fmt.Errorf("%d of %d scenario files are invalid", bad, len(args))}
+			if doc.Invalid > 0 {
+				return &exitcode.Error{Code: exitcode.InvalidInput, Err: fmt.Errorf("%d of %d scenario files are invalid", doc.Invalid, len(args))}
 			}
 			return nil
 		},
 	}
 	addSetFlag(cmd, &set)
 	addKubeFlags(cmd.Flags(), &kf, scenarioContextHelp, scenarioNamespaceHelp)
+	cliout.AddFlag(cmd, &output, outputTable, []string{outputTable, outputJSON}, "table (a line per file), or json (one object: every file's verdict, error and warnings)")
 	return cmd
 }
 
@@ -160,7 +206,9 @@ the batch's summary.md. Ctrl-C stops the scenario in progress as it stops one
 run, starts no other, and still writes the batch's files.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			applyJSONAlias(cmd, f.json, &f.output)
+			if err := cliout.ApplyJSONAlias(cmd, f.json, &f.output); err != nil {
+				return err
+			}
 			if err := validOutput(f.output); err != nil {
 				return err
 			}
@@ -190,8 +238,8 @@ run, starts no other, and still writes the batch's files.`,
 		},
 	}
 	cmd.Flags().StringVar(&f.out, "out", "mesh-verify-runs", "directory that receives one sub-directory per run (report.json, report.html, junit.xml, summary.md, scenario.yaml)")
-	addOutputFlag(cmd, &f.output, outputTable, runOutputs, "what stdout shows: table, json (report.json) or md (summary.md)")
-	addJSONAlias(cmd, &f.json)
+	cliout.AddFlag(cmd, &f.output, outputTable, runOutputs, "what stdout shows: table, json (report.json) or md (summary.md)")
+	cliout.AddJSONAlias(cmd, &f.json)
 	cmd.Flags().BoolVarP(&f.quiet, "quiet", "q", false, "no live progress")
 	cmd.Flags().StringVar(&f.progress, "progress", "auto", "live progress style: auto, tty or plain")
 	cmd.Flags().IntVar(&f.workers, "workers", 0, "attack from N worker pods in cluster attack.from (sets attack.workers; docs/distributed.md)")
@@ -206,7 +254,7 @@ run, starts no other, and still writes the batch's files.`,
 // validOutput refuses an unknown --output; -o used to take the run
 // directory, so a path gets a hint instead of silently becoming one.
 func validOutput(o string) error {
-	if err := validateOutput(o, runOutputs); err != nil {
+	if err := cliout.Check(o, runOutputs); err != nil {
 		return exitcode.InvalidInputf("%v (the run directory is --out DIR)", err)
 	}
 	return nil
@@ -426,17 +474,22 @@ func newReportCmd() *cobra.Command {
 		Use:   "report RUN_DIR|report.json",
 		Short: "Render a saved run again (table, json, html, junit, md, plot)",
 		Long: `report renders a saved run from its report.json, also for an interrupted run.
-One --format is printed on stdout; several (--format html,json,junit,md) are
+One --output (-o) is printed on stdout; several (-o html,json,junit,md) are
 written as files into --out (default: the run directory) and their paths
 printed. plot draws the latency of every request over time, one series per
 cluster, from results.bin with vegeta's plot (vegeta plot results.bin reads the
 same file). The exit code is the run's.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := applyFormatAlias(cmd); err != nil {
+				return err
+			}
 			return reportRun(cmd, args[0], format, out)
 		},
 	}
-	cmd.Flags().StringVarP(&format, "format", "f", "table", "table, json, html, junit, md (markdown) or plot; several, comma-separated, are written as files")
+	cliout.AddFlag(cmd, &format, outputTable, []string{outputTable, outputJSON, outputHTML, "junit", outputMD, "plot"},
+		"table, json, html, junit, md (markdown) or plot; several, comma-separated, are written as files")
+	addFormatAlias(cmd, &format, outputTable)
 	cmd.Flags().StringVar(&out, "out", "", "directory for the files of several formats (default: the run directory)")
 	cmd.AddCommand(newReportDiffCmd())
 	return cmd
@@ -465,6 +518,7 @@ func reportRun(cmd *cobra.Command, arg, format, out string) error {
 	src := savedRun{dir, scenario}
 	var files []runFile
 	table := false
+	flag := outputName(cmd)
 	for _, n := range strings.Split(format, ",") {
 		switch n = strings.TrimSpace(n); n {
 		case "":
@@ -477,7 +531,7 @@ func reportRun(cmd *cobra.Command, arg, format, out string) error {
 		}
 		f, ok := formatNamed(n)
 		if !ok {
-			return exitcode.InvalidInputf("--format %q: want table, json, html, junit, md or plot", n)
+			return exitcode.InvalidInputf("%s %q: want table, json, html, junit, md or plot", flag, n)
 		}
 		if !slices.ContainsFunc(files, func(g runFile) bool { return g.name == n }) {
 			files = append(files, f)
@@ -485,14 +539,14 @@ func reportRun(cmd *cobra.Command, arg, format, out string) error {
 	}
 	switch {
 	case table && (len(files) > 0 || out != ""):
-		return exitcode.InvalidInputf("--format table prints on stdout: it cannot be written with other formats")
+		return exitcode.InvalidInputf("%s table prints on stdout: it cannot be written with other formats", flag)
 	case table:
 		if err := reports.Terminal(cmd.OutOrStdout(), rep); err != nil {
 			return &exitcode.Error{Code: exitcode.Setup, Err: err}
 		}
 		return exitcode.Wrap(rep.ExitCode, nil)
 	case len(files) == 0:
-		return exitcode.InvalidInputf("--format %q: want table, json, html, junit, md or plot", format)
+		return exitcode.InvalidInputf("%s %q: want table, json, html, junit, md or plot", flag, format)
 	case len(files) == 1 && out == "":
 		// Rendered whole before anything is printed: a results.bin cut
 		// short (a run killed outright) is an error alone, not a page and
