@@ -22,8 +22,8 @@ func registerCompletions(root *cobra.Command) {
 	var walk func(c *cobra.Command)
 	walk = func(c *cobra.Command) {
 		switch c.Name() {
-		case "run", "validate", "plan":
-			if c.ValidArgsFunction == nil && c.Parent() == root {
+		case "run", "validate", "plan", "rbac":
+			if c.Parent() == root {
 				c.ValidArgsFunction = scenarioArg
 			}
 		}
@@ -38,9 +38,10 @@ func registerCompletions(root *cobra.Command) {
 }
 
 // scenarioArg completes a scenario: the built-in names, and the YAML files
-// and directories matching what is typed. validate and run take several.
+// and directories matching what is typed. validate and run take several,
+// plan and rbac one.
 func scenarioArg(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
-	if len(args) > 0 && cmd.Name() == "plan" {
+	if len(args) > 0 && (cmd.Name() == "plan" || cmd.Name() == "rbac") {
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
 	var out []string

@@ -44,8 +44,7 @@ through one ClusterRole and ClusterRoleBinding. Apply it in every cluster the
 scenario uses (--cluster NAME: only what that scenario cluster needs); --workers N:
 what a distributed run of N worker pods needs, as run --workers N. -o json
 prints the same objects as one v1 List, which kubectl apply -f takes too.`,
-		Args:              cobra.MaximumNArgs(1),
-		ValidArgsFunction: builtinArg,
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := cliout.Check(f.output, []string{outputYAML, outputJSON}); err != nil {
 				return err
