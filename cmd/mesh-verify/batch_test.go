@@ -238,3 +238,32 @@ func TestRunBatchInterrupt(t *testing.T) {
 		t.Errorf("junit.xml does not name the scenario not run (%v):\n%s", err, x)
 	}
 }
+
+// TestRunBatchConverge: --converge gates each scenario of a batch on its
+// own; the batch's document holds each gate's final report, which lists
+// its attempts, and the exit code combines the gates'.
+func TestRunBatchConverge(t *testing.T) {
+	t.Parallel()
+	url := v1Server(t)
+	dir := t.TempDir()
+	a := writeFile(t, dir, "a.yaml", batchScenario("a", url, "c1"))
+	b := writeFile(t, dir, "b.yaml", batchScenario("b", url, "c2"))
+	var stdout, stderr bytes.Buffer
+	code := execute([]string{"run", a, b, "--converge", "2", "--within", "3s", "--out", filepath.Join(dir, "runs"), "-q", "-o", "json"}, &stdout, &stderr)
+	if code != exitcode.Fail {
+		t.Errorf("exit %d, want %d (b never passes)\n%s", code, exitcode.Fail, stderr.String())
+	}
+	var doc reports.Batch
+	if err := json.Unmarshal(stdout.Bytes(), &doc); err != nil {
+		t.Fatalf("stdout: %v\n%s", err, stdout.String())
+	}
+	if len(doc.Runs) != 2 {
+		t.Fatalf("%d runs, want 2", len(doc.Runs))
+	}
+	if r := doc.Runs[0]; r.ExitCode != exitcode.Pass || r.Report == nil || r.Report.Converge == nil || !r.Report.Converge.Converged || len(r.Report.Converge.Attempts) != 2 {
+		t.Errorf("a: exit %d, report %+v; want a converged gate of 2 attempts", r.ExitCode, r.Report)
+	}
+	if r := doc.Runs[1]; r.ExitCode != exitcode.Fail || r.Report == nil || r.Report.Converge == nil || r.Report.Converge.Converged {
+		t.Errorf("b: exit %d; want a gate that did not converge", r.ExitCode)
+	}
+}
