@@ -267,3 +267,24 @@ func TestRunBatchConverge(t *testing.T) {
 		t.Errorf("b: exit %d; want a gate that did not converge", r.ExitCode)
 	}
 }
+
+// TestValidateDirectory: validate takes a directory as run does, every
+// scenario file in it in sorted order, and names the invalid one.
+func TestValidateDirectory(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	writeFile(t, dir, "b.yaml", batchScenario("b", "http://127.0.0.1:1/", "c1"))
+	writeFile(t, dir, "a.yml", "kind: Nonsense\n")
+	writeFile(t, dir, "README.md", "not a scenario")
+	var stdout, stderr bytes.Buffer
+	code := execute([]string{"validate", dir, "-o", "json"}, &stdout, &stderr)
+	var doc validateDoc
+	if err := json.Unmarshal(stdout.Bytes(), &doc); err != nil {
+		t.Fatalf("stdout: %v\n%s", err, stdout.String())
+	}
+	if code != exitcode.InvalidInput || doc.Invalid != 1 || len(doc.Files) != 2 ||
+		doc.Files[0].File != filepath.Join(dir, "a.yml") || doc.Files[0].Valid || !strings.Contains(doc.Files[0].Error, "a.yml") ||
+		doc.Files[1].File != filepath.Join(dir, "b.yaml") || !doc.Files[1].Valid {
+		t.Errorf("validate %s: exit %d, %+v; want a.yml invalid (named), b.yaml valid, exit %d", dir, code, doc, exitcode.InvalidInput)
+	}
+}

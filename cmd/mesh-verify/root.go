@@ -86,17 +86,23 @@ func newValidateCmd() *cobra.Command {
 	var kf kubeFlags
 	var output string
 	cmd := &cobra.Command{
-		Use:   "validate FILE...",
+		Use:   "validate FILE|DIR...",
 		Short: "Check scenario files without running them",
 		Long: `validate checks scenario files without running them. With --kubeconfig it
 also reads the expected splits a scenario takes from the mesh's objects
 (split.fromMesh) and prints them with the objects' resourceVersions; a
-cluster it cannot reach or an object it cannot read is a warning. -o json
+cluster it cannot reach or an object it cannot read is a warning. A
+directory stands for every .yaml/.yml file in it, sorted, as for run. -o json
 prints one object: every file with its verdict, error and warnings (what the
 mesh read prints goes to stderr then).`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := cliout.Check(output, []string{outputTable, outputJSON}); err != nil {
+				return err
+			}
+			// A directory stands for its scenario files, as for run.
+			args, err := expandScenarios(args)
+			if err != nil {
 				return err
 			}
 			asJSON := output == outputJSON
