@@ -74,3 +74,43 @@ func Of(err error, def int) int {
 	}
 	return def
 }
+
+// severity orders the codes for Worst, least severe first: an
+// infrastructure fault or bad input says nothing about the mesh, so it
+// outranks a FAIL rather than hiding behind one, and an interrupted batch
+// did not finish at all.
+var severity = [...]int{Pass, Inconclusive, Fail, Setup, InvalidInput, Interrupted}
+
+// Worst is the code of several outcomes combined (run a.yaml b.yaml):
+// the most severe by severity; Pass for none. A code mesh-verify does
+// not give counts as Setup.
+func Worst(codes ...int) int {
+	w := 0
+	for _, c := range codes {
+		i := slices.Index(severity[:], c)
+		if i < 0 {
+			i = slices.Index(severity[:], Setup)
+		}
+		w = max(w, i)
+	}
+	return severity[w]
+}
+
+// Name is the outcome a code stands for, as summaries print it.
+func Name(code int) string {
+	switch code {
+	case Pass:
+		return "PASS"
+	case Fail:
+		return "FAIL"
+	case Inconclusive:
+		return "INCONCLUSIVE"
+	case Setup:
+		return "SETUP ERROR"
+	case InvalidInput:
+		return "INVALID INPUT"
+	case Interrupted:
+		return "INTERRUPTED"
+	}
+	return fmt.Sprintf("exit %d", code)
+}

@@ -50,3 +50,31 @@ func TestKnown(t *testing.T) {
 		}
 	}
 }
+
+// TestWorst: a batch's code is its most severe outcome; a setup error or
+// bad input outranks FAIL (they say nothing about the mesh), an interrupt
+// outranks everything.
+func TestWorst(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		codes []int
+		want  int
+	}{
+		{"none", nil, Pass},
+		{"all pass", []int{Pass, Pass}, Pass},
+		{"inconclusive over pass", []int{Pass, Inconclusive}, Inconclusive},
+		{"fail over inconclusive", []int{Inconclusive, Fail, Pass}, Fail},
+		{"setup over fail", []int{Fail, Setup}, Setup},
+		{"invalid input over setup", []int{Setup, InvalidInput, Fail}, InvalidInput},
+		{"interrupt over all", []int{InvalidInput, Interrupted, Fail}, Interrupted},
+		{"unknown code counts as setup", []int{Fail, 7}, Setup},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if got := Worst(tc.codes...); got != tc.want {
+				t.Errorf("Worst(%v) = %d, want %d", tc.codes, got, tc.want)
+			}
+		})
+	}
+}

@@ -73,9 +73,15 @@ func line(t *tally.Tally, start time.Time, ao attack.Options) string {
 	el := time.Since(start)
 	rate := float64(s.Total) / el.Seconds()
 	var b strings.Builder
-	if ao.Requests > 0 {
-		fmt.Fprintf(&b, "%5.1fs  %d/%d requests  %.1f/s", el.Seconds(), s.Total, ao.Requests, rate)
-	} else {
+	// The total: --requests exactly, else what the asked rate (or ramp)
+	// sends in the duration, approximately; none for a closed loop bound
+	// by time alone.
+	switch total := PlannedRequests(ao); {
+	case total > 0 && total == int64(ao.Requests):
+		fmt.Fprintf(&b, "%5.1fs  %d/%d requests  %.1f/s", el.Seconds(), s.Total, total, rate)
+	case total > 0:
+		fmt.Fprintf(&b, "%5.1fs  %d/~%d requests  %.1f/s", el.Seconds(), s.Total, total, rate)
+	default:
 		fmt.Fprintf(&b, "%5.1fs  %d requests  %.1f/s", el.Seconds(), s.Total, rate)
 	}
 	if ao.Rate.Freq > 0 {

@@ -61,8 +61,23 @@ func TestProgressLineShowsTotalAndETA(t *testing.T) {
 	for range 50 {
 		tl.Add(&attack.Result{Result: &vegeta.Result{Code: 200, Timestamp: start}}, attribution.Identity{Cluster: "c1"})
 	}
-	got := line(tl, start, attack.Options{Requests: 200})
-	if !strings.Contains(got, "50/200 requests") || !strings.Contains(got, "25% ETA") {
-		t.Errorf("progress line %q, want 50/200 requests and 25%% ETA", got)
+	for _, tc := range []struct {
+		ao   attack.Options
+		want []string
+	}{
+		{attack.Options{Requests: 200}, []string{"50/200 requests", "25% ETA"}},
+		// Bound by time at an asked rate: the total that rate sends in it.
+		{attack.Options{Duration: 8 * time.Second, Rate: vegeta.Rate{Freq: 25, Per: time.Second}}, []string{"50/~200 requests", "(asked 25.0/s)", "% ETA 6s"}},
+		// Both bounds: the one that ends the attack first.
+		{attack.Options{Requests: 1000, Duration: 8 * time.Second, Rate: vegeta.Rate{Freq: 25, Per: time.Second}}, []string{"50/~200 requests"}},
+		// A closed loop bound by time has no total, but its ETA.
+		{attack.Options{Duration: 8 * time.Second}, []string{"  50 requests", "% ETA 6s"}},
+	} {
+		got := line(tl, start, tc.ao)
+		for _, w := range tc.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("progress line %q for %+v, want %q", got, tc.ao, w)
+			}
+		}
 	}
 }

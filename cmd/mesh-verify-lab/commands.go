@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -15,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mesh-verify/mesh-verify/exitcode"
+	"github.com/mesh-verify/mesh-verify/internal/cliout"
 	"github.com/mesh-verify/mesh-verify/lab"
 	"github.com/mesh-verify/mesh-verify/lab/topologies"
 )
@@ -142,22 +142,27 @@ func newLabDownCmd(dir *string) *cobra.Command {
 
 func newLabStatusCmd(dir *string) *cobra.Command {
 	var asJSON bool
+	var output string
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Show the clusters, pods, daemon and ports of the lab; exit 0 only when everything serves",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := cliout.ApplyJSONAlias(cmd, asJSON, &output); err != nil {
+				return err
+			}
+			if err := cliout.Check(output, []string{cliout.Table, cliout.JSON}); err != nil {
+				return err
+			}
 			ctx, stop := labSignalContext(cmd)
 			defer stop()
 			r, err := lab.Status(ctx, lab.Options{Dir: *dir})
 			if err != nil {
 				return exitcode.Wrap(exitcode.Setup, err)
 			}
-			if asJSON {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				if err := enc.Encode(r); err != nil {
-					return exitcode.Wrap(exitcode.Setup, err)
+			if output == cliout.JSON {
+				if err := cliout.WriteJSON(cmd.OutOrStdout(), r); err != nil {
+					return err
 				}
 			} else {
 				r.Print(cmd.OutOrStdout())
@@ -168,7 +173,8 @@ func newLabStatusCmd(dir *string) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the status as JSON")
+	cliout.AddFlag(cmd, &output, cliout.Table, []string{cliout.Table, cliout.JSON}, "table, or json (one object: clusters, pods, daemon, ports, ready)")
+	cliout.AddJSONAlias(cmd, &asJSON)
 	return cmd
 }
 
@@ -199,24 +205,44 @@ its cache there; --kubeconfig prints only the kubeconfig path.`,
 	return cmd
 }
 
+// topologyEntry is one line of lab list -o json.
+type topologyEntry struct {
+	Name     string `json:"name"`
+	Clusters int    `json:"clusters"`
+	Seed     string `json:"seed"`
+}
+
 func newLabListCmd() *cobra.Command {
-	return &cobra.Command{
+	var output string
+	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List the built-in topologies",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "TOPOLOGY\tCLUSTERS\tSEED EXPERIMENT")
+			if err := cliout.Check(output, []string{cliout.Table, cliout.JSON}); err != nil {
+				return err
+			}
+			list := []topologyEntry{}
 			for _, n := range topologies.Names() {
 				t, err := topologies.Builtin(n)
 				if err != nil {
 					return exitcode.Wrap(exitcode.Setup, err)
 				}
-				fmt.Fprintf(tw, "%s\t%d\t%s\n", n, len(t.Clusters), t.Metadata.Seed)
+				list = append(list, topologyEntry{n, len(t.Clusters), t.Metadata.Seed})
+			}
+			if output == cliout.JSON {
+				return cliout.WriteJSON(cmd.OutOrStdout(), list)
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "TOPOLOGY\tCLUSTERS\tSEED EXPERIMENT")
+			for _, e := range list {
+				fmt.Fprintf(tw, "%s\t%d\t%s\n", e.Name, e.Clusters, e.Seed)
 			}
 			return tw.Flush()
 		},
 	}
+	cliout.AddFlag(cmd, &output, cliout.Table, []string{cliout.Table, cliout.JSON}, "table, or json (an array of name, clusters and seed experiment)")
+	return cmd
 }
 
 func newLabServeCmd(dir *string) *cobra.Command {

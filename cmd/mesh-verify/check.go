@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/mesh-verify/mesh-verify/assert"
 	"github.com/mesh-verify/mesh-verify/exitcode"
+	"github.com/mesh-verify/mesh-verify/internal/cliout"
 	"github.com/mesh-verify/mesh-verify/judge"
 	"github.com/mesh-verify/mesh-verify/reports"
 	"github.com/mesh-verify/mesh-verify/scenarios"
@@ -110,6 +110,25 @@ func (f *splitFlags) levels() (margin float64, err error) {
 	return m.Fraction(), nil
 }
 
+// resolveSplit checks the expectation and sampling flags check and plan
+// share: the model (over the counted buckets for --expect equal without
+// --buckets), the margin and the sampling unit.
+func resolveSplit(sf *splitFlags, smp *samplingFlags, counted []string) (assert.Shares, float64, assert.Sampling, error) {
+	model, err := sf.expected(counted)
+	if err != nil {
+		return assert.Shares{}, 0, assert.Sampling{}, err
+	}
+	margin, err := sf.levels()
+	if err != nil {
+		return assert.Shares{}, 0, assert.Sampling{}, err
+	}
+	sampling, err := smp.sampling()
+	if err != nil {
+		return assert.Shares{}, 0, assert.Sampling{}, err
+	}
+	return model, margin, sampling, nil
+}
+
 // samplingFlags say what an independent draw is, for check and plan.
 type samplingFlags struct {
 	interval    string
@@ -146,6 +165,7 @@ func newCheckCmd() *cobra.Command {
 		countsF string
 		file    string
 		asJSON  bool
+		output  string
 	)
 	cmd := &cobra.Command{
 		Use:   "check (--counts c2=480,c3=520 | --file counts.json|counts.csv) (--expect equal | --weights c2=1,c3=1)",
@@ -163,6 +183,12 @@ Exit codes: 0 PASS, 1 FAIL, 2 INCONCLUSIVE (more requests needed), 4 invalid inp
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := cliout.ApplyJSONAlias(cmd, asJSON, &output); err != nil {
+				return err
+			}
+			if err := cliout.Check(output, checkOutputs); err != nil {
+				return err
+			}
 			var c assert.Counts
 			var err error
 			switch {
@@ -178,15 +204,7 @@ Exit codes: 0 PASS, 1 FAIL, 2 INCONCLUSIVE (more requests needed), 4 invalid inp
 			if err != nil {
 				return err
 			}
-			model, err := sf.expected(c.Buckets)
-			if err != nil {
-				return err
-			}
-			margin, err := sf.levels()
-			if err != nil {
-				return err
-			}
-			sampling, err := smp.sampling()
+			model, margin, sampling, err := resolveSplit(&sf, &smp, c.Buckets)
 			if err != nil {
 				return err
 			}
@@ -204,10 +222,8 @@ Exit codes: 0 PASS, 1 FAIL, 2 INCONCLUSIVE (more requests needed), 4 invalid inp
 			}
 			res := assert.Split(c, spec)
 			out := cmd.OutOrStdout()
-			if asJSON {
-				enc := json.NewEncoder(out)
-				enc.SetIndent("", "  ")
-				if err := enc.Encode(checkOutput{res, model}); err != nil {
+			if output == outputJSON {
+				if err := cliout.WriteJSON(out, checkOutput{res, model}); err != nil {
 					return err
 				}
 			} else if err := printSplit(out, res, model); err != nil {
@@ -221,12 +237,16 @@ Exit codes: 0 PASS, 1 FAIL, 2 INCONCLUSIVE (more requests needed), 4 invalid inp
 	fs := cmd.Flags()
 	fs.StringVar(&countsF, "counts", "", "counts per bucket, e.g. c2=480,c3=520")
 	fs.StringVar(&file, "file", "", `counts file: JSON object {"c2":480,...} or CSV lines bucket,count (header optional)`)
-	fs.BoolVar(&asJSON, "json", false, "print the result as JSON")
+	cliout.AddFlag(cmd, &output, outputTable, checkOutputs, "table, or json (one object: the split result and its model)")
+	cliout.AddJSONAlias(cmd, &asJSON)
 	smp.register(cmd, "keep-alive connections the counts came over, of about equal size (0: not known)")
 	return cmd
 }
 
-// checkOutput is the --json document: the split result with the model
+// checkOutputs are what check's --output takes.
+var checkOutputs = []string{outputTable, outputJSON}
+
+// checkOutput is the -o json document: the split result with the model
 // that produced its expected shares.
 type checkOutput struct {
 	assert.SplitResult

@@ -15,23 +15,20 @@ import (
 // zsh|fish|powershell, cobra's) where the values come from elsewhere than
 // the flag's own definition: scenario arguments (the built-in names and
 // the YAML files and directories at hand), --context (the kubeconfig's
-// contexts; CLUSTER=CONTEXT after the scenario's cluster names) and
-// --output; `lab` asks mesh-verify-lab (lab.go). It walks the finished
+// contexts; CLUSTER=CONTEXT after the scenario's cluster names); -o is
+// completed where it is added (addOutputFlag); `lab` asks mesh-verify-lab (lab.go). It walks the finished
 // command tree, so each command keeps its own file.
 func registerCompletions(root *cobra.Command) {
 	var walk func(c *cobra.Command)
 	walk = func(c *cobra.Command) {
 		switch c.Name() {
-		case "run", "validate", "plan":
-			if c.ValidArgsFunction == nil && c.Parent() == root {
+		case "run", "validate", "plan", "rbac":
+			if c.Parent() == root {
 				c.ValidArgsFunction = scenarioArg
 			}
 		}
 		if c.Flags().Lookup("context") != nil {
 			_ = c.RegisterFlagCompletionFunc("context", contextFlag)
-		}
-		if f := c.Flags().Lookup("output"); f != nil && c.Name() == "run" {
-			_ = c.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{outputTable, outputJSON, outputMD}, cobra.ShellCompDirectiveNoFileComp))
 		}
 		for _, sub := range c.Commands() {
 			walk(sub)
@@ -41,9 +38,10 @@ func registerCompletions(root *cobra.Command) {
 }
 
 // scenarioArg completes a scenario: the built-in names, and the YAML files
-// and directories matching what is typed. validate takes several.
+// and directories matching what is typed. validate and run take several,
+// plan and rbac one.
 func scenarioArg(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
-	if len(args) > 0 && cmd.Name() != "validate" {
+	if len(args) > 0 && (cmd.Name() == "plan" || cmd.Name() == "rbac") {
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
 	var out []string

@@ -38,7 +38,8 @@ func has(list []string, want ...string) bool {
 	return true
 }
 
-// TestCompletion: run completes built-in scenarios and YAML files;
+// TestCompletion: run (several), validate (several), plan and rbac
+// complete built-in scenarios and YAML files;
 // --context completes the kubeconfig's contexts, after CLUSTER= for a
 // scenario with several clusters; lab up --topology the topologies; -o the
 // outputs (issue 26).
@@ -90,5 +91,16 @@ contexts:
 	}
 	if got := complete(t, "run", "x.yaml", "-o", ""); !has(got, "table", "json", "md") {
 		t.Errorf("run -o: %q", got)
+	}
+	// Several scenarios: run and validate go on completing after the
+	// first; plan and rbac take one (a file or a built-in).
+	if got := complete(t, "run", "url-split", "skupper-"); !has(got, "skupper-1") {
+		t.Errorf("run url-split skupper-: %q, want the built-ins again", got)
+	}
+	if got := complete(t, "rbac", dir+"/"); !has(got, dir+"/canary.yaml") {
+		t.Errorf("rbac %s/: %q, want scenario files too", dir, got)
+	}
+	if got := complete(t, "rbac", "url-split", ""); len(got) != 0 {
+		t.Errorf("rbac url-split '': %q, want nothing (one scenario)", got)
 	}
 }

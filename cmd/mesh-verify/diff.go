@@ -10,8 +10,12 @@ import (
 
 	"github.com/mesh-verify/mesh-verify/assert"
 	"github.com/mesh-verify/mesh-verify/exitcode"
+	"github.com/mesh-verify/mesh-verify/internal/cliout"
 	"github.com/mesh-verify/mesh-verify/reports"
 )
+
+// diffOutputs are what report diff's --output takes.
+var diffOutputs = []string{outputTable, outputJSON, outputHTML}
 
 // newReportDiffCmd is `mesh-verify report diff RUN_A RUN_B`: compare two
 // saved runs, before and after a rollout (docs/statistics.md §9).
@@ -45,11 +49,14 @@ keep-alive connections a run), 4 invalid input (an unreadable report, another
 report schema, negative or overflowing counts, a bad flag).`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := applyFormatAlias(cmd); err != nil {
+				return err
+			}
 			render := map[string]func(io.Writer, reports.DiffReport) error{
-				"table": reports.DiffTerminal, "json": reports.DiffJSON, "html": reports.DiffHTML,
+				outputTable: reports.DiffTerminal, outputJSON: reports.DiffJSON, outputHTML: reports.DiffHTML,
 			}[format]
 			if render == nil {
-				return &exitcode.Error{Code: exitcode.InvalidInput, Err: fmt.Errorf("--format %q: want table, json or html", format)}
+				return exitcode.InvalidInputf("%s %q: want %s", outputName(cmd), format, cliout.OrList(diffOutputs))
 			}
 			if !(confidence > 0 && confidence < 1) {
 				return &exitcode.Error{Code: exitcode.InvalidInput, Err: fmt.Errorf("--confidence %g: want a level between 0 and 1, like 0.95", confidence)}
@@ -82,7 +89,8 @@ report schema, negative or overflowing counts, a bad flag).`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVarP(&format, "format", "f", "table", "table, json or html")
+	cliout.AddFlag(cmd, &format, outputTable, diffOutputs, "table, json or html")
+	addFormatAlias(cmd, &format, outputTable)
 	cmd.Flags().Float64Var(&confidence, "confidence", 0.95, "confidence level of the intervals and of each dimension's tests")
 	return cmd
 }

@@ -34,21 +34,27 @@ func dropEmptyRecords(dir string) []string {
 // when the run is a step of a workflow. A summary that cannot be written
 // is a warning on w, never the run's exit code: a FAIL stays a FAIL.
 func appendStepSummary(w io.Writer, rep *reports.Report) {
+	appendStepSummaryOf(w, func(f io.Writer) error { return reports.Markdown(f, rep) })
+}
+
+// appendStepSummaryOf appends what render writes (a run's summary.md, or a
+// batch's) to GitHub Actions' job summary, as appendStepSummary.
+func appendStepSummaryOf(w io.Writer, render func(io.Writer) error) {
 	path := os.Getenv("GITHUB_STEP_SUMMARY")
 	if path == "" {
 		return
 	}
-	if err := writeStepSummary(path, rep); err != nil {
+	if err := writeStepSummary(path, render); err != nil {
 		fmt.Fprintf(w, "mesh-verify: warning: %v (the run's exit code is unchanged)\n", err)
 	}
 }
 
-func writeStepSummary(path string, rep *reports.Report) error {
+func writeStepSummary(path string, render func(io.Writer) error) error {
 	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o644)
 	if err != nil {
 		return fmt.Errorf("append to $GITHUB_STEP_SUMMARY: %w", err)
 	}
-	if err := reports.Markdown(f, rep); err != nil {
+	if err := render(f); err != nil {
 		f.Close()
 		return fmt.Errorf("append to $GITHUB_STEP_SUMMARY %s: %w", path, err)
 	}

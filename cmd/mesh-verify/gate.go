@@ -96,10 +96,17 @@ func runGate(cmd *cobra.Command, file string, f runFlags) error {
 	if _, werr := writeRun(out.Dir, rep, out.Source); werr != nil {
 		return &exitcode.Error{Code: exitcode.Setup, Err: werr}
 	}
-	appendStepSummary(cmd.ErrOrStderr(), rep)
+	// A batch keeps the gate's final report, and prints one summary and
+	// (with -o json|md) one document for all its runs (batch.go).
+	f.batch.ran(out.Dir, rep)
+	if f.batch == nil {
+		appendStepSummary(cmd.ErrOrStderr(), rep)
+	}
 	// The final report, once, with every attempt in it.
-	if rerr := renderOutput(cmd.OutOrStdout(), f.output, rep); rerr != nil {
-		return &exitcode.Error{Code: exitcode.Setup, Err: rerr}
+	if !f.oneDocument() {
+		if rerr := renderOutput(cmd.OutOrStdout(), f.output, rep); rerr != nil {
+			return &exitcode.Error{Code: exitcode.Setup, Err: rerr}
+		}
 	}
 	fmt.Fprintf(info, "converge: %s; report of every attempt: %s\n", out.Converge.Reason, filepath.Join(out.Dir, "report.json"))
 	return exitcode.Wrap(rep.ExitCode, nil)

@@ -24,48 +24,19 @@ import (
 // stops at once, writes the reports and exits 130, with the abandoned
 // requests not counted as the target's failures.
 func TestSecondInterruptStopsNow(t *testing.T) {
-	hold := make(chan struct{})
-	arrived := make(chan struct{}, 1)
-	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case arrived <- struct{}{}:
-		default:
-		}
-		select {
-		case <-hold:
-		case <-r.Context().Done():
-		}
-	}))
-	t.Cleanup(func() { close(hold); ts.Close() })
+	hangURL, arrived := hangingServer(t)
 	dir := t.TempDir()
 	sc := writeFile(t, dir, "s.yaml", `apiVersion: mesh-verify.io/v1alpha1
 kind: Scenario
 metadata: {name: hang}
 clusters: [{name: c1}]
-target: {url: "`+ts.URL+`/?token=s3cr3t"}
+target: {url: "`+hangURL+`/?token=s3cr3t"}
 attack: {rate: 20/s, duration: 30s, timeout: 30s}
 attribution: {preset: tutorial}
 expect: [{successRate: {atLeast: 99%}}]
 `)
 	out := filepath.Join(dir, "runs")
-	cmd := exec.Command(binary, "run", sc, "--out", out, "--progress", "plain")
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	t.Cleanup(func() { _ = cmd.Process.Kill() })
-	// Ctrl-C once a request is in flight (the attack, and its Ctrl-C
-	// handling, has started).
-	select {
-	case <-arrived:
-	case err := <-done:
-		t.Fatalf("the run ended before a request reached the target: %v\n%s", err, stderr.String())
-	case <-time.After(30 * time.Second):
-		t.Fatalf("no request reached the target within 30 s\n%s", stderr.String())
-	}
+	cmd, stdout, stderr, done := startUntilArrived(t, arrived, 30*time.Second, "run", sc, "--out", out, "--progress", "plain")
 	_ = cmd.Process.Signal(syscall.SIGINT)
 	// This second is what is tested: the run must not end within it.
 	select {
@@ -245,4 +216,50 @@ func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) 
 			t.Fatalf("%s: not within %s", what, within)
 		}
 	}
+}
+
+// startUntilArrived starts the binary with args and returns once a
+// request has reached the target (arrived): the attack, and its Ctrl-C
+// handling, has started. It fails the test when the process ends first or
+// nothing arrives within wait; the process is killed at the test's end.
+func startUntilArrived(t *testing.T, arrived <-chan struct{}, wait time.Duration, args ...string) (cmd *exec.Cmd, stdout, stderr *bytes.Buffer, done chan error) {
+	t.Helper()
+	cmd = exec.Command(binary, args...)
+	stdout, stderr = &bytes.Buffer{}, &bytes.Buffer{}
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done = make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	select {
+	case <-arrived:
+	case err := <-done:
+		t.Fatalf("mesh-verify ended before a request reached the target: %v\n%s", err, stderr.String())
+	case <-time.After(wait):
+		t.Fatalf("no request reached the target within %s\n%s", wait, stderr.String())
+	}
+	return cmd, stdout, stderr, done
+}
+
+// hangingServer is a real HTTP server that never answers: each request
+// waits until its client gives up or the test ends. arrived gets a value
+// when a request has come.
+func hangingServer(t *testing.T) (url string, arrived <-chan struct{}) {
+	t.Helper()
+	hold := make(chan struct{})
+	came := make(chan struct{}, 1)
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case came <- struct{}{}:
+		default:
+		}
+		select {
+		case <-hold:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(func() { close(hold); ts.Close() })
+	return ts.URL, came
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -179,6 +180,8 @@ func (k *kubeFlags) namespaceConflicts(sc *scenarios.Scenario) error {
 	if applies || len(clash) == 0 {
 		return nil
 	}
+	// A built-in has no file (scenarios.Builtin): named as run takes it.
+	name := cmp.Or(sc.File, sc.Metadata.Name)
 	return fmt.Errorf("--namespace %s would apply nowhere: the scenario %s names every namespace itself (%s); -n only fills in namespaces a scenario leaves unset: remove those fields, or change them with --set (e.g. --set %s=%s)",
-		k.namespace, sc.File, strings.Join(clash, "; "), strings.Fields(clash[0])[0], k.namespace)
+		k.namespace, name, strings.Join(clash, "; "), strings.Fields(clash[0])[0], k.namespace)
 }

@@ -211,3 +211,12 @@ expect: [{successRate: {atLeast: 90%%}}]
 		})
 	}
 }
+
+// TestNamespaceFlagNamesBuiltin: a built-in scenario has no file; the
+// refusal of a -n that applies nowhere names it by its name, not by an
+// empty path.
+func TestNamespaceFlagNamesBuiltin(t *testing.T) {
+	t.Parallel()
+	e2e{args: []string{"run", "istio-helloworld", "-n", "foo", "--out", t.TempDir(), "-q"}, code: exitcode.InvalidInput,
+		stderr: []string{"the scenario istio-helloworld names every namespace itself"}}.run(t)
+}

@@ -1,16 +1,19 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/mesh-verify/mesh-verify/assert"
 	"github.com/mesh-verify/mesh-verify/exitcode"
+	"github.com/mesh-verify/mesh-verify/internal/cliout"
 	"github.com/mesh-verify/mesh-verify/judge"
 	"github.com/mesh-verify/mesh-verify/runner"
 	"github.com/mesh-verify/mesh-verify/scenarios"
@@ -18,11 +21,12 @@ import (
 
 func newPlanCmd() *cobra.Command {
 	var (
-		sf    splitFlags
-		smp   samplingFlags
-		looks int
-		set   []string
-		kf    kubeFlags
+		sf     splitFlags
+		smp    samplingFlags
+		looks  int
+		set    []string
+		kf     kubeFlags
+		output string
 	)
 	cmd := &cobra.Command{
 		Use:   "plan [SCENARIO] | plan (--expect equal --buckets c2,c3 | --weights c2=1,c3=3)",
@@ -37,44 +41,35 @@ level and the interim looks are printed.
 
 plan SCENARIO plans every expectation of the scenario with everything it
 says (margins, confidence, interval, balancing, looks) and compares the
-result with what its attack sends and the connections it opens.`,
+result with what its attack sends and the connections it opens.
+
+-o json prints one object: each expectation's plan (draws, requests,
+connections, allowance), what the attack sends and holds and whether it is
+enough, the interim looks, and the lines the table output prints as notes.`,
 		Args:          cobra.MaximumNArgs(1),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 1 {
-				return planScenario(cmd, args[0], set, &kf)
-			}
-			model, err := sf.expected(nil)
-			if err != nil {
+			if err := cliout.Check(output, []string{outputTable, outputJSON}); err != nil {
 				return err
 			}
-			margin, err := sf.levels()
-			if err != nil {
-				return err
-			}
-			sampling, err := smp.sampling()
-			if err != nil {
-				return err
-			}
-			if looks < 1 {
-				return exitcode.InvalidInputf("--looks %d: want 1 or more", looks)
-			}
+			doc := &planDoc{Expectations: []plannedExpectation{}, tables: output == outputTable}
 			out := cmd.OutOrStdout()
-			conf := judge.LastLevel(looks, sf.confidence)
-			if looks > 1 {
-				fmt.Fprintf(out, "early stopping with %d looks: the last look judges at %s confidence, so the total is planned for it\n", looks, judge.PctText(conf))
+			var notes bytes.Buffer
+			if output == outputJSON {
+				out = &notes // the lines become the document's notes
 			}
-			spec := assert.SplitSpec{Expected: model.Shares, Margin: margin, Relative: sf.relative, Confidence: conf,
-				Method: assert.IntervalMethod(smp.interval), Power: sf.power, Sampling: sampling}
-			p := judge.PrintSplitPlan(out, "split", spec)
-			if p.Connections > 0 && sampling.FixedConnections > 0 {
-				fmt.Fprintln(out, connectionsVerdict(smp.connections, p))
+			var err error
+			if len(args) == 1 {
+				err = planScenario(cmd, out, doc, args[0], set, &kf)
+			} else {
+				err = planFlags(out, doc, sf, smp, looks)
 			}
-			if looks > 1 && p.Requests > 0 {
-				return planLooks(out, p.Requests, looks, sf.confidence)
+			if err != nil || output != outputJSON {
+				return err
 			}
-			return nil
+			doc.Notes = strings.Split(strings.TrimRight(notes.String(), "\n"), "\n")
+			return cliout.WriteJSON(cmd.OutOrStdout(), doc)
 		},
 	}
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return exitcode.InvalidInputf("%v", err) })
@@ -83,7 +78,75 @@ result with what its attack sends and the connections it opens.`,
 	cmd.Flags().IntVar(&looks, "looks", 1, "interim looks for early stopping (1 = judge once at the end)")
 	addSetFlag(cmd, &set)
 	addKubeFlags(cmd.Flags(), &kf, scenarioContextHelp, scenarioNamespaceHelp)
+	cliout.AddFlag(cmd, &output, outputTable, []string{outputTable, outputJSON}, "table, or json (one object: every expectation's plan and whether the attack is enough)")
 	return cmd
+}
+
+// planDoc is plan's -o json document.
+type planDoc struct {
+	// Scenario is the scenario's metadata.name (plan SCENARIO).
+	Scenario string `json:"scenario,omitempty"`
+	// Looks is the interim looks planned for (1: judged once at the end).
+	Looks        int                  `json:"looks"`
+	Expectations []plannedExpectation `json:"expectations"`
+	// Attack is what the attack sends and holds against the largest need.
+	Attack *plannedAttack `json:"attack,omitempty"`
+	// Sequential is the interim looks' requests and levels (looks > 1).
+	Sequential *assert.SequentialPlan `json:"sequential,omitempty"`
+	// Notes are the lines the table output prints, in order, its tables
+	// left out (Sequential holds the looks').
+	Notes []string `json:"notes"`
+	// tables is false for -o json: no ASCII table among the notes.
+	tables bool
+}
+
+type plannedExpectation struct {
+	Name string      `json:"name"`
+	Plan assert.Plan `json:"plan"`
+}
+
+type plannedAttack struct {
+	// Requests is what the attack sends (0: not known, a duration at an
+	// open rate is).
+	Requests int64 `json:"requests,omitempty"`
+	// Connections is the keep-alive connections it holds (0: one per request).
+	Connections     int64 `json:"connections,omitempty"`
+	NeedRequests    int64 `json:"needRequests,omitempty"`
+	NeedConnections int64 `json:"needConnections,omitempty"`
+	// Enough is true when it sends and holds at least what is needed;
+	// absent when the requests it sends are not known beforehand.
+	Enough *bool `json:"enough,omitempty"`
+}
+
+// planFlags plans the split the flags describe.
+func planFlags(out io.Writer, doc *planDoc, sf splitFlags, smp samplingFlags, looks int) error {
+	model, margin, sampling, err := resolveSplit(&sf, &smp, nil)
+	if err != nil {
+		return err
+	}
+	if looks < 1 {
+		return exitcode.InvalidInputf("--looks %d: want 1 or more", looks)
+	}
+	conf := judge.LastLevel(looks, sf.confidence)
+	if looks > 1 {
+		fmt.Fprintf(out, "early stopping with %d looks: the last look judges at %s confidence, so the total is planned for it\n", looks, judge.PctText(conf))
+	}
+	spec := assert.SplitSpec{Expected: model.Shares, Margin: margin, Relative: sf.relative, Confidence: conf,
+		Method: assert.IntervalMethod(smp.interval), Power: sf.power, Sampling: sampling}
+	p := judge.PrintSplitPlan(out, "split", spec)
+	if p.Connections > 0 && sampling.FixedConnections > 0 {
+		fmt.Fprintln(out, connectionsVerdict(smp.connections, p))
+	}
+	doc.Looks = looks
+	doc.Expectations = append(doc.Expectations, plannedExpectation{Name: "split", Plan: p})
+	if sampling.FixedConnections > 0 {
+		enough := smp.connections >= p.Connections
+		doc.Attack = &plannedAttack{Connections: smp.connections, NeedConnections: p.Connections, Enough: &enough}
+	}
+	if looks > 1 && p.Requests > 0 {
+		return planLooks(out, doc, p.Requests, looks, sf.confidence)
+	}
+	return nil
 }
 
 func connectionsVerdict(have int64, p assert.Plan) string {
@@ -94,8 +157,12 @@ func connectionsVerdict(have int64, p assert.Plan) string {
 	return fmt.Sprintf("the attack holds %d keep-alive connections: NOT enough: needs %d connections (or keepAlive: false with %d requests); more requests on the same connections would not help", have, need, p.Draws)
 }
 
-func planLooks(w io.Writer, total int64, looks int, confidence float64) error {
+func planLooks(w io.Writer, doc *planDoc, total int64, looks int, confidence float64) error {
 	p := assert.PlanSequential(total, looks, confidence)
+	doc.Sequential = &p
+	if !doc.tables {
+		return nil
+	}
 	fmt.Fprintf(w, "looks (%s):\n", p.Rule)
 	t := newTable(w)
 	t.Header("look", "requests", "confidence")
@@ -114,8 +181,7 @@ func planLooks(w io.Writer, total int64, looks int, confidence float64) error {
 // With --kubeconfig, a split's expected shares from the mesh
 // (split.fromMesh) are read now, as a run reads them when it starts, and
 // planned; without, plan touches no cluster and says they are read then.
-func planScenario(cmd *cobra.Command, file string, set []string, kf *kubeFlags) error {
-	w := cmd.OutOrStdout()
+func planScenario(cmd *cobra.Command, w io.Writer, doc *planDoc, file string, set []string, kf *kubeFlags) error {
 	sc, _, err := loadScenario(file, set)
 	if err != nil {
 		return &exitcode.Error{Code: exitcode.InvalidInput, Err: err}
@@ -124,12 +190,14 @@ func planScenario(cmd *cobra.Command, file string, set []string, kf *kubeFlags) 
 	if err != nil {
 		return err
 	}
+	doc.Scenario = sc.Metadata.Name
 	st := sc.Statistics
 	looks := 1
 	if st.Stop == "early" {
 		looks = st.Looks
 		fmt.Fprintf(w, "early stopping with %d looks: each expectation is planned for its last look's level\n", looks)
 	}
+	doc.Looks = looks
 	fmt.Fprintf(w, "FAIL is judged with %s intervals (statistics.interval); PASS always with exact Clopper–Pearson bounds, so the plan does not depend on it\n", st.Interval)
 	var needRequests int64
 	var needConnections assert.Plan
@@ -139,6 +207,7 @@ func planScenario(cmd *cobra.Command, file string, set []string, kf *kubeFlags) 
 		if err != nil {
 			return &exitcode.Error{Code: exitcode.InvalidInput, Err: fmt.Errorf("%s: expectation %q: %w", file, e.Name(), err)}
 		}
+		doc.Expectations = append(doc.Expectations, plannedExpectation{Name: e.Name(), Plan: p})
 		needRequests = max(needRequests, p.Requests)
 		if p.Connections > needConnections.Connections {
 			needConnections = p
@@ -149,6 +218,12 @@ func planScenario(cmd *cobra.Command, file string, set []string, kf *kubeFlags) 
 		return nil
 	}
 	planned := runner.PlannedRequests(sc)
+	holds := runner.AttackConnections(sc)
+	doc.Attack = &plannedAttack{Requests: planned, Connections: holds, NeedRequests: needRequests, NeedConnections: needConnections.Connections}
+	if needRequests == 0 || planned > 0 {
+		enough := (needRequests == 0 || planned >= needRequests) && holds >= needConnections.Connections
+		doc.Attack.Enough = &enough
+	}
 	if needRequests > 0 && planned > 0 {
 		verdict := "enough"
 		if planned < needRequests {
@@ -157,10 +232,10 @@ func planScenario(cmd *cobra.Command, file string, set []string, kf *kubeFlags) 
 		fmt.Fprintf(w, "the attack sends %d requests: %s\n", planned, verdict)
 	}
 	if needConnections.Connections > 0 {
-		fmt.Fprintln(w, connectionsVerdict(runner.AttackConnections(sc), needConnections))
+		fmt.Fprintln(w, connectionsVerdict(holds, needConnections))
 	}
 	if st.Stop == "early" && planned > 0 {
-		return planLooks(w, planned, looks, st.Confidence)
+		return planLooks(w, doc, planned, looks, st.Confidence)
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/mesh-verify/mesh-verify/exitcode"
+	"github.com/mesh-verify/mesh-verify/internal/cliout"
 	"github.com/mesh-verify/mesh-verify/kube/access"
 	"github.com/mesh-verify/mesh-verify/runner"
 	"github.com/mesh-verify/mesh-verify/scenarios"
@@ -23,6 +24,7 @@ type rbacFlags struct {
 	set            []string
 	// workers is --workers: attack.workers, as run --workers sets it.
 	workers int
+	output  string
 }
 
 // newRBACCmd is `mesh-verify rbac`: the RBAC manifest generated from the
@@ -40,10 +42,13 @@ only for cluster-scoped resources (get nodes, metrics via the pod proxy). Withou
 one: everything mesh-verify can call, in --namespace. --cluster-wide grants the same
 through one ClusterRole and ClusterRoleBinding. Apply it in every cluster the
 scenario uses (--cluster NAME: only what that scenario cluster needs); --workers N:
-what a distributed run of N worker pods needs, as run --workers N.`,
-		Args:              cobra.MaximumNArgs(1),
-		ValidArgsFunction: builtinArg,
+what a distributed run of N worker pods needs, as run --workers N. -o json
+prints the same objects as one v1 List, which kubectl apply -f takes too.`,
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := cliout.Check(f.output, []string{outputYAML, outputJSON}); err != nil {
+				return err
+			}
 			if cmd.Flags().Changed("workers") {
 				if f.workers < 0 || f.workers > scenarios.MaxAttackWorkers {
 					return exitcode.InvalidInputf("--workers %d: want 0 (attack from this process) to %d worker pods", f.workers, scenarios.MaxAttackWorkers)
@@ -61,6 +66,7 @@ what a distributed run of N worker pods needs, as run --workers N.`,
 	cmd.Flags().StringVar(&f.serviceAccount, "service-account", access.DefaultServiceAccount, "name of the ServiceAccount, and of its Roles and bindings")
 	cmd.Flags().BoolVar(&f.clusterWide, "cluster-wide", false, "one ClusterRole and ClusterRoleBinding instead of a Role per namespace")
 	cmd.Flags().StringVar(&f.cluster, "cluster", "", "only what this scenario cluster needs (default: every cluster's, merged)")
+	cliout.AddFlag(cmd, &f.output, outputYAML, []string{outputYAML, outputJSON}, "yaml (documents for kubectl apply, after a comment saying what they grant), or json (one v1 List of the same objects)")
 	cmd.Flags().IntVar(&f.workers, "workers", 0, "what a distributed run of N worker pods needs (the Job, its ConfigMap and Secret, the workers' ServiceAccount and Role), as run --workers N: sets attack.workers")
 	return cmd
 }
@@ -109,7 +115,13 @@ func printRBAC(cmd *cobra.Command, args []string, f rbacFlags) error {
 	} else {
 		header = append(header, "Every feature (inventory, port-forward to pod/svc/deploy, logs, metrics via proxy or portForward, worker Jobs and their ServiceAccount).")
 	}
-	if err := access.WriteManifest(cmd.OutOrStdout(), strings.Join(header, "\n"), access.Manifest(o)); err != nil {
+	write := func() error {
+		return access.WriteManifest(cmd.OutOrStdout(), strings.Join(header, "\n"), access.Manifest(o))
+	}
+	if f.output == outputJSON {
+		write = func() error { return access.WriteManifestJSON(cmd.OutOrStdout(), access.Manifest(o)) }
+	}
+	if err := write(); err != nil {
 		return &exitcode.Error{Code: exitcode.Setup, Err: fmt.Errorf("print the RBAC manifest: %w", err)}
 	}
 	return nil

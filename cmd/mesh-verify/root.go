@@ -18,6 +18,7 @@ import (
 
 	"github.com/mesh-verify/mesh-verify/attack"
 	"github.com/mesh-verify/mesh-verify/exitcode"
+	"github.com/mesh-verify/mesh-verify/internal/cliout"
 	"github.com/mesh-verify/mesh-verify/measure"
 	"github.com/mesh-verify/mesh-verify/metricsout"
 	"github.com/mesh-verify/mesh-verify/redact"
@@ -61,20 +62,57 @@ expected one with sound statistics. Exit codes: 0 pass, 1 an expectation failed,
 	return code
 }
 
+// validateDoc is validate's -o json document: every file given, in order.
+type validateDoc struct {
+	Files []validatedFile `json:"files"`
+	// Invalid counts the files that are not valid scenarios.
+	Invalid int `json:"invalid"`
+}
+
+type validatedFile struct {
+	File string `json:"file"`
+	// Scenario is its metadata.name, when it loaded.
+	Scenario string   `json:"scenario,omitempty"`
+	Valid    bool     `json:"valid"`
+	Error    string   `json:"error,omitempty"`
+	Warnings []string `json:"warnings,omitempty"`
+	// MeshWarning is why the expected splits were not read from the mesh
+	// (with --kubeconfig).
+	MeshWarning string `json:"meshWarning,omitempty"`
+}
+
 func newValidateCmd() *cobra.Command {
 	var set []string
 	var kf kubeFlags
+	var output string
 	cmd := &cobra.Command{
-		Use:   "validate FILE...",
+		Use:   "validate FILE|DIR...",
 		Short: "Check scenario files without running them",
 		Long: `validate checks scenario files without running them. With --kubeconfig it
 also reads the expected splits a scenario takes from the mesh's objects
 (split.fromMesh) and prints them with the objects' resourceVersions; a
-cluster it cannot reach or an object it cannot read is a warning.`,
+cluster it cannot reach or an object it cannot read is a warning. A
+directory stands for every .yaml/.yml file in it, sorted, as for run. -o json
+prints one object: every file with its verdict, error and warnings (what the
+mesh read prints goes to stderr then).`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			bad := 0
+			if err := cliout.Check(output, []string{outputTable, outputJSON}); err != nil {
+				return err
+			}
+			// A directory stands for its scenario files, as for run.
+			args, err := expandScenarios(args)
+			if err != nil {
+				return err
+			}
+			asJSON := output == outputJSON
+			meshOut := cmd.OutOrStdout()
+			if asJSON {
+				meshOut = cmd.ErrOrStderr() // stdout is the document
+			}
+			doc := validateDoc{Files: []validatedFile{}}
 			for _, f := range args {
+				v := validatedFile{File: f}
 				sc, _, err := loadScenario(f, set)
 				if err == nil {
 					// The files a scenario names are input too: run would
@@ -85,26 +123,40 @@ cluster it cannot reach or an object it cannot read is a warning.`,
 					}
 				}
 				if err != nil {
-					fmt.Fprintln(cmd.ErrOrStderr(), redact.Message(err.Error()))
-					bad++
+					v.Error = redact.Message(err.Error())
+					doc.Files, doc.Invalid = append(doc.Files, v), doc.Invalid+1
+					if !asJSON {
+						fmt.Fprintln(cmd.ErrOrStderr(), v.Error)
+					}
 					continue
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "%s: ok\n", f)
-				for _, w := range sc.Warnings() {
-					fmt.Fprintf(cmd.ErrOrStderr(), "%s: warning: %s\n", f, w)
+				v.Valid, v.Scenario, v.Warnings = true, sc.Metadata.Name, sc.Warnings()
+				if !asJSON {
+					fmt.Fprintf(cmd.OutOrStdout(), "%s: ok\n", f)
+					for _, w := range v.Warnings {
+						fmt.Fprintf(cmd.ErrOrStderr(), "%s: warning: %s\n", f, w)
+					}
 				}
-				if _, err := readMeshFlags(cmd, sc, &kf, cmd.OutOrStdout()); err != nil {
-					fmt.Fprintf(cmd.ErrOrStderr(), "%s: warning: the expected split from the mesh was not read: %s\n", f, redact.Message(err.Error()))
+				if _, err := readMeshFlags(cmd, sc, &kf, meshOut); err != nil {
+					v.MeshWarning = "the expected split from the mesh was not read: " + redact.Message(err.Error())
+					fmt.Fprintf(cmd.ErrOrStderr(), "%s: warning: %s\n", f, v.MeshWarning)
+				}
+				doc.Files = append(doc.Files, v)
+			}
+			if asJSON {
+				if err := cliout.WriteJSON(cmd.OutOrStdout(), doc); err != nil {
+					return err
 				}
 			}
-			if bad > 0 {
-				return &exitcode.Error{Code: exitcode.InvalidInput, Err: fmt.Errorf("%d of %d scenario files are invalid", bad, len(args))}
+			if doc.Invalid > 0 {
+				return &exitcode.Error{Code: exitcode.InvalidInput, Err: fmt.Errorf("%d of %d scenario files are invalid", doc.Invalid, len(args))}
 			}
 			return nil
 		},
 	}
 	addSetFlag(cmd, &set)
 	addKubeFlags(cmd.Flags(), &kf, scenarioContextHelp, scenarioNamespaceHelp)
+	cliout.AddFlag(cmd, &output, outputTable, []string{outputTable, outputJSON}, "table (a line per file), or json (one object: every file's verdict, error and warnings)")
 	return cmd
 }
 
@@ -129,32 +181,39 @@ type runFlags struct {
 	metrics metricsFlags
 	// shortcuts are --rate, --duration and --requests.
 	shortcuts attackShortcuts
+	// batch collects the runs of several scenarios (batch.go); nil for one.
+	batch *batchRecorder
 }
 
-// Stdout formats of run and report.
-const (
-	outputTable = "table"
-	outputJSON  = "json"
-	outputMD    = "md"
-)
+// runOutputs are what run's --output takes.
+var runOutputs = []string{outputTable, outputJSON, outputMD}
 
 func newRunCmd(argv []string) *cobra.Command {
 	f := runFlags{argv: argv}
 	cmd := &cobra.Command{
-		Use:   "run SCENARIO",
+		Use:   "run SCENARIO|DIR...",
 		Short: "Attack, attribute, judge and report; the exit code is the verdict",
 		Long: `run attacks the scenario's entry point, attributes and judges every request,
 and writes a run directory under --out: report.json (the versioned report),
 report.html (self-contained, opens offline), junit.xml, summary.md and the
 scenario as run. --output picks what stdout shows: the tables (table), the
 report.json document (json, for scripts) or the Markdown summary (md).
-When $GITHUB_STEP_SUMMARY is set, summary.md is appended to it.`,
-		Args: cobra.ExactArgs(1),
+When $GITHUB_STEP_SUMMARY is set, summary.md is appended to it.
+
+Several scenarios (files, built-in names, or a directory: every .yaml/.yml
+file in it, sorted) run in turn, each with its own run directory and every
+flag applied to each (--converge gates each on its own). The batch writes
+junit.xml (one test suite per scenario), summary.md and batch.json into
+<--out>/batch-<id>/, appends one summary to $GITHUB_STEP_SUMMARY, prints the
+overall outcome first, and exits with the worst code: interrupted, then
+invalid input, then setup error, then FAIL, then INCONCLUSIVE. -o json prints
+batch.json (kind mesh-verify-batch: every run's report.json in runs[]), -o md
+the batch's summary.md. Ctrl-C stops the scenario in progress as it stops one
+run, starts no other, and still writes the batch's files.`,
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if f.json {
-				// Notices go to stderr only: stdout is the document.
-				fmt.Fprintln(cmd.ErrOrStderr(), "mesh-verify: --json is deprecated, use --output json")
-				f.output = outputJSON
+			if err := cliout.ApplyJSONAlias(cmd, f.json, &f.output); err != nil {
+				return err
 			}
 			if err := validOutput(f.output); err != nil {
 				return err
@@ -174,15 +233,19 @@ When $GITHUB_STEP_SUMMARY is set, summary.md is appended to it.`,
 				return err
 			}
 			f.dial = dial
-			return runGate(cmd, args[0], f)
+			files, err := expandScenarios(args)
+			if err != nil {
+				return err
+			}
+			if len(files) == 1 {
+				return runGate(cmd, files[0], f)
+			}
+			return runBatch(cmd, files, f)
 		},
 	}
 	cmd.Flags().StringVar(&f.out, "out", "mesh-verify-runs", "directory that receives one sub-directory per run (report.json, report.html, junit.xml, summary.md, scenario.yaml)")
-	cmd.Flags().StringVarP(&f.output, "output", "o", outputTable, "what stdout shows: table, json (report.json) or md (summary.md)")
-	cmd.Flags().BoolVar(&f.json, "json", false, "same as --output json")
-	// Hidden, not MarkDeprecated: cobra prints a deprecation notice on the
-	// command's output, stdout here, which would break `run --json | jq`.
-	_ = cmd.Flags().MarkHidden("json")
+	cliout.AddFlag(cmd, &f.output, outputTable, runOutputs, "what stdout shows: table, json (report.json) or md (summary.md)")
+	cliout.AddJSONAlias(cmd, &f.json)
 	cmd.Flags().BoolVarP(&f.quiet, "quiet", "q", false, "no live progress")
 	cmd.Flags().StringVar(&f.progress, "progress", "auto", "live progress style: auto, tty or plain")
 	cmd.Flags().IntVar(&f.workers, "workers", 0, "attack from N worker pods in cluster attack.from (sets attack.workers; docs/distributed.md)")
@@ -197,11 +260,10 @@ When $GITHUB_STEP_SUMMARY is set, summary.md is appended to it.`,
 // validOutput refuses an unknown --output; -o used to take the run
 // directory, so a path gets a hint instead of silently becoming one.
 func validOutput(o string) error {
-	switch o {
-	case outputTable, outputJSON, outputMD:
-		return nil
+	if err := cliout.Check(o, runOutputs); err != nil {
+		return exitcode.InvalidInputf("%v (the run directory is --out DIR)", err)
 	}
-	return exitcode.InvalidInputf("--output %q: want table, json or md (the run directory is --out DIR)", o)
+	return nil
 }
 
 func runScenario(cmd *cobra.Command, file string, f runFlags) error {
@@ -305,7 +367,10 @@ func runScenario(cmd *cobra.Command, file string, f runFlags) error {
 	}
 	f.gate.attempt(rep, dir, source, err)
 	paths, werr := writeRun(dir, rep, source)
-	if werr == nil && f.gate.gate == nil { // --converge appends the last attempt's only
+	if werr == nil {
+		f.batch.ran(dir, rep)
+	}
+	if werr == nil && f.gate.gate == nil && f.batch == nil { // --converge appends the last attempt's only, a batch one summary
 		appendStepSummary(cmd.ErrOrStderr(), rep)
 	}
 	stdout, info := cmd.OutOrStdout(), cmd.OutOrStdout()
@@ -319,6 +384,8 @@ func runScenario(cmd *cobra.Command, file string, f runFlags) error {
 		paths = nil
 	case failed != nil && f.output == outputTable:
 		// The error on stderr says it all; the files name it for CI.
+	case f.oneDocument():
+		// The batch prints one document for all its runs (batch.go).
 	default:
 		if rerr := renderOutput(stdout, f.output, rep); rerr != nil {
 			return &exitcode.Error{Code: exitcode.Setup, Err: rerr}
@@ -413,17 +480,22 @@ func newReportCmd() *cobra.Command {
 		Use:   "report RUN_DIR|report.json",
 		Short: "Render a saved run again (table, json, html, junit, md, plot)",
 		Long: `report renders a saved run from its report.json, also for an interrupted run.
-One --format is printed on stdout; several (--format html,json,junit,md) are
+One --output (-o) is printed on stdout; several (-o html,json,junit,md) are
 written as files into --out (default: the run directory) and their paths
 printed. plot draws the latency of every request over time, one series per
 cluster, from results.bin with vegeta's plot (vegeta plot results.bin reads the
 same file). The exit code is the run's.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := applyFormatAlias(cmd); err != nil {
+				return err
+			}
 			return reportRun(cmd, args[0], format, out)
 		},
 	}
-	cmd.Flags().StringVarP(&format, "format", "f", "table", "table, json, html, junit, md (markdown) or plot; several, comma-separated, are written as files")
+	cliout.AddFlag(cmd, &format, outputTable, []string{outputTable, outputJSON, outputHTML, "junit", outputMD, "plot"},
+		"table, json, html, junit, md (markdown) or plot; several, comma-separated, are written as files")
+	addFormatAlias(cmd, &format, outputTable)
 	cmd.Flags().StringVar(&out, "out", "", "directory for the files of several formats (default: the run directory)")
 	cmd.AddCommand(newReportDiffCmd())
 	return cmd
@@ -452,6 +524,7 @@ func reportRun(cmd *cobra.Command, arg, format, out string) error {
 	src := savedRun{dir, scenario}
 	var files []runFile
 	table := false
+	flag := outputName(cmd)
 	for _, n := range strings.Split(format, ",") {
 		switch n = strings.TrimSpace(n); n {
 		case "":
@@ -464,7 +537,7 @@ func reportRun(cmd *cobra.Command, arg, format, out string) error {
 		}
 		f, ok := formatNamed(n)
 		if !ok {
-			return exitcode.InvalidInputf("--format %q: want table, json, html, junit, md or plot", n)
+			return exitcode.InvalidInputf("%s %q: want table, json, html, junit, md or plot", flag, n)
 		}
 		if !slices.ContainsFunc(files, func(g runFile) bool { return g.name == n }) {
 			files = append(files, f)
@@ -472,14 +545,14 @@ func reportRun(cmd *cobra.Command, arg, format, out string) error {
 	}
 	switch {
 	case table && (len(files) > 0 || out != ""):
-		return exitcode.InvalidInputf("--format table prints on stdout: it cannot be written with other formats")
+		return exitcode.InvalidInputf("%s table prints on stdout: it cannot be written with other formats", flag)
 	case table:
 		if err := reports.Terminal(cmd.OutOrStdout(), rep); err != nil {
 			return &exitcode.Error{Code: exitcode.Setup, Err: err}
 		}
 		return exitcode.Wrap(rep.ExitCode, nil)
 	case len(files) == 0:
-		return exitcode.InvalidInputf("--format %q: want table, json, html, junit, md or plot", format)
+		return exitcode.InvalidInputf("%s %q: want table, json, html, junit, md or plot", flag, format)
 	case len(files) == 1 && out == "":
 		// Rendered whole before anything is printed: a results.bin cut
 		// short (a run killed outright) is an error alone, not a page and

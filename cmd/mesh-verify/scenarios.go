@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -12,8 +13,10 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+	"sigs.k8s.io/yaml"
 
 	"github.com/mesh-verify/mesh-verify/exitcode"
+	"github.com/mesh-verify/mesh-verify/internal/cliout"
 	"github.com/mesh-verify/mesh-verify/scenarios"
 )
 
@@ -69,36 +72,81 @@ is expected (a file of that name wins).`,
 	return cmd
 }
 
+// builtinEntry is one line of scenarios list -o json|yaml.
+type builtinEntry struct {
+	Name        string `json:"name"`
+	Description string `json:"description"`
+}
+
 func newScenariosListCmd() *cobra.Command {
-	return &cobra.Command{
+	var output string
+	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List the built-in scenarios with their descriptions",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "SCENARIO\tDESCRIPTION")
+			if err := cliout.Check(output, []string{outputTable, outputJSON, outputYAML}); err != nil {
+				return err
+			}
+			list := []builtinEntry{}
 			for _, n := range scenarios.BuiltinNames() {
 				sc, err := scenarios.Builtin(n)
 				if err != nil {
 					return &exitcode.Error{Code: exitcode.Setup, Err: err}
 				}
-				fmt.Fprintf(tw, "%s\t%s\n", n, sc.Metadata.Description)
+				list = append(list, builtinEntry{n, sc.Metadata.Description})
+			}
+			out := cmd.OutOrStdout()
+			switch output {
+			case outputJSON:
+				return cliout.WriteJSON(out, list)
+			case outputYAML:
+				y, err := yaml.Marshal(list)
+				if err != nil {
+					return &exitcode.Error{Code: exitcode.Setup, Err: fmt.Errorf("print the built-in scenarios as YAML: %w", err)}
+				}
+				_, err = out.Write(y)
+				return err
+			}
+			tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "SCENARIO\tDESCRIPTION")
+			for _, e := range list {
+				fmt.Fprintf(tw, "%s\t%s\n", e.Name, e.Description)
 			}
 			return tw.Flush()
 		},
 	}
+	cliout.AddFlag(cmd, &output, outputTable, []string{outputTable, outputJSON, outputYAML}, "table, json (an array of name and description) or yaml (the same)")
+	return cmd
 }
 
 func newScenariosShowCmd() *cobra.Command {
-	return &cobra.Command{
+	var output string
+	cmd := &cobra.Command{
 		Use:               "show NAME",
 		Short:             "Print a built-in scenario as shipped",
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: builtinArg,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := cliout.Check(output, []string{outputYAML, outputJSON}); err != nil {
+				return err
+			}
 			src, err := scenarios.BuiltinSource(args[0])
 			if err != nil {
 				return &exitcode.Error{Code: exitcode.InvalidInput, Err: err}
+			}
+			if output == outputJSON {
+				// The same document without its comments; a built-in is
+				// valid YAML, so a conversion error is this build's fault.
+				j, err := yaml.YAMLToJSON(src)
+				if err != nil {
+					return &exitcode.Error{Code: exitcode.Setup, Err: fmt.Errorf("built-in scenario %s as JSON: %w", args[0], err)}
+				}
+				var v any
+				if err := json.Unmarshal(j, &v); err != nil {
+					return &exitcode.Error{Code: exitcode.Setup, Err: fmt.Errorf("built-in scenario %s as JSON: %w", args[0], err)}
+				}
+				return cliout.WriteJSON(cmd.OutOrStdout(), v)
 			}
 			if _, err := cmd.OutOrStdout().Write(src); err != nil {
 				return &exitcode.Error{Code: exitcode.Setup, Err: err}
@@ -106,6 +154,8 @@ func newScenariosShowCmd() *cobra.Command {
 			return nil
 		},
 	}
+	cliout.AddFlag(cmd, &output, outputYAML, []string{outputYAML, outputJSON}, "yaml (as shipped, with its comments), or json (the same document, without them)")
+	return cmd
 }
 
 func newScenariosInitCmd() *cobra.Command {

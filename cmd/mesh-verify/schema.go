@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mesh-verify/mesh-verify/exitcode"
+	"github.com/mesh-verify/mesh-verify/internal/cliout"
 	"github.com/mesh-verify/mesh-verify/reports"
 	"github.com/mesh-verify/mesh-verify/scenarios"
 )
@@ -21,7 +22,8 @@ func schemas() map[string]func() []byte {
 
 func newSchemaCmd() *cobra.Command {
 	names := slices.Sorted(maps.Keys(schemas()))
-	return &cobra.Command{
+	var output string
+	cmd := &cobra.Command{
 		Use:   "schema report|scenario",
 		Short: "Print the JSON Schema of report.json or of a scenario file",
 		Long: `schema prints the JSON Schema (draft 2020-12) of report.json (report) or of a
@@ -29,6 +31,9 @@ scenario file (scenario), for validators and editors; see docs/report-format.md.
 		Args:      cobra.ExactArgs(1),
 		ValidArgs: names,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := cliout.Check(output, []string{outputJSON}); err != nil {
+				return err
+			}
 			schema, ok := schemas()[args[0]]
 			if !ok {
 				return exitcode.InvalidInputf("no schema %q: want %s", args[0], strings.Join(names, " or "))
@@ -39,4 +44,7 @@ scenario file (scenario), for validators and editors; see docs/report-format.md.
 			return nil
 		},
 	}
+	// A JSON Schema is JSON: -o json is accepted for the one grammar.
+	cliout.AddFlag(cmd, &output, outputJSON, []string{outputJSON}, "json (the only format of a JSON Schema)")
+	return cmd
 }

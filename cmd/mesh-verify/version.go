@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"runtime"
 	"runtime/debug"
@@ -10,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/mesh-verify/mesh-verify/exitcode"
+	"github.com/mesh-verify/mesh-verify/internal/cliout"
 	"github.com/mesh-verify/mesh-verify/reports"
 )
 
@@ -90,6 +89,10 @@ func buildVersion() versionInfo {
 	return v
 }
 
+// versionOutputs are what version's --output takes: table is text, as
+// every other command's default is called.
+var versionOutputs = []string{outputText, outputTable, outputJSON}
+
 func newVersionCmd() *cobra.Command {
 	var output string
 	cmd := &cobra.Command{
@@ -103,17 +106,11 @@ the same as "tool". --output json prints it as one JSON object.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			v := buildVersion()
 			out := cmd.OutOrStdout()
-			switch output {
-			case "json":
-				enc := json.NewEncoder(out)
-				enc.SetIndent("", "  ")
-				if err := enc.Encode(v); err != nil {
-					return &exitcode.Error{Code: exitcode.Setup, Err: err}
-				}
-				return nil
-			case "text":
-			default:
-				return exitcode.InvalidInputf("--output %q: want text or json", output)
+			if err := cliout.Check(output, versionOutputs); err != nil {
+				return err
+			}
+			if output == outputJSON {
+				return cliout.WriteJSON(out, v)
 			}
 			revision := "unknown: the build recorded no checkout (go build -buildvcs=false, or not in a git clone)"
 			if v.Revision != "" {
@@ -137,6 +134,6 @@ the same as "tool". --output json prints it as one JSON object.`,
 			return tw.Flush()
 		},
 	}
-	cmd.Flags().StringVarP(&output, "output", "o", "text", "text, or json (one object)")
+	cliout.AddFlag(cmd, &output, outputText, versionOutputs, "text (table is the same), or json (one object)")
 	return cmd
 }

@@ -3,6 +3,7 @@ package access
 import (
 	"bytes"
 	"cmp"
+	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
@@ -219,25 +220,50 @@ func WriteManifest(w io.Writer, header string, objs []runtime.Object) error {
 			b.WriteString(strings.TrimRight("# "+l, " ") + "\n")
 		}
 	}
-	for _, o := range objs {
-		// Through a map, so that the zero creationTimestamp (null) and
-		// empty status are left out, as kubectl create --dry-run writes them.
-		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
-		if err != nil {
-			return fmt.Errorf("encode %T: %w", o, err)
-		}
-		if m, ok := u["metadata"].(map[string]any); ok {
-			delete(m, "creationTimestamp")
-		}
+	items, err := manifestItems(objs)
+	if err != nil {
+		return err
+	}
+	for i, u := range items {
 		out, err := yaml.Marshal(u)
 		if err != nil {
-			return fmt.Errorf("encode %T: %w", o, err)
+			return fmt.Errorf("encode %T: %w", objs[i], err)
 		}
 		b.WriteString("---\n")
 		b.Write(out)
 	}
-	_, err := w.Write(b.Bytes())
+	_, err = w.Write(b.Bytes())
 	return err
+}
+
+// WriteManifestJSON writes the objects as one JSON document, a v1 List
+// (kubectl apply -f takes it); JSON has no comments, so no header.
+func WriteManifestJSON(w io.Writer, objs []runtime.Object) error {
+	items, err := manifestItems(objs)
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(map[string]any{"apiVersion": "v1", "kind": "List", "items": items})
+}
+
+// manifestItems are the objects as maps, so that the zero
+// creationTimestamp (null) and empty status are left out, as kubectl
+// create --dry-run writes them.
+func manifestItems(objs []runtime.Object) ([]map[string]any, error) {
+	items := make([]map[string]any, 0, len(objs))
+	for _, o := range objs {
+		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
+		if err != nil {
+			return nil, fmt.Errorf("encode %T: %w", o, err)
+		}
+		if m, ok := u["metadata"].(map[string]any); ok {
+			delete(m, "creationTimestamp")
+		}
+		items = append(items, u)
+	}
+	return items, nil
 }
 
 // Grants reports whether one of rules allows verb on group/resource (an
