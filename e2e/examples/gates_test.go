@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/mesh-verify/mesh-verify/e2e/e2etest"
+	"github.com/mesh-verify/mesh-verify/lab/daemon"
 )
 
 // The gates' commands are taken from the manifests and run for real
@@ -215,6 +216,27 @@ func TestFlaggerGate(t *testing.T) {
 		}
 		if src := strings.Join(e.Model.Explanation, "\n"); !strings.Contains(src, "TrafficRoute callme-service in cluster global") || strings.Contains(src, "(resourceVersion "+before+")") {
 			t.Errorf("the expectation does not name the patched route (resourceVersion was %s):\n%s", before, src)
+		}
+
+		// A broken step: Flagger moves the route to 50% but the zones'
+		// sidecars keep routing 80/20 (the lab's fault switch freezes its
+		// data plane). The gate (the single-run pre-rollout command, which
+		// does not retry) FAILs on the step weight.
+		freeze := func(on bool) {
+			v := daemon.FreezeAnnotation + "-"
+			if on {
+				v = daemon.FreezeAnnotation + "=true"
+			}
+			e2etest.Kubectl(t, l, "c1", "annotate", "--overwrite", "trafficroute", "callme-service", v)
+		}
+		freeze(true)
+		t.Cleanup(func() { freeze(false) }) // runs before setStep(10)
+		setStep(50)
+		runs = filepath.Join(t.TempDir(), "runs")
+		r = runCmd(t, nil, "bash", "-c", gate(cmds["pre-rollout"], pass, runs))
+		checkRun(t, "pre-rollout webhook with the route not followed", r, 1)
+		if e := stepExpectation(t, runs); e.Verdict != "FAIL" || !near(e.Model.Shares["v2"], 0.5) {
+			t.Errorf("step expectation %s with expected shares %v, want FAIL against v2 50%%", e.Verdict, e.Model.Shares)
 		}
 	})
 }
