@@ -423,18 +423,6 @@ func (d *Daemon) waitJob(rt *jobRT, log *crilog.Log, outR, errR *os.File) {
 	rt.exited = true
 	stopping := rt.stopping
 	rt.mu.Unlock()
-	if wp := rt.proxy; wp != nil {
-		if wp.flavor != "" && !stopping {
-			// An injected sidecar keeps the pod running until it exits:
-			// the worker asks it to (quitquitquit), or the pod is deleted.
-			d.log.Info("job pod's worker exited; its sidecar runs until asked to quit", "pod", rt.ref.String(), "sidecar", wp.flavor)
-			<-wp.stopped
-		}
-		wp.stop(d)
-	}
-	rt.mu.Lock()
-	stopping, deleting := rt.stopping, rt.deleting
-	rt.mu.Unlock()
 	drained := make(chan struct{})
 	go func() { copies.Wait(); close(drained) }()
 	select {
@@ -454,6 +442,18 @@ func (d *Daemon) waitJob(rt *jobRT, log *crilog.Log, outR, errR *os.File) {
 	d.mu.Unlock()
 	d.markDirty()
 	d.log.Info("job pod's process exited", "pod", rt.ref.String(), "pid", pid, "exitCode", code)
+	if wp := rt.proxy; wp != nil {
+		if wp.flavor != "" && !stopping {
+			// An injected sidecar keeps the pod running until it exits:
+			// the worker asks it to (quitquitquit), or the pod is deleted.
+			d.log.Info("job pod's worker exited; its sidecar runs until asked to quit", "pod", rt.ref.String(), "sidecar", wp.flavor)
+			<-wp.stopped
+		}
+		wp.stop(d)
+	}
+	rt.mu.Lock()
+	stopping, deleting := rt.stopping, rt.deleting
+	rt.mu.Unlock()
 	if !stopping {
 		reason := reasonCompleted
 		if code != 0 {
