@@ -10,7 +10,6 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/mesh-verify/mesh-verify/lab/daemon"
 	"github.com/mesh-verify/mesh-verify/lab/labtest"
@@ -35,15 +34,7 @@ const oneClusterIstioWorkers = labtest.OneCluster + `  - name: client-sidecar
 // controller, the built binary as the pods' process, the daemon's admin
 // endpoints over HTTP.
 func TestInjectedWorkerPodWaitsForItsProxy(t *testing.T) {
-	l := labtest.DaemonLabOf(t, labtest.BuildMeshVerify(t, false), oneClusterIstioWorkers)
-	cfg, err := daemon.RESTConfig(l.Kubeconfig, l.Context("c1"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l, cs := jobsLabOf(t, oneClusterIstioWorkers)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 
