@@ -10,19 +10,27 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/mesh-verify/mesh-verify/lab/daemon"
 	"github.com/mesh-verify/mesh-verify/lab/labtest"
 )
 
-// oneClusterIstioWorkers is labtest.OneCluster with an Istio workers
-// entry: the sidecar the lab gives an injected mesh-verify worker pod.
+// oneClusterIstioWorkers is labtest.OneCluster with an Istio and a Kuma
+// workers entry: the sidecars the lab gives an injected mesh-verify
+// worker pod, as each mesh's injector decides.
 const oneClusterIstioWorkers = labtest.OneCluster + `  - name: client-sidecar
     workers: true
     cluster: c1
     to: echo
     accessLog: istio
     mesh: istio
+  - name: kuma-client-sidecar
+    workers: true
+    cluster: c1
+    to: echo
+    accessLog: kuma
+    mesh: kuma
 `
 
 // An injected worker pod lives as one with Istio's sidecar does: its
@@ -48,6 +56,11 @@ func TestInjectedWorkerPodWaitsForItsProxy(t *testing.T) {
 	}
 	create("mv-injected", "true")
 	create("mv-plain", "false")
+	kuma := meshVerifyJob("mv-kuma", 1, 2, []string{"version"})
+	kuma.Spec.Template.Annotations = map[string]string{"kuma.io/sidecar-injection": "enabled"}
+	if _, err := cs.BatchV1().Jobs("default").Create(ctx, kuma, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 
 	waitFor(t, "Job mv-plain to complete", time.Minute, func() (bool, string) {
 		c, s := jobCondition(ctx, cs, "mv-plain")
@@ -75,21 +88,7 @@ func TestInjectedWorkerPodWaitsForItsProxy(t *testing.T) {
 	if p, err := cs.CoreV1().Pods("default").Get(ctx, pod.Name, metav1.GetOptions{}); err != nil || p.Status.Phase != corev1.PodRunning {
 		t.Fatalf("pod %s: %v %v, want Running while its proxy runs", pod.Name, p.Status.Phase, err)
 	}
-	resp, err := http.Get("http://" + j.SidecarAdmin + "/healthz/ready")
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET /healthz/ready: %v %v, want 200", resp, err)
-	}
-	resp.Body.Close()
-
-	resp, err = http.Post("http://"+j.SidecarAdmin+"/quitquitquit", "", nil)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("POST /quitquitquit: %v %v, want 200", resp, err)
-	}
-	resp.Body.Close()
-	waitFor(t, "Job mv-injected to complete once its proxy quit", time.Minute, func() (bool, string) {
-		c, s := jobCondition(ctx, cs, "mv-injected")
-		return c == batchv1.JobComplete, string(c) + " " + s
-	})
+	readyThenQuit(ctx, t, cs, "mv-injected", j.SidecarAdmin, "/healthz/ready")
 	j = jobStatus(t, l.Dir, pod.Name)
 	if !j.SidecarQuit || !strings.Contains(readFile(j.SidecarLogFile), "quitquitquit: the proxy exits") {
 		t.Errorf("after the quit: %+v, log %q", j, readFile(j.SidecarLogFile))
@@ -97,4 +96,36 @@ func TestInjectedWorkerPodWaitsForItsProxy(t *testing.T) {
 	if _, err := http.Get("http://" + j.SidecarAdmin + "/healthz/ready"); err == nil {
 		t.Errorf("the proxy's admin endpoint still answers after quitquitquit")
 	}
+
+	// Kuma's injector, asked by the pod's annotation: Envoy's admin paths.
+	kpod := jobPods(ctx, t, cs, "mv-kuma")[0]
+	var k daemon.JobPod
+	waitFor(t, "mv-kuma's worker to exit", time.Minute, func() (bool, string) {
+		k = jobStatus(t, l.Dir, kpod.Name)
+		return k.ExitCode != nil, "no exit code yet"
+	})
+	if k.Sidecar != "kuma" || len(k.Planes) != 1 || k.Planes[0].App != "kuma-client-sidecar" || !strings.HasSuffix(k.SidecarLogFile, "_kuma-sidecar.log") {
+		t.Fatalf("the kuma-injected pod's record: %+v; want a kuma sidecar with one plane", k)
+	}
+	readyThenQuit(ctx, t, cs, "mv-kuma", k.SidecarAdmin, "/ready")
+}
+
+// readyThenQuit checks the sidecar's readiness path answers 200, asks
+// it to quit, and waits for the job to complete.
+func readyThenQuit(ctx context.Context, t *testing.T, cs kubernetes.Interface, job, admin, ready string) {
+	t.Helper()
+	resp, err := http.Get("http://" + admin + ready)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("%s: GET %s: %v %v, want 200", job, ready, resp, err)
+	}
+	resp.Body.Close()
+	resp, err = http.Post("http://"+admin+"/quitquitquit", "", nil)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("%s: POST /quitquitquit: %v %v, want 200", job, resp, err)
+	}
+	resp.Body.Close()
+	waitFor(t, "Job "+job+" to complete once its proxy quit", time.Minute, func() (bool, string) {
+		c, s := jobCondition(ctx, cs, job)
+		return c == batchv1.JobComplete, string(c) + " " + s
+	})
 }
