@@ -55,7 +55,7 @@ func TestMutationsFlipVerdicts(t *testing.T) {
 		{"skupper link cost of c3 1 -> 10", "skupper-1", "skupper-1", "c3",
 			[]string{"secret", "link1", "-n", "interconnect", "-p", `{"metadata":{"annotations":{"skupper.io/cost":"10"}}}`},
 			"costs c2=1,c3=10", nil, ""},
-		// x-wing's cluster prefers its own rebel-base pods: no 50/50.
+		// The workers' cluster (x-wing's) prefers its own rebel-base pods: no 50/50.
 		{"cilium affinity none -> local", "cilium-rebel-base", "cilium-rebel-base", "c1",
 			[]string{"service", "rebel-base", "-p", `{"metadata":{"annotations":{"service.cilium.io/affinity":"local"}}}`},
 			"failover order c1>c2", nil, ""},
@@ -67,6 +67,9 @@ func TestMutationsFlipVerdicts(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
 			f := filepath.Join("..", "scenarios", "catalog", c.scenario+".yaml")
+			if from := catalogWorkersFrom[c.scenario]; from != "" {
+				applyRBAC(t, l, f, []string{from})
+			}
 			run := func(want assert.Verdict) {
 				t.Helper()
 				r := runBinary(t, ctx, "run", f, "--kubeconfig", l.Kubeconfig)
@@ -121,6 +124,11 @@ func waitPolicy(t *testing.T, l *lab.Lab, want string, since time.Time) time.Dur
 					return time.Since(since)
 				}
 			}
+			for _, w := range st.Workers {
+				if strings.Contains(w.Policy, want) {
+					return time.Since(since)
+				}
+			}
 		}
 		if time.Since(since) > routeTimeout {
 			var got []string
@@ -129,6 +137,9 @@ func waitPolicy(t *testing.T, l *lab.Lab, want string, since time.Time) time.Dur
 					if p.Policy != "" {
 						got = append(got, p.Name+": "+p.Policy)
 					}
+				}
+				for _, w := range st.Workers {
+					got = append(got, "workers entry "+w.Entry+": "+w.Policy)
 				}
 			}
 			t.Fatalf("no entry routes by %q %v after the patch (policies: %q; status error %v)", want, routeTimeout, got, err)

@@ -71,6 +71,9 @@ func TestSeedExperimentsInTheLab(t *testing.T) {
 				if strings.Contains(name, "mirror") {
 					copiesBefore = labMirrored(t, l, time.Now())
 				}
+				if from := catalogWorkersFrom[name]; from != "" {
+					applyRBAC(t, l, f, []string{from})
+				}
 				r := runBinary(t, ctx, "run", f, "--kubeconfig", l.Kubeconfig)
 				if r.Report() == nil {
 					t.Fatalf("%s: no report (exit %d)\n%s\n%s", name, r.Code, r.Stdout, r.Stderr)

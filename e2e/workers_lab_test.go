@@ -81,11 +81,20 @@ func applyRBAC(t *testing.T, l *lab.Lab, scenario string, clusters []string, arg
 // logged, per cluster and per worker index.
 func sidecarCounts(t *testing.T, l *lab.Lab, runID string) (byCluster map[string]int64, byWorker map[int]int64) {
 	t.Helper()
+	byCluster, _, byWorker = appSidecarCounts(t, l, runID, envoylog.Kuma)
+	return byCluster, byWorker
+}
+
+// appSidecarCounts are what the app pods' sidecars (access-log format
+// format) logged answering the run's requests: per cluster, per version
+// and per worker index.
+func appSidecarCounts(t *testing.T, l *lab.Lab, runID, format string) (byCluster, byVersion map[string]int64, byWorker map[int]int64) {
+	t.Helper()
 	st, err := daemon.ReadStatus(l.Dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	byCluster, byWorker = map[string]int64{}, map[int]int64{}
+	byCluster, byVersion, byWorker = map[string]int64{}, map[string]int64{}, map[int]int64{}
 	for _, p := range st.Pods {
 		if p.Role != daemon.RoleApp || p.SidecarLogFile == "" {
 			continue
@@ -95,25 +104,37 @@ func sidecarCounts(t *testing.T, l *lab.Lab, runID string) (byCluster map[string
 			if len(parts) < 4 {
 				return
 			}
-			e, err := envoylog.Parse(envoylog.Kuma, parts[3])
+			e, err := envoylog.Parse(format, parts[3])
 			if err != nil {
 				return
 			}
-			rest, ok := strings.CutPrefix(e.RequestID, runID+"-w")
+			i, ok := workerOf(t, runID, e.RequestID)
 			if !ok || e.Code != 200 {
 				return
 			}
-			idx, _, _ := strings.Cut(rest, "-")
-			i, err := strconv.Atoi(idx)
-			if err != nil {
-				t.Errorf("request id %q: no worker index", e.RequestID)
-				return
-			}
 			byCluster[p.Cluster]++
+			byVersion[p.Version]++
 			byWorker[i]++
 		})
 	}
-	return byCluster, byWorker
+	return byCluster, byVersion, byWorker
+}
+
+// workerOf is the index of the worker that sent the run's request id
+// (RUNID-wI-N); false for an id of another run.
+func workerOf(t *testing.T, runID, requestID string) (int, bool) {
+	t.Helper()
+	rest, ok := strings.CutPrefix(requestID, runID+"-w")
+	if !ok {
+		return 0, false
+	}
+	idx, _, _ := strings.Cut(rest, "-")
+	i, err := strconv.Atoi(idx)
+	if err != nil {
+		t.Errorf("request id %q: no worker index", requestID)
+		return 0, false
+	}
+	return i, true
 }
 
 // noWorkersLeft waits until c1 holds no Job, pod, ConfigMap or Secret of the run

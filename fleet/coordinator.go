@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/url"
 	"slices"
 	"sort"
 	"strings"
@@ -13,6 +15,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/mesh-verify/mesh-verify/attack"
 	"github.com/mesh-verify/mesh-verify/kube"
@@ -121,12 +124,45 @@ type fleetEvent struct {
 }
 
 // Namespace is where the workers run: the target Service's namespace, so
-// that its short name resolves there too.
+// that its short name resolves there too (and the namespace's sidecar
+// injection applies to them, as to the tutorials' client pods). A url
+// target names it as cluster DNS resolves Services: NAME.NAMESPACE,
+// NAME.NAMESPACE.svc or NAME.NAMESPACE.svc.cluster.local; any other
+// host (an IP, a longer name) leaves the default namespace.
 func Namespace(sc *scenarios.Scenario) string {
 	if f := sc.Target.Forward; f != nil && f.Namespace != "" {
 		return f.Namespace
 	}
+	if sc.Target.Forward == nil && sc.Target.URL != "" {
+		if ns := urlNamespace(sc.Target.URL); ns != "" {
+			return ns
+		}
+	}
 	return scenarios.DefaultNamespace
+}
+
+// urlNamespace is the namespace a Service URL's host names, "" if none.
+func urlNamespace(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return ""
+	}
+	host := strings.TrimSuffix(u.Hostname(), ".")
+	if net.ParseIP(host) != nil {
+		return ""
+	}
+	labels := strings.Split(host, ".")
+	switch {
+	case len(labels) == 2,
+		len(labels) == 3 && labels[2] == "svc",
+		len(labels) > 3 && labels[2] == "svc" && strings.Join(labels[3:], ".") == scenarios.ClusterDomain:
+	default:
+		return ""
+	}
+	if errs := validation.IsDNS1123Label(labels[1]); len(errs) > 0 {
+		return ""
+	}
+	return labels[1]
 }
 
 // Spec is what the coordinator of one distributed run is given.

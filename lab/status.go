@@ -234,6 +234,15 @@ func (r *StatusReport) printEntries(w io.Writer) {
 	}
 	fmt.Fprintln(w)
 	for _, e := range t.Entries {
+		if e.Workers {
+			how := "every worker pod's datapath"
+			if sidecar := t.Envoy(&e); sidecar != "" {
+				how = "the " + sidecar + " sidecar of worker pods the mesh's injector injects"
+			}
+			fmt.Fprintf(w, "entry %s: %s in cluster %s (mesh-verify run --workers N --kubeconfig %s), to Service %s/%s\n",
+				e.Name, how, e.Cluster, r.Kubeconfig, e.Namespace, e.To)
+			continue
+		}
 		var svc string
 		var port int32
 		if e.Gateway() {

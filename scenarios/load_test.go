@@ -594,10 +594,16 @@ expect: [{name: half, split: {by: BY, weights: {v1: 1, v2: 1}}}]
 		{"a calling app", "svc/caller-service", "{concurrency: 2, repetitions: 10}", "istio-helloworld", "version", false},
 		// Its own outbound log observed: still the caller, not the split service.
 		{"a calling app observed", "svc/caller-service", "{concurrency: 2, repetitions: 10}", "istio-helloworld", "version", false},
+		// Cilium's x-wing: the split is made in the client's node.
+		{"cilium client pod", "svc/x-wing", "{concurrency: 2, repetitions: 10}", "cilium-rebel-base", "cluster", true},
+		{"cilium from workers", "svc/x-wing", "{concurrency: 2, repetitions: 10, workers: 2, from: c1}", "cilium-rebel-base", "cluster", false},
 	} {
 		src := strings.NewReplacer("RESOURCE", c.resource, "ATTACK", c.attack, "PRESET", c.preset, "BY", c.by).Replace(base)
 		if c.name == "a calling app observed" {
 			src = strings.Replace(src, "observe: [", "observe: [{name: caller, selector: app=caller-service, logs: {preset: istio-proxy-outbound}}, ", 1)
+		}
+		if c.by == "cluster" {
+			src = strings.Replace(src, "weights: {v1: 1, v2: 1}", "model: equal", 1)
 		}
 		if c.by == "pod" {
 			src = strings.Replace(src, "weights: {v1: 1, v2: 1}", "model: equal-per-pod, pods: {c1: 1, c2: 1}", 1)
@@ -611,7 +617,11 @@ expect: [{name: half, split: {by: BY, weights: {v1: 1, v2: 1}}}]
 			t.Errorf("%s: warnings %q, want a warning: %v", c.name, w, c.warn)
 			continue
 		}
-		if c.warn && !(strings.Contains(w[0], c.resource) && strings.Contains(w[0], "outbound sidecar") &&
+		past := "outbound sidecar"
+		if strings.HasPrefix(c.preset, "cilium") {
+			past = "Cilium decides"
+		}
+		if c.warn && !(strings.Contains(w[0], c.resource) && strings.Contains(w[0], past) &&
 			strings.Contains(w[0], "attack.workers") && strings.Contains(w[0], "ingress gateway") && strings.Contains(w[0], "by "+c.by)) {
 			t.Errorf("%s: warning %q does not say what to do", c.name, w[0])
 		}

@@ -1,6 +1,7 @@
 package scenarios
 
 import (
+	"cmp"
 	"fmt"
 	"net/url"
 	"regexp"
@@ -184,20 +185,32 @@ func (s *Scenario) Warnings() []string {
 		// port-forward; a gateway routes like a client's sidecar.
 		return nil
 	}
-	mesh := s.sidecarMesh()
+	mesh, past, send := s.sidecarMesh(), "the pod's outbound sidecar", "attack.workers, with attack.pod giving the workers a sidecar"
+	if mesh == "" && s.ciliumScenario() {
+		// Cilium's socket load balancer picks the backend in the client's
+		// node, per connection (the docs' x-wing): a port-forward goes
+		// straight to one pod.
+		mesh, past, send = "Cilium", "the client's socket load balancer", "attack.workers in a cluster of the mesh"
+	}
 	if mesh == "" || !s.forwardBypassesRouting() {
 		return nil
 	}
 	for _, e := range s.Expect {
 		sp, ok := e.Spec().(*Split)
-		if !ok || sp.By != "version" && sp.By != "cluster" {
+		if !ok || sp.By != "version" && sp.By != "cluster" && sp.By != "" {
 			continue
 		}
-		return []string{fmt.Sprintf("target.portForward to %s enters its pod past the pod's outbound sidecar, where %s decides the split by %s of %q: "+
-			"it is verified only if the app behind %s calls the split service itself. A client pod (sleep, curl) calls nothing, and the port-forward bypasses the routing under test: "+
-			"send from inside the mesh (attack.workers, with attack.pod giving the workers a sidecar) or port-forward to the ingress gateway", f.Resource, mesh, sp.By, e.Name, f.Resource)}
+		by := cmp.Or(sp.By, "cluster")
+		return []string{fmt.Sprintf("target.portForward to %s enters its pod past %s, where %s decides the split by %s of %q: "+
+			"it is verified only if the app behind %s calls the split service itself. A client pod (sleep, curl, x-wing) calls nothing, and the port-forward bypasses the routing under test: "+
+			"send from inside the mesh (%s) or port-forward to the ingress gateway", f.Resource, past, mesh, by, e.Name, f.Resource, send)}
 	}
 	return nil
+}
+
+// ciliumScenario says whether the scenario reads a Cilium example's answers.
+func (s *Scenario) ciliumScenario() bool {
+	return strings.HasPrefix(s.Attribution.Preset, "cilium-")
 }
 
 // clientWorkload says whether name is one of the tutorials' client pods,

@@ -110,6 +110,15 @@ for line in "${seeds[@]}"; do
   name="$scenario"
   [[ "$topology" == "$scenario"?* || "$topology" == "istio-mirror-noshadow" ]] && name="$scenario@$topology"
   say "mesh-verify run scenarios/catalog/$scenario.yaml   (expect $want)"
+  # A scenario that attacks from worker pods (istio-helloworld and
+  # cilium-rebel-base, from inside c1 as the tutorials' client pods do)
+  # needs the workers' ServiceAccount and Roles there first, as a user
+  # applies them: what `mesh-verify rbac` prints.
+  from="$(sed -n 's/^  from: *\([a-z0-9-]*\).*/\1/p' "scenarios/catalog/$scenario.yaml" | head -n1)"
+  if [ -n "$from" ]; then
+    "$MV" rbac "scenarios/catalog/$scenario.yaml" --cluster "$from" |
+      kubectl --kubeconfig "$LAB/kubeconfig" --context "kind-$from" apply -f - >"$LOGS/rbac-$scenario.txt"
+  fi
   code=0
   KUBECONFIG="$LAB/kubeconfig" "$MV" run "scenarios/catalog/$scenario.yaml" --out "$OUT" --progress plain \
     >"$LOGS/run-$name.txt" || code=$?

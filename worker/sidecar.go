@@ -4,7 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/url"
+	"strconv"
 	"time"
 )
 
@@ -51,6 +54,42 @@ func ProxyFor(sidecar string) (*Proxy, error) {
 		return &Proxy{Name: "kuma", ReadyURL: "http://127.0.0.1:9901/ready", QuitURL: "http://127.0.0.1:9901/quitquitquit"}, nil
 	}
 	return nil, fmt.Errorf("--sidecar %q: want istio, kuma or none", sidecar)
+}
+
+// SidecarAdminEnv names where the injected proxy's readiness and quit
+// endpoints listen (HOST:PORT, a loopback address) when they are not at
+// the proxy's own ports on the pod's loopback. Unset on a real cluster;
+// the local lab sets it, as all its processes share the host's loopback
+// (lab/README.md, "Worker pods in the lab's mesh").
+const SidecarAdminEnv = "MESH_VERIFY_SIDECAR_ADMIN"
+
+// ProxyAt is ProxyFor with its endpoints' paths at admin (HOST:PORT on
+// the loopback) instead of the proxy's own ports; admin "" is ProxyFor.
+func ProxyAt(sidecar, admin string) (*Proxy, error) {
+	p, err := ProxyFor(sidecar)
+	if err != nil || p == nil || admin == "" {
+		return p, err
+	}
+	host, port, err := net.SplitHostPort(admin)
+	if err != nil {
+		return nil, fmt.Errorf("$%s %q: want HOST:PORT: %w", SidecarAdminEnv, admin, err)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return nil, fmt.Errorf("$%s %q: want a port 1..65535", SidecarAdminEnv, admin)
+	}
+	// The endpoints stop the proxy: never anything but this host's.
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return nil, fmt.Errorf("$%s %q: want a loopback address (127.0.0.1, ::1 or localhost)", SidecarAdminEnv, admin)
+	}
+	for _, u := range []*string{&p.ReadyURL, &p.QuitURL} {
+		parsed, err := url.Parse(*u)
+		if err != nil {
+			return nil, err
+		}
+		parsed.Host = net.JoinHostPort(host, port)
+		*u = parsed.String()
+	}
+	return p, nil
 }
 
 // proxyClient talks to the loopback only: never through $HTTP_PROXY.

@@ -60,18 +60,28 @@ func (f *fakeProxy) counts() (probes, quits int, order []string) {
 
 func TestProxyFor(t *testing.T) {
 	t.Parallel()
-	for _, c := range []struct{ sidecar, ready, quit, err string }{
-		{"istio", "http://127.0.0.1:15021/healthz/ready", "http://127.0.0.1:15020/quitquitquit", ""},
-		{"kuma", "http://127.0.0.1:9901/ready", "http://127.0.0.1:9901/quitquitquit", ""},
-		{"none", "", "", ""},
-		{"", "", "", ""},
-		{"linkerd", "", "", `--sidecar "linkerd": want istio, kuma or none`},
+	// admin is $MESH_VERIFY_SIDECAR_ADMIN (the lab's); "" keeps the
+	// proxies' real ports.
+	for _, c := range []struct{ sidecar, admin, ready, quit, err string }{
+		{"istio", "", "http://127.0.0.1:15021/healthz/ready", "http://127.0.0.1:15020/quitquitquit", ""},
+		{"kuma", "", "http://127.0.0.1:9901/ready", "http://127.0.0.1:9901/quitquitquit", ""},
+		{"none", "", "", "", ""},
+		{"", "", "", "", ""},
+		{"linkerd", "", "", "", `--sidecar "linkerd": want istio, kuma or none`},
+		{"istio", "127.0.0.1:41234", "http://127.0.0.1:41234/healthz/ready", "http://127.0.0.1:41234/quitquitquit", ""},
+		{"kuma", "[::1]:9", "http://[::1]:9/ready", "http://[::1]:9/quitquitquit", ""},
+		{"kuma", "localhost:9902", "http://localhost:9902/ready", "http://localhost:9902/quitquitquit", ""},
+		{"none", "127.0.0.1:41234", "", "", ""},
+		{"istio", "10.0.0.7:15021", "", "", "want a loopback address"},
+		{"istio", "127.0.0.1", "", "", "want HOST:PORT"},
+		{"istio", "127.0.0.1:0", "", "", "want a port 1..65535"},
+		{"istio", "127.0.0.1:http", "", "", "want a port 1..65535"},
 	} {
-		p, err := ProxyFor(c.sidecar)
+		p, err := ProxyAt(c.sidecar, c.admin)
 		switch {
 		case c.err != "":
 			if err == nil || !strings.Contains(err.Error(), c.err) {
-				t.Errorf("%q: %v, want %q", c.sidecar, err, c.err)
+				t.Errorf("%q at %q: %v, want %q", c.sidecar, c.admin, err, c.err)
 			}
 		case err != nil:
 			t.Errorf("%q: %v", c.sidecar, err)

@@ -57,7 +57,7 @@ exits 1.`,
 			// In the lab, Service names reach the data plane through the
 			// connect-to list the daemon sets (lab/README.md); on a real
 			// cluster the variable is unset and cluster DNS resolves them.
-			proxy, err := worker.ProxyFor(sidecar)
+			proxy, err := worker.ProxyAt(sidecar, os.Getenv(worker.SidecarAdminEnv))
 			if err != nil {
 				return exitcode.InvalidInputf("%v", err)
 			}

@@ -140,6 +140,8 @@ type Daemon struct {
 	gateways      map[string]string
 	jobs          map[podRef]*jobRT
 	dying         map[*jobRT]bool // Job processes of pods that are gone, until they end
+	// workerProxies are the running data planes of worker pods (workerproxy.go).
+	workerProxies map[podRef]*workerProxy
 	// routes are the mesh entries' routes (routes.go), by entry name.
 	routes map[string]*entryRoute
 	// meshStores are the caches of the watched mesh objects, per cluster;
@@ -170,10 +172,11 @@ func Run(ctx context.Context, cfg Config) error {
 		jobListers: map[string]corelisters.PodLister{},
 		jobQueue: workqueue.NewTypedRateLimitingQueue(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[podRef](100*time.Millisecond, 5*time.Second)),
-		jobs:       map[podRef]*jobRT{},
-		dying:      map[*jobRT]bool{},
-		routes:     map[string]*entryRoute{},
-		meshStores: map[string][]cache.Store{},
+		jobs:          map[podRef]*jobRT{},
+		dying:         map[*jobRT]bool{},
+		workerProxies: map[podRef]*workerProxy{},
+		routes:        map[string]*entryRoute{},
+		meshStores:    map[string][]cache.Store{},
 	}
 	d.exe = cfg.MeshVerify
 	if d.exe == "" {
@@ -700,10 +703,7 @@ func (d *Daemon) updateBackends(ctx context.Context) error {
 	}
 	var updates []update
 	d.mu.Lock()
-	for _, rt := range d.pods {
-		if rt.plane == nil {
-			continue
-		}
+	for _, rt := range d.planesLocked() {
 		bs, names, sig := d.backendsLocked(rt.plane.entry)
 		if sig == rt.sig && rt.status.Backends != nil {
 			continue
@@ -737,6 +737,15 @@ func (d *Daemon) updateBackends(ctx context.Context) error {
 	}
 	d.markDirty()
 	return errors.Join(errs...)
+}
+
+// routedOf is a simulator's counts as the status shows them.
+func routedOf(st *meshsim.Stats) *Routed {
+	return &Routed{
+		Requests: st.Requests, NoUpstream: st.NoUpstream, Connections: st.Connections,
+		ByCluster: st.ByCluster, ByPod: st.ByPod, ByVersion: st.ByVersion,
+		ConnsByCluster: st.ConnsByCluster, Mirrored: st.Mirror.ByCluster, Retries: st.Retries,
+	}
 }
 
 // planeStats are the routed counts of the pod's simulator, if it has one.
@@ -803,17 +812,29 @@ func (d *Daemon) snapshot() *Status {
 			p.Relay = &rs
 		}
 		if st := rt.planeStats(); st != nil {
-			p.Routed = &Routed{
-				Requests: st.Requests, NoUpstream: st.NoUpstream, Connections: st.Connections,
-				ByCluster: st.ByCluster, ByPod: st.ByPod, ByVersion: st.ByVersion,
-				ConnsByCluster: st.ConnsByCluster, Mirrored: st.Mirror.ByCluster, Retries: st.Retries,
-			}
+			p.Routed = routedOf(st)
 		}
 		s.Pods = append(s.Pods, p)
+	}
+	for _, e := range d.cfg.Topology.Entries {
+		if !e.Workers {
+			continue
+		}
+		w := WorkersRoute{Entry: e.Name, Cluster: e.Cluster}
+		if r := d.routes[e.Name]; r != nil {
+			w.Policy, w.Route = describeSim(r.route.Policy), r.route.Describe()
+			if r.err != nil {
+				w.RouteError = r.err.Error()
+			}
+		}
+		s.Workers = append(s.Workers, w)
 	}
 	for _, rt := range d.jobs {
 		j := rt.status
 		j.Args = slices.Clone(j.Args)
+		if rt.proxy != nil {
+			rt.proxy.statusLocked(&j)
+		}
 		s.Jobs = append(s.Jobs, j)
 	}
 	return s

@@ -25,6 +25,7 @@ import (
 	"github.com/mesh-verify/mesh-verify/attack"
 	"github.com/mesh-verify/mesh-verify/kube"
 	"github.com/mesh-verify/mesh-verify/lab/crilog"
+	"github.com/mesh-verify/mesh-verify/worker"
 )
 
 // mesh-verify's own Job pods (lab/README.md, "mesh-verify's Job pods"): a
@@ -81,6 +82,9 @@ type jobRT struct {
 	container string
 	cmd       *exec.Cmd // nil when the pod failed before a process started
 	dir       string
+	// proxy is the pod's outbound data planes and injected sidecar
+	// (workerproxy.go), nil when no workers entry applies to it.
+	proxy *workerProxy
 
 	mu       sync.Mutex
 	exited   bool // the process exited: its pid must not be signalled any more
@@ -169,6 +173,9 @@ func (d *Daemon) syncJob(ctx context.Context, ref podRef) error {
 			rt.mu.Unlock()
 			d.log.Info("job pod deleted: SIGTERM to its process", "pod", ref.String(), "pid", rt.cmd.Process.Pid)
 			d.killJob(rt, pod.DeletionTimestamp.Add(-drainMargin))
+			if rt.proxy != nil {
+				rt.proxy.stop(d) // the sidecar goes with the pod
+			}
 			return nil
 		}
 		if pod.Spec.NodeName != "" {
@@ -201,6 +208,9 @@ func (d *Daemon) retireJob(rt *jobRT, deadline time.Time) {
 	d.dying[rt] = true
 	d.mu.Unlock()
 	d.killJob(rt, deadline)
+	if rt.proxy != nil {
+		rt.proxy.stop(d)
+	}
 	go func() {
 		<-rt.done
 		d.mu.Lock()
@@ -277,7 +287,26 @@ func (d *Daemon) startJob(ctx context.Context, ref podRef, pod *corev1.Pod) erro
 	if err != nil {
 		return fail(reasonConfigError, err.Error())
 	}
-	connectTo, n, err := d.connectTo(ctx, ref.cluster, ref.namespace)
+	wp, err := d.startWorkerProxy(ctx, ref, pod)
+	if err != nil {
+		return fail(reasonConfigError, err.Error())
+	}
+	rt.proxy = wp
+	own := map[[2]string]string{}
+	if wp != nil {
+		for _, prt := range wp.planes {
+			e := prt.plane.entry
+			own[[2]string{e.Namespace, e.To}] = prt.plane.dp.Addr()
+		}
+	}
+	// Until the process runs, a failure stops the planes with the pod.
+	started := false
+	defer func() {
+		if !started && wp != nil {
+			wp.stop(d)
+		}
+	}()
+	connectTo, n, err := d.connectTo(ctx, ref.cluster, ref.namespace, own)
 	if err != nil {
 		return fail(reasonConfigError, err.Error())
 	}
@@ -308,6 +337,10 @@ func (d *Daemon) startJob(ctx context.Context, ref podRef, pod *corev1.Pod) erro
 		}
 	}
 	order = append(order, "KUBECONFIG", attack.ConnectToEnv)
+	if wp != nil && wp.addr != "" {
+		env[worker.SidecarAdminEnv] = wp.addr
+		order = append(order, worker.SidecarAdminEnv)
+	}
 	for _, kv := range podEnv {
 		if _, seen := env[kv[0]]; !seen {
 			order = append(order, kv[0])
@@ -359,6 +392,7 @@ func (d *Daemon) startJob(ctx context.Context, ref podRef, pod *corev1.Pod) erro
 		return fail(reasonStartError, fmt.Sprintf("start %s: %v", d.exe, err))
 	}
 	rt.cmd = cmd
+	started = true
 	rt.status.PID, rt.status.Args, rt.status.Started = cmd.Process.Pid, args, time.Now()
 	d.mu.Lock()
 	d.jobs[ref] = rt
@@ -387,7 +421,7 @@ func (d *Daemon) waitJob(rt *jobRT, log *crilog.Log, outR, errR *os.File) {
 	_ = rt.cmd.Wait()
 	rt.mu.Lock()
 	rt.exited = true
-	stopping, deleting := rt.stopping, rt.deleting
+	stopping := rt.stopping
 	rt.mu.Unlock()
 	drained := make(chan struct{})
 	go func() { copies.Wait(); close(drained) }()
@@ -408,6 +442,18 @@ func (d *Daemon) waitJob(rt *jobRT, log *crilog.Log, outR, errR *os.File) {
 	d.mu.Unlock()
 	d.markDirty()
 	d.log.Info("job pod's process exited", "pod", rt.ref.String(), "pid", pid, "exitCode", code)
+	if wp := rt.proxy; wp != nil {
+		if wp.flavor != "" && !stopping {
+			// An injected sidecar keeps the pod running until it exits:
+			// the worker asks it to (quitquitquit), or the pod is deleted.
+			d.log.Info("job pod's worker exited; its sidecar runs until asked to quit", "pod", rt.ref.String(), "sidecar", wp.flavor)
+			<-wp.stopped
+		}
+		wp.stop(d)
+	}
+	rt.mu.Lock()
+	stopping, deleting := rt.stopping, rt.deleting
+	rt.mu.Unlock()
 	if !stopping {
 		reason := reasonCompleted
 		if code != 0 {
@@ -522,6 +568,9 @@ func (d *Daemon) stopJobs() {
 		rt.stopping = true
 		rt.mu.Unlock()
 		d.killJob(rt, time.Now().Add(min(jobGrace(rt.pod), jobStopGrace)))
+		if rt.proxy != nil {
+			rt.proxy.stop(d)
+		}
 	}
 	for _, rt := range all {
 		select {
@@ -636,8 +685,10 @@ func expandVars(s string, vars map[string]string) string {
 // (their sidecar if they have one). Names: svc (for the pod's own
 // namespace only, as cluster DNS resolves it), svc.ns, svc.ns.svc and
 // svc.ns.svc.cluster.local, each with every TCP port of the Service.
+// own maps a Service (namespace, name) to the pod's own outbound data
+// plane, which replaces every other candidate (workerproxy.go).
 // It is worked out once, when the process starts.
-func (d *Daemon) connectTo(ctx context.Context, cluster, podNamespace string) (string, int, error) {
+func (d *Daemon) connectTo(ctx context.Context, cluster, podNamespace string, own map[[2]string]string) (string, int, error) {
 	svcs, err := d.clusters[cluster].cs.CoreV1().Services("").List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return "", 0, fmt.Errorf("list Services of cluster %s for %s: %w", cluster, attack.ConnectToEnv, err)
@@ -673,6 +724,9 @@ func (d *Daemon) connectTo(ctx context.Context, cluster, podNamespace string) (s
 		addrs := entries[k]
 		if len(addrs) == 0 {
 			addrs = apps[k]
+		}
+		if a, ok := own[[2]string{s.Namespace, s.Name}]; ok {
+			addrs = []string{a}
 		}
 		if len(addrs) == 0 {
 			continue

@@ -27,7 +27,13 @@ import (
 // when the test ends and checks that no process of it is left.
 func jobsLab(t *testing.T) (*lab.Lab, kubernetes.Interface) {
 	t.Helper()
-	l := labtest.DaemonLab(t, labtest.BuildMeshVerify(t, false))
+	return jobsLabOf(t, labtest.OneCluster)
+}
+
+// jobsLabOf is jobsLab with the topology given as lab.yaml's text.
+func jobsLabOf(t *testing.T, topology string) (*lab.Lab, kubernetes.Interface) {
+	t.Helper()
+	l := labtest.DaemonLabOf(t, labtest.BuildMeshVerify(t, false), topology)
 	cfg, err := daemon.RESTConfig(l.Kubeconfig, l.Context("c1"))
 	if err != nil {
 		t.Fatal(err)

@@ -207,8 +207,8 @@ func routeOf(r *entryRoute) meshroute.Route {
 func (d *Daemon) applyRoute(e *topology.Entry, r meshroute.Route) error {
 	d.mu.Lock()
 	var planes []*podRT
-	for _, rt := range d.pods {
-		if rt.plane != nil && rt.plane.entry == e {
+	for _, rt := range d.planesLocked() {
+		if rt.plane.entry == e {
 			planes = append(planes, rt)
 		}
 	}
@@ -239,8 +239,8 @@ func (d *Daemon) setRouteError(e *topology.Entry, err error) {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	for _, rt := range d.pods {
-		if rt.plane != nil && rt.plane.entry == e {
+	for _, rt := range d.planesLocked() {
+		if rt.plane.entry == e {
 			rt.status.RouteError = msg
 		}
 	}
@@ -250,8 +250,8 @@ func (d *Daemon) setRouteError(e *topology.Entry, err error) {
 func (d *Daemon) entryLines(e *topology.Entry, format string, a ...any) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	for _, rt := range d.pods {
-		if rt.plane != nil && rt.plane.entry == e && rt.elog != nil {
+	for _, rt := range d.planesLocked() {
+		if rt.plane.entry == e && rt.elog != nil {
 			rt.elog.Line(format, a...)
 		}
 	}

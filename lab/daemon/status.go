@@ -30,8 +30,21 @@ type Status struct {
 	// Jobs are mesh-verify's own Job pods and their processes
 	// (lab/README.md, "mesh-verify's Job pods"); never data plane backends.
 	Jobs []JobPod `json:"jobs,omitempty"`
+	// Workers are the workers entries' routes as last derived from the
+	// mesh's objects, whether or not a worker pod runs.
+	Workers []WorkersRoute `json:"workers,omitempty"`
 	// Stopping is set when the daemon begins to shut down.
 	Stopping bool `json:"stopping,omitempty"`
+}
+
+// WorkersRoute is a workers entry's route: Policy its data planes start
+// with (and running ones take), RouteError why the objects give no new one.
+type WorkersRoute struct {
+	Entry      string `json:"entry"`
+	Cluster    string `json:"cluster"`
+	Policy     string `json:"policy"`
+	Route      string `json:"route,omitempty"`
+	RouteError string `json:"routeError,omitempty"`
 }
 
 // Roles a pod plays.
@@ -135,6 +148,18 @@ type JobPod struct {
 	ExitCode  *int       `json:"exitCode,omitempty"`
 	// Error says why the process could not start (the pod's message).
 	Error string `json:"error,omitempty"`
+	// Sidecar is the proxy the mesh's injector gave the pod (istio,
+	// kuma), played by the daemon: SidecarAdmin is where its readiness
+	// and quit endpoints listen ($MESH_VERIFY_SIDECAR_ADMIN),
+	// SidecarLogFile its container's log (its access lines), SidecarQuit
+	// whether the worker asked it to quit. Planes are the pod's outbound
+	// data planes, one per workers entry that applies to it (a sidecar's
+	// or a sidecar-less mesh's datapath), with what each routed.
+	Sidecar        string `json:"sidecar,omitempty"`
+	SidecarAdmin   string `json:"sidecarAdmin,omitempty"`
+	SidecarLogFile string `json:"sidecarLogFile,omitempty"`
+	SidecarQuit    bool   `json:"sidecarQuit,omitempty"`
+	Planes         []Pod  `json:"planes,omitempty"`
 }
 
 // Key is cluster/namespace/name.

@@ -44,13 +44,19 @@ func BuildMeshVerify(t testing.TB, race bool) string {
 // the lab, Job pods' included, is left; on failure it logs the daemon's log.
 func DaemonLab(t testing.TB, exe string) *lab.Lab {
 	t.Helper()
+	return DaemonLabOf(t, exe, OneCluster)
+}
+
+// DaemonLabOf is DaemonLab with the topology given as lab.yaml's text.
+func DaemonLabOf(t testing.TB, exe, topology string) *lab.Lab {
+	t.Helper()
 	bin := Binaries(t)
 	dir, err := os.MkdirTemp("", "mvlab-") // short: kwokctl puts unix sockets in it
 	if err != nil {
 		t.Fatal(err)
 	}
 	topo := filepath.Join(t.TempDir(), "one.yaml")
-	if err := os.WriteFile(topo, []byte(OneCluster), 0o644); err != nil {
+	if err := os.WriteFile(topo, []byte(topology), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	opts := lab.Options{Dir: dir, Topology: topo, Bin: string(bin), RepoRoot: RepoRoot(), ReadyTimeout: time.Minute, Out: io.Discard,

@@ -163,8 +163,11 @@ type Service struct {
 // Entry is where traffic enters the simulated mesh. A gateway entry has
 // its own pods (Deployment Name in Cluster) behind its own Service; a
 // sidecar entry rides in the pods of a caller app (SidecarOf), which send
-// their calls through it. Either way each pod gets its own mesh simulator
-// routing to the ready pods of the To Service in every cluster.
+// their calls through it; a workers entry (Workers) is the outbound data
+// plane of mesh-verify's own worker pods in Cluster (an injected sidecar's,
+// or a sidecar-less mesh's datapath), started with each such pod. Either
+// way each pod gets its own mesh simulator routing to the ready pods of the
+// To Service in every cluster.
 type Entry struct {
 	Name      string `yaml:"name"`
 	Cluster   string `yaml:"cluster"`
@@ -177,6 +180,15 @@ type Entry struct {
 
 	// Sidecar entries.
 	SidecarOf string `yaml:"sidecarOf"`
+
+	// Workers makes the entry the outbound data plane of mesh-verify's
+	// worker pods in Cluster (any namespace), as the tutorials' client
+	// pods (Istio's sleep, Cilium's x-wing) have one: for Istio and Kuma
+	// the sidecar the mesh's injector adds to a pod that asks for one
+	// (InjectsSidecar), writing AccessLog's lines to the pod's proxy
+	// container log; for Cilium and Skupper every worker pod's datapath.
+	// It runs no pod and has no Service of its own.
+	Workers bool `yaml:"workers"`
 
 	// To is the Service (in the entry's namespace, in every cluster) whose
 	// ready pods are the backends.
@@ -251,7 +263,7 @@ func (e *Entry) checkDataPlane() error {
 // the entry is no Envoy): a gateway's AccessLog, a sidecar entry's app's
 // sidecar.
 func (t *Topology) Envoy(e *Entry) string {
-	if e.Gateway() {
+	if e.Gateway() || e.Workers {
 		return e.AccessLog
 	}
 	if a := t.App(e.SidecarOf); a != nil {
@@ -261,7 +273,7 @@ func (t *Topology) Envoy(e *Entry) string {
 }
 
 // Gateway reports whether the entry runs its own pods.
-func (e *Entry) Gateway() bool { return e.SidecarOf == "" }
+func (e *Entry) Gateway() bool { return e.SidecarOf == "" && !e.Workers }
 
 // Pods is how many gateway pods the entry runs (0 for a sidecar).
 func (e *Entry) Pods() int {
@@ -401,6 +413,17 @@ func (t *Topology) Entry(name string) *Entry {
 		}
 	}
 	return nil
+}
+
+// WorkersIn lists the workers entries of cluster.
+func (t *Topology) WorkersIn(cluster string) []*Entry {
+	var out []*Entry
+	for i := range t.Entries {
+		if e := &t.Entries[i]; e.Workers && e.Cluster == cluster {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // SidecarFor returns the sidecar entry riding in app's pods in cluster, or nil.

@@ -309,9 +309,12 @@ func (t *Topology) checkEntries(c *checker) {
 			c.add(at(p, "cluster"), "%s", t.unknownCluster(e.Cluster))
 		}
 		checkNamespace(c, at(p, "namespace"), e.Namespace)
-		if e.Gateway() {
+		switch {
+		case e.Workers:
+			t.checkWorkers(c, p, e)
+		case e.Gateway():
 			t.checkGateway(c, p, e)
-		} else {
+		default:
 			t.checkSidecar(c, p, e)
 		}
 		to := t.ServiceByName(e.Namespace, e.To)
@@ -365,6 +368,30 @@ func (t *Topology) checkGateway(c *checker, p []any, e *Entry) {
 	}
 	if s := t.ServiceByName(e.Namespace, e.Service); s != nil && slices.Contains(t.ServiceClusters(s), e.Cluster) {
 		c.add(at(p, "service"), "Service %s/%s is also an app Service in cluster %s: one Service cannot select both", e.Namespace, e.Service, e.Cluster)
+	}
+}
+
+// checkWorkers checks a workers entry: a data plane in the worker pods,
+// routed by a mesh's own objects.
+func (t *Topology) checkWorkers(c *checker, p []any, e *Entry) {
+	if e.Service != "" || e.Replicas != nil || e.Port != (Port{}) || e.SidecarOf != "" {
+		c.add(at(p, "workers"), "a workers entry rides in mesh-verify's worker pods: service, port, replicas and sidecarOf do not apply")
+	}
+	if e.Edge {
+		c.add(at(p, "edge"), "a worker's outbound data plane is no edge proxy: edge applies to gateway entries only")
+	}
+	if e.Mesh == "" {
+		c.add(at(p, "mesh"), "required for a workers entry: the mesh whose objects route the workers' requests")
+	}
+	if e.UsesNginx() {
+		c.add(at(p, "dataPlane"), "a workers entry is played by the simulator only")
+	}
+	sidecarMesh := e.Mesh == meshroute.MeshIstio || e.Mesh == meshroute.MeshKuma
+	switch {
+	case sidecarMesh && e.AccessLog != e.Mesh:
+		c.add(at(p, "accessLog"), "want %q: the %s sidecar injected into a worker pod writes %s's access log", e.Mesh, e.Mesh, e.Mesh)
+	case !sidecarMesh && e.AccessLog != "":
+		c.add(at(p, "accessLog"), "%s injects no proxy into a worker pod: no access log", e.Mesh)
 	}
 }
 

@@ -355,6 +355,16 @@ func rebelBaseCluster(pt *corev1.PodTemplateSpec, ns string, configMaps map[stri
 // kuma.io/sidecar-injection=enabled, overridden by the pod's
 // sidecar.istio.io/inject or kuma.io/sidecar-injection.
 func injected(nsLabels map[string]string, pt *corev1.PodTemplateSpec) (string, error) {
+	flavor, err := InjectedSidecar(nsLabels, pt.Labels, pt.Annotations)
+	if err != nil {
+		return "", fmt.Errorf("spec.template %w", err)
+	}
+	return flavor, nil
+}
+
+// InjectedSidecar is injected for any pod (a Deployment's template, a
+// mesh-verify worker pod): sidecar.Istio, sidecar.Kuma or "" for none.
+func InjectedSidecar(nsLabels, podLabels, podAnnotations map[string]string) (string, error) {
 	flavor := ""
 	switch {
 	case nsLabels[istioInjectionNS] == "enabled":
@@ -363,10 +373,10 @@ func injected(nsLabels map[string]string, pt *corev1.PodTemplateSpec) (string, e
 		flavor = sidecar.Kuma
 	}
 	pod := func(k string) string {
-		if v, ok := pt.Labels[k]; ok {
+		if v, ok := podLabels[k]; ok {
 			return v
 		}
-		return pt.Annotations[k]
+		return podAnnotations[k]
 	}
 	switch v := pod(istioInject); v {
 	case "":
@@ -377,7 +387,7 @@ func injected(nsLabels map[string]string, pt *corev1.PodTemplateSpec) (string, e
 			flavor = ""
 		}
 	default:
-		return "", fmt.Errorf("spec.template %s %q: want \"true\" or \"false\"", istioInject, v)
+		return "", fmt.Errorf("%s %q: want \"true\" or \"false\"", istioInject, v)
 	}
 	switch v := pod(kumaInjection); v {
 	case "":
@@ -388,7 +398,7 @@ func injected(nsLabels map[string]string, pt *corev1.PodTemplateSpec) (string, e
 			flavor = ""
 		}
 	default:
-		return "", fmt.Errorf("spec.template %s %q: want enabled or disabled", kumaInjection, v)
+		return "", fmt.Errorf("%s %q: want enabled or disabled", kumaInjection, v)
 	}
 	return flavor, nil
 }
