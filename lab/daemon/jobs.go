@@ -709,8 +709,14 @@ func (d *Daemon) connectTo(ctx context.Context, cluster, podNamespace string, ow
 			}
 		case rt.status.Role == RoleApp && rt.server != nil && rt.status.Ready:
 			if a := topo.App(rt.status.App); a != nil {
-				k := key{a.Namespace, a.Service}
-				apps[k] = append(apps[k], rt.inboundAddr())
+				// Every Service whose selector picks the pod: Flagger's
+				// apex reaches the primary's pods, not the canary's.
+				for _, s := range topo.Services {
+					if topo.SelectedBy(a, s.Namespace, s.Name) {
+						k := key{s.Namespace, s.Name}
+						apps[k] = append(apps[k], rt.inboundAddr())
+					}
+				}
 			}
 		}
 	}
