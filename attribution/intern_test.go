@@ -50,6 +50,9 @@ func TestInternerBounds(t *testing.T) {
 // A capture is interned: attributing the same body twice gives the very
 // same strings, and attributing allocates nothing for them.
 func TestAttributeInternsCaptures(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates on its own")
+	}
 	rules, err := Preset("tutorial")
 	if err != nil {
 		t.Fatal(err)
