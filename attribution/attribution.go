@@ -235,7 +235,7 @@ func (a *Attributor) Attribute(body []byte, h http.Header, answered bool) Identi
 	var doc *any
 	// matched lives on the stack for up to len(matchedBuf) rules.
 	var matchedBuf [16]bool
-	matched := matchedBuf[:0]
+	var matched []bool
 	if len(a.rules) <= len(matchedBuf) {
 		matched = matchedBuf[:len(a.rules)]
 	} else {
