@@ -166,7 +166,7 @@ func New(o Options) (*Attack, error) {
 	a.client = &http.Client{
 		// No Client.Timeout: recordingTransport bounds each request by
 		// o.Timeout itself, for a fraction of the cost.
-		Transport: &recordingTransport{next: a.transport(), tr: a.tr, ridHeader: o.RequestIDHeader, timeout: o.Timeout, timeoutCause: errRequestTimeout(o.Timeout), maxBody: o.MaxBody, abort: o.Abort, trailers: o.GRPC},
+		Transport: &recordingTransport{next: a.transport(), tr: a.tr, ridHeader: o.RequestIDHeader, runID: o.RunID, timeout: o.Timeout, timeoutCause: errRequestTimeout(o.Timeout), maxBody: o.MaxBody, abort: o.Abort, trailers: o.GRPC},
 		// A mesh entry answering with a redirect is a finding, not a hop to follow.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
@@ -381,11 +381,16 @@ func (a *Attack) requestedRate() float64 {
 }
 
 func (a *Attack) result(r *vegeta.Result) *Result {
-	out := &Result{Result: r}
-	if m, ok := a.tr.take(r.Seq); ok {
-		out.RequestID, out.ConnID = m.rid, m.conn
-		out.Trailer = m.trailer
+	var out *Result
+	if f := a.tr.take(r.Seq); f != nil {
+		// The request's inflight, allocated anyway, holds its result.
+		out = &f.res
+		out.RequestID, out.ConnID = f.meta.rid, f.meta.conn
+		out.Trailer = f.meta.trailer
+	} else {
+		out = &Result{}
 	}
+	out.Result = r
 	if a.opts.GRPC && out.Trailer == nil {
 		out.Trailer = http.Header{} // a gRPC answer, with its status in the headers or nowhere
 	}
@@ -416,6 +421,9 @@ func newRequestTemplate(o Options) (*requestTemplate, error) {
 	if rt.header == nil {
 		rt.header = http.Header{}
 	}
+	// The request id header is the attack's own: a value the scenario
+	// gave it is replaced on every request.
+	delete(rt.header, rt.ridHeader)
 	var err error
 	if rt.urlT, err = parseIfTemplate("url", o.URL); err != nil {
 		return nil, err
@@ -451,6 +459,17 @@ func parseIfTemplate(name, s string) (*template.Template, error) {
 // targeter numbers requests itself: vegeta's Seq is assigned before the
 // targeter runs, but not handed to it.
 func (rt *requestTemplate) targeter() vegeta.Targeter {
+	if rt.urlT == nil && rt.bodyT == nil && len(rt.headerT) == 0 {
+		// Nothing to render: every request is the same but for its id,
+		// which recordingTransport adds from vegeta's sequence number
+		// (numbered like seq below, from 0). The header map is shared:
+		// vegeta copies it into the request it builds and never writes
+		// it.
+		return func(t *vegeta.Target) error {
+			t.Method, t.URL, t.Body, t.Header = rt.method, rt.url, rt.body, rt.header
+			return nil
+		}
+	}
 	var seq atomic.Uint64
 	return func(t *vegeta.Target) error {
 		n := seq.Add(1) - 1
@@ -466,9 +485,6 @@ func (rt *requestTemplate) targeter() vegeta.Targeter {
 			t.Header[k] = vs
 		}
 		t.Header[rt.ridHeader] = []string{d.RequestID}
-		if rt.urlT == nil && rt.bodyT == nil && len(rt.headerT) == 0 {
-			return nil
-		}
 		var buf bytes.Buffer
 		if rt.urlT != nil {
 			if err := rt.urlT.Execute(&buf, d); err != nil {

@@ -458,9 +458,41 @@ func TestAbortReachesARequestWithItsOwnContext(t *testing.T) {
 			if took := time.Since(began); took > 5*time.Second {
 				t.Errorf("cut after %s", took)
 			}
-			if _, ok := a.tr.take(7); !ok {
+			if a.tr.take(7) == nil {
 				t.Error("the request's note was not kept for its result")
 			}
 		})
+	}
+}
+
+// Without a template, the recording transport makes each request's id
+// from vegeta's sequence number: the server sees RUNID-0 … RUNID-(n-1),
+// each once, as the results say, and a request-id header the scenario
+// set is replaced, not sent beside it.
+func TestRequestIDsWithoutTemplates(t *testing.T) {
+	srv, ts := newServer(t)
+	const n = 100
+	a, err := New(Options{URL: ts.URL + "/ping", Concurrency: 4, Requests: n, KeepAlive: true, RunID: "run2",
+		Header: http.Header{"X-Request-Id": {"from-the-scenario"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sink memSink
+	a.Run(context.Background(), &sink)
+	if len(sink.results) != n || srv.hits != n {
+		t.Fatalf("%d results, %d served, want %d", len(sink.results), srv.hits, n)
+	}
+	for i := range n {
+		if id := "run2-" + strconv.Itoa(i); srv.ids[id] != 1 {
+			t.Errorf("request id %s seen %d times by the server", id, srv.ids[id])
+		}
+	}
+	if len(srv.ids) != n {
+		t.Errorf("the server saw %d distinct ids, want %d: %v", len(srv.ids), n, srv.ids["from-the-scenario"])
+	}
+	for _, r := range sink.results {
+		if srv.ids[r.RequestID] != 1 || r.ConnID == 0 {
+			t.Errorf("result %q (connection %d): not an id the server saw once", r.RequestID, r.ConnID)
+		}
 	}
 }

@@ -95,7 +95,11 @@ func (t *tracker) closed(id uint64) {
 	}
 }
 
-func (t *tracker) take(seq uint64) (meta, bool) {
+// take removes the request seq from those in flight and returns it (nil
+// when the transport never saw it). vegeta has closed its body by then,
+// and its trace is done: what the wrappers point to is let go, as the
+// inflight lives on as the request's Result.
+func (t *tracker) take(seq uint64) *inflight {
 	sh := &t.pending[seq%pendingShards]
 	sh.mu.Lock()
 	f, ok := sh.m[seq]
@@ -104,11 +108,13 @@ func (t *tracker) take(seq uint64) (meta, bool) {
 	}
 	sh.mu.Unlock()
 	if !ok {
-		return meta{}, false
+		return nil
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.meta, true
+	f.trace = httptrace.ClientTrace{}
+	f.body = trackedBody{}
+	return f
 }
 
 // trackedConn reports its close once so per-connection state can be folded.
@@ -134,6 +140,8 @@ type recordingTransport struct {
 	next      http.RoundTripper
 	tr        *tracker
 	ridHeader string
+	// runID prefixes the request ids the transport makes (ridFor).
+	runID string
 	// timeout bounds a request from sending it to closing its body, as
 	// http.Client.Timeout does; timeoutCause (errRequestTimeout) is the
 	// error it ends with, made once rather than per request.
@@ -154,6 +162,12 @@ type inflight struct {
 	meta  meta
 	trace httptrace.ClientTrace
 	body  trackedBody
+	// ridValue is the request id header's value, when the transport
+	// adds it (ridFor).
+	ridValue [1]string
+	// res is the request's Result once taken (Attack.result): one
+	// allocation for both.
+	res Result
 }
 
 func (f *inflight) gotConn(info httptrace.GotConnInfo) {
@@ -188,6 +202,16 @@ func (rt *recordingTransport) RoundTrip(req *http.Request) (*http.Response, erro
 		return nil, errAborted
 	}
 	f := &inflight{meta: meta{rid: req.Header.Get(rt.ridHeader)}}
+	if f.meta.rid == "" {
+		// The targeter renders no template, and left the id to be made
+		// here from vegeta's sequence number. The request is vegeta's
+		// own, built for this hit and read by no one else (http.Client
+		// copied its header for redirects before calling us), so the
+		// header is set on it rather than on a copy of it.
+		f.meta.rid = ridFor(rt.runID, seq)
+		f.ridValue[0] = f.meta.rid
+		req.Header[rt.ridHeader] = f.ridValue[:]
+	}
 	f.trace.GotConn = f.gotConn
 	rt.tr.store(seq, f)
 	parent, release := req.Context(), context.CancelFunc(nil)
@@ -224,6 +248,13 @@ func (rt *recordingTransport) RoundTrip(req *http.Request) (*http.Response, erro
 	}
 	resp.Body = &f.body
 	return resp, nil
+}
+
+// ridFor is the request id of request seq of run runID: RUNID-SEQ, as
+// podlogs.ParseRequestID reads it back.
+func ridFor(runID string, seq uint64) string {
+	var b [64]byte
+	return string(strconv.AppendUint(append(append(b[:0], runID...), '-'), seq, 10))
 }
 
 // errAborted is the error of a request not sent because the attack was

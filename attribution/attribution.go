@@ -130,6 +130,8 @@ type Attributor struct {
 	maps     []ValueMap
 	resolver Resolver
 	json     bool
+	// values makes each distinct captured value a string once.
+	values interner
 
 	mu    sync.Mutex
 	stats Stats
@@ -228,29 +230,37 @@ func Sample(b []byte) string {
 // kept over answered responses only, since error pages rarely name a pod.
 func (a *Attributor) Attribute(body []byte, h http.Header, answered bool) Identity {
 	var id Identity
-	var doc any
-	docParsed := false
-	matched := make([]bool, len(a.rules))
+	// doc is a pointer, made only when a JSON rule needs it: a local
+	// that json.Unmarshal is given escapes to the heap on every call.
+	var doc *any
+	// matched lives on the stack for up to len(matchedBuf) rules.
+	var matchedBuf [16]bool
+	var matched []bool
+	if len(a.rules) <= len(matchedBuf) {
+		matched = matchedBuf[:len(a.rules)]
+	} else {
+		matched = make([]bool, len(a.rules))
+	}
 	var empty []emptyAt
 	for i := range a.rules {
 		r := &a.rules[i]
 		var ok bool
 		switch r.Source {
 		case Body:
-			ok = r.apply(&id, body, i, &empty)
+			ok = r.apply(&id, body, i, &empty, &a.values)
 		case Header:
 			if vs := h.Values(r.Key); len(vs) > 0 {
-				ok = r.apply(&id, []byte(h.Get(r.Key)), i, &empty)
+				ok = r.apply(&id, []byte(h.Get(r.Key)), i, &empty, &a.values)
 			}
 		case JSON:
-			if !docParsed {
-				docParsed = true
-				if err := json.Unmarshal(body, &doc); err != nil {
-					doc = nil
+			if doc == nil {
+				doc = new(any)
+				if err := json.Unmarshal(body, doc); err != nil {
+					*doc = nil
 				}
 			}
-			if v, found := lookup(doc, r.Key); found {
-				ok = r.apply(&id, []byte(v), i, &empty)
+			if v, found := lookup(*doc, r.Key); found {
+				ok = r.apply(&id, []byte(v), i, &empty, &a.values)
 			}
 		}
 		matched[i] = ok
@@ -329,9 +339,9 @@ func (a *Attributor) record(id Identity, body []byte, matched []bool, empty []em
 
 // apply fills id from text and reports whether the rule matched; fields
 // it captured as empty strings are added to empty.
-func (r *Rule) apply(id *Identity, text []byte, rule int, empty *[]emptyAt) bool {
+func (r *Rule) apply(id *Identity, text []byte, rule int, empty *[]emptyAt, values *interner) bool {
 	if r.Regex == nil {
-		v := string(bytes.TrimSpace(text))
+		v := values.str(bytes.TrimSpace(text))
 		if v == "" {
 			*empty = append(*empty, emptyAt{rule, r.Field})
 		}
@@ -356,7 +366,8 @@ func (r *Rule) apply(id *Identity, text []byte, rule int, empty *[]emptyAt) bool
 			continue
 		}
 		named = true
-		v := strings.TrimSpace(string(text[m[2*gi]:m[2*gi+1]]))
+		// bytes.TrimSpace trims what strings.TrimSpace does.
+		v := values.str(bytes.TrimSpace(text[m[2*gi]:m[2*gi+1]]))
 		if v == "" {
 			*empty = append(*empty, emptyAt{rule, Field(name)})
 		}
@@ -367,7 +378,7 @@ func (r *Rule) apply(id *Identity, text []byte, rule int, empty *[]emptyAt) bool
 		if len(m) >= 4 && m[2] >= 0 {
 			lo, hi = m[2], m[3] // the first unnamed group, when there is one
 		}
-		v := string(text[lo:hi])
+		v := values.str(text[lo:hi])
 		if v == "" {
 			*empty = append(*empty, emptyAt{rule, r.Field})
 		}

@@ -60,7 +60,10 @@ type Tally struct {
 	// podCluster is the cluster of each pod bucket (PodKey), noted once
 	// per bucket, not per request.
 	podCluster map[string]string
-	noSamples  bool
+	// podKeys holds the pod buckets' names by cluster and pod (podKey),
+	// at most maxPodKeys of them.
+	podKeys   map[clusterPod]string
+	noSamples bool
 	// unread counts the results whose body attribution never read
 	// (runner's attribution queue was full, or the run was aborted).
 	unread, unreadAnswered int64
@@ -232,11 +235,39 @@ func PodName(bucket, cluster string) string {
 }
 
 // value is the bucket of identity id in field f.
-func value(f attribution.Field, id attribution.Identity) string {
+func (t *Tally) value(f attribution.Field, id attribution.Identity) string {
 	if f == attribution.Pod {
-		return PodKey(id.Cluster, id.Pod)
+		return t.podKey(id.Cluster, id.Pod)
 	}
 	return id.Get(f)
+}
+
+// maxPodKeys bounds the pod buckets' names Tally keeps made (podKeys):
+// past it, PodKey makes each one again, as a run with more pods than the
+// pod dimension keeps (MaxBuckets) would only fill it with names counted
+// as Other.
+const maxPodKeys = 2 * MaxBuckets
+
+type clusterPod struct{ cluster, pod string }
+
+// podKey is PodKey(cluster, pod), made once per pair rather than once
+// per request (issue 27: it was an allocation per attributed request).
+func (t *Tally) podKey(cluster, pod string) string {
+	if cluster == "" || pod == "" {
+		return pod
+	}
+	k := clusterPod{cluster, pod}
+	if v, ok := t.podKeys[k]; ok {
+		return v
+	}
+	v := PodKey(cluster, pod)
+	if len(t.podKeys) < maxPodKeys {
+		if t.podKeys == nil {
+			t.podKeys = map[clusterPod]string{}
+		}
+		t.podKeys[k] = v
+	}
+	return v
 }
 
 func (t *Tally) add(r *attack.Result, id attribution.Identity, unread bool) {
@@ -258,7 +289,7 @@ func (t *Tally) add(r *attack.Result, id attribution.Identity, unread bool) {
 	t.count(Outcome, outcome, cs)
 	if !ok {
 		for _, f := range attribution.Fields() {
-			if v := value(f, id); v != "" {
+			if v := t.value(f, id); v != "" {
 				if t.failures[string(f)] == nil {
 					t.failures[string(f)] = map[string]int64{}
 				}
@@ -283,7 +314,7 @@ func (t *Tally) add(r *attack.Result, id attribution.Identity, unread bool) {
 	}
 	if ok {
 		for _, f := range attribution.Fields() {
-			if v := value(f, id); v != "" {
+			if v := t.value(f, id); v != "" {
 				if t.count(string(f), v, cs) && f == attribution.Pod {
 					t.notePodCluster(v, id.Cluster)
 				}

@@ -288,3 +288,25 @@ func BenchmarkAddDistinctPods(b *testing.B) {
 		i++
 	}
 }
+
+// podKey makes each cluster/pod bucket name once, keeps at most
+// maxPodKeys of them, and past the bound still names the bucket right.
+func TestPodKeyCacheIsBounded(t *testing.T) {
+	tl := New(time.Now(), time.Minute)
+	if got := tl.podKey("", "p"); got != "p" || len(tl.podKeys) != 0 {
+		t.Fatalf("no cluster: %q, %d kept", got, len(tl.podKeys))
+	}
+	for i := range maxPodKeys + 10 {
+		pod := fmt.Sprintf("callme-%d", i)
+		if got, want := tl.podKey("c1", pod), PodKey("c1", pod); got != want {
+			t.Fatalf("podKey(c1, %s) = %q, want %q", pod, got, want)
+		}
+	}
+	if len(tl.podKeys) != maxPodKeys {
+		t.Fatalf("%d names kept, bound %d", len(tl.podKeys), maxPodKeys)
+	}
+	allocs := testing.AllocsPerRun(100, func() { tl.podKey("c1", "callme-1") })
+	if allocs != 0 {
+		t.Errorf("a known pod's bucket name costs %.0f allocations", allocs)
+	}
+}

@@ -84,7 +84,7 @@ func (t *Tally) countWindow(r time.Time, connID uint64, id attribution.Identity)
 		}
 	}
 	for _, f := range attribution.Fields() {
-		if v := value(f, id); v != "" {
+		if v := t.value(f, id); v != "" {
 			countIn(w.dims[string(f)], string(f), v, cs)
 		} else {
 			w.unattributed[string(f)]++

@@ -1,0 +1,5 @@
+//go:build !race
+
+package attribution
+
+const raceEnabled = false
