@@ -18,7 +18,12 @@ import (
 // route (split.windows.follow), over an attack long enough to patch the
 // route in its middle.
 var followScenario = strings.NewReplacer(
-	"attack: {rate: 400/s, requests: 2000}", "attack: {rate: 150/s, duration: 36s}",
+	// 64 spread connections: a window of a frozen data plane, 50/50 against
+	// an expected 90/10, then FAILs; over the ~20 uneven connections an
+	// open loop opens by itself CI saw it INCONCLUSIVE (the design effect
+	// evaluated at the expected share grows with the distance from it:
+	// docs/statistics.md §10).
+	"attack: {rate: 400/s, requests: 2000}", "attack: {rate: 150/s, duration: 36s, connections: 64}",
 	"      margin: 6%\n", "      margin: 8%\n      windows: {follow: true, poll: 1s, settle: 6s}\n",
 ).Replace(fromMeshScenario)
 

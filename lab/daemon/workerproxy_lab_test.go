@@ -43,7 +43,7 @@ const oneClusterIstioWorkers = labtest.OneCluster + `  - name: client-sidecar
 // endpoints over HTTP.
 func TestInjectedWorkerPodWaitsForItsProxy(t *testing.T) {
 	l, cs := jobsLabOf(t, oneClusterIstioWorkers)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 
 	// `mesh-verify version` exits at once and never quits the proxy.
@@ -62,7 +62,10 @@ func TestInjectedWorkerPodWaitsForItsProxy(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	waitFor(t, "Job mv-plain to complete", time.Minute, func() (bool, string) {
+	// Three Jobs' pods are created, scheduled and started by the lab's
+	// real controllers: minutes, not seconds, on a loaded CI machine (it
+	// once took more than one).
+	waitFor(t, "Job mv-plain to complete", 3*time.Minute, func() (bool, string) {
 		c, s := jobCondition(ctx, cs, "mv-plain")
 		return c == batchv1.JobComplete, string(c) + " " + s
 	})
