@@ -357,13 +357,7 @@ func (s *istio) bucket(d node, takesTraffic bool) (string, error) {
 	if !takesTraffic && fromSubset {
 		return version, nil
 	}
-	versions, count := map[string]int{}, 0
-	for _, c := range s.q.Clusters {
-		for _, p := range readyPods(s.objs, c, ns, labels.SelectorFromSet(sel)) {
-			count++
-			versions[p.GetLabels()[vl]]++
-		}
-	}
+	vs, count := podVersions(s.objs, s.q.Clusters, ns, labels.SelectorFromSet(sel), vl)
 	if count == 0 && takesTraffic {
 		where := "Service " + ns + "/" + name
 		if subset != "" {
@@ -375,7 +369,6 @@ func (s *istio) bucket(d node, takesTraffic bool) (string, error) {
 		s.notes = append(s.notes, fmt.Sprintf("subset %s of %s: version %s, %d ready pods", subset, host, version, count))
 		return version, nil
 	}
-	vs := slices.Sorted(maps.Keys(versions))
 	switch {
 	case len(vs) == 1 && vs[0] != "":
 		s.notes = append(s.notes, fmt.Sprintf("%s%s: its %d ready pods are all version %s (pod label %s)", host, subsetSuffix(subset), count, vs[0], vl))

@@ -1,7 +1,6 @@
 package meshconfig
 
 import (
-	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -491,14 +490,16 @@ func trafficRouteBucket(q Query, objs Objects, n node, tags map[string]string, t
 	if _, ok := tags[key]; ok || !named || len(tags) != 1 {
 		return kumaBucket(q, n, tags)
 	}
-	ns, name, ok := kumaServiceOf(svcTag)
+	ns, name, ok := KumaService(svcTag)
 	if !ok {
 		return "", n.errf("kuma.io/service %q is not a Kubernetes Service's (NAME_NAMESPACE_svc_PORT), and the destination has no %s", svcTag, key)
 	}
 	if q.By == ByCluster {
 		return "", n.errf("%v names service %s/%s in no one zone: Kuma spreads its share over the service's endpoints in every zone; split by version, or route to kuma.io/zone subsets", tags, ns, name)
 	}
-	versions, count, found := map[string]int{}, 0, false
+	var found bool
+	var count int
+	var vs []string
 	for _, c := range q.Clusters {
 		u := objs.find(c, "Service", ns, name)
 		if u == nil {
@@ -509,12 +510,15 @@ func trafficRouteBucket(q Query, objs Objects, n node, tags map[string]string, t
 		if len(sel) == 0 {
 			return "", newObj(u, c).errf("spec.selector", "empty: the Service's endpoints are not pods mesh-verify can tell versions of")
 		}
-		for _, p := range readyPods(objs, c, ns, labels.SelectorFromSet(sel)) {
-			count++
-			versions[p.GetLabels()[key]]++
+		cvs, n := podVersions(objs, []string{c}, ns, labels.SelectorFromSet(sel), key)
+		count += n
+		for _, v := range cvs {
+			if !slices.Contains(vs, v) {
+				vs = append(vs, v)
+			}
 		}
 	}
-	vs := slices.Sorted(maps.Keys(versions))
+	slices.Sort(vs)
 	switch {
 	case !takesTraffic && count == 0:
 		n.o.use(n.path)
@@ -532,9 +536,10 @@ func trafficRouteBucket(q Query, objs Objects, n node, tags map[string]string, t
 	return vs[0], nil
 }
 
-// kumaServiceOf parses the kuma.io/service Kuma gives a Kubernetes
-// Service's port: NAME_NAMESPACE_svc_PORT (names hold no underscore).
-func kumaServiceOf(tag string) (ns, name string, ok bool) {
+// KumaService parses the kuma.io/service tag Kuma gives a Kubernetes
+// Service's port, NAME_NAMESPACE_svc_PORT (names hold no underscore).
+// The lab's data plane reads Flagger's TrafficRoutes with it too.
+func KumaService(tag string) (ns, name string, ok bool) {
 	parts := strings.Split(tag, "_")
 	if len(parts) != 4 || parts[2] != "svc" || parts[0] == "" || parts[1] == "" {
 		return "", "", false

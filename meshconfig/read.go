@@ -277,7 +277,7 @@ func (f *fetch) trafficRoute(ctx context.Context) error {
 	}
 	services := map[[2]string]bool{}
 	for _, tags := range trafficRouteDestinations(tr) {
-		if ns, name, ok := kumaServiceOf(tags[kumaService]); ok {
+		if ns, name, ok := KumaService(tags[kumaService]); ok {
 			services[[2]string{ns, name}] = true
 		}
 	}

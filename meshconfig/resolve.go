@@ -270,6 +270,24 @@ func readyPods(objs Objects, cluster, ns string, sel labels.Selector) []*unstruc
 	return out
 }
 
+// podVersions lists, sorted, the values of label key on the ready pods
+// sel picks in namespace ns of the clusters ("" for a pod without it),
+// and how many pods there are: the version(s) a destination reaches.
+func podVersions(objs Objects, clusters []string, ns string, sel labels.Selector, key string) ([]string, int) {
+	var vs []string
+	count := 0
+	for _, c := range clusters {
+		for _, p := range readyPods(objs, c, ns, sel) {
+			count++
+			if v := p.GetLabels()[key]; !slices.Contains(vs, v) {
+				vs = append(vs, v)
+			}
+		}
+	}
+	slices.Sort(vs)
+	return vs, count
+}
+
 // stringMatch evaluates an Istio StringMatch ({exact|prefix|regex}); an
 // empty one matches any value that is there.
 func stringMatch(n node, value string, foldCase bool) (bool, error) {

@@ -4,12 +4,12 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strconv"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/mesh-verify/mesh-verify/lab/meshsim"
+	"github.com/mesh-verify/mesh-verify/meshconfig"
 )
 
 // Kuma's tags the lab's backends are known by: a subset selects by
@@ -355,17 +355,14 @@ func KumaInboundLogging(objs Objects) (inbound bool, why string) {
 	return false, strings.Join(outboundOnly, ", ") + " log the outbound side only (a MeshAccessLog's spec.to, a TrafficLog): outbound lines only"
 }
 
-// namespaceService parses a kuma.io/service tag of a Service of the
-// entry's namespace, NAME_NAMESPACE_svc_PORT, to the Service's name.
+// namespaceService is the Service a kuma.io/service tag names when it is
+// one of the entry's namespace (meshconfig.KumaService parses the tag).
 func namespaceService(e Entry, tag string) (string, bool) {
-	parts := strings.Split(tag, "_")
-	if len(parts) != 4 || parts[2] != "svc" || parts[0] == "" || parts[1] != e.Namespace {
+	ns, name, ok := meshconfig.KumaService(tag)
+	if !ok || ns != e.Namespace {
 		return "", false
 	}
-	if _, err := strconv.ParseUint(parts[3], 10, 16); err != nil {
-		return "", false
-	}
-	return parts[0], true
+	return name, true
 }
 
 func isNamespaceService(e Entry, tag string) bool {
