@@ -79,6 +79,17 @@ func mountedConfigMap(t *testing.T, podSpec any, container any) (mountPath, conf
 // attempt, the last one deciding).
 func verdictOf(t *testing.T, runs string) string {
 	t.Helper()
+	var rep struct {
+		Verdict string `json:"verdict"`
+	}
+	lastReport(t, runs, &rep)
+	return rep.Verdict
+}
+
+// lastReport decodes the report.json of the last run under runs (run ids
+// sort by time) into v.
+func lastReport(t *testing.T, runs string, v any) {
+	t.Helper()
 	reports, _ := filepath.Glob(filepath.Join(runs, "*", "report.json"))
 	if len(reports) == 0 {
 		t.Fatalf("%s: no run directory with a report.json", runs)
@@ -88,13 +99,9 @@ func verdictOf(t *testing.T, runs string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rep struct {
-		Verdict string `json:"verdict"`
-	}
-	if err := json.Unmarshal(data, &rep); err != nil {
+	if err := json.Unmarshal(data, v); err != nil {
 		t.Fatalf("%s: %v", reports[len(reports)-1], err)
 	}
-	return rep.Verdict
 }
 
 // checkRun fails the test unless a gate's command ended with want;
@@ -250,21 +257,10 @@ func stepExpectation(t *testing.T, runs string) (e struct {
 	} `json:"model"`
 }) {
 	t.Helper()
-	reports, _ := filepath.Glob(filepath.Join(runs, "*", "report.json"))
-	slices.Sort(reports)
-	if len(reports) == 0 {
-		t.Fatalf("%s: no report.json", runs)
-	}
-	data, err := os.ReadFile(reports[len(reports)-1])
-	if err != nil {
-		t.Fatal(err)
-	}
 	var rep struct {
 		Expectations []json.RawMessage `json:"expectations"`
 	}
-	if err := json.Unmarshal(data, &rep); err != nil {
-		t.Fatal(err)
-	}
+	lastReport(t, runs, &rep)
 	for _, raw := range rep.Expectations {
 		var named struct {
 			Name string `json:"name"`
@@ -276,7 +272,7 @@ func stepExpectation(t *testing.T, runs string) (e struct {
 			return e
 		}
 	}
-	t.Fatalf("%s: no expectation %q", reports[len(reports)-1], "the step weight Flagger set")
+	t.Fatalf("%s: the last report has no expectation %q", runs, "the step weight Flagger set")
 	return e
 }
 
