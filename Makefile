@@ -54,6 +54,7 @@ test: fmtcheck
 	GO="$(GO)" MAKE="$(MAKE)" PKGS="$(PKGS)" bash scripts/test.sh
 
 test-tools:
+	python3 -m doctest bench/bench.py
 	cd tools/release && GOWORK=off GOFLAGS=-mod=readonly $(GO) test -count=1 -timeout 20m ./...
 	cd tools/image && GOWORK=off GOFLAGS=-mod=readonly $(GO) test -count=1 ./...
 

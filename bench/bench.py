@@ -722,8 +722,33 @@ def spread(xs):
     return f"{min(xs):,.0f}–{max(xs):,.0f}" if len(xs) > 1 else "-"
 
 
+MISSED = "**not met**"
+
+
 def verdict(ok):
-    return "met" if ok else "**not met**"
+    return "met" if ok else MISSED
+
+
+def missed_goals(lines):
+    """The rows of the report's Targets table whose goal was missed, as
+    (goal, measured): make bench exits non-zero on any of them.
+
+    >>> missed_goals(["## Targets", "", "| target | measured | met? |", "|---|---|---|",
+    ...               "| a ≥ 1.0× hey | 0.65× | **not met** |", "| b ≤ 40 MB | 31 MB | met |",
+    ...               "| c | no measurement | not judged |", "", "## Commands", "| d | 2× | **not met** |"])
+    [('a ≥ 1.0× hey', '0.65×')]
+    >>> missed_goals(["## Targets", "| a | 1× | met |"])
+    []
+    """
+    out, inside = [], False
+    for ln in lines:
+        if ln.startswith("## "):
+            inside = ln == "## Targets"
+            continue
+        cells = [c.strip() for c in ln.strip().strip("|").split("|")] if inside and ln.startswith("|") else []
+        if len(cells) >= 3 and cells[-1] == MISSED:
+            out.append((cells[0], cells[1]))
+    return out
 
 
 def issue27_targets(w, ratios, cpus, best_mv, rt, mem, tun):
@@ -1112,6 +1137,7 @@ def write_report(info, thr, rt, mem, tun, ing, gob, prof, cmds, errors):
     with open(REPORT, "w") as f:
         f.write("\n".join(L))
     log(f"wrote {REPORT}")
+    return missed_goals(L)
 
 
 def main():
@@ -1183,10 +1209,22 @@ def main():
         "BENCH_INGEST_FILE=F go test ./podlogs/ -run '^$' -bench '^BenchmarkIngestFile$' -benchtime 1x -cpu 1",
         "LC_ALL=C grep -c -F 'inbound|' F",
     ]
-    write_report(info, thr, rt, mem, tun, ing, gob, prof, cmds, errors)
+    missed = write_report(info, thr, rt, mem, tun, ing, gob, prof, cmds, errors)
     if tun:
         log("tunnel: " + ", ".join(f"{k} {v['best']}/s" for k, v in tun.items()))
-    return 1 if errors else 0
+    # A missed goal fails make bench (issue 27: a regression must not pass
+    # quietly); the load average is printed beside it so that a run on a
+    # busy machine is seen as such before anyone chases the figure.
+    for goal, measured in missed:
+        log(f"goal missed: {goal}: {measured}")
+    if errors:
+        log(f"{len(errors)} section(s) failed: " + "; ".join(errors))
+    if missed or errors:
+        log(f"make bench: {len(missed)} goal(s) missed, {len(errors)} section(s) failed "
+            f"(load average before / after: {info['load0']} / {info['load1']} on {NPROC} CPUs; {shared}); see {REPORT}")
+        return 2 if errors else 1
+    log(f"make bench: every goal met (load average before / after: {info['load0']} / {info['load1']})")
+    return 0
 
 
 if __name__ == "__main__":
