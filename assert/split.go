@@ -280,7 +280,7 @@ func decideSplit(c Counts, s SplitSpec) (SplitResult, []BucketRule, draws, error
 			br.Observed = float64(x) / float64(r.N)
 		}
 		br.EffectiveCount = d.scaled(x)
-		j := rules[i].Judge(br.EffectiveCount, d.EffectiveN)
+		j := rules[i].judgeAt(br.EffectiveCount, d.EffectiveN, d.failN)
 		br.PassInterval, br.FailInterval, br.Verdict = j.Pass, j.Fail, j.Verdict
 		r.Buckets[i] = br
 		r.Verdict = Worst(r.Verdict, br.Verdict)
