@@ -88,26 +88,13 @@ func (r BucketRule) fails(iv Interval) bool {
 // balancing). PASS is decided first: the FAIL interval is at a level at
 // least as high, so it contains the PASS interval and a passing bucket
 // could not fail anyway (calibration_test.go checks this nesting).
-func (r BucketRule) Judge(x, n float64) BucketJudgement { return r.judgeAt(x, n, n) }
-
-// judgeAt is Judge with the FAIL interval at nFail draws of the same
-// share x/n: a split's FAIL side takes the design effect at the estimate,
-// its PASS side the larger one at the shares under test (drawsFor). With
-// nFail ≥ n the FAIL interval at its higher level may no longer contain
-// the PASS interval, so PASS still goes first: a bucket shown inside its
-// band is not also called outside it.
-func (r BucketRule) judgeAt(x, n, nFail float64) BucketJudgement {
+func (r BucketRule) Judge(x, n float64) BucketJudgement {
 	j := BucketJudgement{Verdict: Inconclusive, Pass: Interval{0, 1}, Fail: Interval{0, 1}}
 	if !(n > 0) {
 		return j
 	}
 	j.Pass = clopperPearson(x, n, 2*r.Alpha)
-	if nFail > n {
-		x *= nFail / n
-	} else {
-		nFail = n
-	}
-	j.Fail = BinomialInterval(r.Method, x, nFail, 1-r.FailLevel())
+	j.Fail = BinomialInterval(r.Method, x, n, 1-r.FailLevel())
 	switch {
 	case r.lowOK(j.Pass.Lo) && r.highOK(j.Pass.Hi):
 		j.Verdict = Pass

@@ -24,10 +24,10 @@ import "fmt"
 //     non-empty and Σ l_i ≤ m ≤ Σ u_i.
 
 // noFailRange is the range [l, u] of the a in [0, m] with which a bucket
-// of x requests does not fail, judged by judge(x+a); l > u when it fails
-// whatever it gets.
-func noFailRange(rule BucketRule, x, m int64, judgeCount func(int64) BucketJudgement) (l, u int64) {
-	judge := func(a int64) BucketJudgement { return judgeCount(x + a) }
+// of x requests does not fail, at neff draws for n+m requests; l > u when
+// it fails whatever it gets.
+func noFailRange(rule BucketRule, x, m int64, ratio, neff float64) (l, u int64) {
+	judge := func(a int64) BucketJudgement { return rule.Judge(float64(x+a)*ratio, neff) }
 	lo, _ := rule.band()
 	failsLow := func(a int64) bool { j := judge(a); return j.Verdict == Fail && j.Fail.Hi < lo }
 	l = firstTrue(0, m, 0, func(a int64) bool { return !failsLow(a) })
@@ -43,10 +43,8 @@ func (r *SplitResult) worstCase(m int64, rules []BucketRule, d draws) {
 		return
 	}
 	before := r.Verdict
-	// Both sides' draws per request, as the attributed requests had them.
 	ratio := d.ratio()
-	neff, nFail := float64(d.N+m)*ratio, float64(d.N+m)*d.failRatio()
-	judge := func(i int, x int64) BucketJudgement { return rules[i].judgeAt(float64(x)*ratio, neff, nFail) }
+	neff := float64(d.N+m) * ratio
 	least := int64(0) // the fewest a bucket can get
 	if len(r.Buckets) == 1 {
 		least = m
@@ -56,8 +54,8 @@ func (r *SplitResult) worstCase(m int64, rules []BucketRule, d draws) {
 	flip := ""
 	for i := range r.Buckets {
 		b := &r.Buckets[i]
-		none, all := judge(i, b.Count+least), judge(i, b.Count+m)
-		l, u := noFailRange(rules[i], b.Count, m, func(x int64) BucketJudgement { return judge(i, x) })
+		none, all := rules[i].Judge(float64(b.Count+least)*ratio, neff), rules[i].Judge(float64(b.Count+m)*ratio, neff)
+		l, u := noFailRange(rules[i], b.Count, m, ratio, neff)
 		l = max(l, least)
 		switch {
 		case none.Verdict == Pass && all.Verdict == Pass:
