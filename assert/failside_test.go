@@ -4,6 +4,8 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+
+	"gonum.org/v1/gonum/stat/distuv"
 )
 
 // The FAIL side of a split takes the design effect at the observed shares
@@ -135,5 +137,64 @@ func TestFrozenDataPlanePower(t *testing.T) {
 		if clustered > runs/20 {
 			t.Errorf("%d connections: a per-request data plane called clustered in %d of %d runs", conns, clustered, runs)
 		}
+	}
+}
+
+// robustScoreInterval is the set of shares the robust score test does not
+// reject: checked against the test itself on a grid of shares, for
+// per-request and pinned connections, and [0,1] where the connections are
+// too few for the test to reject anything on its own.
+func TestRobustScoreInterval(t *testing.T) {
+	t.Parallel()
+	pinned := stuck(counts("a", 0, "b", 0), 30, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1)
+	pinned.N = []int64{7 * 30, 13 * 30}
+	for _, tc := range []struct {
+		name  string
+		c     Counts
+		i     int
+		a     float64
+		whole bool // the test rejects nothing on its own
+	}{
+		{"per request, 21 uneven connections", evenlyRouted(ciConnections), 0, 0.0125, false},
+		{"per request, the other bucket", evenlyRouted(ciConnections), 1, 0.05, false},
+		{"pinned, 20 equal connections", pinned, 0, 0.05, false},
+		{"a bucket only expected", evenlyRouted(ciConnections), -1, 0.05, false},
+		{"3 connections", evenlyRouted([]int64{60, 55, 48}), 0, 0.05, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			u := tc.c.Units
+			n := float64(tc.c.Total())
+			var x int64
+			var sxx, sxm float64
+			if tc.i >= 0 {
+				x, sxx, sxm = tc.c.N[tc.i], u.SumXX[tc.i], u.SumXM[tc.i]
+			}
+			nK := n * n / u.SumMM
+			iv := robustScoreInterval(tc.c, tc.i, x, nK, tc.a)
+			if tc.whole {
+				if iv != (Interval{0, 1}) {
+					t.Fatalf("interval %v, want [0,1] over %d connections", iv, u.Units)
+				}
+				return
+			}
+			if p := float64(x) / n; !(iv.Lo <= p && p <= iv.Hi) || iv.Hi-iv.Lo >= 1 {
+				t.Fatalf("interval %v around p̂ = %g", iv, p)
+			}
+			crit := distuv.StudentsT{Mu: 0, Sigma: 1, Nu: nK - 1}.Quantile(1 - tc.a/2)
+			cf := float64(u.Units)
+			rejects := func(p float64) bool {
+				d := float64(x) - p*n
+				return d*d > crit*crit*cf/(cf-1)*(sxx-2*p*sxm+p*p*u.SumMM)
+			}
+			for k := 0; k <= 1000; k++ {
+				p := float64(k) / 1000
+				inside := p > iv.Lo+1e-9 && p < iv.Hi-1e-9
+				outside := p < iv.Lo-1e-9 || p > iv.Hi+1e-9
+				if inside && rejects(p) || outside && !rejects(p) {
+					t.Errorf("share %g: rejected %v, interval %v", p, rejects(p), iv)
+				}
+			}
+		})
 	}
 }
