@@ -80,11 +80,16 @@ func TestFrozenDataPlaneFailsOverUnevenConnections(t *testing.T) {
 // over conns connections of 1 + Exp(20) requests (an open loop's uneven
 // lanes).
 func (s sampler) perRequestUneven(names []string, conns int, p []float64) Counts {
+	return s.perRequestUnevenOf(names, conns, 20, p)
+}
+
+// perRequestUnevenOf is perRequestUneven with connections of 1 + Exp(mean).
+func (s sampler) perRequestUnevenOf(names []string, conns int, mean float64, p []float64) Counts {
 	rng := rand.New(s.src)
 	rows := make([][]int64, conns)
 	c := Counts{Buckets: names, N: make([]int64, len(p))}
 	for j := range rows {
-		rows[j] = s.multinomial(1+int64(rng.ExpFloat64()*20), p)
+		rows[j] = s.multinomial(1+int64(rng.ExpFloat64()*mean), p)
 		for i, v := range rows[j] {
 			c.N[i] += v
 		}
