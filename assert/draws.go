@@ -360,7 +360,13 @@ func (d draws) diagnostic() string {
 		// their own: the estimate quoted is the routing's that was used.
 		what, deff = "requests on one connection were routed to the same place", d.sampling.RoutingDesignEffect
 	}
-	if deff < suspectDesignEffect {
+	// Compared capped by the worst case n/n_K, as the factor a verdict
+	// uses is; quoted as estimated.
+	factor := deff
+	if d.EffectiveConnections > 0 {
+		factor = math.Min(deff, float64(d.N)/d.EffectiveConnections)
+	}
+	if factor < suspectDesignEffect {
 		return ""
 	}
 	return fmt.Sprintf("; note: %s more often than independent draws would (observed design effect %.3g over %d connections), which the verdict accounts for; the mesh may balance per connection: set balancing: connection so that plan asks for connections",
