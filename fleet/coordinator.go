@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -188,6 +189,10 @@ type Spec struct {
 	// (the run directory's recorder: results.bin, attribution.jsonl); nil
 	// for none.
 	Record ResultSink
+	// Progress receives a line whenever the workers' phases change while
+	// they get ready (pending, pulling, running, done, failed); nil for
+	// none.
+	Progress io.Writer
 }
 
 // Start creates the workers' Jobs and waits until every worker is ready.
@@ -223,7 +228,9 @@ func (c *Coordinator) Sequential() bool { return true }
 // stops the wait for them.
 func (c *Coordinator) Measure(ctx context.Context, in measure.Input) (measure.Result, error) {
 	f := c.f
-	f.progress = in.Progress.W
+	if in.Progress.W != nil {
+		f.progress = in.Progress.W
+	}
 	fr, err := f.attack(ctx, in.Abort, time.Now().Add(startLead), in.Progress.Every, looks{at: in.Looks, on: in.OnLook})
 	if err != nil {
 		return measure.Result{}, &measure.SetupError{Err: fmt.Errorf("workers: %w", err)}
@@ -261,7 +268,7 @@ func startFleet(ctx context.Context, spec Spec) (_ *fleetRun, err error) {
 		return nil, fmt.Errorf("attack.workers: %w", err)
 	}
 	ns := Namespace(sc)
-	f := &fleetRun{sc: sc, runID: runID, record: spec.Record, workers: sc.Attack.Workers, image: sc.Attack.WorkerImage(spec.Version),
+	f := &fleetRun{sc: sc, runID: runID, record: spec.Record, progress: spec.Progress, workers: sc.Attack.Workers, image: sc.Attack.WorkerImage(spec.Version),
 		events: make(chan fleetEvent, 4*sc.Attack.Workers+16), followed: map[string]bool{}, pods: map[int]kube.WorkerPod{},
 		unschedulableGrace: unschedulableGrace}
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -510,6 +517,82 @@ func (f *fleetRun) notePods(ps []kube.WorkerPod) {
 	}
 }
 
+// Worker phases, as the progress lines show them.
+const (
+	phasePending = "pending" // no pod yet, or its pod not scheduled
+	phasePulling = "pulling" // its container waiting: the image pulled, the container created
+	phaseRunning = "running"
+	phaseDone    = "done" // its last record came, or its pod ended
+	phaseFailed  = "failed"
+)
+
+// workerPhase is where a worker is: its pod p (seen false: none yet) and
+// whether its last record came.
+func workerPhase(p kube.WorkerPod, seen, last bool) string {
+	switch {
+	case last:
+		return phaseDone
+	case !seen:
+		return phasePending
+	case p.Failed():
+		return phaseFailed
+	case p.Phase == corev1.PodSucceeded || p.State == "terminated":
+		return phaseDone
+	case p.State == "running":
+		return phaseRunning
+	case p.State == "waiting":
+		return phasePulling
+	}
+	return phasePending
+}
+
+// maxPhasesNamed is up to how many workers the progress line names each
+// one's phase; beyond, it counts them by phase.
+const maxPhasesNamed = 8
+
+// phaseLine sums up the workers' phases: "0 running, 1 pulling (ContainerCreating), 2 pending"
+// for a few, "3 pending, 5 pulling, 92 running, 0 done, 0 failed" for many.
+func (f *fleetRun) phaseLine(last map[int]bool) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	counts := map[string]int{}
+	var each []string
+	for i := range f.workers {
+		p, seen := f.pods[i]
+		ph := workerPhase(p, seen, last[i])
+		counts[ph]++
+		if f.workers <= maxPhasesNamed {
+			e := fmt.Sprintf("%d %s", i, ph)
+			if (ph == phasePulling || ph == phasePending || ph == phaseFailed) && p.Reason != "" {
+				// The kubelet's and the scheduler's reasons are short
+				// names (ContainerCreating, Unschedulable); quoted when
+				// they are not, since they come from the API server.
+				e += " (" + terminalSafe(p.Reason) + ")"
+			}
+			each = append(each, e)
+		}
+	}
+	if each != nil {
+		return strings.Join(each, ", ")
+	}
+	return fmt.Sprintf("%d %s, %d %s, %d %s, %d %s, %d %s", counts[phasePending], phasePending, counts[phasePulling], phasePulling,
+		counts[phaseRunning], phaseRunning, counts[phaseDone], phaseDone, counts[phaseFailed], phaseFailed)
+}
+
+// terminalSafe is s when it is a short name of letters and digits, else
+// s quoted (escapes and all), for a progress line on a terminal.
+func terminalSafe(s string) string {
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
+			return strconv.Quote(s)
+		}
+	}
+	if len(s) > 64 {
+		return strconv.Quote(s[:64] + "...")
+	}
+	return s
+}
+
 // describePod says what a pod that did not get ready is doing.
 func describePod(p kube.WorkerPod) string {
 	s := fmt.Sprintf("pod %s: %s", p.Name, p.Phase)
@@ -536,6 +619,7 @@ func (f *fleetRun) awaitReady(ctx context.Context, timeout time.Duration) error 
 	// unschedulable: since when each pod has been seen Unschedulable;
 	// recheck fires when the first of them has been for the grace.
 	unschedulable := map[string]time.Time{}
+	shown := ""
 	recheck := time.NewTimer(time.Hour)
 	recheck.Stop()
 	defer recheck.Stop()
@@ -553,6 +637,10 @@ func (f *fleetRun) awaitReady(ctx context.Context, timeout time.Duration) error 
 			switch {
 			case ev.pods != nil:
 				f.notePods(ev.pods)
+				if line := f.phaseLine(nil); f.progress != nil && line != shown {
+					shown = line
+					fmt.Fprintf(f.progress, "workers: %s\n", line)
+				}
 				for _, p := range ev.pods {
 					if p.Failed() && !ready[p.Index] {
 						return fmt.Errorf("worker %d failed before it was ready: %s", p.Index, describePod(p))
@@ -760,8 +848,7 @@ func (f *fleetRun) attack(ctx, abort context.Context, start time.Time, every tim
 			}
 			if f.progress != nil && time.Since(printed) >= every {
 				printed = time.Now()
-				s := m.Snapshot()
-				fmt.Fprintf(f.progress, "workers: %d requests so far from %d workers (%d finished)\n", s.Total, f.workers, len(last))
+				fmt.Fprintf(f.progress, "workers: %d requests so far from %d workers (%d finished); %s\n", m.Total(), f.workers, len(last), f.phaseLine(last))
 			}
 		case ev := <-f.events:
 			switch {

@@ -197,9 +197,9 @@ func EncodeRecord(w io.Writer, rec Record) (cut int, err error) {
 	if err != nil {
 		return 0, fmt.Errorf("encode record %d of worker %d: %w", rec.Seq, rec.Worker, err)
 	}
-	if r := rec.Results; len(b) >= MaxLineBytes && r != nil && len(r.Rows) > 0 {
-		cut = len(r.Rows)
-		rec.Results = &Results{First: r.First + int64(cut), Cut: r.Cut + int64(cut), Base: r.Base, Rows: [][]int64{}}
+	if r := rec.Results; len(b) >= MaxLineBytes && r != nil && r.Len() > 0 {
+		cut = r.Len()
+		rec.Results = &Results{First: r.First + int64(cut), Cut: r.Cut + int64(cut), Base: r.Base, Rows: []int64{}}
 		if b, err = json.Marshal(rec); err != nil {
 			return 0, fmt.Errorf("encode record %d of worker %d: %w", rec.Seq, rec.Worker, err)
 		}

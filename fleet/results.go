@@ -1,7 +1,6 @@
 package fleet
 
 import (
-	"container/heap"
 	"fmt"
 	"strconv"
 	"strings"
@@ -38,7 +37,8 @@ const (
 	// shortened (on a rune boundary, with "...").
 	MaxResultString = 1024
 	// MaxPendingResults bounds the results the coordinator holds to put
-	// them in timestamp order (about 200 bytes each): past it the oldest
+	// them in timestamp order (about 200 bytes each, and the texts of the
+	// batches they came from): past it the oldest
 	// are written, and a result that arrives later than one with a later
 	// timestamp was written before it is written out of order.
 	MaxPendingResults = 100000
@@ -89,17 +89,27 @@ type Results struct {
 	Base time.Time `json:"base"`
 	// Strings are the texts the rows name.
 	Strings []string `json:"strings,omitempty"`
-	// Rows are the results, ResultColumns numbers each.
-	Rows [][]int64 `json:"rows"`
+	// Rows are the results, ResultColumns numbers each, one after the
+	// other in one flat list (one allocation to decode, not one a row).
+	Rows []int64 `json:"rows"`
 }
+
+// Len is the number of results in the batch.
+func (r *Results) Len() int { return len(r.Rows) / ResultColumns }
+
+// row is result i's numbers.
+func (r *Results) row(i int) []int64 { return r.Rows[i*ResultColumns : (i+1)*ResultColumns] }
 
 // Validate checks a batch's bounds and that every row's strings exist.
 func (r *Results) Validate() error {
 	if r.First < 0 || r.Cut < 0 {
 		return fmt.Errorf("results: first %d, cut %d: want counts", r.First, r.Cut)
 	}
-	if len(r.Rows) > MaxBatchResults {
-		return fmt.Errorf("results: %d rows, at most %d", len(r.Rows), MaxBatchResults)
+	if len(r.Rows)%ResultColumns != 0 {
+		return fmt.Errorf("results: %d numbers in rows, not rows of %d", len(r.Rows), ResultColumns)
+	}
+	if r.Len() > MaxBatchResults {
+		return fmt.Errorf("results: %d rows, at most %d", r.Len(), MaxBatchResults)
 	}
 	if len(r.Strings) > MaxBatchStrings {
 		return fmt.Errorf("results: %d strings, at most %d", len(r.Strings), MaxBatchStrings)
@@ -116,10 +126,8 @@ func (r *Results) Validate() error {
 	if total > 3*MaxBatchStringBytes {
 		return fmt.Errorf("results: strings of %d bytes, at most %d", total, 3*MaxBatchStringBytes)
 	}
-	for i, row := range r.Rows {
-		if len(row) != ResultColumns {
-			return fmt.Errorf("results: row %d has %d columns, want %d", i, len(row), ResultColumns)
-		}
+	for i := range r.Len() {
+		row := r.row(i)
 		if row[colSeq] < 0 || row[colRequest] < -1 || row[colLatency] < 0 || row[colCode] < 0 || row[colCode] > 999 ||
 			row[colBytesIn] < 0 || row[colBytesOut] < 0 || row[colConn] < 0 || row[colConn] > 1<<32-1 || row[colFlags]&^(flagOK|flagUnread) != 0 {
 			return fmt.Errorf("results: row %d: a field out of range: %v", i, row[:colAttack])
@@ -148,7 +156,7 @@ type ResultBuffer struct {
 	strs    map[string]int64
 	strings []string
 	bytes   int
-	rows    [][]int64
+	rows    []int64
 }
 
 // NewResultBuffer buffers the results of the worker whose request ids are
@@ -173,14 +181,14 @@ func (b *ResultBuffer) Close() error { return nil }
 func (b *ResultBuffer) add(r *attack.Result, id attribution.Identity, ok, unread bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if len(b.rows) >= MaxBatchResults {
+	if len(b.rows) >= MaxBatchResults*ResultColumns {
 		b.cut++
 		return
 	}
 	if len(b.rows) == 0 {
 		b.base = r.Timestamp
 	}
-	row := make([]int64, ResultColumns)
+	var row [ResultColumns]int64
 	row[colSeq] = int64(min(r.Seq, 1<<62))
 	row[colRequest] = -1
 	if n, found := strings.CutPrefix(r.RequestID, b.prefix); found {
@@ -217,7 +225,7 @@ func (b *ResultBuffer) add(r *attack.Result, id attribution.Identity, ok, unread
 	for i, s := range texts {
 		row[colAttack+i] = b.intern(s)
 	}
-	b.rows = append(b.rows, row)
+	b.rows = append(b.rows, row[:]...)
 }
 
 func containsBefore(texts []string, s string) bool {
@@ -261,9 +269,9 @@ func (b *ResultBuffer) Take() *Results {
 	defer b.mu.Unlock()
 	r := &Results{First: b.first, Cut: b.cut, Base: b.base, Strings: b.strings, Rows: b.rows}
 	if r.Rows == nil {
-		r.Rows = [][]int64{}
+		r.Rows = []int64{}
 	}
-	b.first += int64(len(b.rows))
+	b.first += int64(r.Len())
 	b.rows, b.strings, b.bytes, b.strs = nil, nil, 0, map[string]int64{}
 	return r
 }
@@ -277,7 +285,9 @@ func (b *ResultBuffer) Uncut(n int) {
 }
 
 // ResultSink takes a distributed run's merged results: the run
-// directory's recorder (measure.Recorder) or nothing.
+// directory's recorder (measure.Recorder) or nothing. It must not keep
+// the result it is given (runlog's recorder copies it): the writer
+// reuses it.
 type ResultSink interface {
 	Record(r *attack.Result, id attribution.Identity, ok bool)
 	RecordUnread(r *attack.Result, ok bool)
@@ -299,6 +309,9 @@ type ResultWriter struct {
 	written uint64
 	last    time.Time
 	stats   ResultStats
+	// res and popped are reused for every result written.
+	res    attack.Result
+	popped pendingResult
 }
 
 // ResultStats says what a ResultWriter wrote and what it could not.
@@ -312,30 +325,63 @@ type ResultStats struct {
 	Cut, Missing int64
 }
 
+// pendingResult is a result held for ordering: its row copied, so that
+// the batch's rows are not kept alive by it, and the batch's texts.
 type pendingResult struct {
 	t      time.Time
 	worker int
-	row    []int64
+	row    [ResultColumns]int64
 	strs   []string
 }
 
+// pendingHeap is a min-heap by timestamp (then worker), written out here
+// rather than through container/heap, whose Push and Pop box every
+// 200-byte result in an interface: an allocation per result.
 type pendingHeap []pendingResult
 
-func (h pendingHeap) Len() int { return len(h) }
-func (h pendingHeap) Less(i, j int) bool {
+func (h pendingHeap) less(i, j int) bool {
 	if !h[i].t.Equal(h[j].t) {
 		return h[i].t.Before(h[j].t)
 	}
 	return h[i].worker < h[j].worker
 }
-func (h pendingHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *pendingHeap) Push(x any)   { *h = append(*h, x.(pendingResult)) }
-func (h *pendingHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	old[len(old)-1] = pendingResult{}
-	*h = old[:len(old)-1]
-	return x
+
+func (h *pendingHeap) push(p *pendingResult) {
+	*h = append(*h, *p)
+	x := *h
+	for i := len(x) - 1; i > 0; {
+		parent := (i - 1) / 2
+		if !x.less(i, parent) {
+			break
+		}
+		x[i], x[parent] = x[parent], x[i]
+		i = parent
+	}
+}
+
+// pop moves the oldest result into p.
+func (h *pendingHeap) pop(p *pendingResult) {
+	x := *h
+	*p = x[0]
+	n := len(x) - 1
+	x[0] = x[n]
+	x[n] = pendingResult{}
+	x = x[:n]
+	for i := 0; ; {
+		l, small := 2*i+1, i
+		if l < n && x.less(l, small) {
+			small = l
+		}
+		if r := l + 1; r < n && x.less(r, small) {
+			small = r
+		}
+		if small == i {
+			break
+		}
+		x[i], x[small] = x[small], x[i]
+		i = small
+	}
+	*h = x
 }
 
 // NewResultWriter writes to out the results of run runID's workers,
@@ -345,7 +391,8 @@ func NewResultWriter(out ResultSink, runID string, maxPending int) *ResultWriter
 	if maxPending <= 0 {
 		maxPending = MaxPendingResults
 	}
-	return &ResultWriter{out: out, runID: runID, next: map[int]int64{}, cut: map[int]int64{}, max: maxPending}
+	return &ResultWriter{out: out, runID: runID, next: map[int]int64{}, cut: map[int]int64{}, max: maxPending,
+		res: attack.Result{Result: &vegeta.Result{}}}
 }
 
 // Add takes worker's batch (from a record the merger accepted, so each
@@ -367,10 +414,10 @@ func (w *ResultWriter) Add(worker int, r *Results) error {
 		w.stats.Missing += r.First - next
 		next = r.First
 	}
-	skip := next - r.First
-	for i := skip; i < int64(len(r.Rows)); i++ {
-		row := r.Rows[i]
-		heap.Push(&w.pending, pendingResult{t: r.Base.Add(time.Duration(row[colTime])), worker: worker, row: row, strs: r.Strings})
+	for i := int(next - r.First); i < r.Len(); i++ {
+		p := pendingResult{t: r.Base.Add(time.Duration(r.row(i)[colTime])), worker: worker, strs: r.Strings}
+		copy(p.row[:], r.row(i))
+		w.pending.push(&p)
 		next++
 	}
 	w.next[worker] = max(next, w.next[worker])
@@ -389,29 +436,34 @@ func (w *ResultWriter) Flush() ResultStats {
 }
 
 func (w *ResultWriter) writeOldest() {
-	p := heap.Pop(&w.pending).(pendingResult)
+	p := &w.popped
+	w.pending.pop(p)
 	if p.t.Before(w.last) {
 		w.stats.OutOfOrder++
 	} else {
 		w.last = p.t
 	}
+	row := &p.row
 	str := func(c int) string {
-		if i := p.row[c]; i > 0 {
+		if i := row[c]; i > 0 {
 			return p.strs[i-1]
 		}
 		return ""
 	}
-	res := attack.Result{Result: &vegeta.Result{
-		Attack: str(colAttack), Seq: w.written, Code: uint16(p.row[colCode]), Timestamp: p.t,
-		Latency: time.Duration(p.row[colLatency]), BytesOut: uint64(p.row[colBytesOut]), BytesIn: uint64(p.row[colBytesIn]),
+	// One result reused for every write: the sink copies what it keeps.
+	res := &w.res
+	*res.Result = vegeta.Result{
+		Attack: str(colAttack), Seq: w.written, Code: uint16(row[colCode]), Timestamp: p.t,
+		Latency: time.Duration(row[colLatency]), BytesOut: uint64(row[colBytesOut]), BytesIn: uint64(row[colBytesIn]),
 		Error: str(colError), Method: str(colMethod), URL: str(colURL),
-	}}
-	if n := p.row[colRequest]; n >= 0 {
+	}
+	res.RequestID, res.ConnID = "", 0
+	if n := row[colRequest]; n >= 0 {
 		res.RequestID = w.runID + "-w" + strconv.Itoa(p.worker) + "-" + strconv.FormatInt(n, 10)
 	}
 	// Connections are numbered per worker: the run's number puts the
 	// worker above the worker's own 32 bits.
-	if c := p.row[colConn]; c > 0 {
+	if c := row[colConn]; c > 0 {
 		res.ConnID = uint64(p.worker+1)<<32 | uint64(c)
 	}
 	w.written++
@@ -419,12 +471,12 @@ func (w *ResultWriter) writeOldest() {
 	if w.out == nil {
 		return
 	}
-	ok := p.row[colFlags]&flagOK != 0
-	if p.row[colFlags]&flagUnread != 0 {
-		w.out.RecordUnread(&res, ok)
+	ok := row[colFlags]&flagOK != 0
+	if row[colFlags]&flagUnread != 0 {
+		w.out.RecordUnread(res, ok)
 		return
 	}
-	w.out.Record(&res, attribution.Identity{Cluster: str(colCluster), Pod: str(colPod), Version: str(colVersion), Service: str(colService)}, ok)
+	w.out.Record(res, attribution.Identity{Cluster: str(colCluster), Pod: str(colPod), Version: str(colVersion), Service: str(colService)}, ok)
 }
 
 // Warning says what results.bin lacks, "" when nothing.

@@ -186,8 +186,8 @@ func TestResultsCutMissingAndOutOfOrder(t *testing.T) {
 		b.Record(&attack.Result{Result: &vegeta.Result{Timestamp: start.Add(time.Duration(i))}}, attribution.Identity{}, true)
 	}
 	first := b.Take()
-	if len(first.Rows) != MaxBatchResults || first.Cut != 25 || first.First != 0 {
-		t.Fatalf("first batch: %d rows, cut %d, first %d", len(first.Rows), first.Cut, first.First)
+	if first.Len() != MaxBatchResults || first.Cut != 25 || first.First != 0 {
+		t.Fatalf("first batch: %d rows, cut %d, first %d", first.Len(), first.Cut, first.First)
 	}
 	for i := range 10 {
 		b.Record(&attack.Result{Result: &vegeta.Result{Timestamp: start.Add(time.Duration(i))}}, attribution.Identity{}, true)
@@ -226,10 +226,10 @@ func TestResultsCutMissingAndOutOfOrder(t *testing.T) {
 
 func TestResultsValidate(t *testing.T) {
 	t.Parallel()
-	row := func(edit func([]int64)) [][]int64 {
+	row := func(edit func([]int64)) []int64 {
 		r := make([]int64, ResultColumns)
 		edit(r)
-		return [][]int64{r}
+		return r
 	}
 	for _, c := range []struct {
 		name string
@@ -237,12 +237,12 @@ func TestResultsValidate(t *testing.T) {
 		want string
 	}{
 		{"negative first", Results{First: -1}, "first -1"},
-		{"short row", Results{Rows: [][]int64{{1, 2}}}, "row 0 has 2 columns"},
+		{"short row", Results{Rows: []int64{1, 2}}, "2 numbers in rows, not rows of 17"},
 		{"unknown string", Results{Strings: []string{"a"}, Rows: row(func(r []int64) { r[colError] = 2 })}, "names string 2 of 1"},
 		{"negative latency", Results{Rows: row(func(r []int64) { r[colLatency] = -1 })}, "out of range"},
 		{"code", Results{Rows: row(func(r []int64) { r[colCode] = 1000 })}, "out of range"},
 		{"flags", Results{Rows: row(func(r []int64) { r[colFlags] = 4 })}, "out of range"},
-		{"rows", Results{Rows: make([][]int64, MaxBatchResults+1)}, "at most 20000"},
+		{"rows", Results{Rows: make([]int64, (MaxBatchResults+1)*ResultColumns)}, "at most 20000"},
 		{"long string", Results{Strings: []string{strings.Repeat("x", 3*MaxResultString+1)}}, "string 0 of 3073 bytes"},
 	} {
 		if err := c.r.Validate(); err == nil || !strings.Contains(err.Error(), c.want) {
@@ -263,7 +263,7 @@ func FuzzResults(f *testing.F) {
 		b, _ := json.Marshal(r.Results)
 		f.Add(b, int64(0))
 	}
-	f.Add([]byte(`{"first":3,"cut":2,"base":"2026-01-01T00:00:00Z","strings":["x"],"rows":[[0,-1,-5,0,0,0,0,0,0,1,0,0,0,0,0,0,0]]}`), int64(1))
+	f.Add([]byte(`{"first":3,"cut":2,"base":"2026-01-01T00:00:00Z","strings":["x"],"rows":[0,-1,-5,0,0,0,0,0,0,1,0,0,0,0,0,0,0]}`), int64(1))
 	f.Fuzz(func(t *testing.T, data []byte, gap int64) {
 		var r Results
 		if json.Unmarshal(data, &r) != nil {
@@ -277,8 +277,8 @@ func FuzzResults(f *testing.F) {
 			t.Fatal(err)
 		}
 		st := w.Flush()
-		if st.Written > int64(len(r.Rows)) || st.Written+st.Missing != max(r.First+int64(len(r.Rows)), 0) {
-			t.Fatalf("batch of %d rows from %d: %+v", len(r.Rows), r.First, st)
+		if st.Written > int64(r.Len()) || st.Written+st.Missing != max(r.First+int64(r.Len()), 0) {
+			t.Fatalf("batch of %d rows from %d: %+v", r.Len(), r.First, st)
 		}
 	})
 }
@@ -331,4 +331,31 @@ func TestLooksDue(t *testing.T) {
 			t.Errorf("due(%d, %d) = %d, want %d", c.next, c.total, got, c.want)
 		}
 	}
+}
+
+// BenchmarkResultsRecord is the coordinator's cost of one worker's record
+// carrying a batch of 1,000 results (a second at 1,000 requests/s):
+// decoding the batch and ordering it (a nil sink: the disk's own
+// cost is runlog's, BenchmarkThroughput there).
+func BenchmarkResultsRecord(b *testing.B) {
+	start := time.Unix(1700000000, 0)
+	recs := workerResults(b, "r", 0, 1000, 1000, start)
+	line, err := json.Marshal(recs[0].Results)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(line)))
+	b.ResetTimer()
+	for i := range b.N {
+		var r Results
+		if err := json.Unmarshal(line, &r); err != nil {
+			b.Fatal(err)
+		}
+		w := NewResultWriter(nil, "r", 0)
+		if err := w.Add(i%MaxWorkers, &r); err != nil {
+			b.Fatal(err)
+		}
+		w.Flush()
+	}
+	b.ReportMetric(float64(len(line))/1000, "bytes/result")
 }

@@ -40,7 +40,7 @@ func openMeasurer(ctx context.Context, sc *scenarios.Scenario, kp *kubePath, run
 		pods = kp.inv.Pods()
 	}
 	c, err := fleet.Start(ctx, fleet.Spec{Scenario: sc, RunID: runID, Source: o.Source, Version: o.Tool.Version,
-		Clusters: kp.clusters, Pods: pods, LogLead: logSkew(sc), Record: recordSink(o.Record)})
+		Clusters: kp.clusters, Pods: pods, LogLead: logSkew(sc), Record: recordSink(o.Record), Progress: o.Progress})
 	if err != nil {
 		return nil, measure.Target{}, err
 	}
