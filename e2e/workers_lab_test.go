@@ -3,7 +3,9 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -13,12 +15,15 @@ import (
 	"testing"
 	"time"
 
+	vegeta "github.com/tsenart/vegeta/v12/lib"
+
 	"github.com/mesh-verify/mesh-verify/assert"
 	"github.com/mesh-verify/mesh-verify/e2e/e2etest"
 	"github.com/mesh-verify/mesh-verify/lab"
 	"github.com/mesh-verify/mesh-verify/lab/daemon"
 	"github.com/mesh-verify/mesh-verify/lab/envoylog"
 	"github.com/mesh-verify/mesh-verify/reports"
+	"github.com/mesh-verify/mesh-verify/runlog"
 )
 
 // workersScenario is the kuma-canary lab's 90/10 split, attacked from
@@ -300,6 +305,12 @@ func TestDistributedRunAgreesWithTheDataPlane(t *testing.T) {
 			t.Errorf("worker %d: its record counts %d requests, the sidecars logged %d with its ids", row.Index, row.Requests, byWorker[row.Index])
 		}
 	}
+	// The progress on stderr: each worker's phase while they get ready,
+	// then the requests so far with the phases.
+	if !regexp.MustCompile(`(?m)^workers: 0 (pending|pulling|running).*, 3 (pending|pulling|running)`).MatchString(r.Stderr) ||
+		!regexp.MustCompile(`(?m)^workers: \d+ requests so far from 4 workers \(\d finished\); 0 (running|done)`).MatchString(r.Stderr) {
+		t.Errorf("no phase progress on stderr:\n%s", r.Stderr)
+	}
 	if !strings.Contains(r.Stdout, "4 workers, image ghcr.io/mesh-verify/mesh-verify:") || !strings.Contains(r.Stdout, "job mv-") || !strings.Contains(r.Stdout, "finished") {
 		t.Errorf("the terminal report does not show the workers:\n%s", r.Stdout)
 	}
@@ -307,6 +318,10 @@ func TestDistributedRunAgreesWithTheDataPlane(t *testing.T) {
 	if err != nil || !bytes.Contains(html, []byte(rows[3].Pod)) {
 		t.Errorf("report.html does not name worker 3's pod %s (%v)", rows[3].Pod, err)
 	}
+	// results.bin: every request once, by its worker's id, as vegeta's
+	// decoder reads it, in timestamp order, and who answered it as the
+	// merged tally counted it.
+	checkResultsFile(t, r.Dir(), rep, byCluster)
 	noWorkersLeft(t, l, rep.RunID)
 
 	// The same scenario from this process, through a port-forward.
@@ -314,7 +329,127 @@ func TestDistributedRunAgreesWithTheDataPlane(t *testing.T) {
 	if single.Report() == nil || single.Report().Verdict != rep.Verdict || single.Report().Workers != nil {
 		t.Fatalf("single-process run: exit %d, verdict %v; the distributed one %s\n%s", single.Code, single.Report(), rep.Verdict, single.Stderr)
 	}
-	t.Logf("distributed run %s: %v by cluster (sidecars %v), workers %v; single-process verdict %s", rep.RunID, body, byCluster, byWorker, single.Report().Verdict)
+	// The body-rule table: the workers' rules read every answered
+	// response, as the single process's did.
+	distributed, local := bodyRules(rep), bodyRules(single.Report())
+	if len(distributed) == 0 || len(distributed) != len(local) {
+		t.Fatalf("body rules: distributed %+v, single-process %+v", distributed, local)
+	}
+	for i, d := range distributed {
+		l := local[i]
+		if d.Rule != l.Rule || d.Read != 1600 || l.Read != 1600 || d.Matched != l.Matched || d.Matched == 0 {
+			t.Errorf("rule %d: distributed %+v, single-process %+v: want the same rule reading 1600 responses and matching as many", i, d, l)
+		}
+	}
+	t.Logf("distributed run %s: %v by cluster (sidecars %v), workers %v, rules %+v; single-process verdict %s, rules %+v", rep.RunID, body, byCluster, byWorker, distributed, single.Report().Verdict, local)
+}
+
+// bodyRules are a report's body-rule rows.
+func bodyRules(r *reports.Report) []reports.RuleReport {
+	var out []reports.RuleReport
+	for _, x := range r.Rules {
+		if x.Source == "body" {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// checkResultsFile reads a distributed run's results.bin with vegeta's
+// decoder and its attribution.jsonl through runlog: as many results as
+// the report counts, in timestamp order, each request id of the run's
+// workers once, and per cluster what the sidecars logged.
+func checkResultsFile(t *testing.T, dir string, rep *reports.Report, byCluster map[string]int64) {
+	t.Helper()
+	f, err := os.Open(filepath.Join(dir, runlog.ResultsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	dec := vegeta.NewDecoder(f)
+	var n int64
+	var prev time.Time
+	for {
+		var r vegeta.Result
+		if err := dec.Decode(&r); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatalf("vegeta's decoder, result %d of results.bin: %v", n, err)
+		}
+		if r.Timestamp.Before(prev) {
+			t.Errorf("result %d at %s after one at %s", n, r.Timestamp, prev)
+		}
+		prev = r.Timestamp
+		n++
+	}
+	if n != rep.Metrics.Requests || n == 0 {
+		t.Errorf("results.bin holds %d results, the report counts %d requests", n, rep.Metrics.Requests)
+	}
+	ids := map[string]bool{}
+	clusters := map[string]int64{}
+	err = runlog.ReadResults(dir, func(r *vegeta.Result, a runlog.Attribution) error {
+		if _, ok := workerOf(t, rep.RunID, a.RequestID); !ok || ids[a.RequestID] {
+			return fmt.Errorf("request id %q: not one of the run's workers', or twice", a.RequestID)
+		}
+		ids[a.RequestID] = true
+		if a.OK {
+			clusters[a.Cluster]++
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for c, want := range byCluster {
+		if clusters[c] != want {
+			t.Errorf("attribution.jsonl: cluster %s answered %d, the sidecars logged %d", c, clusters[c], want)
+		}
+	}
+}
+
+// statistics.stop: early in a distributed run: the coordinator takes the
+// looks on the merged records, stops the workers once the 90/10 split and
+// the success rate are decided, and the run ends well before its 8,000
+// requests with a decided verdict; the workers' final records carry every
+// request the sidecars logged, and results.bin holds them all.
+func TestDistributedRunStopsEarly(t *testing.T) {
+	f := writeScenario(t, fmt.Sprintf(workersScenario, "requests: 8000\nstatistics: {stop: early, looks: 5}"))
+	l := workersLab(t, f)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+
+	r := runBinary(t, ctx, "run", f, "--workers", "2", "--kubeconfig", l.Kubeconfig)
+	rep := r.Report()
+	if rep == nil || r.Code != 0 || rep.Verdict != assert.Pass {
+		t.Fatalf("distributed run: exit %d\n%s\n%s", r.Code, r.Stdout, r.Stderr)
+	}
+	seq := rep.Sequential
+	if seq == nil || seq.StoppedAt == 0 || seq.StoppedAt >= len(seq.Plan.Looks) {
+		t.Fatalf("did not stop early: %+v", seq)
+	}
+	look := seq.Plan.Looks[seq.StoppedAt-1]
+	if rep.Metrics.Requests < look || rep.Metrics.Requests >= 8000 || rep.Attack.Interrupted {
+		t.Errorf("%d requests (interrupted %v) for a stop at look %d (%d requests)", rep.Metrics.Requests, rep.Attack.Interrupted, seq.StoppedAt, look)
+	}
+	for _, w := range rep.Warnings {
+		if strings.Contains(w, "stop: early") || strings.Contains(w, "lost") {
+			t.Errorf("warning %q", w)
+		}
+	}
+	var sum int64
+	for _, row := range rowsOf(t, rep, 2) {
+		if !row.Final || row.Error != "" {
+			t.Errorf("worker %d: %+v, want its final record", row.Index, row)
+		}
+		sum += row.Requests
+	}
+	byCluster, _ := sidecarCounts(t, l, rep.RunID)
+	if sum != rep.Metrics.Requests || byCluster["c1"]+byCluster["c2"] != sum {
+		t.Errorf("workers sent %d, the report counts %d, the sidecars logged %v", sum, rep.Metrics.Requests, byCluster)
+	}
+	checkResultsFile(t, r.Dir(), rep, byCluster)
+	noWorkersLeft(t, l, rep.RunID)
+	t.Logf("stopped at look %d of %d (%d requests planned there): %d requests, sidecars %v", seq.StoppedAt, len(seq.Plan.Looks), look, rep.Metrics.Requests, byCluster)
 }
 
 // A worker killed mid-attack is reported with what its last record
