@@ -3,6 +3,7 @@ module github.com/mesh-verify/mesh-verify
 go 1.26.8
 
 require (
+	github.com/expr-lang/expr v1.17.8
 	github.com/google/uuid v1.6.0
 	github.com/invopop/jsonschema v0.14.0
 	github.com/olekukonko/tablewriter v1.1.5
