@@ -29,8 +29,12 @@ const (
 	argoCanaryHash = "5f7b9c6d48"
 )
 
-// argoStep is the Argo scenario's step-weight expectation.
-const argoStep = "the step weight Argo set"
+// The Argo scenario's step-weight expectations: from the VirtualService
+// and from the Rollout's status.canary.weights.
+const (
+	argoStep     = "the step weight Argo set"
+	argoRecorded = "the weights Argo recorded"
+)
 
 // argoLab is the package's Argo lab, shared by the Argo tests.
 func argoLab(t *testing.T) *lab.Lab { t.Helper(); return sharedLab(t, argoTopology) }
@@ -339,15 +343,17 @@ func TestArgoRolloutsGate(t *testing.T) {
 		}
 		return r.Code, phase, runs
 	}
-	checkStep := func(t *testing.T, runs string, weight int, verdict string) {
+	// checkStep checks an expectation of the last run: its verdict, the
+	// expected shares at v2 weight%, and the object it names.
+	checkStep := func(t *testing.T, runs, name string, weight int, verdict, kind string) {
 		t.Helper()
-		e := stepExpectation(t, runs, argoStep)
+		e := stepExpectation(t, runs, name)
 		if e.Verdict != verdict || !near(e.Model.Shares["v2"], float64(weight)/100) || !near(e.Model.Shares["v1"], float64(100-weight)/100) {
-			t.Errorf("step expectation %s with expected shares %v, want %s at v2 %d%% (status.canary.weights.canary.weight)", e.Verdict, e.Model.Shares, verdict, weight)
+			t.Errorf("%s: %s with expected shares %v, want %s at v2 %d%%", name, e.Verdict, e.Model.Shares, verdict, weight)
 		}
-		rv := e2etest.Kubectl(t, l, "c1", "get", "virtualservice", "-n", "callme", "callme-service", "-o", "jsonpath={.metadata.resourceVersion}")
-		if src := strings.Join(e.Model.Explanation, "\n"); !strings.Contains(src, "VirtualService callme/callme-service in cluster local (resourceVersion "+rv+")") {
-			t.Errorf("the expectation does not name the VirtualService at resourceVersion %s:\n%s", rv, src)
+		rv := e2etest.Kubectl(t, l, "c1", "get", kind, "-n", "callme", "callme-service", "-o", "jsonpath={.metadata.resourceVersion}")
+		if src := strings.Join(e.Model.Explanation, "\n"); !strings.Contains(src, " callme/callme-service in cluster local (resourceVersion "+rv+")") {
+			t.Errorf("%s does not name the %s at resourceVersion %s:\n%s", name, kind, rv, src)
 		}
 	}
 
@@ -357,7 +363,8 @@ func TestArgoRolloutsGate(t *testing.T) {
 		if code != 0 || phase != "Successful" {
 			t.Errorf("exit %d, verdict metric %s: want 0 and Successful", code, phase)
 		}
-		checkStep(t, runs, weights[0], "PASS")
+		checkStep(t, runs, argoStep, weights[0], "PASS", "virtualservice")
+		checkStep(t, runs, argoRecorded, weights[0], "PASS", "rollout")
 	})
 	// The Job alone would fail on exit 2 like a FAIL; the verdict metric
 	// carries it to Argo's Inconclusive (the Rollout pauses).
@@ -380,7 +387,8 @@ func TestArgoRolloutsGate(t *testing.T) {
 		if code != 1 || phase != "Failed" {
 			t.Errorf("exit %d, verdict metric %s: want 1 and Failed", code, phase)
 		}
-		checkStep(t, runs, weights[1], "FAIL")
+		checkStep(t, runs, argoStep, weights[1], "FAIL", "virtualservice")
+		checkStep(t, runs, argoRecorded, weights[1], "FAIL", "rollout")
 	})
 	t.Run("the next step passes, the gate unchanged", func(t *testing.T) {
 		setStep(weights[1])
@@ -388,6 +396,22 @@ func TestArgoRolloutsGate(t *testing.T) {
 		if code != 0 || phase != "Successful" {
 			t.Errorf("exit %d, verdict metric %s: want 0 and Successful", code, phase)
 		}
-		checkStep(t, runs, weights[1], "PASS")
+		checkStep(t, runs, argoStep, weights[1], "PASS", "virtualservice")
+		checkStep(t, runs, argoRecorded, weights[1], "PASS", "rollout")
+	})
+	// The route reverted behind Argo's back (a GitOps sync of the
+	// VirtualService's manifest, weights 100/0): the sidecars follow the
+	// VirtualService, so the expectation that reads it passes; the one
+	// that reads the weights Argo recorded FAILs the step.
+	t.Run("a route reverted behind Argo's back fails", func(t *testing.T) {
+		setStep(weights[1])
+		e2etest.Kubectl(t, l, "c1", "patch", "virtualservice", "-n", "callme", "callme-service", "--type", "json", "-p",
+			`[{"op":"replace","path":"/spec/http/0/route/0/weight","value":100},{"op":"replace","path":"/spec/http/0/route/1/weight","value":0}]`)
+		code, phase, runs := gate(t, jc.scenario)
+		if code != 1 || phase != "Failed" {
+			t.Errorf("exit %d, verdict metric %s: want 1 and Failed", code, phase)
+		}
+		checkStep(t, runs, argoStep, 0, "PASS", "virtualservice")
+		checkStep(t, runs, argoRecorded, weights[1], "FAIL", "rollout")
 	})
 }
