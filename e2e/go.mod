@@ -85,6 +85,7 @@ require (
 )
 
 require (
+	github.com/expr-lang/expr v1.17.8
 	github.com/mesh-verify/mesh-verify v0.0.0-00010101000000-000000000000
 	github.com/mesh-verify/mesh-verify/lab v0.0.0-00010101000000-000000000000
 )
