@@ -6,7 +6,6 @@ package profile
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -18,31 +17,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mesh-verify/mesh-verify/internal/nginxbin"
 	"github.com/mesh-verify/mesh-verify/runlog"
 	"github.com/mesh-verify/mesh-verify/runner"
 	"github.com/mesh-verify/mesh-verify/scenarios"
 )
 
-// findNginx is where Debian's nginx-light installs nginx, else nginx on
-// PATH (the lab's nginx.Find looks the same way; the lab is a module of
-// its own, which the product's benchmarks do not require).
-func findNginx() (string, error) {
-	for _, p := range []string{"/usr/sbin/nginx", "/usr/bin/nginx"} {
-		if _, err := os.Stat(p); err == nil {
-			return p, nil
-		}
-	}
-	if p, err := exec.LookPath("nginx"); err == nil {
-		return p, nil
-	}
-	return "", errors.New("nginx is not installed (Debian: apt-get install nginx-light)")
-}
-
 // startNginx runs nginx `return 200` with one worker on a free loopback
 // port, as bench/bench.py does; it is stopped by its pid at cleanup.
 func startNginx(b *testing.B) string {
 	b.Helper()
-	bin, err := findNginx()
+	bin, err := nginxbin.Find()
 	if err != nil {
 		b.Skip(err)
 	}
