@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -15,34 +14,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mesh-verify/mesh-verify/e2e/e2etest"
 	"github.com/mesh-verify/mesh-verify/lab/labtest"
 )
-
-// syncBuffer is a bytes.Buffer safe for the command's writes and the
-// test's reads at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // portForward starts `mesh-verify port-forward ARGS` (the built binary);
 // cancelling ctx sends it SIGINT, as Ctrl-C does, and done gets its end
 // (nil for exit 0).
-func portForward(t *testing.T, ctx context.Context, args ...string) (stdout, stderr *syncBuffer, done chan error) {
+func portForward(t *testing.T, ctx context.Context, args ...string) (stdout, stderr *e2etest.SyncBuffer, done chan error) {
 	t.Helper()
-	stdout, stderr = &syncBuffer{}, &syncBuffer{}
+	stdout, stderr = &e2etest.SyncBuffer{}, &e2etest.SyncBuffer{}
 	cmd := exec.Command(mv.Path, append([]string{"port-forward"}, args...)...)
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	if err := cmd.Start(); err != nil {

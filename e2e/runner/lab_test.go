@@ -71,7 +71,7 @@ func TestPodToClusterThroughTheInventory(t *testing.T) {
 	pods := map[string]string{}
 	for i, cl := range []string{"c1", "c2"} {
 		lab.Apply(t, cl, labtest.Node("node-1"))
-		c := connect(t, lab, cl)
+		c := lab.Connect(t, cl)
 		deadline := time.Now().Add(60 * time.Second)
 		for {
 			// The default ServiceAccount comes about 2 s after the API server.
@@ -143,27 +143,19 @@ expect:
 	if byCluster["c1"] != c1 || byCluster["c2"] != c2 || unattributed != unknown {
 		t.Errorf("clusters %v, unattributed %d; want c1 %d, c2 %d, %d unattributed", byCluster, unattributed, c1, c2, unknown)
 	}
-	// The same inventory maps an access log's upstream address to its pod
-	// (runner's ByAddress: the pods that have the address, then
-	// measure.OnlyPod; TestPodByAddress has the rule's cases).
+	// The same inventory maps an access log's upstream address to its pod,
+	// by the rule every run applies (measure.PodIndex, OnlyPod: an address
+	// of several pods names none); runner TestPodByAddress has the local
+	// run's lookup over the live inventory.
 	var clusters []*kube.Cluster
 	for _, cl := range []string{"c1", "c2"} {
-		clusters = append(clusters, connect(t, lab, cl))
+		clusters = append(clusters, lab.Connect(t, cl))
 	}
 	inv, err := kube.Inventory(context.Background(), clusters, []kube.Workload{{Namespace: "default", Selector: "app=helloworld", Name: "helloworld"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	byAddress := func(addr string) (kube.Pod, bool) {
-		host := measure.AddressHost(addr)
-		var matches []kube.Pod
-		for _, p := range inv.Pods() {
-			if p.HasIP(host) {
-				matches = append(matches, p)
-			}
-		}
-		return measure.OnlyPod(matches)
-	}
+	index := measure.NewPodIndex(inv.Pods())
 	shared, unique := 0, 0
 	for _, p := range inv.Pods() {
 		n := 0
@@ -172,7 +164,7 @@ expect:
 				n++
 			}
 		}
-		got, ok := byAddress(p.IP + ":8080")
+		got, ok := index.ByAddress(p.IP + ":8080")
 		switch {
 		case p.IP == "":
 			t.Errorf("pod %s has no IP", p.Name)
@@ -180,19 +172,19 @@ expect:
 			// Pod IPs repeat across clusters: the address names no pod.
 			shared++
 			if ok {
-				t.Errorf("address %s of %d pods resolved to %s", p.IP, n, got.Key())
+				t.Errorf("address %s of %d pods resolved to %+v", p.IP, n, got)
 			}
 		default:
 			unique++
-			if !ok || got.Key() != p.Key() || got.Version != p.Version {
-				t.Errorf("address %s of %s resolved to %s %q, %v", p.IP, p.Key(), got.Key(), got.Version, ok)
+			if !ok || got.Cluster != p.Cluster || got.Pod != p.Name || got.Version != p.Version {
+				t.Errorf("address %s of %s resolved to %+v, %v", p.IP, p.Key(), got, ok)
 			}
 		}
 	}
 	if shared == 0 || unique == 0 {
 		t.Errorf("%d pods with a shared address, %d with their own: the test cannot tell both", shared, unique)
 	}
-	if _, ok := byAddress("192.0.2.1:80"); ok {
+	if _, ok := index.ByAddress("192.0.2.1:80"); ok {
 		t.Error("an address no pod has resolved")
 	}
 	warned := false
@@ -202,20 +194,6 @@ expect:
 	if !warned || rep.ExitCode != exitcode.Pass || rep.Expectation[0].Verdict != assert.Pass {
 		t.Errorf("warnings %q, exit %d, %s: %s", rep.Warnings, rep.ExitCode, rep.Expectation[0].Verdict, rep.Expectation[0].Reason)
 	}
-}
-
-// connect is the lab cluster cl as the product connects to it.
-func connect(t *testing.T, lab *labtest.Lab, cl string) *kube.Cluster {
-	t.Helper()
-	cfg, err := kube.LoadConfig(kube.Options{Kubeconfig: []string{lab.Kubeconfig}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := cfg.Connect(context.Background(), kube.ClusterRef{Name: cl, Context: lab.Context(cl)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
 }
 
 // server answers every request with answer(n) for the n-th request, on a

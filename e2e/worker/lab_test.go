@@ -1,7 +1,6 @@
 package worker_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -31,6 +30,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/mesh-verify/mesh-verify/e2e/e2etest"
 	"github.com/mesh-verify/mesh-verify/fleet"
 	"github.com/mesh-verify/mesh-verify/kube"
 	"github.com/mesh-verify/mesh-verify/lab/labtest"
@@ -92,29 +92,10 @@ func buildBinary(t *testing.T) string {
 	return labtest.BuildMeshVerify(t, raceEnabled)
 }
 
-// lockedBuffer is stderr, written by exec's copying goroutine and read
-// by the test while the process runs.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // proc is one worker process and the records it printed.
 type proc struct {
 	cmd     *exec.Cmd
-	stderr  lockedBuffer
+	stderr  e2etest.SyncBuffer
 	records chan fleet.Record
 	done    chan error // the process's exit, once
 	decErr  error
