@@ -310,8 +310,8 @@ func createClusters(ctx context.Context, k *kwok.Lab, t *topology.Topology, out 
 			if err := k.Start(ctx, c); err != nil {
 				return recreated, err
 			}
-			// Read the kubeconfig now: the next create rewrites it.
-			cfg, err := daemon.RESTConfig(k.Kubeconfig, k.Context(c))
+			// From the cluster's own kubeconfig: the next create rewrites the shared one.
+			cfg, err := daemon.RESTConfig(k.ClusterKubeconfig(c), k.Context(c))
 			if err != nil {
 				return recreated, fmt.Errorf("cluster %s: %w", c, err)
 			}
@@ -489,7 +489,8 @@ func useContext(path, kubeContext string) error {
 		return fmt.Errorf("lab kubeconfig %s has no context %s", path, kubeContext)
 	}
 	cfg.CurrentContext = kubeContext
-	return clientcmd.WriteToFile(*cfg, path)
+	// Atomically: the clusters' manifests are being applied meanwhile.
+	return kwok.WriteKubeconfig(cfg, path)
 }
 
 // waitReady waits for the daemon to serve every pod the topology implies.
