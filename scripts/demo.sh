@@ -30,7 +30,8 @@ say() { printf '\n\033[1m== %s\033[0m\n' "$*" >&2; }
 # skupper-4 from v1 link Secrets and from v2 Links; istio-mirror-sidecar
 # again on Istio 1.28's mirror copies without the -shadow authority;
 # istio-multinetwork splits by cluster from the caller's outbound log, where
-# a remote network's requests name its east-west gateway.)
+# a remote network's requests name its east-west gateway; cilium-affinity
+# attacks from worker pods in c1 and in c2 and judges each apart.)
 seeds=(
   "skupper-1             skupper-1          PASS"
   "skupper-2             skupper-2          PASS"
@@ -44,6 +45,7 @@ seeds=(
   "istio-multinetwork    istio-multinetwork PASS"
   "cilium-c2             cilium-c2          PASS"
   "cilium-both           cilium-both        PASS"
+  "cilium-affinity       cilium-affinity    PASS"
   "kuma-canary           kuma-canary        PASS"
   "kuma-canary           kuma-canary-v3     PASS"
   "istio-helloworld      istio-helloworld   PASS"
@@ -111,14 +113,18 @@ for line in "${seeds[@]}"; do
   [[ "$topology" == "$scenario"?* || "$topology" == "istio-mirror-noshadow" ]] && name="$scenario@$topology"
   say "mesh-verify run scenarios/catalog/$scenario.yaml   (expect $want)"
   # A scenario that attacks from worker pods (istio-helloworld and
-  # cilium-rebel-base, from inside c1 as the tutorials' client pods do)
-  # needs the workers' ServiceAccount and Roles there first, as a user
-  # applies them: what `mesh-verify rbac` prints.
-  from="$(sed -n 's/^  from: *\([a-z0-9-]*\).*/\1/p' "scenarios/catalog/$scenario.yaml" | head -n1)"
-  if [ -n "$from" ]; then
+  # cilium-rebel-base from inside c1, cilium-affinity from c1 and c2, as
+  # the tutorials' client pods do) needs the workers' ServiceAccount and
+  # Roles in each of those clusters first, as a user applies them: what
+  # `mesh-verify rbac --cluster` prints. validate -o json names the
+  # clusters (workerClusters; names are DNS labels, so no quoting).
+  froms="$("$MV" validate -o json "scenarios/catalog/$scenario.yaml" | tr -d ' \n' |
+    sed -n 's/.*"workerClusters":\[\([^]]*\)\].*/\1/p' | tr -d '"' | tr ',' ' ')"
+  : >"$LOGS/rbac-$scenario.txt"
+  for from in $froms; do
     "$MV" rbac "scenarios/catalog/$scenario.yaml" --cluster "$from" |
-      kubectl --kubeconfig "$LAB/kubeconfig" --context "kind-$from" apply -f - >"$LOGS/rbac-$scenario.txt"
-  fi
+      kubectl --kubeconfig "$LAB/kubeconfig" --context "kind-$from" apply -f - >>"$LOGS/rbac-$scenario.txt"
+  done
   code=0
   KUBECONFIG="$LAB/kubeconfig" "$MV" run "scenarios/catalog/$scenario.yaml" --out "$OUT" --progress plain \
     >"$LOGS/run-$name.txt" || code=$?
