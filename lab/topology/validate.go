@@ -5,7 +5,6 @@ import (
 	"maps"
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -402,18 +401,6 @@ func (t *Topology) checkSidecar(c *checker, p []any, e *Entry) {
 			c.add(at(p, "cluster"), "app %s has no Deployment in cluster %s", a.Name, e.Cluster)
 		}
 	}
-}
-
-// versions lists the versions of the apps behind Service ns/name.
-func (t *Topology) versions(ns, name string) []string {
-	var out []string
-	for _, a := range t.Apps {
-		if t.SelectedBy(&a, ns, name) && !slices.Contains(out, a.Version) {
-			out = append(out, a.Version)
-		}
-	}
-	sort.Strings(out)
-	return out
 }
 
 // checkNetworks wants a network for every cluster or for none: a cluster
