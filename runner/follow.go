@@ -129,7 +129,7 @@ func (f *follower) loop(ctx context.Context, cur meshconfig.Expected) {
 	tick := time.NewTicker(f.poll)
 	defer tick.Stop()
 	var curErr error
-	lastSeen := f.start // the last poll that saw the version in force
+	lastSeen := f.start // when the last read that saw the version in force began
 	var settleC <-chan time.Time
 	var settleAt time.Time
 	var next meshconfig.Expected
@@ -150,6 +150,14 @@ func (f *follower) loop(ctx context.Context, cur meshconfig.Expected) {
 			if stopped {
 				continue
 			}
+			// A read takes time (every cluster's objects and pods, one
+			// list after another): what it returns held at some instant
+			// between asked and now. So the version read was still in
+			// force after asked, and a new one was made before now: the
+			// settling window opens at the last read's asked, not its
+			// end, or a loaded API server's second would count the data
+			// plane's move in the window before the change.
+			asked := time.Now()
 			ex, err := f.read(ctx)
 			now := time.Now()
 			var rerr resolveError
@@ -165,7 +173,7 @@ func (f *follower) loop(ctx context.Context, cur meshconfig.Expected) {
 				exErr = rerr.err
 			}
 			if sameSplit(cur, curErr, ex, exErr) {
-				lastSeen = now
+				lastSeen = asked
 				continue
 			}
 			fmt.Fprintf(f.w, "expectation %q: %s changed (seen at %s of the attack): %s\n", f.name, f.object, now.Sub(f.start).Round(100*time.Millisecond), describeVersion(ex, exErr))
@@ -184,7 +192,7 @@ func (f *follower) loop(ctx context.Context, cur meshconfig.Expected) {
 			} else {
 				f.resettle(now, ex, exErr)
 			}
-			next, nextErr, nextSeen, cur, curErr, lastSeen = ex, exErr, now, ex, exErr, now
+			next, nextErr, nextSeen, cur, curErr, lastSeen = ex, exErr, now, ex, exErr, asked
 			settleAt = now.Add(f.settle)
 			settleC = time.After(f.settle)
 		}

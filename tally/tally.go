@@ -323,7 +323,7 @@ func (t *Tally) add(r *attack.Result, id attribution.Identity, unread bool) {
 			}
 		}
 		if len(t.windows) > 0 {
-			t.countWindow(r.Timestamp, r.ConnID, id)
+			t.countWindow(r.Timestamp.Add(r.Latency), r.ConnID, id)
 		}
 		if id.Empty() && !unread && !t.noSamples && len(t.samples) < maxSamples {
 			b := r.Body
