@@ -131,3 +131,45 @@ func TestFollowerWindows(t *testing.T) {
 		})
 	}
 }
+
+// A read takes time, and what it returns held at some instant during it:
+// the settling window after a change opens when the last read that still
+// saw the old version began, not when it returned, so a data plane that
+// moved during that read is not counted in the window before the change.
+func TestFollowerSettlesFromTheReadStart(t *testing.T) {
+	t.Parallel()
+	const took = 50 * time.Millisecond
+	var mu sync.Mutex
+	var began []time.Time
+	slow := func(v func() (meshconfig.Expected, error)) func() (meshconfig.Expected, error) {
+		return func() (meshconfig.Expected, error) {
+			mu.Lock()
+			began = append(began, time.Now())
+			mu.Unlock()
+			time.Sleep(took)
+			return v()
+		}
+	}
+	s := &script{steps: []func() (meshconfig.Expected, error){slow(version("1", 0.9)), slow(version("1", 0.9)), slow(version("2", 0.5))}}
+	start := time.Now()
+	tl := tally.New(start, time.Minute)
+	f := &follower{name: "e", object: "TrafficRoute test-server", read: s.read, tl: tl, poll: time.Millisecond, settle: time.Hour, start: start, w: io.Discard}
+	initial, _ := version("1", 0.9)()
+	if err := f.begin(context.Background(), initial); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the script read", s.done)
+	waitUntil(t, "the settling window", func() bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return len(f.windows) >= 2
+	})
+	ws, _ := f.stop()
+	mu.Lock()
+	last := began[1] // the second read, the last to see version 1
+	mu.Unlock()
+	if st := ws[1].Start; !ws[1].Settling || st.After(last) || st.Before(last.Add(-took/2)) {
+		t.Errorf("settling window from %s, want from the start of the last read of the old version, %s (it returned at about %s)",
+			st.Sub(start), last.Sub(start), last.Add(took).Sub(start))
+	}
+}
