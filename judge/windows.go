@@ -47,7 +47,7 @@ func (w windowed) judge(c *call, r *reports.Expectation) {
 	counts := c.counts.Windows
 	if len(counts) == 0 {
 		r.Verdict = assert.Inconclusive
-		r.Reason = fmt.Sprintf("split.windows: no windows were counted in the %s (windows are counted from the responses' bodies during the attack)", r.Source)
+		r.Reason = fmt.Sprintf("split.windows: no windows were counted in the %s (windows are counted from the responses' bodies during the attack, or by cluster from the pods' logs)", r.Source)
 		return
 	}
 	var mesh []MeshWindow

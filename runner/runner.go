@@ -206,6 +206,7 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (*reports.Repor
 	}
 	sum := mr.Summary
 	var followWarnings []string
+	var settling []bool // per window of the followed split
 	for i, f := range followers {
 		ws, warn := f.stop()
 		// A cut after the tally's last snapshot is in no window counted:
@@ -214,6 +215,9 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (*reports.Repor
 		ms := mesh[follow[i].src]
 		ms.Windows = ws
 		mesh[follow[i].src] = ms
+		for _, w := range ws {
+			settling = append(settling, w.Settling)
+		}
 		followWarnings = append(followWarnings, warn...)
 	}
 	var recErr error
@@ -226,6 +230,11 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (*reports.Repor
 	var warnings []string
 	if kp != nil {
 		warnings = kp.collect(ctx, &ev, start, sum.Ended, grace, mr.SeqConn)
+		if ev.logs != nil && len(mr.Body.Windows) > 0 && logsWindowed(sc) {
+			// A split in windows counted from the logs (Skupper's app
+			// names no cluster in its answer).
+			windowLogs(ev.logs, ev.logSeconds, mr.Body, settling)
+		}
 		// A Ctrl-C while the logs settle or the metrics are scraped cut
 		// that evidence short: the run is interrupted (130), not judged
 		// as if the evidence were whole.
