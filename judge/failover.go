@@ -11,6 +11,7 @@ import (
 	"github.com/mesh-verify/mesh-verify/attribution"
 	"github.com/mesh-verify/mesh-verify/meshconfig"
 	"github.com/mesh-verify/mesh-verify/reports"
+	"github.com/mesh-verify/mesh-verify/scenarios"
 	"github.com/mesh-verify/mesh-verify/tally"
 )
 
@@ -109,9 +110,10 @@ func sortedUnion[V any](a, b map[string]V) []string {
 // the ready backends, the judged windows' phases (before, during, after),
 // and for each change that took all of some buckets' shares to others,
 // when the traffic moved, measured from the timeline's slices (requests
-// by send time and serving cluster, so only a split by cluster whose
-// counts come from the answers has them).
-func timeline(w *reports.Windows, changes map[int]change, s tally.Snapshot, by string) {
+// by send time and serving cluster for a split counted from the answers,
+// served lines by log time for one counted from the logs: only a split
+// by cluster has them).
+func timeline(w *reports.Windows, changes map[int]change, s tally.Snapshot, by, source string) {
 	if len(w.Converge) == 0 {
 		return
 	}
@@ -144,7 +146,11 @@ func timeline(w *reports.Windows, changes map[int]change, s tally.Snapshot, by s
 			continue
 		}
 		c.Moved = m
-		c.Text += "; " + movedText(m, w.Windows[c.Change-1].Start)
+		clock := "send time"
+		if source == scenarios.SourceLogs {
+			clock = "log time"
+		}
+		c.Text += "; " + movedText(m, w.Windows[c.Change-1].Start, clock)
 	}
 }
 
@@ -206,7 +212,7 @@ func moved(w *reports.Windows, c *reports.Convergence, s tally.Snapshot, by stri
 }
 
 // movedText says when the traffic moved, with its resolution.
-func movedText(m *reports.Moved, changeAfter time.Duration) string {
+func movedText(m *reports.Moved, changeAfter time.Duration, clock string) string {
 	from, to := strings.Join(m.From, ", "), strings.Join(m.To, ", ")
 	if !m.Moved {
 		switch {
@@ -217,6 +223,6 @@ func movedText(m *reports.Moved, changeAfter time.Duration) string {
 		}
 		return fmt.Sprintf("%s still served requests sent at the end of the first judged window after the change (%s): the traffic did not move away from it", from, offset(m.LastFrom))
 	}
-	return fmt.Sprintf("traffic moved from %s to %s within %s of the last read that still saw the old backends (at %s): %s's last request was sent before %s, %s's first from %s (%s slices by send time; an upper bound, widened by the poll)",
-		from, to, offset(m.Within), offset(changeAfter), from, offset(m.LastFrom), to, offset(m.FirstTo), m.Resolution)
+	return fmt.Sprintf("traffic moved from %s to %s within %s of the last read that still saw the old backends (at %s): %s's last request was sent before %s, %s's first from %s (%s slices by %s; an upper bound, widened by the poll)",
+		from, to, offset(m.Within), offset(changeAfter), from, offset(m.LastFrom), to, offset(m.FirstTo), m.Resolution, clock)
 }
