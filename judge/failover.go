@@ -113,7 +113,7 @@ func sortedUnion[V any](a, b map[string]V) []string {
 // by send time and serving cluster for a split counted from the answers,
 // served lines by log time for one counted from the logs: only a split
 // by cluster has them).
-func timeline(w *reports.Windows, changes map[int]change, s tally.Snapshot, by, source string) {
+func timeline(w *reports.Windows, s tally.Snapshot, by, source string) {
 	if len(w.Converge) == 0 {
 		return
 	}

@@ -114,7 +114,7 @@ func (w windowed) judge(c *call, r *reports.Expectation) {
 	}
 	out.Converge = convergence(out, changes)
 	if mesh != nil {
-		timeline(out, changes, c.counts, sp.By, r.Source)
+		timeline(out, c.counts, sp.By, r.Source)
 	}
 	r.Windows = out
 	r.Verdict = res.Verdict
