@@ -15,8 +15,9 @@ COPY . .
 ARG VERSION=dev
 # The Makefile's flags (make build): -trimpath, stripped (-s -w) and the
 # version stamp; CGO_ENABLED=0 for a binary the final stage can run
-# without a libc.
-RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/mesh-verify ./cmd/mesh-verify
+# without a libc. GOWORK=off: the product's own go.mod, not the
+# repository's workspace (go.work) with the lab and the e2e tests.
+RUN CGO_ENABLED=0 GOWORK=off go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/mesh-verify ./cmd/mesh-verify
 
 # distroless/static: CA certificates, /etc/passwd with nonroot (65532),
 # tzdata; no shell, no package manager.

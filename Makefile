@@ -7,7 +7,8 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 # make bench measures what is released); panics still name their
 # functions (the pclntab stays) and `mesh-verify version` its version.
 LDFLAGS   := -s -w -X main.version=$(VERSION)
-PKGS      := ./...
+# The three modules of go.work: the product, the lab, the end-to-end tests.
+PKGS      := ./... ./lab/... ./e2e/...
 # Static binaries everywhere: the container image needs one, and the tests'
 # builds of the binary then share one build cache with it.
 export CGO_ENABLED ?= 0
@@ -18,9 +19,11 @@ all: build
 
 # The product and, beside it, the lab (`mesh-verify lab` runs the
 # mesh-verify-lab next to it; the image and releases carry only the product).
+# The product is built from its own go.mod alone (GOWORK=off), as `go
+# install` and the release build it; the lab is a module of its own (lab/).
 build:
-	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/mesh-verify ./cmd/mesh-verify
-	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/mesh-verify-lab ./cmd/mesh-verify-lab
+	GOWORK=off $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/mesh-verify ./cmd/mesh-verify
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/mesh-verify-lab ./lab/cmd/mesh-verify-lab
 
 # The container image without a Docker daemon: an OCI image layout in
 # $(OCI) (README.md, "Container image"), from a static build of the CLI,
@@ -29,7 +32,7 @@ build:
 OCI       ?= build/oci
 IMAGE_BIN ?= build/image/mesh-verify
 image:
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(IMAGE_BIN) ./cmd/mesh-verify
+	CGO_ENABLED=0 GOWORK=off $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(IMAGE_BIN) ./cmd/mesh-verify
 	cd tools/image && GOWORK=off GOFLAGS=-mod=readonly $(GO) run . -binary $(abspath $(IMAGE_BIN)) \
 	  -out $(abspath $(OCI)) -version $(VERSION) -revision "$$(git rev-parse HEAD 2>/dev/null)"
 
@@ -66,10 +69,11 @@ fuzz:
 # Test tiers (README.md "Tests"); `make test` runs them all, as CI does.
 #   unit  every package but e2e/, -short: no lab cluster starts (labtest
 #         skips in -short mode), for the edit-compile-test loop
-#   lab   the packages with lab-backed tests (real kwok API servers), in full
-#   e2e   the built binary end to end (e2e/...), its lab-backed tests too
+#   lab   the lab module and the product's tests against lab API servers
+#         (e2e/kube, e2e/runner, e2e/worker, e2e/meshconfig), in full
+#   e2e   the e2e module whole: the built binary end to end, and those
 UNIT_PKGS = $(shell $(GO) list $(PKGS) | grep -v '/e2e')
-LAB_PKGS  := ./kube/... ./runner ./worker ./meshconfig ./cmd/... ./lab/...
+LAB_PKGS  := ./lab/... ./e2e/kube ./e2e/runner ./e2e/worker ./e2e/meshconfig
 LAB_BIN    = $${MESH_VERIFY_LAB_BIN:-$$(bash tools/lab/build.sh | tail -n1)}
 unit:
 	$(GO) test -count=1 -short $(UNIT_PKGS)

@@ -24,11 +24,17 @@ var rolloutSteps = []float64{0.10, 0.20, 0.30, 0.50}
 // expected its expected share; n requests per window over conns
 // keep-alive connections.
 func rollout(r sampler, truth, expected []float64, n int64, conns int) []Window {
-	names := []string{"canary", "stable"}
+	return rolloutOf(truth, expected, func(p []float64) Counts { return r.perRequestUnits(rolloutNames, n, conns, p) })
+}
+
+var rolloutNames = []string{"canary", "stable"}
+
+// rolloutOf is a run whose windows' counts gen draws from the true shares.
+func rolloutOf(truth, expected []float64, gen func(p []float64) Counts) []Window {
 	ws := make([]Window, len(truth))
 	for i := range truth {
 		ws[i] = Window{
-			Counts:   r.perRequestUnits(names, n, conns, []float64{truth[i], 1 - truth[i]}),
+			Counts:   gen([]float64{truth[i], 1 - truth[i]}),
 			Expected: map[string]float64{"canary": expected[i], "stable": 1 - expected[i]},
 		}
 	}
@@ -54,9 +60,15 @@ type windowRates struct {
 
 func simRollouts(t *testing.T, r sampler, truth []float64, spec SplitSpec, n int64, conns, runs, verify int) windowRates {
 	t.Helper()
+	return simRolloutsOf(t, func() []Window { return rollout(r, truth, rolloutSteps, n, conns) }, spec, runs, verify)
+}
+
+// simRolloutsOf judges runs drawn by gen.
+func simRolloutsOf(t *testing.T, gen func() []Window, spec SplitSpec, runs, verify int) windowRates {
+	t.Helper()
 	out := windowRates{runs: runs, deciding: map[int]int{}}
 	for i := range runs {
-		ws := rollout(r, truth, rolloutSteps, n, conns)
+		ws := gen()
 		v, d, err := decideWindows(ws, spec)
 		if err != nil {
 			t.Fatal(err)
@@ -148,6 +160,42 @@ func TestCalibrationWindowsRollout(t *testing.T) {
 	if got.deciding[2] != got.fails {
 		t.Errorf("a lagging step 3 is named by window %v, want window index 2 every time", got.deciding)
 	}
+}
+
+// Over an open loop's few uneven connections, where a window's FAIL side
+// takes the design effect at its observed shares (docs/statistics.md
+// §3.3): 20 connections of 1 + Exp(150) requests a window (about 3000),
+// every request routed on its own. A correct rollout on its bands' upper
+// edges must FAIL at most α; a data plane frozen at the first step's 10%
+// while 20, 30 and 50% are set is reported: with n_K about 10 a window,
+// judged at α/16 a side, the robust score test of the FAIL side is near
+// its limit (0.70 of runs FAIL, 0.62 with the FAIL side decided by the
+// expected shares' design effect alone); connections, not requests, are
+// the evidence there.
+func TestCalibrationWindowsUneven(t *testing.T) {
+	t.Parallel()
+	runs, verify := 1500, 20
+	if fullCalibration() {
+		runs, verify = 20000, 200
+	}
+	const conns = 20
+	alpha := 1 - DefaultConfidence
+	spec := SplitSpec{Sampling: Sampling{FixedConnections: conns}}
+	r := sampler{src: rand.NewPCG(20261203, 26)}
+	gen := func(truth []float64) func() []Window {
+		return func() []Window {
+			return rolloutOf(truth, rolloutSteps, func(p []float64) Counts {
+				return r.perRequestUnevenOf(rolloutNames, conns, 150, p)
+			})
+		}
+	}
+	edges := simRolloutsOf(t, gen(onEdge(rolloutSteps, DefaultMargin)), spec, runs, verify)
+	t.Logf("correct rollout %v on its bands' upper edges over %d uneven connections: %s", rolloutSteps, conns, edges)
+	if lo := edges.lower(0.001); lo > alpha {
+		t.Errorf("correct rollout on the edges over %d uneven connections: false FAIL %s, shown above α = %g", conns, edges, alpha)
+	}
+	frozen := simRolloutsOf(t, gen([]float64{0.10, 0.10, 0.10, 0.10}), spec, runs/10, verify)
+	t.Logf("frozen at 10%% over %d uneven connections: %s; deciding windows %v", conns, frozen, frozen.deciding)
 }
 
 // TestSplitWindows checks the combination on fixed counts: a FAIL in any

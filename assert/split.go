@@ -281,6 +281,15 @@ func decideSplit(c Counts, s SplitSpec) (SplitResult, []BucketRule, draws, error
 		}
 		br.EffectiveCount = d.scaled(x)
 		j := rules[i].Judge(br.EffectiveCount, d.EffectiveN)
+		if j.Verdict != Pass && s.Missing == 0 {
+			// The FAIL side's own interval (failInterval): wider than
+			// the PASS side's never, narrower when the design effect at
+			// the expected shares measured the deviation.
+			j.Fail = d.failInterval(c, slices.Index(c.Buckets, b), x, s.Method, 1-rules[i].FailLevel(), j.Fail)
+			if rules[i].fails(j.Fail) {
+				j.Verdict = Fail
+			}
+		}
 		br.PassInterval, br.FailInterval, br.Verdict = j.Pass, j.Fail, j.Verdict
 		r.Buckets[i] = br
 		r.Verdict = Worst(r.Verdict, br.Verdict)

@@ -212,15 +212,16 @@ func TestSplitSamplingUnits(t *testing.T) {
 	// Twenty connections whose requests are spread like independent draws
 	// (by hand: 10 connections of 26/24 and 10 of 25/25, p̂ = 0.51:
 	// Σ(x_j - 25.5)² = 20·0.5² = 5, deff 20/19·5/(1000·0.51·0.49) =
-	// 0.02106; at the expected 0.5: Σ(x_j - 25)² = 10, deff
-	// 20/19·10/(1000·0.25) = 0.04211, the larger): worth every request.
+	// 0.02106, the observed design effect reported; at the expected 0.5:
+	// Σ(x_j - 25)² = 10, deff 20/19·10/(1000·0.25) = 0.04211, the larger,
+	// which the PASS side takes): worth every request.
 	conns := make([][]int64, 20)
 	for j := range conns {
 		conns[j] = []int64{25 + int64(1-j%2), 25 - int64(1-j%2)}
 	}
 	withU := Split(withUnits(counts("c2", 510, "c3", 490), conns), SplitSpec{Expected: half})
 	without := Split(counts("c2", 510, "c3", 490), SplitSpec{Expected: half})
-	near(t, "spread deff", withU.ObservedDesignEffect, 20.0/19*10/(1000*0.25), 1e-9)
+	near(t, "spread deff", withU.ObservedDesignEffect, 20.0/19*5/(1000*0.51*0.49), 1e-9)
 	if withU.Verdict != without.Verdict || withU.EffectiveN != 1000 || withU.Buckets[0].PassInterval != without.Buckets[0].PassInterval {
 		t.Errorf("per request with units %+v, without %+v", withU, without)
 	}

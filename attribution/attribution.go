@@ -217,6 +217,46 @@ func (a *Attributor) Stats() Stats {
 	return s
 }
 
+// Add adds the statistics of another attributor of the same rules (a
+// distributed run's workers, docs/distributed.md): counts add up, rules
+// pair by name and are kept in s's order, then o's new ones; samples are
+// kept up to MaxSamples, s's first, so the result depends on the order of
+// the calls only through which samples are kept.
+func (s *Stats) Add(o Stats) {
+	s.Responses += o.Responses
+	s.Unresolved += o.Unresolved
+	for _, r := range o.Rules {
+		i := slices.IndexFunc(s.Rules, func(x RuleStats) bool { return x.Rule == r.Rule })
+		if i < 0 {
+			s.Rules = append(s.Rules, RuleStats{Rule: r.Rule})
+			i = len(s.Rules) - 1
+		}
+		s.Rules[i].Matched += r.Matched
+		s.Rules[i].Samples = addSamples(s.Rules[i].Samples, r.Samples)
+	}
+	for f, n := range o.Fields {
+		if s.Fields == nil {
+			s.Fields = map[Field]int64{}
+		}
+		s.Fields[f] += n
+	}
+	for _, e := range o.Empty {
+		i := slices.IndexFunc(s.Empty, func(x EmptyCapture) bool { return x.Field == e.Field })
+		if i < 0 {
+			s.Empty = append(s.Empty, EmptyCapture{Field: e.Field, Rule: e.Rule})
+			i = len(s.Empty) - 1
+		}
+		s.Empty[i].Count += e.Count
+		s.Empty[i].Samples = addSamples(s.Empty[i].Samples, e.Samples)
+	}
+}
+
+// addSamples appends samples to have up to MaxSamples, as one attributor
+// keeps the first ones it sees.
+func addSamples(have, more []string) []string {
+	return append(have, more[:min(len(more), max(MaxSamples-len(have), 0))]...)
+}
+
 // Sample cuts a body or line to SampleBytes for a report.
 func Sample(b []byte) string {
 	if len(b) > SampleBytes {

@@ -200,3 +200,25 @@ func FuzzAttribute(f *testing.F) {
 		}
 	})
 }
+
+// Stats of attributors of the same rules add up as one attributor's over
+// all their responses: counts summed, rules paired by name, samples kept
+// up to MaxSamples, the first ones first.
+func TestStatsAdd(t *testing.T) {
+	t.Parallel()
+	a := Stats{Responses: 10, Unresolved: 1, Rules: []RuleStats{{Rule: "pod", Matched: 8, Samples: []string{"x", "y"}}},
+		Fields: map[Field]int64{Pod: 8}, Empty: []EmptyCapture{{Field: Cluster, Rule: "pod", Count: 2, Samples: []string{"e"}}}}
+	b := Stats{Responses: 5, Rules: []RuleStats{{Rule: "pod", Matched: 3, Samples: []string{"z", "w"}}, {Rule: "version", Matched: 5}},
+		Fields: map[Field]int64{Pod: 3, Version: 5}, Empty: []EmptyCapture{{Field: Cluster, Rule: "pod", Count: 1, Samples: []string{"f"}}}}
+	var s Stats
+	s.Add(a)
+	s.Add(b)
+	if s.Responses != 15 || s.Unresolved != 1 || len(s.Rules) != 2 || s.Rules[0].Matched != 11 || s.Rules[1].Matched != 5 ||
+		strings.Join(s.Rules[0].Samples, ",") != "x,y,z" || s.Fields[Pod] != 11 || s.Fields[Version] != 5 ||
+		len(s.Empty) != 1 || s.Empty[0].Count != 3 || strings.Join(s.Empty[0].Samples, ",") != "e,f" {
+		t.Fatalf("sum %+v", s)
+	}
+	if len(a.Rules[0].Samples) != 2 {
+		t.Errorf("Add changed its argument's samples: %v", a.Rules[0].Samples)
+	}
+}

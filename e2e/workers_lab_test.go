@@ -3,14 +3,19 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	vegeta "github.com/tsenart/vegeta/v12/lib"
 
 	"github.com/mesh-verify/mesh-verify/assert"
 	"github.com/mesh-verify/mesh-verify/e2e/e2etest"
@@ -18,6 +23,7 @@ import (
 	"github.com/mesh-verify/mesh-verify/lab/daemon"
 	"github.com/mesh-verify/mesh-verify/lab/envoylog"
 	"github.com/mesh-verify/mesh-verify/reports"
+	"github.com/mesh-verify/mesh-verify/runlog"
 )
 
 // workersScenario is the kuma-canary lab's 90/10 split, attacked from
@@ -299,6 +305,12 @@ func TestDistributedRunAgreesWithTheDataPlane(t *testing.T) {
 			t.Errorf("worker %d: its record counts %d requests, the sidecars logged %d with its ids", row.Index, row.Requests, byWorker[row.Index])
 		}
 	}
+	// The progress on stderr: each worker's phase while they get ready,
+	// then the requests so far with the phases.
+	if !regexp.MustCompile(`(?m)^workers: 0 (pending|pulling|running).*, 3 (pending|pulling|running)`).MatchString(r.Stderr) ||
+		!regexp.MustCompile(`(?m)^workers: \d+ requests so far from 4 workers \(\d finished\); 0 (running|done)`).MatchString(r.Stderr) {
+		t.Errorf("no phase progress on stderr:\n%s", r.Stderr)
+	}
 	if !strings.Contains(r.Stdout, "4 workers, image ghcr.io/mesh-verify/mesh-verify:") || !strings.Contains(r.Stdout, "job mv-") || !strings.Contains(r.Stdout, "finished") {
 		t.Errorf("the terminal report does not show the workers:\n%s", r.Stdout)
 	}
@@ -306,6 +318,10 @@ func TestDistributedRunAgreesWithTheDataPlane(t *testing.T) {
 	if err != nil || !bytes.Contains(html, []byte(rows[3].Pod)) {
 		t.Errorf("report.html does not name worker 3's pod %s (%v)", rows[3].Pod, err)
 	}
+	// results.bin: every request once, by its worker's id, as vegeta's
+	// decoder reads it, in timestamp order, and who answered it as the
+	// merged tally counted it.
+	checkResultsFile(t, r.Dir(), rep, byCluster)
 	noWorkersLeft(t, l, rep.RunID)
 
 	// The same scenario from this process, through a port-forward.
@@ -313,7 +329,127 @@ func TestDistributedRunAgreesWithTheDataPlane(t *testing.T) {
 	if single.Report() == nil || single.Report().Verdict != rep.Verdict || single.Report().Workers != nil {
 		t.Fatalf("single-process run: exit %d, verdict %v; the distributed one %s\n%s", single.Code, single.Report(), rep.Verdict, single.Stderr)
 	}
-	t.Logf("distributed run %s: %v by cluster (sidecars %v), workers %v; single-process verdict %s", rep.RunID, body, byCluster, byWorker, single.Report().Verdict)
+	// The body-rule table: the workers' rules read every answered
+	// response, as the single process's did.
+	distributed, local := bodyRules(rep), bodyRules(single.Report())
+	if len(distributed) == 0 || len(distributed) != len(local) {
+		t.Fatalf("body rules: distributed %+v, single-process %+v", distributed, local)
+	}
+	for i, d := range distributed {
+		l := local[i]
+		if d.Rule != l.Rule || d.Read != 1600 || l.Read != 1600 || d.Matched != l.Matched || d.Matched == 0 {
+			t.Errorf("rule %d: distributed %+v, single-process %+v: want the same rule reading 1600 responses and matching as many", i, d, l)
+		}
+	}
+	t.Logf("distributed run %s: %v by cluster (sidecars %v), workers %v, rules %+v; single-process verdict %s, rules %+v", rep.RunID, body, byCluster, byWorker, distributed, single.Report().Verdict, local)
+}
+
+// bodyRules are a report's body-rule rows.
+func bodyRules(r *reports.Report) []reports.RuleReport {
+	var out []reports.RuleReport
+	for _, x := range r.Rules {
+		if x.Source == "body" {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// checkResultsFile reads a distributed run's results.bin with vegeta's
+// decoder and its attribution.jsonl through runlog: as many results as
+// the report counts, in timestamp order, each request id of the run's
+// workers once, and per cluster what the sidecars logged.
+func checkResultsFile(t *testing.T, dir string, rep *reports.Report, byCluster map[string]int64) {
+	t.Helper()
+	f, err := os.Open(filepath.Join(dir, runlog.ResultsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	dec := vegeta.NewDecoder(f)
+	var n int64
+	var prev time.Time
+	for {
+		var r vegeta.Result
+		if err := dec.Decode(&r); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatalf("vegeta's decoder, result %d of results.bin: %v", n, err)
+		}
+		if r.Timestamp.Before(prev) {
+			t.Errorf("result %d at %s after one at %s", n, r.Timestamp, prev)
+		}
+		prev = r.Timestamp
+		n++
+	}
+	if n != rep.Metrics.Requests || n == 0 {
+		t.Errorf("results.bin holds %d results, the report counts %d requests", n, rep.Metrics.Requests)
+	}
+	ids := map[string]bool{}
+	clusters := map[string]int64{}
+	err = runlog.ReadResults(dir, func(r *vegeta.Result, a runlog.Attribution) error {
+		if _, ok := workerOf(t, rep.RunID, a.RequestID); !ok || ids[a.RequestID] {
+			return fmt.Errorf("request id %q: not one of the run's workers', or twice", a.RequestID)
+		}
+		ids[a.RequestID] = true
+		if a.OK {
+			clusters[a.Cluster]++
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for c, want := range byCluster {
+		if clusters[c] != want {
+			t.Errorf("attribution.jsonl: cluster %s answered %d, the sidecars logged %d", c, clusters[c], want)
+		}
+	}
+}
+
+// statistics.stop: early in a distributed run: the coordinator takes the
+// looks on the merged records, stops the workers once the 90/10 split and
+// the success rate are decided, and the run ends well before its 8,000
+// requests with a decided verdict; the workers' final records carry every
+// request the sidecars logged, and results.bin holds them all.
+func TestDistributedRunStopsEarly(t *testing.T) {
+	f := writeScenario(t, fmt.Sprintf(workersScenario, "requests: 8000\nstatistics: {stop: early, looks: 5}"))
+	l := workersLab(t, f)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+
+	r := runBinary(t, ctx, "run", f, "--workers", "2", "--kubeconfig", l.Kubeconfig)
+	rep := r.Report()
+	if rep == nil || r.Code != 0 || rep.Verdict != assert.Pass {
+		t.Fatalf("distributed run: exit %d\n%s\n%s", r.Code, r.Stdout, r.Stderr)
+	}
+	seq := rep.Sequential
+	if seq == nil || seq.StoppedAt == 0 || seq.StoppedAt >= len(seq.Plan.Looks) {
+		t.Fatalf("did not stop early: %+v", seq)
+	}
+	look := seq.Plan.Looks[seq.StoppedAt-1]
+	if rep.Metrics.Requests < look || rep.Metrics.Requests >= 8000 || rep.Attack.Interrupted {
+		t.Errorf("%d requests (interrupted %v) for a stop at look %d (%d requests)", rep.Metrics.Requests, rep.Attack.Interrupted, seq.StoppedAt, look)
+	}
+	for _, w := range rep.Warnings {
+		if strings.Contains(w, "stop: early") || strings.Contains(w, "lost") {
+			t.Errorf("warning %q", w)
+		}
+	}
+	var sum int64
+	for _, row := range rowsOf(t, rep, 2) {
+		if !row.Final || row.Error != "" {
+			t.Errorf("worker %d: %+v, want its final record", row.Index, row)
+		}
+		sum += row.Requests
+	}
+	byCluster, _ := sidecarCounts(t, l, rep.RunID)
+	if sum != rep.Metrics.Requests || byCluster["c1"]+byCluster["c2"] != sum {
+		t.Errorf("workers sent %d, the report counts %d, the sidecars logged %v", sum, rep.Metrics.Requests, byCluster)
+	}
+	checkResultsFile(t, r.Dir(), rep, byCluster)
+	noWorkersLeft(t, l, rep.RunID)
+	t.Logf("stopped at look %d of %d (%d requests planned there): %d requests, sidecars %v", seq.StoppedAt, len(seq.Plan.Looks), look, rep.Metrics.Requests, byCluster)
 }
 
 // A worker killed mid-attack is reported with what its last record
@@ -398,18 +534,30 @@ func TestDistributedRunLosesAWorkerAndStopsOnCtrlC(t *testing.T) {
 }
 
 // Locality seen from inside the clusters: the catalog's cilium-affinity
-// scenario attacks from two workers in c1 and two in c2, each through its
-// own cluster's datapath, and judges each source's requests apart. With
+// scenario attacks rebel-base by its in-cluster name from worker pods in
+// c1 and in c2, each through its own cluster's datapath (the topology's
+// workers entries), and judges each source's requests apart. With
 // Cilium's local affinity (each datapath prefers its own cluster's pods)
 // both expectations PASS; with affinity off (every connection to any pod
-// of both clusters, the cilium-rebel-base policy) both FAIL, and the
-// success rate still PASSes: the mesh answered, it did not keep traffic
-// local.
+// of both clusters, as in cilium-rebel-base) both FAIL, and the success
+// rate still PASSes: the mesh answered, it did not keep traffic local.
+//
+// The ground truth is a third party's record: the access lines rebel-base's
+// nginx wrote in each cluster, compared with what each cluster's workers
+// sent. nginx's line names neither the request nor the client (every lab
+// connection comes from 127.0.0.1), so only per-cluster totals can be
+// compared; the run therefore has unequal sources (two workers in c1, one
+// in c2, 200 requests each): kept local, each cluster's nginx logs exactly
+// its own workers' 400 and 200 requests; spread, each logs about 300, and
+// c1's nginx logs fewer than c1's workers sent. (Equal leaks both ways
+// would look local in totals: the per-source verdicts above are what sees
+// those.)
 func TestLocalityFromTwoSources(t *testing.T) {
 	// Each case brings up a lab of its own: they run beside the other
 	// lab tests instead of before them (CI's wall time).
 	t.Parallel()
 	scenario := "cilium-affinity"
+	unequal := []string{"--set", "attack.sources[1].workers=1"}
 	for _, c := range []struct {
 		name     string
 		topology string
@@ -425,23 +573,24 @@ func TestLocalityFromTwoSources(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			l := mv.Lab(t, e2etest.LabSpec{Topology: c.topology})
-			applyRBAC(t, l, scenario, []string{"c1", "c2"})
+			applyRBAC(t, l, scenario, []string{"c1", "c2"}, unequal...)
 			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 			defer cancel()
-			r := runBinary(t, ctx, "run", scenario, "--kubeconfig", l.Kubeconfig)
+			r := runBinary(t, ctx, append([]string{"run", scenario, "--kubeconfig", l.Kubeconfig}, unequal...)...)
 			rep := r.Report()
 			if rep == nil {
 				t.Fatalf("no report: exit %d\n%s\n%s", r.Code, r.Stdout, r.Stderr)
 			}
-			rows := rowsOf(t, rep, 4)
-			for _, row := range rows {
+			sent := map[string]int64{}
+			for _, row := range rowsOf(t, rep, 3) {
 				want := "c1"
 				if row.Index >= 2 {
 					want = "c2"
 				}
-				if row.Cluster != want || !row.Final || row.Requests != 150 {
-					t.Errorf("worker %d: %+v, want 150 requests from %s", row.Index, row, want)
+				if row.Cluster != want || !row.Final || row.Requests != 200 {
+					t.Errorf("worker %d: %+v, want 200 requests from %s", row.Index, row, want)
 				}
+				sent[row.Cluster] += row.Requests
 			}
 			if rep.Workers == nil || len(rep.Workers.Jobs) != 2 || rep.Workers.Jobs[1].FirstIndex != 2 {
 				t.Errorf("jobs %+v, want one per source, c2's from worker 2", rep.Workers)
@@ -457,15 +606,19 @@ func TestLocalityFromTwoSources(t *testing.T) {
 					t.Errorf("%s: %q is %s, want %s: %s", c.name, e.Name, e.Verdict, want, e.Reason)
 				}
 			}
-			// Ground truth: nginx's access lines of each cluster's
-			// rebel-base pods, for each source's request ids, when the
-			// datapaths keep traffic local; spread over both otherwise.
-			st, err := daemon.ReadStatus(l.Dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if want := map[assert.Verdict]bool{assert.Pass: true, assert.Fail: false}[c.want]; localOnly(t, st) != want {
-				t.Errorf("%s: the data plane kept every source's requests local: %v, want %v", c.name, !want, want)
+			served := appNginxAnswered(t, l, "rebel-base")
+			t.Logf("%s: workers sent %v, rebel-base's nginx logged %v", c.name, sent, served)
+			switch c.want {
+			case assert.Pass:
+				for _, cl := range []string{"c1", "c2"} {
+					if served[cl] != sent[cl] {
+						t.Errorf("%s: rebel-base's nginx in %s logged %d requests, its workers sent %d: not kept local", c.name, cl, served[cl], sent[cl])
+					}
+				}
+			default:
+				if served["c1"]+served["c2"] != sent["c1"]+sent["c2"] || served["c1"] >= sent["c1"] {
+					t.Errorf("%s: rebel-base's nginx logged %v of the %v the workers sent: want every request, fewer in c1 than c1 sent (spread over both clusters)", c.name, served, sent)
+				}
 			}
 			if want := map[assert.Verdict]int{assert.Pass: 0, assert.Fail: 1}[c.want]; r.Code != want {
 				t.Errorf("exit %d, want %d\n%s", r.Code, want, r.Stdout)
@@ -475,28 +628,52 @@ func TestLocalityFromTwoSources(t *testing.T) {
 	}
 }
 
-// localOnly reports whether the simulator's own count of where each
-// datapath sent its requests (the lab is the run's alone) stayed in the
-// datapath's cluster.
-func localOnly(t *testing.T, st *daemon.Status) bool {
+// appNginxAnswered counts, per cluster, the requests the app's pods answered
+// as their nginx access lines record them (the lab's app writes the
+// image's "main" format to the container's log, lab/apps/rebelbase.go):
+// every line but the kubelet's probes, whose user agent is kube-probe/.
+// The lab is the run's alone, so every other line is a request of the run;
+// a line that is not nginx's, or an answer other than 200, fails the test.
+func appNginxAnswered(t *testing.T, l *lab.Lab, app string) map[string]int64 {
 	t.Helper()
-	entries := 0
+	st, err := daemon.ReadStatus(l.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	served, pods := map[string]int64{}, 0
 	for _, p := range st.Pods {
-		if p.Role != daemon.RoleEntry {
+		if p.Role != daemon.RoleApp || p.App != app {
 			continue
 		}
-		entries++
-		if p.Routed == nil {
-			t.Fatalf("entry %s: the simulator's counts are missing from the lab's status", p.Name)
-		}
-		for c, n := range p.Routed.ByCluster {
-			if c != p.Cluster && n > 0 {
-				return false
+		pods++
+		forLines(t, p.LogFile, func(line string) {
+			// CRI log: time, stream, tag, then nginx's line.
+			parts := strings.SplitN(line, " ", 4)
+			if len(parts) < 4 || parts[1] != "stdout" {
+				return
 			}
-		}
+			m := nginxMain.FindStringSubmatch(parts[3])
+			if m == nil {
+				t.Errorf("%s: not nginx's access line: %q", p.LogFile, parts[3])
+				return
+			}
+			if strings.HasPrefix(m[3], "kube-probe/") {
+				return
+			}
+			if m[1] != "GET / HTTP/1.1" || m[2] != "200" {
+				t.Errorf("%s: %q, want the workers' GET / answered 200", p.LogFile, parts[3])
+			}
+			served[p.Cluster]++
+		})
 	}
-	if entries != 2 {
-		t.Fatalf("%d entries in the lab's status, want x-wing's datapath in c1 and c2", entries)
+	if pods == 0 {
+		t.Fatalf("no %s pod in the lab's status", app)
 	}
-	return true
+	return served
 }
+
+// nginxMain is nginx's "main" log_format: $remote_addr - $remote_user
+// [$time_local] "$request" $status $body_bytes_sent "$http_referer"
+// "$http_user_agent" "$http_x_forwarded_for"; it captures the request,
+// the status and the user agent.
+var nginxMain = regexp.MustCompile(`^\S+ - \S+ \[[^\]]+\] "([^"]*)" (\d{3}) \d+ "[^"]*" "([^"]*)" "[^"]*"$`)

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/mesh-verify/mesh-verify/attack"
+	"github.com/mesh-verify/mesh-verify/attribution"
 	"github.com/mesh-verify/mesh-verify/kube"
 	"github.com/mesh-verify/mesh-verify/kube/access"
 	"github.com/mesh-verify/mesh-verify/measure"
@@ -69,7 +71,9 @@ const (
 
 // fleetRun is one distributed run's Job and what its pods printed.
 type fleetRun struct {
-	sc *scenarios.Scenario
+	sc     *scenarios.Scenario
+	runID  string
+	record ResultSink
 	// sources are the Jobs, one per cluster the workers attack from,
 	// numbering the run's workers in order (attack.sources).
 	sources []*sourceRun
@@ -181,6 +185,14 @@ type Spec struct {
 	// LogLead is how long before the attack the logs' window opens (the
 	// largest logs.skew): a ready worker waits that long for the start.
 	LogLead time.Duration
+	// Record receives the workers' results, merged in timestamp order
+	// (the run directory's recorder: results.bin, attribution.jsonl); nil
+	// for none.
+	Record ResultSink
+	// Progress receives a line whenever the workers' phases change while
+	// they get ready (pending, pulling, running, done, failed); nil for
+	// none.
+	Progress io.Writer
 }
 
 // Start creates the workers' Jobs and waits until every worker is ready.
@@ -206,8 +218,9 @@ func Start(ctx context.Context, s Spec) (*Coordinator, error) {
 // gives the start and merges what they measured.
 type Coordinator struct{ f *fleetRun }
 
-// Sequential: the workers attack to the end; Measure says so.
-func (c *Coordinator) Sequential() bool { return false }
+// Sequential: the coordinator takes the sequential looks on the merged
+// records and stops the workers when the evidence settled.
+func (c *Coordinator) Sequential() bool { return true }
 
 // Measure gives the start, so that every worker sees the signal before
 // it, and merges the workers' records until each has printed its last
@@ -215,21 +228,20 @@ func (c *Coordinator) Sequential() bool { return false }
 // stops the wait for them.
 func (c *Coordinator) Measure(ctx context.Context, in measure.Input) (measure.Result, error) {
 	f := c.f
-	f.progress = in.Progress.W
-	fr, err := f.attack(ctx, in.Abort, time.Now().Add(startLead), in.Progress.Every)
+	if in.Progress.W != nil {
+		f.progress = in.Progress.W
+	}
+	fr, err := f.attack(ctx, in.Abort, time.Now().Add(startLead), in.Progress.Every, looks{at: in.Looks, on: in.OnLook})
 	if err != nil {
 		return measure.Result{}, &measure.SetupError{Err: fmt.Errorf("workers: %w", err)}
 	}
-	res := measure.Result{Summary: fr.summary, Body: fr.body, BySource: fr.bySource, Workers: f.workersReport(fr.rows)}
+	res := measure.Result{Summary: fr.summary, Body: fr.body, BySource: fr.bySource, Rules: fr.rules, Workers: f.workersReport(fr.rows)}
 	// A lost worker's missing requests are said by its own warning, not
 	// blamed on the target.
 	if fr.lost == 0 {
 		res.BehindRate = measure.BehindRate(fr.summary)
 	}
 	res.Warnings = append(res.Warnings, fr.warnings...)
-	if f.sc.Statistics.Stop == "early" {
-		res.Warnings = append(res.Warnings, "statistics.stop: early is not applied to a distributed run: the workers attacked to the end")
-	}
 	return res, nil
 }
 
@@ -256,7 +268,7 @@ func startFleet(ctx context.Context, spec Spec) (_ *fleetRun, err error) {
 		return nil, fmt.Errorf("attack.workers: %w", err)
 	}
 	ns := Namespace(sc)
-	f := &fleetRun{sc: sc, workers: sc.Attack.Workers, image: sc.Attack.WorkerImage(spec.Version),
+	f := &fleetRun{sc: sc, runID: runID, record: spec.Record, progress: spec.Progress, workers: sc.Attack.Workers, image: sc.Attack.WorkerImage(spec.Version),
 		events: make(chan fleetEvent, 4*sc.Attack.Workers+16), followed: map[string]bool{}, pods: map[int]kube.WorkerPod{},
 		unschedulableGrace: unschedulableGrace}
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -505,6 +517,82 @@ func (f *fleetRun) notePods(ps []kube.WorkerPod) {
 	}
 }
 
+// Worker phases, as the progress lines show them.
+const (
+	phasePending = "pending" // no pod yet, or its pod not scheduled
+	phasePulling = "pulling" // its container waiting: the image pulled, the container created
+	phaseRunning = "running"
+	phaseDone    = "done" // its last record came, or its pod ended
+	phaseFailed  = "failed"
+)
+
+// workerPhase is where a worker is: its pod p (seen false: none yet) and
+// whether its last record came.
+func workerPhase(p kube.WorkerPod, seen, last bool) string {
+	switch {
+	case last:
+		return phaseDone
+	case !seen:
+		return phasePending
+	case p.Failed():
+		return phaseFailed
+	case p.Phase == corev1.PodSucceeded || p.State == "terminated":
+		return phaseDone
+	case p.State == "running":
+		return phaseRunning
+	case p.State == "waiting":
+		return phasePulling
+	}
+	return phasePending
+}
+
+// maxPhasesNamed is up to how many workers the progress line names each
+// one's phase; beyond, it counts them by phase.
+const maxPhasesNamed = 8
+
+// phaseLine sums up the workers' phases: "0 running, 1 pulling (ContainerCreating), 2 pending"
+// for a few, "3 pending, 5 pulling, 92 running, 0 done, 0 failed" for many.
+func (f *fleetRun) phaseLine(last map[int]bool) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	counts := map[string]int{}
+	var each []string
+	for i := range f.workers {
+		p, seen := f.pods[i]
+		ph := workerPhase(p, seen, last[i])
+		counts[ph]++
+		if f.workers <= maxPhasesNamed {
+			e := fmt.Sprintf("%d %s", i, ph)
+			if (ph == phasePulling || ph == phasePending || ph == phaseFailed) && p.Reason != "" {
+				// The kubelet's and the scheduler's reasons are short
+				// names (ContainerCreating, Unschedulable); quoted when
+				// they are not, since they come from the API server.
+				e += " (" + terminalSafe(p.Reason) + ")"
+			}
+			each = append(each, e)
+		}
+	}
+	if each != nil {
+		return strings.Join(each, ", ")
+	}
+	return fmt.Sprintf("%d %s, %d %s, %d %s, %d %s, %d %s", counts[phasePending], phasePending, counts[phasePulling], phasePulling,
+		counts[phaseRunning], phaseRunning, counts[phaseDone], phaseDone, counts[phaseFailed], phaseFailed)
+}
+
+// terminalSafe is s when it is a short name of letters and digits, else
+// s quoted (escapes and all), for a progress line on a terminal.
+func terminalSafe(s string) string {
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
+			return strconv.Quote(s)
+		}
+	}
+	if len(s) > 64 {
+		return strconv.Quote(s[:64] + "...")
+	}
+	return s
+}
+
 // describePod says what a pod that did not get ready is doing.
 func describePod(p kube.WorkerPod) string {
 	s := fmt.Sprintf("pod %s: %s", p.Name, p.Phase)
@@ -531,6 +619,7 @@ func (f *fleetRun) awaitReady(ctx context.Context, timeout time.Duration) error 
 	// unschedulable: since when each pod has been seen Unschedulable;
 	// recheck fires when the first of them has been for the grace.
 	unschedulable := map[string]time.Time{}
+	shown := ""
 	recheck := time.NewTimer(time.Hour)
 	recheck.Stop()
 	defer recheck.Stop()
@@ -548,6 +637,10 @@ func (f *fleetRun) awaitReady(ctx context.Context, timeout time.Duration) error 
 			switch {
 			case ev.pods != nil:
 				f.notePods(ev.pods)
+				if line := f.phaseLine(nil); f.progress != nil && line != shown {
+					shown = line
+					fmt.Fprintf(f.progress, "workers: %s\n", line)
+				}
 				for _, p := range ev.pods {
 					if p.Failed() && !ready[p.Index] {
 						return fmt.Errorf("worker %d failed before it was ready: %s", p.Index, describePod(p))
@@ -644,14 +737,38 @@ type fleetResult struct {
 	warnings []string
 	// lost counts the workers that ended without a last record.
 	lost int
+	// rules merges the workers' rule statistics; nil from v1 workers.
+	rules *attribution.Stats
+	// results says what went to the run directory's results.
+	results ResultStats
+}
+
+// looks are a run's sequential looks (measure.Input.Looks, OnLook).
+type looks struct {
+	at []int64
+	on func(int, measure.Interim) bool
+}
+
+// due is the last look but the final one that total requests reach from
+// look next on, -1 for none: records come a second or more apart, so the
+// merged count may pass several looks at once, and the latest of them is
+// taken (the earlier ones' error is left unspent, which is conservative).
+func (l looks) due(next int, total int64) int {
+	k := -1
+	for i := next; i < len(l.at)-1 && total >= l.at[i]; i++ {
+		k = i
+	}
+	return k
 }
 
 // attack gives the start at start and merges the workers' records until
 // each has printed its last one or is lost. ctx ending (Ctrl-C) stops the
 // workers (they print a final record and exit); abort ending stops the
 // wait for them.
-func (f *fleetRun) attack(ctx, abort context.Context, start time.Time, every time.Duration) (fleetResult, error) {
+func (f *fleetRun) attack(ctx, abort context.Context, start time.Time, every time.Duration, lk looks) (fleetResult, error) {
 	m := NewMerger(start)
+	rw := NewResultWriter(f.record, f.runID, 0)
+	nextLook := 0
 	// With attack.sources, each one's requests are also merged apart,
 	// for the expectations judged from one source (from:).
 	bySource := map[string]*Merger{}
@@ -688,19 +805,25 @@ func (f *fleetRun) attack(ctx, abort context.Context, start time.Time, every tim
 	// that comes after the worker was counted lost wins (delete below).
 	done := func() bool { return len(last)+len(lost) >= f.workers }
 	ctxDone := ctx.Done()
+	// stop tells every worker to end its attack (the stop annotation): a
+	// Ctrl-C, or the evidence settled at a look. Each prints its final
+	// record with everything measured, the requests in flight included.
+	stop := func() {
+		if !stopped {
+			stopped = true
+			for _, src := range f.sources {
+				if err := annotate(ctx, src.run.Stop); err != nil {
+					res.warnings = append(res.warnings, "stop the workers: "+err.Error())
+				}
+			}
+		}
+		timeout.Reset(f.sc.Attack.Timeout.Duration + 10*time.Second)
+	}
 	for !done() {
 		select {
 		case <-ctxDone:
 			ctxDone = nil
-			if !stopped {
-				stopped = true
-				for _, src := range f.sources {
-					if err := annotate(ctx, src.run.Stop); err != nil {
-						res.warnings = append(res.warnings, "stop the workers: "+err.Error())
-					}
-				}
-			}
-			timeout.Reset(f.sc.Attack.Timeout.Duration + 10*time.Second)
+			stop()
 		case <-abortDone:
 			for i := range f.workers {
 				if !last[i] {
@@ -725,8 +848,7 @@ func (f *fleetRun) attack(ctx, abort context.Context, start time.Time, every tim
 			}
 			if f.progress != nil && time.Since(printed) >= every {
 				printed = time.Now()
-				s := m.Snapshot()
-				fmt.Fprintf(f.progress, "workers: %d requests so far from %d workers (%d finished)\n", s.Total, f.workers, len(last))
+				fmt.Fprintf(f.progress, "workers: %d requests so far from %d workers (%d finished); %s\n", m.Total(), f.workers, len(last), f.phaseLine(last))
 			}
 		case ev := <-f.events:
 			switch {
@@ -771,12 +893,31 @@ func (f *fleetRun) attack(ctx, abort context.Context, start time.Time, every tim
 					res.warnings = append(res.warnings, fmt.Sprintf("pod %s printed a record of worker %d, which is not one of its Job's: ignored", ev.pod, ev.rec.Worker))
 					continue
 				}
-				if _, err := m.Add(ev.rec); err != nil {
+				accepted, err := m.Add(ev.rec)
+				if err != nil {
 					res.warnings = append(res.warnings, err.Error())
 					continue
 				}
 				if sm := bySource[ev.src.cluster]; sm != nil {
 					_, _ = sm.Add(ev.rec) // the same record: valid, and new to it too
+				}
+				if accepted && ev.rec.Results != nil {
+					if err := rw.Add(ev.rec.Worker, ev.rec.Results); err != nil {
+						res.warnings = append(res.warnings, fmt.Sprintf("results of pod %s: %v", ev.pod, err))
+					}
+				}
+				if k := lk.due(nextLook, m.Total()); accepted && !stopped && k >= 0 {
+					nextLook = k + 1
+					so := measure.Interim{Body: m.Snapshot()}
+					if len(bySource) > 0 {
+						so.BySource = map[string]tally.Snapshot{}
+						for c, sm := range bySource {
+							so.BySource[c] = sm.Snapshot()
+						}
+					}
+					if lk.on(k, so) {
+						stop()
+					}
 				}
 				switch ev.rec.Kind {
 				case KindFinal:
@@ -806,6 +947,14 @@ func (f *fleetRun) attack(ctx, abort context.Context, start time.Time, every tim
 			}
 		}
 		res.warnings = append(res.warnings, fmt.Sprintf("worker %d was lost (%s): the %d requests of its last record are counted, any it sent after that are not", i, why, sent))
+	}
+	res.rules = m.Rules()
+	res.results = rw.Flush()
+	if w := res.results.Warning(); w != "" {
+		res.warnings = append(res.warnings, w)
+	}
+	if res.results == (ResultStats{}) && res.body.Total > 0 {
+		res.warnings = append(res.warnings, "the workers sent no results (records of format v1, an image older than this coordinator): results.bin and attribution.jsonl are empty")
 	}
 	sort.Strings(res.warnings)
 	res.lost = len(lost)

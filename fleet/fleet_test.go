@@ -68,8 +68,11 @@ func TestDecoder(t *testing.T) {
 	_, final := workers(t, 1, 200, start)
 	rec := Record{Kind: KindFinal, Worker: 3, Pod: "mv-w-3", Seq: 9, Time: start, State: &final[0]}
 	good := encode(t, rec)
-	v2 := strings.Replace(good, `"meshVerifyWorker":"v1"`, `"meshVerifyWorker":"v2"`, 1)
-	v11 := strings.Replace(good, `"meshVerifyWorker":"v1"`, `"meshVerifyWorker":"v1.3","future":1`, 1)
+	tag := `"meshVerifyWorker":"` + Version + `"`
+	v2 := strings.Replace(good, tag, `"meshVerifyWorker":"v2"`, 1)
+	v11 := strings.Replace(good, tag, `"meshVerifyWorker":"v1.3","future":1`, 1)
+	// A v1 worker's record (no results, no rules) is read as before.
+	v1 := strings.Replace(good, tag, `"meshVerifyWorker":"v1"`, 1)
 	for _, tc := range []struct {
 		name    string
 		in      string
@@ -86,8 +89,9 @@ func TestDecoder(t *testing.T) {
 		{"a record too long", `{"meshVerifyWorker":"v1","pad":"` + strings.Repeat("x", MaxLineBytes) + "\"}\n" + good, 1, Skipped{TooLong: 1}, 0},
 		{"an invalid state", strings.Replace(good, `"total":200`, `"total":-5`, 1), 0, Skipped{Invalid: 1}, 0},
 		{"a newer minor version", v11, 1, Skipped{}, 0},
+		{"an older minor version", v1, 1, Skipped{}, 0},
 		{"an unknown major version", "hello\n" + v2 + good, 1, Skipped{NotRecord: 1}, 2},
-		{"not a version", strings.Replace(good, `"v1"`, `"one"`, 1), 0, Skipped{}, 1},
+		{"not a version", strings.Replace(good, `"`+Version+`"`, `"one"`, 1), 0, Skipped{}, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := NewDecoder(strings.NewReader(tc.in))
@@ -232,12 +236,18 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte("klog line\n" + good[:len(good)/3]))
 	f.Add([]byte(`{"meshVerifyWorker":"v1","kind":"interval","worker":1,"seq":2,"state":{"sliceWidth":1000000000,"latency":{"count":1,"max":5,"bins":[5,1]}}}` + "\n"))
 	f.Add([]byte(`{"meshVerifyWorker":"v9","worker":4}` + "\n"))
+	// v1.1: a batch of results and the rules' statistics.
+	for _, r := range workerResults(f, "r", 1, 20, 10, start) {
+		r.Rules = &attribution.Stats{Responses: 3, Rules: []attribution.RuleStats{{Rule: "pod", Matched: 2, Samples: []string{"body"}}}}
+		f.Add([]byte(encode(f, r)))
+	}
 	// slicesFrom near MaxInt64: its sum with the slices' count overflowed
 	// the bound, and completing the state made a slice that long.
 	f.Add([]byte(`{"meshVerifyWorker":"v1","kind":"interval","worker":1,"seq":2,"state":{"sliceWidth":1000000000,"slicesFrom":9223372036854775807,"slices":[{"requests":0}]}}` + "\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		d := NewDecoder(bytes.NewReader(data))
 		m := NewMerger(start)
+		rw := NewResultWriter(nil, "r", 10)
 		var records int64
 		for range 10000 {
 			r, err := d.Next()
@@ -254,10 +264,18 @@ func FuzzDecode(f *testing.F) {
 			if err := r.Validate(); err != nil {
 				t.Fatalf("decoded an invalid record: %v", err)
 			}
-			if _, err := m.Add(r); err != nil {
+			ok, err := m.Add(r)
+			if err != nil {
 				t.Fatal(err)
 			}
+			if ok {
+				if err := rw.Add(r.Worker, r.Results); err != nil {
+					t.Fatalf("a decoded record's results: %v", err)
+				}
+			}
 		}
+		_ = rw.Flush()
+		_ = m.Rules()
 		s := d.Skipped()
 		if records+s.NotRecord+s.TooLong+s.Invalid > d.Line() {
 			t.Fatalf("%d records and %+v skipped from %d lines", records, s, d.Line())

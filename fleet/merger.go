@@ -5,6 +5,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/mesh-verify/mesh-verify/attribution"
 	"github.com/mesh-verify/mesh-verify/tally"
 )
 
@@ -16,6 +17,7 @@ import (
 type Merger struct {
 	acc     *tally.Accumulator
 	workers map[int]*worker
+	total   int64
 }
 
 type worker struct {
@@ -25,6 +27,7 @@ type worker struct {
 	final    bool
 	err      string
 	state    *tally.State
+	rules    *attribution.Stats
 }
 
 // NewMerger merges states whose time slices start at start, the start
@@ -62,10 +65,40 @@ func (m *Merger) Add(rec Record) (accepted bool, err error) {
 		w.err = rec.Error
 	}
 	if rec.State != nil {
+		m.total += rec.State.Total
+		if w.state != nil {
+			m.total -= w.state.Total
+		}
 		w.state = rec.State
 		m.acc.Put(rec.Worker, rec.State)
 	}
+	if rec.Rules != nil {
+		w.rules = rec.Rules
+	}
 	return true, nil
+}
+
+// Total is the requests of the workers' latest states, without a merge.
+func (m *Merger) Total() int64 { return m.total }
+
+// Rules merges the workers' latest rule statistics (records of format
+// v1.1); nil when no worker sent any.
+func (m *Merger) Rules() *attribution.Stats {
+	idx := make([]int, 0, len(m.workers))
+	for i, w := range m.workers {
+		if w.rules != nil {
+			idx = append(idx, i)
+		}
+	}
+	if len(idx) == 0 {
+		return nil
+	}
+	sort.Ints(idx) // the samples kept are the lowest workers'
+	var s attribution.Stats
+	for _, i := range idx {
+		s.Add(*m.workers[i].rules)
+	}
+	return &s
 }
 
 // Snapshot merges the workers' latest states.

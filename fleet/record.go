@@ -17,12 +17,15 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mesh-verify/mesh-verify/attribution"
 	"github.com/mesh-verify/mesh-verify/tally"
 )
 
 // Version is the record format written; readers accept any record of the
 // same major version (v1, v1.2, ...) and ignore fields they do not know.
-const Version = "v1"
+// v1.1 added a record's `results` (the results since the worker's previous
+// record, for results.bin) and `rules` (its attribution rules' statistics).
+const Version = "v1.1"
 
 const versionMajor = 1
 
@@ -56,6 +59,11 @@ type Record struct {
 	Time  time.Time    `json:"time"`
 	State *tally.State `json:"state,omitempty"`
 	Error string       `json:"error,omitempty"`
+	// Results are the results recorded since the worker's previous
+	// record (v1.1); Rules its attribution rules' cumulative statistics
+	// (v1.1). A v1 worker sends neither.
+	Results *Results           `json:"results,omitempty"`
+	Rules   *attribution.Stats `json:"rules,omitempty"`
 
 	// checked says a Decoder validated the record, so that Merger.Add
 	// does not walk the state a second time.
@@ -103,26 +111,106 @@ func (r *Record) Validate() error {
 			return err
 		}
 	}
+	if r.Results != nil {
+		if err := r.Results.Validate(); err != nil {
+			return err
+		}
+	}
+	if r.Rules != nil {
+		if err := ValidateRules(r.Rules); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Bounds of a record's rule statistics.
+const (
+	// MaxRules bounds the rules (and the empty captures) a record names.
+	MaxRules = 256
+	// MaxRuleBytes bounds a rule's name.
+	MaxRuleBytes = 4096
+	// MaxFields bounds the attributed fields counted.
+	MaxFields = 16
+)
+
+// ValidateRules checks the rule statistics a record carries.
+func ValidateRules(s *attribution.Stats) error {
+	if s.Responses < 0 || s.Unresolved < 0 {
+		return fmt.Errorf("rules: responses %d, unresolved %d: want counts", s.Responses, s.Unresolved)
+	}
+	if len(s.Rules) > MaxRules || len(s.Empty) > MaxRules || len(s.Fields) > MaxFields {
+		return fmt.Errorf("rules: %d rules, %d empty captures, %d fields: at most %d, %d and %d", len(s.Rules), len(s.Empty), len(s.Fields), MaxRules, MaxRules, MaxFields)
+	}
+	samples := func(what string, ss []string) error {
+		if len(ss) > attribution.MaxSamples {
+			return fmt.Errorf("rules: %s: %d samples, at most %d", what, len(ss), attribution.MaxSamples)
+		}
+		for _, x := range ss {
+			// Invalid UTF-8 in a sample comes back as U+FFFD, 3 bytes.
+			if len(x) > 3*attribution.SampleBytes {
+				return fmt.Errorf("rules: %s: a sample of %d bytes, at most %d", what, len(x), 3*attribution.SampleBytes)
+			}
+		}
+		return nil
+	}
+	for i, r := range s.Rules {
+		if len(r.Rule) > MaxRuleBytes || r.Matched < 0 {
+			return fmt.Errorf("rules: rule %d: name of %d bytes (at most %d), matched %d", i, len(r.Rule), MaxRuleBytes, r.Matched)
+		}
+		if err := samples(fmt.Sprintf("rule %d", i), r.Samples); err != nil {
+			return err
+		}
+	}
+	for f, n := range s.Fields {
+		if len(f) > MaxRuleBytes || n < 0 {
+			return fmt.Errorf("rules: field of %d bytes counted %d", len(f), n)
+		}
+	}
+	for i, e := range s.Empty {
+		if len(e.Rule) > MaxRuleBytes || len(e.Field) > MaxRuleBytes || e.Count < 0 {
+			return fmt.Errorf("rules: empty capture %d: rule of %d bytes, count %d", i, len(e.Rule), e.Count)
+		}
+		if err := samples(fmt.Sprintf("empty capture %d", i), e.Samples); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
 // Encode writes rec as one line, with the current Version.
 func Encode(w io.Writer, rec Record) error {
+	_, err := EncodeRecord(w, rec)
+	return err
+}
+
+// EncodeRecord writes rec as one line, with the current Version. A record
+// that its results batch would make MaxLineBytes long or longer is
+// printed without the batch's rows, which are counted cut (the returned
+// count): the state and the counts always get through.
+func EncodeRecord(w io.Writer, rec Record) (cut int, err error) {
 	rec.Version = Version
 	if err := rec.Validate(); err != nil {
-		return fmt.Errorf("encode record %d of worker %d: %w", rec.Seq, rec.Worker, err)
+		return 0, fmt.Errorf("encode record %d of worker %d: %w", rec.Seq, rec.Worker, err)
 	}
 	b, err := json.Marshal(rec)
 	if err != nil {
-		return fmt.Errorf("encode record %d of worker %d: %w", rec.Seq, rec.Worker, err)
+		return 0, fmt.Errorf("encode record %d of worker %d: %w", rec.Seq, rec.Worker, err)
+	}
+	if r := rec.Results; len(b) >= MaxLineBytes && r != nil && r.Len() > 0 {
+		cut = r.Len()
+		rec.Results = &Results{First: r.First + int64(cut), Cut: r.Cut + int64(cut), Base: r.Base, Rows: []int64{}}
+		if b, err = json.Marshal(rec); err != nil {
+			return 0, fmt.Errorf("encode record %d of worker %d: %w", rec.Seq, rec.Worker, err)
+		}
 	}
 	if len(b) >= MaxLineBytes {
-		return fmt.Errorf("encode record %d of worker %d: %d bytes, at most %d", rec.Seq, rec.Worker, len(b), MaxLineBytes-1)
+		return cut, fmt.Errorf("encode record %d of worker %d: %d bytes, at most %d", rec.Seq, rec.Worker, len(b), MaxLineBytes-1)
 	}
 	if _, err := w.Write(append(b, '\n')); err != nil {
-		return fmt.Errorf("write record %d of worker %d: %w", rec.Seq, rec.Worker, err)
+		return cut, fmt.Errorf("write record %d of worker %d: %w", rec.Seq, rec.Worker, err)
 	}
-	return nil
+	return cut, nil
 }
 
 // Skipped counts the lines a Decoder passed over, by reason.

@@ -72,3 +72,36 @@ func TestAwaitReadyStartFailure(t *testing.T) {
 		}
 	})
 }
+
+// While the workers get ready, a progress line says each one's phase
+// whenever one changes (the pod states fed as the pod watch delivers
+// them; kube's lab test checks the watch against a real API server);
+// past 8 workers it counts them by phase.
+func TestPhaseProgress(t *testing.T) {
+	t.Parallel()
+	var out strings.Builder
+	f := &fleetRun{workers: 2, image: "img", events: make(chan fleetEvent, 8), pods: map[int]kube.WorkerPod{}, unschedulableGrace: time.Minute, progress: &out}
+	f.events <- fleetEvent{pods: []kube.WorkerPod{{Name: "p0", Index: 0, Phase: corev1.PodPending, State: "waiting", Reason: "ContainerCreating"}}}
+	f.events <- fleetEvent{pods: []kube.WorkerPod{{Name: "p0", Index: 0, Phase: corev1.PodPending, State: "waiting", Reason: "ContainerCreating"},
+		{Name: "p1", Index: 1, Phase: corev1.PodPending, Reason: "bad\x1b[31mreason"}}}
+	f.events <- fleetEvent{pods: []kube.WorkerPod{{Name: "p0", Index: 0, Phase: corev1.PodRunning, State: "running"},
+		{Name: "p1", Index: 1, Phase: corev1.PodRunning, State: "running"}}}
+	f.events <- fleetEvent{rec: Record{Kind: KindReady, Worker: 0}}
+	f.events <- fleetEvent{rec: Record{Kind: KindReady, Worker: 1}}
+	if err := f.awaitReady(context.Background(), 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	want := "workers: 0 pulling (ContainerCreating), 1 pending\n" +
+		"workers: 0 pulling (ContainerCreating), 1 pending (\"bad\\x1b[31mreason\")\n" +
+		"workers: 0 running, 1 running\n"
+	if out.String() != want {
+		t.Errorf("progress:\n%s\nwant:\n%s", out.String(), want)
+	}
+
+	many := &fleetRun{workers: 10, pods: map[int]kube.WorkerPod{
+		0: {State: "running"}, 1: {State: "running"}, 2: {State: "waiting"}, 3: {Phase: corev1.PodFailed}, 4: {Phase: corev1.PodSucceeded},
+	}}
+	if got := many.phaseLine(map[int]bool{1: true}); got != "5 pending, 1 pulling, 1 running, 2 done, 1 failed" {
+		t.Errorf("10 workers: %q", got)
+	}
+}

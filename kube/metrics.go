@@ -109,7 +109,7 @@ func Scrape(ctx context.Context, c *Cluster, namespace, pod, port, path string) 
 		return nil, err
 	}
 	abs := podProxyPath(namespace, pod, port, path)
-	samples, err := scrapePath(ctx, c, abs)
+	samples, err := ScrapePath(ctx, c, abs)
 	if err != nil {
 		return nil, c.wrap(fmt.Sprintf("scrape pod %s/%s port %s (GET %s)", namespace, pod, port, abs), err)
 	}
@@ -137,8 +137,10 @@ func checkScrapable(ctx context.Context, c *Cluster, namespace, pod string) erro
 	return nil
 }
 
-// scrapePath GETs an API server path and parses it as Prometheus exposition.
-func scrapePath(ctx context.Context, c *Cluster, abs string) ([]Sample, error) {
+// ScrapePath GETs an API server path and parses it as Prometheus exposition
+// (a pod proxy path as Scrape builds, without Scrape's check of the pod's node,
+// or the API server's own /metrics).
+func ScrapePath(ctx context.Context, c *Cluster, abs string) ([]Sample, error) {
 	var (
 		contentType string
 		code        int

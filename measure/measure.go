@@ -54,14 +54,22 @@ type Input struct {
 	// log lines joined by request id.
 	RecordConns bool
 	// Looks are the requests counted at each sequential look, and OnLook
-	// is asked at each but the last whether the evidence settled: true
-	// stops the attack. Nil Looks: no early stop.
+	// is asked at each but the last whether the evidence so far settled:
+	// true stops the attack. Nil Looks: no early stop.
 	Looks  []int64
-	OnLook func(look int) bool
+	OnLook func(look int, so Interim) bool
 	// Progress prints the attack's state while it runs.
 	Progress Progress
 	// Abort, when it ends, stops waiting for what is in flight.
 	Abort context.Context
+}
+
+// Interim is what was measured at a sequential look.
+type Interim struct {
+	// Body is the tally of the responses so far.
+	Body tally.Snapshot
+	// BySource is each source's tally apart (a fleet's attack.sources).
+	BySource map[string]tally.Snapshot
 }
 
 // Progress is where and how the progress of an attack is printed.
@@ -144,7 +152,7 @@ func (l *Local) Measure(ctx context.Context, in Input) (Result, error) {
 			if look == len(in.Looks)-1 {
 				return // the final look is the ordinary end of the run
 			}
-			if in.OnLook(look) {
+			if in.OnLook(look, Interim{Body: tl.Snapshot()}) {
 				stop()
 			}
 		}

@@ -85,15 +85,19 @@ type AttackOptions struct {
 	// Resolver maps a pod (or address) a response names to its cluster
 	// and version, as the inventory does in a local run; nil for none.
 	Resolver attribution.Resolver
-	// OnInterval, when set, receives the tally's cumulative state every
-	// Every while the attack runs (on a goroutine of its own, one call at a
-	// time); it is not called after Attack returns.
-	OnInterval func(tally.State)
+	// OnInterval, when set, receives the tally's cumulative state and the
+	// attribution rules' statistics every Every while the attack runs (on
+	// a goroutine of its own, one call at a time); it is not called after
+	// Attack returns.
+	OnInterval func(tally.State, attribution.Stats)
 	Every      time.Duration
 	// Phase shifts the calls: they come at Phase + k·Every after the
 	// attack's start (k ≥ 1), so that workers started together do not
 	// all report in the same instant (fleet.RecordPhase). 0 ≤ Phase < Every.
 	Phase time.Duration
+	// Record, when set, receives every result as it is counted, as a local
+	// run's recorder does (a worker's fleet.ResultBuffer).
+	Record Recorder
 	// Abort, AttributionWorkers and AttributionQueue are as in Queue.
 	Abort              context.Context
 	AttributionWorkers int
@@ -105,6 +109,8 @@ type AttackResult struct {
 	Summary attack.Summary
 	// State is the tally's complete cumulative state, every result counted.
 	State tally.State
+	// Rules are the attribution rules' statistics over every result.
+	Rules attribution.Stats
 	// Warnings say what made the numbers less than asked for (rate not
 	// achieved, bodies not attributed, responses truncated), as a report's
 	// warnings would.
@@ -151,7 +157,7 @@ func Attack(ctx context.Context, sc *scenarios.Scenario, o AttackOptions) (Attac
 	if attr.Empty() {
 		tl.DisableSamples()
 	}
-	sink := newSink(attr, tl, sc.Attack.SuccessCodes, o.RunID, nil,
+	sink := newSink(attr, tl, sc.Attack.SuccessCodes, o.RunID, o.Record,
 		Queue{Workers: o.AttributionWorkers, Bytes: o.AttributionQueue, Abort: o.Abort})
 
 	runCtx, stop := context.WithCancel(ctx)
@@ -174,7 +180,7 @@ func Attack(ctx context.Context, sc *scenarios.Scenario, o AttackOptions) (Attac
 				case <-runCtx.Done():
 					return
 				case <-tick.C:
-					o.OnInterval(tl.State())
+					o.OnInterval(tl.State(), attr.Stats())
 				}
 			}
 		}()
@@ -188,7 +194,7 @@ func Attack(ctx context.Context, sc *scenarios.Scenario, o AttackOptions) (Attac
 	<-ticking
 	sum.Interrupted = ctx.Err() != nil
 
-	res := AttackResult{Summary: sum, State: tl.State()}
+	res := AttackResult{Summary: sum, State: tl.State(), Rules: attr.Stats()}
 	qs := sink.stats()
 	for _, w := range []string{behindRate(sum, qs), unreadWarning(qs, sc.Attack.MaxBody)} {
 		if w != "" {

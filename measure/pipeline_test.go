@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mesh-verify/mesh-verify/attack"
 	"github.com/mesh-verify/mesh-verify/attribution"
 	"github.com/mesh-verify/mesh-verify/kube"
 	"github.com/mesh-verify/mesh-verify/scenarios"
@@ -53,15 +54,18 @@ expect:
 	})
 	start := time.Now().Add(-time.Second).Truncate(time.Second)
 	var intervals []tally.State
+	var rules []attribution.Stats
 	var first time.Time
 	called := time.Now()
+	rec := &countingRecorder{}
 	res, err := Attack(context.Background(), sc, AttackOptions{
-		RunID: "run-w1", Target: ts.URL + "/x", Start: start, Resolver: idx,
-		Every: 300 * time.Millisecond, Phase: 150 * time.Millisecond, OnInterval: func(s tally.State) {
+		RunID: "run-w1", Target: ts.URL + "/x", Start: start, Resolver: idx, Record: rec,
+		Every: 300 * time.Millisecond, Phase: 150 * time.Millisecond, OnInterval: func(s tally.State, r attribution.Stats) {
 			if first.IsZero() {
 				first = time.Now()
 			}
 			intervals = append(intervals, s)
+			rules = append(rules, r)
 		},
 	})
 	if err != nil {
@@ -76,6 +80,19 @@ expect:
 	}
 	if len(intervals) < 2 {
 		t.Fatalf("%d interval states in 1.5s at 300ms", len(intervals))
+	}
+	// Every result reaches the recorder (a worker's results.bin batch),
+	// and the rules' statistics come with each state and at the end.
+	if rec.n.Load() != st.Total || rec.pods.Load() != st.Total {
+		t.Errorf("the recorder got %d results (%d naming a pod), the state counts %d", rec.n.Load(), rec.pods.Load(), st.Total)
+	}
+	if len(res.Rules.Rules) != 1 || res.Rules.Rules[0].Matched != st.Total || res.Rules.Responses != st.Total {
+		t.Errorf("rules %+v after %d requests", res.Rules, st.Total)
+	}
+	for i := 1; i < len(rules); i++ {
+		if rules[i].Responses < rules[i-1].Responses || rules[i].Responses > res.Rules.Responses {
+			t.Errorf("interval %d: rules read %d responses after %d: not cumulative", i, rules[i].Responses, rules[i-1].Responses)
+		}
 	}
 	// Timers never fire early: the phase delays the first state.
 	if d := first.Sub(called); d < 450*time.Millisecond {
@@ -112,9 +129,9 @@ func TestAttackOptionsChecked(t *testing.T) {
 	for _, o := range []AttackOptions{
 		{},
 		{RunID: "r", AttributionWorkers: -1},
-		{RunID: "r", OnInterval: func(tally.State) {}, Every: time.Millisecond},
-		{RunID: "r", OnInterval: func(tally.State) {}, Every: time.Second, Phase: time.Second},
-		{RunID: "r", OnInterval: func(tally.State) {}, Every: time.Second, Phase: -time.Millisecond},
+		{RunID: "r", OnInterval: func(tally.State, attribution.Stats) {}, Every: time.Millisecond},
+		{RunID: "r", OnInterval: func(tally.State, attribution.Stats) {}, Every: time.Second, Phase: time.Second},
+		{RunID: "r", OnInterval: func(tally.State, attribution.Stats) {}, Every: time.Second, Phase: -time.Millisecond},
 	} {
 		if _, err := Attack(context.Background(), sc, o); err == nil {
 			t.Errorf("%+v: no error", o)
@@ -156,3 +173,16 @@ func TestPodIndex(t *testing.T) {
 		t.Errorf("ByAddress(10.0.0.7) = %+v, %v", id, ok)
 	}
 }
+
+// countingRecorder counts what a sink records (a worker's ResultBuffer in
+// a distributed run).
+type countingRecorder struct{ n, pods atomic.Int64 }
+
+func (c *countingRecorder) Record(_ *attack.Result, id attribution.Identity, _ bool) {
+	c.n.Add(1)
+	if id.Pod != "" {
+		c.pods.Add(1)
+	}
+}
+func (c *countingRecorder) RecordUnread(*attack.Result, bool) { c.n.Add(1) }
+func (c *countingRecorder) Close() error                      { return nil }

@@ -3,8 +3,9 @@
 // VirtualService (route weights per destination, resolved through the
 // DestinationRule subsets and the Service to the pods, and their
 // mirrors), Kuma's MeshHTTPRoute and legacy TrafficRoute, Skupper's link
-// costs, and Cilium's global-service annotations with the ready backends
-// behind them (docs/expect-from-mesh.md).
+// costs, Cilium's global-service annotations with the ready backends
+// behind them, and the weights an Argo Rollouts Rollout recorded in its
+// status (docs/expect-from-mesh.md).
 //
 // Fetch reads the objects once, with the user's credentials, through a
 // dynamic client per cluster; Resolve is a pure function of what was

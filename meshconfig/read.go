@@ -64,6 +64,7 @@ var (
 	gvrMeshHTTPRoutes = []schema.GroupVersionResource{{Group: "kuma.io", Version: "v1alpha1", Resource: "meshhttproutes"}}
 	gvrTrafficRoutes  = []schema.GroupVersionResource{{Group: "kuma.io", Version: "v1alpha1", Resource: "trafficroutes"}}
 	gvrSkupperLinks   = []schema.GroupVersionResource{{Group: "skupper.io", Version: "v2alpha1", Resource: "links"}}
+	gvrRollouts       = []schema.GroupVersionResource{{Group: "argoproj.io", Version: "v1alpha1", Resource: "rollouts"}}
 )
 
 // Fetch reads, once, every object Resolve needs for q from the readers
@@ -92,6 +93,8 @@ func Fetch(ctx context.Context, q Query, readers map[string]*Reader) (Objects, e
 		err = f.skupper(ctx)
 	case KindService:
 		err = f.cilium(ctx)
+	case KindRollout:
+		err = f.rollout(ctx)
 	}
 	if err != nil {
 		return nil, err
@@ -220,6 +223,8 @@ func kindOf(gvr schema.GroupVersionResource) string {
 		return KindService
 	case "pods":
 		return "Pod"
+	case "rollouts":
+		return KindRollout
 	}
 	return gvr.Resource
 }
@@ -290,6 +295,17 @@ func (f *fetch) trafficRoute(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// rollout reads the Rollout and the pods of its namespace that carry a
+// revision's hash (Argo Rollouts manages the cluster it runs in: the
+// Rollout's).
+func (f *fetch) rollout(ctx context.Context) error {
+	cl, ns := f.q.cluster(), f.q.Ref.Namespace
+	if _, err := f.get(ctx, cl, gvrRollouts, ns, f.q.Ref.Name, true); err != nil {
+		return err
+	}
+	return f.list(ctx, cl, gvrPods, ns, ArgoHashLabel, "the ready pods of each of the Rollout's ReplicaSets, by "+ArgoHashLabel)
 }
 
 // serviceAndPods reads a Service (if the cluster has it) and the pods its

@@ -18,11 +18,13 @@ const (
 	KindTrafficRoute   = "TrafficRoute"
 	KindSkupper        = "Skupper"
 	KindService        = "Service"
+	// KindRollout is Argo Rollouts' Rollout: its status.canary.weights.
+	KindRollout = "Rollout"
 )
 
 // Kinds lists the kinds a Ref may name, in the order the docs show them.
 func Kinds() []string {
-	return []string{KindVirtualService, KindMeshHTTPRoute, KindTrafficRoute, KindSkupper, KindService}
+	return []string{KindVirtualService, KindMeshHTTPRoute, KindTrafficRoute, KindSkupper, KindService, KindRollout}
 }
 
 // kindAliases are the spellings ParseRef accepts besides the kind itself
@@ -34,6 +36,7 @@ var kindAliases = map[string]string{
 	"trafficroute":  KindTrafficRoute,
 	"skupper":       KindSkupper,
 	"service":       KindService, "svc": KindService, "ciliumservice": KindService,
+	"rollout": KindRollout, "ro": KindRollout,
 }
 
 // Ref names the mesh object an expected split is read from.
@@ -50,6 +53,7 @@ var kindAliases = map[string]string{
 //	TrafficRoute/test-server
 //	Skupper/interconnect/backend
 //	Service/rebel-base/rebel-base
+//	Rollout/callme/callme-service
 type Ref struct {
 	Kind      string `json:"kind" yaml:"kind"`
 	Namespace string `json:"namespace,omitempty" yaml:"namespace,omitempty"`

@@ -213,6 +213,8 @@ func Resolve(q Query, objs Objects) (Expected, error) {
 		e, err = resolveSkupper(q, objs)
 	case KindService:
 		e, err = resolveCilium(q, objs)
+	case KindRollout:
+		e, err = resolveRollout(q, objs)
 	}
 	if err != nil {
 		return Expected{}, err
@@ -224,7 +226,7 @@ func Resolve(q Query, objs Objects) (Expected, error) {
 // Dimensions are the split.by values a kind of reference determines.
 func Dimensions(kind string) []string {
 	switch kind {
-	case KindVirtualService:
+	case KindVirtualService, KindRollout:
 		return []string{ByVersion}
 	case KindMeshHTTPRoute, KindTrafficRoute:
 		return []string{ByVersion, ByCluster}

@@ -87,7 +87,7 @@ func openKube(ctx context.Context, sc *scenarios.Scenario, o Options) (*kubePath
 		kp.clusters[c.Name] = c
 	}
 	if o.WaitReady > 0 {
-		if err := waitReady(ctx, sc, kp.clusters, o.WaitReady, o.Progress); err != nil {
+		if err := WaitReady(ctx, sc, kp.clusters, o.WaitReady, o.Progress); err != nil {
 			return nil, err
 		}
 	}

@@ -40,9 +40,18 @@ func openMeasurer(ctx context.Context, sc *scenarios.Scenario, kp *kubePath, run
 		pods = kp.inv.Pods()
 	}
 	c, err := fleet.Start(ctx, fleet.Spec{Scenario: sc, RunID: runID, Source: o.Source, Version: o.Tool.Version,
-		Clusters: kp.clusters, Pods: pods, LogLead: logSkew(sc)})
+		Clusters: kp.clusters, Pods: pods, LogLead: logSkew(sc), Record: recordSink(o.Record), Progress: o.Progress})
 	if err != nil {
 		return nil, measure.Target{}, err
 	}
 	return c, t, nil
+}
+
+// recordSink is the run's recorder for the workers' results, nil (not a
+// nil Recorder in an interface) when the run records none.
+func recordSink(r Recorder) fleet.ResultSink {
+	if r == nil {
+		return nil
+	}
+	return r
 }

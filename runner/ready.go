@@ -25,23 +25,23 @@ import (
 // readyPoll is how often --wait-ready lists the observed workloads again.
 const readyPoll = time.Second
 
-// waitReady blocks until every observed workload (each observe[] selector
+// WaitReady blocks until every observed workload (each observe[] selector
 // in each of its clusters) and the target's port-forward resource have all
 // their pods Ready, and a deploy/ target its Deployment available, or
 // until within has passed: then the error names every thing not ready
 // (README.md "CI gate", run --wait-ready). A CI job that runs right after
 // a rollout would otherwise measure pods that are still starting.
-func waitReady(ctx context.Context, sc *scenarios.Scenario, clusters map[string]*kube.Cluster, within time.Duration, progress io.Writer) error {
+func WaitReady(ctx context.Context, sc *scenarios.Scenario, clusters map[string]*kube.Cluster, within time.Duration, progress io.Writer) error {
 	began := time.Now()
 	deadline := began.Add(within)
 	lastShown := ""
 	var lastAt time.Time
 	for {
 		// Each poll is bounded by what is left of the wait (and at least
-		// readyPollMin): with --request-timeout 0 an API server that
+		// ReadyPollMin): with --request-timeout 0 an API server that
 		// accepts the connection and never answers would otherwise hold
 		// the gate past its deadline.
-		pctx, cancel := context.WithTimeout(ctx, max(time.Until(deadline), readyPollMin))
+		pctx, cancel := context.WithTimeout(ctx, max(time.Until(deadline), ReadyPollMin))
 		pending, err := notReady(pctx, sc, clusters)
 		cancel()
 		if err != nil {
@@ -82,9 +82,9 @@ func waitReady(ctx context.Context, sc *scenarios.Scenario, clusters map[string]
 	}
 }
 
-// readyPollMin bounds a poll made at the very end of the wait, so that
+// ReadyPollMin bounds a poll made at the very end of the wait, so that
 // the last check has a chance to be answered.
-const readyPollMin = 2 * time.Second
+const ReadyPollMin = 2 * time.Second
 
 // transient is an API error worth asking again: the server was busy,
 // restarting or unreachable, or the poll ran out of time. A denial, a

@@ -320,8 +320,8 @@ func sequential(sc *scenarios.Scenario, m measure.Measurer, ao attack.Options, j
 	seq := &reports.Sequential{Plan: plan, Rule: plan.Rule}
 	j.looks = len(plan.Looks)
 	in.Looks = plan.Looks
-	in.OnLook = func(look int) bool {
-		if !j.settled(evidence{body: in.Tally.Snapshot(), readyPods: kp.readyPods()}, look) {
+	in.OnLook = func(look int, so measure.Interim) bool {
+		if !j.settled(evidence{body: so.Body, from: so.BySource, readyPods: kp.readyPods()}, look) {
 			return false
 		}
 		seq.StoppedAt = look + 1

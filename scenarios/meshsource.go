@@ -29,6 +29,10 @@ type MeshSource struct {
 	Skupper string `yaml:"skupper"`
 	// CiliumService is a Cluster Mesh global Service, NAMESPACE/NAME.
 	CiliumService string `yaml:"ciliumService"`
+	// Rollout is an Argo Rollouts Rollout, NAMESPACE/NAME: the weights
+	// Argo recorded in status.canary.weights, per version through each
+	// ReplicaSet's pod template hash.
+	Rollout string `yaml:"rollout"`
 	// Route picks the route instead of matching the attack's requests: an
 	// Istio http route's name, or a Kuma to[] entry's targetRef name.
 	Route string `yaml:"route"`
@@ -49,6 +53,7 @@ func (m *MeshSource) meshKeys() []struct{ key, kind, value string } {
 		{"trafficRoute", meshconfig.KindTrafficRoute, m.TrafficRoute},
 		{"skupper", meshconfig.KindSkupper, m.Skupper},
 		{"ciliumService", meshconfig.KindService, m.CiliumService},
+		{"rollout", meshconfig.KindRollout, m.Rollout},
 	}
 }
 

@@ -6,7 +6,7 @@
 set -uo pipefail
 GO=${GO:-go}
 MAKE=${MAKE:-make}
-PKGS=${PKGS:-./...}
+PKGS=${PKGS:-./... ./lab/... ./e2e/...}
 side=$(mktemp -d)
 trap 'rm -rf "$side"' EXIT
 ( $GO vet $PKGS >"$side/lint.log" 2>&1; echo $? >"$side/lint.rc" ) &

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/mesh-verify/mesh-verify/attack"
+	"github.com/mesh-verify/mesh-verify/attribution"
 	"github.com/mesh-verify/mesh-verify/fleet"
 	"github.com/mesh-verify/mesh-verify/kube"
 	"github.com/mesh-verify/mesh-verify/measure"
@@ -103,7 +104,7 @@ func Run(ctx context.Context, o Options) error {
 	if o.Log == nil {
 		o.Log = io.Discard
 	}
-	out := &emitter{w: o.Records, worker: o.Index, pod: o.Pod}
+	out := &emitter{w: o.Records, worker: o.Index, pod: o.Pod, log: o.Log}
 	w := &run{o: o, out: out}
 	if p := o.Proxy; p != nil {
 		// Last: after the final or error record. A proxy that outlives the
@@ -257,9 +258,13 @@ func (w *run) run(ctx context.Context) error {
 			stop()
 		}
 	}()
+	// Every result goes into the next record's batch, for the
+	// coordinator's results.bin (docs/distributed.md, Results).
+	w.out.attach(fleet.NewResultBuffer(runID))
 	res, err := measure.Attack(actx, sc, measure.AttackOptions{
 		RunID: runID, Target: c.Run.Target, Start: startAt, Resolver: measure.NewPodIndex(c.Pods), Dial: w.o.Dial,
-		Every: c.Interval, Phase: fleet.RecordPhase(c.Interval, w.o.Index, c.Run.Workers), OnInterval: func(s tally.State) {
+		Record: w.out.results,
+		Every:  c.Interval, Phase: fleet.RecordPhase(c.Interval, w.o.Index, c.Run.Workers), OnInterval: func(s tally.State, rules attribution.Stats) {
 			// An interval record carries the slices that changed since
 			// the previous one (tally.State.Trim, docs/distributed.md,
 			// Merging); the first and the last records are whole.
@@ -267,6 +272,7 @@ func (w *run) run(ctx context.Context) error {
 			prev := w.state
 			w.state = &s
 			w.mu.Unlock()
+			w.out.setRules(rules)
 			sent := s.Trim(prev)
 			if err := w.out.emit(fleet.KindInterval, &sent, ""); err != nil {
 				w.logf("%v", err)
@@ -283,6 +289,7 @@ func (w *run) run(ctx context.Context) error {
 	}
 	s := res.Summary
 	w.logf("attack ended: %d requests in %s, %.1f/s", s.Requests, s.Elapsed.Round(time.Millisecond), s.AchievedRate)
+	w.out.setRules(res.Rules)
 	return w.final(res.State)
 }
 
@@ -416,13 +423,44 @@ func sleep(ctx context.Context, d time.Duration) {
 	}
 }
 
-// emitter prints records one at a time, with a growing seq.
+// emitter prints records one at a time, with a growing seq. Once the
+// attack begins, every interval, final and error record also carries the
+// results recorded since the previous one and the rules' statistics.
 type emitter struct {
 	mu     sync.Mutex
 	w      io.Writer
 	seq    int64
 	worker int
 	pod    string
+	// results is nil before the attack.
+	results *fleet.ResultBuffer
+	rules   *attribution.Stats
+	// rulesDropped: rules past the bounds were said once.
+	rulesDropped bool
+	// log receives what cannot go in a record.
+	log io.Writer
+}
+
+// attach makes the records carry b's results from now on.
+func (e *emitter) attach(b *fleet.ResultBuffer) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.results = b
+}
+
+// setRules makes the records carry rules from now on; statistics past a
+// record's bounds are left out and said once.
+func (e *emitter) setRules(rules attribution.Stats) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := fleet.ValidateRules(&rules); err != nil {
+		if !e.rulesDropped && e.log != nil {
+			fmt.Fprintf(e.log, "worker %d: the rules' statistics are not sent: %v\n", e.worker, err)
+		}
+		e.rules, e.rulesDropped = nil, true
+		return
+	}
+	e.rules = &rules
 }
 
 func (e *emitter) emit(kind fleet.Kind, s *tally.State, errText string) error {
@@ -443,8 +481,19 @@ func (e *emitter) emit(kind fleet.Kind, s *tally.State, errText string) error {
 		pod = pod[:fleet.MaxPodBytes]
 	}
 	rec := fleet.Record{Kind: kind, Worker: e.worker, Pod: pod, Seq: e.seq, Time: time.Now().UTC(), State: s, Error: errText}
+	if kind != fleet.KindReady && e.results != nil {
+		rec.Results, rec.Rules = e.results.Take(), e.rules
+	}
 	e.seq++
-	return fleet.Encode(e.w, rec)
+	cut, err := fleet.EncodeRecord(e.w, rec)
+	if cut > 0 {
+		// Printed without its rows: they count as cut in the next batches.
+		e.results.Uncut(cut)
+		if e.log != nil {
+			fmt.Fprintf(e.log, "worker %d: record %d too long with its %d results: sent without them\n", e.worker, rec.Seq, cut)
+		}
+	}
+	return err
 }
 
 // writeCA writes the authorities of ca.pem to a file of their own.

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mesh-verify/mesh-verify/lab/nginx"
+	"github.com/mesh-verify/mesh-verify/internal/nginxbin"
 	"github.com/mesh-verify/mesh-verify/runlog"
 	"github.com/mesh-verify/mesh-verify/runner"
 	"github.com/mesh-verify/mesh-verify/scenarios"
@@ -27,7 +27,7 @@ import (
 // port, as bench/bench.py does; it is stopped by its pid at cleanup.
 func startNginx(b *testing.B) string {
 	b.Helper()
-	bin, err := nginx.Find()
+	bin, err := nginxbin.Find()
 	if err != nil {
 		b.Skip(err)
 	}

@@ -170,6 +170,13 @@ func finishBatch(cmd *cobra.Command, f runFlags, b reports.Batch) error {
 		}
 		paths = append(paths, p)
 	}
+	if f.junit != "" {
+		if p, err := writeJUnitAt(f.junit, func(w io.Writer) error { return reports.JUnitBatch(w, b) }); err != nil {
+			werr = errors.Join(werr, err)
+		} else {
+			paths = append(paths, p)
+		}
+	}
 	appendStepSummaryOf(cmd.ErrOrStderr(), func(w io.Writer) error { return reports.MarkdownBatch(w, b) })
 	stdout, info := cmd.OutOrStdout(), cmd.OutOrStdout()
 	var err error
@@ -216,4 +223,29 @@ func batchTable(w io.Writer, b reports.Batch) error {
 		fmt.Fprintf(tw, "%s\tnot run (interrupted)\t\t\n", reports.Printable(n))
 	}
 	return tw.Flush()
+}
+
+// checkJUnitPath refuses a --junit that cannot name a file: empty, or an
+// existing directory. Its parent directories are created when written.
+func checkJUnitPath(cmd *cobra.Command, path string) error {
+	if !cmd.Flags().Changed("junit") {
+		return nil
+	}
+	if path == "" {
+		return exitcode.InvalidInputf("--junit: want a file path, like reports/junit.xml")
+	}
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return exitcode.InvalidInputf("--junit %s: a directory; want a file path, like %s", path, filepath.Join(path, batchJUnitFile))
+	}
+	return nil
+}
+
+// writeJUnitAt writes a junit.xml to --junit's path, atomically, as the
+// run directory's files are written.
+func writeJUnitAt(path string, render func(io.Writer) error) (string, error) {
+	p, err := reports.WriteFile(filepath.Dir(path), filepath.Base(path), render)
+	if err != nil {
+		return "", fmt.Errorf("--junit: %w", err)
+	}
+	return p, nil
 }

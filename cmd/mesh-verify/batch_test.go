@@ -288,3 +288,72 @@ func TestValidateDirectory(t *testing.T) {
 		t.Errorf("validate %s: exit %d, %+v; want a.yml invalid (named), b.yaml valid, exit %d", dir, code, doc, exitcode.InvalidInput)
 	}
 }
+
+// --junit writes the junit.xml to a fixed path too: one run's (its test
+// suite), a batch's (a suite per scenario), parent directories created;
+// an empty path or a directory is refused as bad input before anything
+// runs. A real HTTP server; no fake.
+func TestRunJUnitPath(t *testing.T) {
+	t.Parallel()
+	url := v1Server(t)
+	dir := t.TempDir()
+	scen := filepath.Join(dir, "scenarios")
+	if err := os.Mkdir(scen, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, scen, "a.yaml", batchScenario("a", url, "c1"))
+	writeFile(t, scen, "b.yaml", batchScenario("b", url, "c2"))
+	suites := func(path string) []string {
+		t.Helper()
+		var x struct {
+			Suites []struct {
+				Name string `xml:"name,attr"`
+			} `xml:"testsuite"`
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := xml.Unmarshal(b, &x); err != nil {
+			t.Fatalf("%s: %v\n%s", path, err, b)
+		}
+		var names []string
+		for _, s := range x.Suites {
+			names = append(names, s.Name)
+		}
+		return names
+	}
+
+	one := filepath.Join(dir, "ci", "reports", "one.xml")
+	var stdout, stderr bytes.Buffer
+	if code := execute([]string{"run", filepath.Join(scen, "a.yaml"), "--out", filepath.Join(dir, "runs"), "-q", "--junit", one}, &stdout, &stderr); code != exitcode.Pass {
+		t.Fatalf("exit %d\n%s", code, stderr.String())
+	}
+	if got := suites(one); len(got) != 1 || !strings.Contains(stdout.String(), "wrote "+one) {
+		t.Errorf("one run's --junit: suites %v; stdout:\n%s", got, stdout.String())
+	}
+
+	batch := filepath.Join(dir, "ci", "batch.xml")
+	stdout.Reset()
+	stderr.Reset()
+	if code := execute([]string{"run", scen, "--out", filepath.Join(dir, "runs"), "-q", "--junit", batch}, &stdout, &stderr); code != exitcode.Fail {
+		t.Fatalf("exit %d, want 1 (b fails)\n%s", code, stderr.String())
+	}
+	if got := suites(batch); len(got) != 2 || !strings.Contains(stdout.String(), "wrote "+batch) {
+		t.Errorf("a batch's --junit: suites %v, want one per scenario; stdout:\n%s", got, stdout.String())
+	}
+
+	for _, bad := range []struct{ path, want string }{
+		{"", "--junit: want a file path"},
+		{dir, "--junit " + dir + ": a directory"},
+	} {
+		stderr.Reset()
+		code := execute([]string{"run", filepath.Join(scen, "a.yaml"), "--out", filepath.Join(dir, "bad"), "-q", "--junit", bad.path}, &stdout, &stderr)
+		if code != exitcode.InvalidInput || !strings.Contains(stderr.String(), bad.want) {
+			t.Errorf("--junit %q: exit %d, stderr %q; want 4 and %q", bad.path, code, stderr.String(), bad.want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "bad")); err == nil {
+		t.Error("a refused --junit still ran the scenario")
+	}
+}

@@ -18,7 +18,7 @@ import (
 	"github.com/mesh-verify/mesh-verify/internal/sibling"
 )
 
-// labProgram is the lab's own executable (cmd/mesh-verify-lab): the lab
+// labProgram is the lab's own executable (lab/cmd/mesh-verify-lab): the lab
 // is kept out of this binary, and `mesh-verify lab ARGS` runs
 // `mesh-verify-lab ARGS` as kubectl runs its plugins.
 const labProgram = "mesh-verify-lab"
@@ -37,7 +37,7 @@ up, down, status, env, list).
 
 The lab is a program of its own, mesh-verify-lab: mesh-verify lab ARGS runs the
 mesh-verify-lab beside this executable, else on PATH, with the same arguments.
-make build builds both into bin/; go install ./cmd/mesh-verify-lab installs it.`,
+make build builds both into bin/; go install ./lab/cmd/mesh-verify-lab installs it from a clone.`,
 		// Every argument, flags and --help included, is the lab's.
 		DisableFlagParsing: true,
 		ValidArgsFunction:  completeLab,

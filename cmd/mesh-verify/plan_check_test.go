@@ -46,8 +46,8 @@ func buildAndRun(m *testing.M) int {
 	}
 	// The lab program beside the binary (`mesh-verify lab` runs it) and,
 	// for the in-process runs, on PATH.
-	if out, err := exec.Command("go", "build", "-o", filepath.Join(dir, labProgram), "../mesh-verify-lab").CombinedOutput(); err != nil {
-		fmt.Printf("go build ../mesh-verify-lab: %v\n%s", err, out)
+	if out, err := exec.Command("go", "build", "-o", filepath.Join(dir, labProgram), "../../lab/cmd/mesh-verify-lab").CombinedOutput(); err != nil {
+		fmt.Printf("go build ../../lab/cmd/mesh-verify-lab (the lab module, through go.work): %v\n%s", err, out)
 		return 1
 	}
 	if err := os.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH")); err != nil {

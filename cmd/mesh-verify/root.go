@@ -183,6 +183,9 @@ type runFlags struct {
 	shortcuts attackShortcuts
 	// batch collects the runs of several scenarios (batch.go); nil for one.
 	batch *batchRecorder
+	// junit is --junit: a fixed path the run's junit.xml (a batch's:
+	// one test suite per scenario) is also written to, "" for none.
+	junit string
 }
 
 // runOutputs are what run's --output takes.
@@ -228,6 +231,9 @@ run, starts no other, and still writes the batch's files.`,
 				f.gate.set = append(f.gate.set, "attack.workers="+strconv.Itoa(f.workers))
 			}
 			f.gate.set = append(f.gate.set, f.shortcuts.sets(cmd)...)
+			if err := checkJUnitPath(cmd, f.junit); err != nil {
+				return err
+			}
 			dial, err := connectToDial(f.connectTo)
 			if err != nil {
 				return err
@@ -248,6 +254,7 @@ run, starts no other, and still writes the batch's files.`,
 	cliout.AddJSONAlias(cmd, &f.json)
 	cmd.Flags().BoolVarP(&f.quiet, "quiet", "q", false, "no live progress")
 	cmd.Flags().StringVar(&f.progress, "progress", "auto", "live progress style: auto, tty or plain")
+	cmd.Flags().StringVar(&f.junit, "junit", "", "also write the junit.xml to this fixed path, for CI's test reporters (several scenarios: the batch's, one test suite each; --converge: the last attempt's)")
 	cmd.Flags().IntVar(&f.workers, "workers", 0, "attack from N worker pods in cluster attack.from (sets attack.workers; docs/distributed.md)")
 	cmd.Flags().StringArrayVar(&f.connectTo, "connect-to", nil, "HOST:PORT:CONNECT_HOST:CONNECT_PORT (repeatable, or comma-separated; curl's --connect-to): connections to HOST:PORT go to CONNECT_HOST:CONNECT_PORT, the request keeps its URL; entries with the same HOST:PORT are picked at random per connection; $"+attack.ConnectToEnv+" adds entries after these")
 	addKubeFlags(cmd.Flags(), &f.kube, scenarioContextHelp, scenarioNamespaceHelp)
@@ -367,6 +374,14 @@ func runScenario(cmd *cobra.Command, file string, f runFlags) error {
 	}
 	f.gate.attempt(rep, dir, source, err)
 	paths, werr := writeRun(dir, rep, source)
+	if werr == nil && f.junit != "" && f.batch == nil {
+		// A batch writes its own junit.xml there (finishBatch).
+		if p, err := writeJUnitAt(f.junit, func(w io.Writer) error { return reports.JUnit(w, rep) }); err != nil {
+			werr = err
+		} else {
+			paths = append(paths, p)
+		}
+	}
 	if werr == nil {
 		f.batch.ran(dir, rep)
 	}

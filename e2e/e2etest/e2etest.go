@@ -81,7 +81,7 @@ func Main(m *testing.M, b *Binary, build Build) int {
 	began := time.Now()
 	err = build(ctx, b.Path)
 	if err == nil {
-		err = goBuild(ctx, b.LabPath, "./cmd/mesh-verify-lab")
+		err = goBuild(ctx, b.LabPath, "./lab/cmd/mesh-verify-lab")
 	}
 	cancel()
 	if err != nil {

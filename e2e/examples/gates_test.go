@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/mesh-verify/mesh-verify/e2e/e2etest"
+	"github.com/mesh-verify/mesh-verify/lab"
 	"github.com/mesh-verify/mesh-verify/lab/daemon"
 )
 
@@ -217,7 +218,7 @@ func TestFlaggerGate(t *testing.T) {
 		runs := filepath.Join(t.TempDir(), "runs")
 		r := runCmd(t, nil, "bash", "-c", gate(cmds["rollout"], pass, runs))
 		checkRun(t, "rollout webhook at 20%", r, 0)
-		e := stepExpectation(t, runs)
+		e := stepExpectation(t, runs, flaggerStep)
 		if e.Verdict != "PASS" || !near(e.Model.Shares["v2"], 0.2) || !near(e.Model.Shares["v1"], 0.8) {
 			t.Errorf("step expectation %s with expected shares %v, want PASS at v1 80%%, v2 20%%", e.Verdict, e.Model.Shares)
 		}
@@ -242,14 +243,18 @@ func TestFlaggerGate(t *testing.T) {
 		runs = filepath.Join(t.TempDir(), "runs")
 		r = runCmd(t, nil, "bash", "-c", gate(cmds["pre-rollout"], pass, runs))
 		checkRun(t, "pre-rollout webhook with the route not followed", r, 1)
-		if e := stepExpectation(t, runs); e.Verdict != "FAIL" || !near(e.Model.Shares["v2"], 0.5) {
+		if e := stepExpectation(t, runs, flaggerStep); e.Verdict != "FAIL" || !near(e.Model.Shares["v2"], 0.5) {
 			t.Errorf("step expectation %s with expected shares %v, want FAIL against v2 50%%", e.Verdict, e.Model.Shares)
 		}
 	})
 }
 
-// stepExpectation is the step-weight expectation of the last run's report.
-func stepExpectation(t *testing.T, runs string) (e struct {
+// flaggerStep is the Flagger scenario's step-weight expectation.
+const flaggerStep = "the step weight Flagger set"
+
+// stepExpectation is the expectation called name (a step weight's) of
+// the last run's report.
+func stepExpectation(t *testing.T, runs, name string) (e struct {
 	Verdict string `json:"verdict"`
 	Model   struct {
 		Shares      map[string]float64 `json:"shares"`
@@ -265,14 +270,14 @@ func stepExpectation(t *testing.T, runs string) (e struct {
 		var named struct {
 			Name string `json:"name"`
 		}
-		if json.Unmarshal(raw, &named) == nil && named.Name == "the step weight Flagger set" {
+		if json.Unmarshal(raw, &named) == nil && named.Name == name {
 			if err := json.Unmarshal(raw, &e); err != nil {
 				t.Fatal(err)
 			}
 			return e
 		}
 	}
-	t.Fatalf("%s: the last report has no expectation %q", runs, "the step weight Flagger set")
+	t.Fatalf("%s: the last report has no expectation %q", runs, name)
 	return e
 }
 
@@ -321,14 +326,13 @@ func readJob(t *testing.T, jobSpec any, configMaps string) jobContainer {
 	return jc
 }
 
-// runJob runs a Job container's args against the lab. Substituted: the
+// runJob runs a Job container's args against lab l. Substituted: the
 // image's /mesh-verify by this build (the same binary, TestImageLayout);
 // the in-cluster configuration by --kubeconfig with the lab's and the
 // scenario's context "in-cluster" by kind-c1; /tmp/mesh-verify-runs by a
-// directory of the test.
-func runJob(t *testing.T, jc jobContainer, scenario string, env []string) (run, string) {
+// directory of the test; any argument by subst's value for it.
+func runJob(t *testing.T, l *lab.Lab, jc jobContainer, scenario string, env []string, subst map[string]string) (run, string) {
 	t.Helper()
-	l := zonesLab(t)
 	if !strings.Contains(scenario, "context: in-cluster") {
 		t.Fatalf("the scenario names no context in-cluster any more; update the test:\n%s", scenario)
 	}
@@ -344,67 +348,14 @@ func runJob(t *testing.T, jc jobContainer, scenario string, env []string) (run, 
 			args[i] = file
 		case "/tmp/mesh-verify-runs":
 			args[i] = runs
+		default:
+			if v, ok := subst[a]; ok {
+				args[i] = v
+			}
 		}
 	}
 	args = append(args, "--kubeconfig", l.Kubeconfig)
 	return runCmd(t, env, binary.Path, args...), runs
-}
-
-// TestArgoRolloutsGate runs the AnalysisTemplate's Job as its pod would:
-// exit 0 completes the Job (a Successful measurement), anything else
-// fails it, and failureLimit 0 makes that one failure fail the analysis.
-func TestArgoRolloutsGate(t *testing.T) {
-	dir := filepath.Join(examplesDir(), "argo-rollouts")
-	tmpl := readDocs(t, filepath.Join(dir, "analysis-template.yaml"))[0]
-	metrics, _ := dig(tmpl, "spec", "metrics").([]any)
-	if len(metrics) != 1 {
-		t.Fatalf("analysis-template.yaml: %d metrics, want the one Job", len(metrics))
-	}
-	m := metrics[0]
-	if fl, ok := dig(m, "failureLimit").(int); !ok || fl != 0 {
-		t.Errorf("failureLimit %v: want 0, so one failed Job fails the analysis", dig(m, "failureLimit"))
-	}
-	// The Rollout's steps use this template.
-	var used bool
-	for _, d := range readDocs(t, filepath.Join(dir, "rollout.yaml")) {
-		steps, _ := dig(d, "spec", "strategy", "canary", "steps").([]any)
-		for _, s := range steps {
-			used = used || str(s, "analysis", "templates", "0", "templateName") == str(tmpl, "metadata", "name")
-		}
-	}
-	if !used {
-		t.Errorf("rollout.yaml: no canary step runs the analysis %s", str(tmpl, "metadata", "name"))
-	}
-	jc := readJob(t, dig(m, "provider", "job", "spec"), filepath.Join(dir, "scenario.yaml"))
-
-	t.Run("pass completes the Job", func(t *testing.T) {
-		r, runs := runJob(t, jc, jc.scenario, nil)
-		checkRun(t, "analysis Job", r, 0)
-		if v := verdictOf(t, runs); v != "PASS" {
-			t.Errorf("verdict %s, want PASS", v)
-		}
-		if !strings.Contains(r.Stdout, "VERDICT: PASS") {
-			t.Errorf("--output md: the Job's log has no Markdown verdict:\n%s", r.Stdout)
-		}
-	})
-	t.Run("fail fails the Job", func(t *testing.T) {
-		r, runs := runJob(t, jc, jc.scenario+canaryNever, nil)
-		checkRun(t, "analysis Job", r, 1)
-		if v := verdictOf(t, runs); v != "FAIL" {
-			t.Errorf("verdict %s, want FAIL", v)
-		}
-	})
-	// A Job cannot say Inconclusive (Argo's Job provider: Complete is
-	// Successful, Failed is Failed; Inconclusive comes only from a pod that
-	// cannot start): exit 2 fails the Job like a FAIL, so failureLimit 0
-	// aborts the rollout rather than pausing it (examples/README.md).
-	t.Run("inconclusive fails the Job too", func(t *testing.T) {
-		r, runs := runJob(t, jc, jc.scenario+undecidable, nil)
-		checkRun(t, "analysis Job", r, 2)
-		if v := verdictOf(t, runs); v != "INCONCLUSIVE" {
-			t.Errorf("verdict %s, want INCONCLUSIVE", v)
-		}
-	})
 }
 
 // TestKubernetesJob runs examples/kubernetes/job.yaml's container the same
@@ -422,7 +373,7 @@ func TestKubernetesJob(t *testing.T) {
 	}
 	jc := readJob(t, dig(job, "spec"), f)
 	summary := filepath.Join(t.TempDir(), "step-summary.md")
-	r, runs := runJob(t, jc, jc.scenario, []string{"GITHUB_STEP_SUMMARY=" + summary})
+	r, runs := runJob(t, zonesLab(t), jc, jc.scenario, []string{"GITHUB_STEP_SUMMARY=" + summary}, nil)
 	checkRun(t, "Job", r, 0)
 	if v := verdictOf(t, runs); v != "PASS" {
 		t.Errorf("verdict %s, want PASS", v)

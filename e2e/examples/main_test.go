@@ -5,7 +5,8 @@
 // dry run, with Flagger's and Argo Rollouts' published CRDs installed);
 // the Flagger webhook and Argo analysis gate commands, taken from the
 // manifests, are run for real against a lab of the mesh they gate and
-// pass or fail as the verdict says; the GitHub Actions workflow only uses
+// pass or fail as the verdict says (Argo's verdict metric queried back
+// from a real Prometheus); the GitHub Actions workflow only uses
 // commands, flags and names this build has.
 //
 // Every test runs the binary `make image` put into the image, so the
@@ -56,11 +57,15 @@ func makeImage(ctx context.Context, path string) error {
 // callme-service across two Kuma zones (testdata/callme-zones/: Flagger's objects at a 10% step).
 const labTopology = "testdata/callme-zones"
 
-// zonesLab is the package's one lab (the first test that needs it pays
-// ~20 s), shared by the gates' tests.
-func zonesLab(t *testing.T) *lab.Lab {
+// zonesLab is the package's Kuma lab (the first test that needs it pays
+// ~20 s), shared by the gates' tests; argoLab is the Istio one.
+func zonesLab(t *testing.T) *lab.Lab { t.Helper(); return sharedLab(t, labTopology) }
+
+// sharedLab is the lab of a topology directory of the package, brought
+// up by the first test that asks and shared by the others.
+func sharedLab(t *testing.T, dir string) *lab.Lab {
 	t.Helper()
-	topo, err := filepath.Abs(labTopology)
+	topo, err := filepath.Abs(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

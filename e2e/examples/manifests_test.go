@@ -123,24 +123,9 @@ func TestManifestsServerDryRun(t *testing.T) {
 	if err != nil || len(crds) != 4 {
 		t.Fatalf("testdata/crds: %v %v", crds, err)
 	}
-	for _, c := range crds {
-		// Server-side: the CRDs are larger than client-side apply's
-		// last-applied annotation may be.
-		if _, err := kubectl(nil, "apply", "--server-side", "-f", c); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// kubectl wait fails at once ("accessor error") on a CRD whose status
-	// has no conditions yet, a moment after it is created: ask again.
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(500 * time.Millisecond) {
-		_, err := kubectl(nil, "wait", "--for=condition=Established", "--timeout=30s", "crd", "--all")
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal(err)
-		}
-	}
+	// The VirtualService Argo Rollouts patches (argo-rollouts/istio.yaml)
+	// is checked against Istio's published CRDs, the ones the lab serves.
+	installCRDs(t, kubectl, append(crds, istioCRDs())...)
 	// The namespaces the examples use exist (a dry run creates none).
 	namespaces := map[string]bool{}
 	for f := range files {
@@ -244,6 +229,33 @@ func TestExampleScenariosValidate(t *testing.T) {
 		}
 		if err := yaml.Unmarshal(data, &sc); err != nil || sc.Statistics.Power < 0.99 {
 			t.Errorf("%s: statistics.power %v (%v), want at least 0.99 for a gate", filepath.Base(f), sc.Statistics.Power, err)
+		}
+	}
+}
+
+// istioCRDs is the file of Istio's published CRDs the lab serves (lab/crds).
+func istioCRDs() string { return filepath.Join(labtest.RepoRoot(), "lab", "crds", "istio.yaml") }
+
+// installCRDs applies CRD files with kubectl and waits until the API
+// server serves them all.
+func installCRDs(t *testing.T, kubectl func(stdin []byte, args ...string) (string, error), files ...string) {
+	t.Helper()
+	for _, c := range files {
+		// Server-side: the CRDs are larger than client-side apply's
+		// last-applied annotation may be.
+		if out, err := kubectl(nil, "apply", "--server-side", "--force-conflicts", "-f", c); err != nil {
+			t.Fatalf("install the CRDs of %s: %v\n%s", c, err, out)
+		}
+	}
+	// kubectl wait fails at once ("accessor error") on a CRD whose status
+	// has no conditions yet, a moment after it is created: ask again.
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+		_, err := kubectl(nil, "wait", "--for=condition=Established", "--timeout=30s", "crd", "--all")
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(err)
 		}
 	}
 }

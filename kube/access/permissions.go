@@ -227,10 +227,11 @@ func meshConfigPermissions() []Permission {
 		p("get", "networking.istio.io", "virtualservices", ScopeNamespace, "the route weights and mirrors the expected split is read from", "VirtualService"),
 		p("list", "networking.istio.io", "destinationrules", ScopeNamespace, "the subsets the routes name, and their pod labels", "VirtualService"),
 		p("get", "", "services", ScopeNamespace, "the Service behind each destination (its selector), or Cilium's annotations on it", "VirtualService", "Service"),
-		p("list", "", "pods", ScopeNamespace, "the ready pods behind each destination or site: a subset that selects none is an error", "VirtualService", "Service", "Skupper"),
+		p("list", "", "pods", ScopeNamespace, "the ready pods behind each destination or site: a subset that selects none is an error", "VirtualService", "Service", "Skupper", "Rollout"),
 		p("get", "kuma.io", "meshhttproutes", ScopeNamespace, "the backendRefs weights the expected split is read from", "MeshHTTPRoute"),
 		p("get", "kuma.io", "trafficroutes", ScopeCluster, "the split weights the expected split is read from (TrafficRoute is cluster-scoped)", "TrafficRoute"),
 		p("list", "skupper.io", "links", ScopeNamespace, "Skupper v2 links: spec.cost", "Skupper"),
+		p("get", "argoproj.io", "rollouts", ScopeNamespace, "the weights Argo Rollouts recorded (status.canary.weights) and each ReplicaSet's pod template hash", "Rollout"),
 		p("list", "", "secrets", ScopeNamespace, "Skupper v1 link Secrets, label-selected, metadata only: the skupper.io/cost annotation (the data is never fetched)", "Skupper"),
 	}
 }

@@ -633,7 +633,7 @@ func IsDaemon(args []string, dir string) bool {
 	return serve && hasDir
 }
 
-// LabProgram is the name of the lab's executable (cmd/mesh-verify-lab).
+// LabProgram is the name of the lab's executable (lab/cmd/mesh-verify-lab).
 const LabProgram = "mesh-verify-lab"
 
 // isLabProgram reports whether argv0 names the lab's executable, by path

@@ -14,7 +14,7 @@ import (
 	"github.com/mesh-verify/mesh-verify/lab/kwok"
 )
 
-// BuildMeshVerify builds ./cmd/mesh-verify, and ./cmd/mesh-verify-lab
+// BuildMeshVerify builds ./cmd/mesh-verify, and ./lab/cmd/mesh-verify-lab
 // beside it, into the test's temporary directory (with the race detector
 // when race is set) and returns the path of mesh-verify.
 func BuildMeshVerify(t testing.TB, race bool) string {
@@ -27,10 +27,14 @@ func BuildMeshVerify(t testing.TB, race bool) string {
 		if race {
 			args = append(args, "-race")
 		}
-		cmd := exec.CommandContext(ctx, "go", append(args, "./cmd/"+name)...)
+		pkg := "./cmd/" + name
+		if name == kwok.LabProgram {
+			pkg = "./lab/cmd/" + name // the lab's own module (lab/go.mod)
+		}
+		cmd := exec.CommandContext(ctx, "go", append(args, pkg)...)
 		cmd.Dir = RepoRoot()
 		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("go build ./cmd/%s: %v\n%s", name, err, out)
+			t.Fatalf("go build %s: %v\n%s", pkg, err, out)
 		}
 	}
 	return filepath.Join(dir, "mesh-verify")

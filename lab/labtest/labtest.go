@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mesh-verify/mesh-verify/kube"
 	"github.com/mesh-verify/mesh-verify/lab/kwok"
 )
 
@@ -150,3 +151,18 @@ entries:
     to: echo
     policy: {mode: per-cluster}
 `
+
+// Connect is cluster of the lab as the product connects to it: its
+// kubeconfig and context through kube.LoadConfig and Config.Connect.
+func (l *Lab) Connect(t testing.TB, cluster string) *kube.Cluster {
+	t.Helper()
+	cfg, err := kube.LoadConfig(kube.Options{Kubeconfig: []string{l.Kubeconfig}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := cfg.Connect(context.Background(), kube.ClusterRef{Name: cluster, Context: l.Context(cluster)})
+	if err != nil {
+		t.Fatalf("connect to lab cluster %s: %v", cluster, err)
+	}
+	return c
+}

@@ -102,6 +102,11 @@ func deriveIstio(e Entry, objs Objects) (Route, error) {
 		return Route{}, fieldError(vs, e.Cluster, path+".route", "no destination")
 	}
 	weights := map[string]float64{}
+	// byService are the weights of destinations that name another Service
+	// of the namespace without a subset: Argo Rollouts' host-level split
+	// between its stableService and canaryService.
+	byService := map[string]float64{}
+	others := 0
 	usedDR := false
 	unweighted := 0
 	allSubsets := true
@@ -112,18 +117,6 @@ func deriveIstio(e Entry, objs Objects) (Route, error) {
 			return Route{}, err
 		}
 		r.Ignored = append(r.Ignored, prefixed(where(vs, e.Cluster), ignoredFields(d, dp, "destination", "weight"))...)
-		version, hasSubset, err := istioDestination(e, vs, d["destination"], dp+".destination", subsets)
-		if err != nil {
-			return Route{}, err
-		}
-		if hasSubset {
-			if r.Subsets == nil {
-				r.Subsets = map[string]string{}
-			}
-			r.Subsets[version], _ = stringAt(d["destination"].(map[string]any)["subset"], vs, e.Cluster, dp+".destination.subset")
-		}
-		usedDR = usedDR || hasSubset
-		allSubsets = allSubsets && hasSubset
 		w, set, err := numberAt(d["weight"], vs, e.Cluster, dp+".weight")
 		if err != nil {
 			return Route{}, err
@@ -137,6 +130,24 @@ func deriveIstio(e Entry, objs Objects) (Route, error) {
 		if len(dests) == 1 {
 			w = 1 // a single destination takes everything, whatever its weight (route.go)
 		}
+		if svc, ok := otherService(e, d["destination"]); ok {
+			byService[svc] += w
+			others++
+			allSubsets = false
+			continue
+		}
+		version, hasSubset, err := istioDestination(e, vs, d["destination"], dp+".destination", subsets)
+		if err != nil {
+			return Route{}, err
+		}
+		if hasSubset {
+			if r.Subsets == nil {
+				r.Subsets = map[string]string{}
+			}
+			r.Subsets[version], _ = stringAt(d["destination"].(map[string]any)["subset"], vs, e.Cluster, dp+".destination.subset")
+		}
+		usedDR = usedDR || hasSubset
+		allSubsets = allSubsets && hasSubset
 		if hasSubset {
 			weights[version] += w
 		}
@@ -145,10 +156,17 @@ func deriveIstio(e Entry, objs Objects) (Route, error) {
 		return Route{}, fieldError(vs, e.Cluster, path+".route", "%d destinations and none has a weight: total destination weight = 0 (istiod refuses it)", len(dests))
 	}
 	switch {
+	case others == len(dests):
+		// Every destination is another Service: their pods are the
+		// backends, each counted in its Service (meshsim.ByService).
+		r.Policy = meshsim.Policy{Mode: meshsim.ModeWeighted, WeightBy: meshsim.ByService, Weights: byService}
+		r.Services = sortedKeys(byService)
 	case allSubsets:
 		r.Policy = meshsim.Policy{Mode: meshsim.ModeWeighted, WeightBy: meshsim.ByVersion, Weights: weights}
-	case len(dests) == 1:
+	case len(dests) == 1 && others == 0:
 		r.Policy = meshsim.Policy{Mode: meshsim.ModePerPod}
+	case others > 0:
+		return Route{}, fieldError(vs, e.Cluster, path+".route", "weights between other Services of namespace %s and %s itself or its subsets are not modelled: route every destination to another Service (a host-level split) or to a subset of %s", e.Namespace, e.To, e.To)
 	default:
 		return Route{}, fieldError(vs, e.Cluster, path+".route", "weights between destinations without a subset and with one are not modelled: give every destination a subset")
 	}
@@ -223,6 +241,25 @@ func istioSubsets(e Entry, objs Objects) (map[string]string, []*unstructured.Uns
 		}
 	}
 	return out, drs, nil
+}
+
+// otherService is the Service a destination names when it is another
+// Service of the entry's namespace, without a subset: Argo Rollouts'
+// host-level traffic splitting routes the VirtualService of the Service
+// callers use to its stableService and canaryService, whose selectors it
+// pins to each ReplicaSet's rollouts-pod-template-hash.
+func otherService(e Entry, v any) (string, bool) {
+	d, _ := v.(map[string]any)
+	host, _ := d["host"].(string)
+	if d == nil || host == "" || d["subset"] != nil || hostMatches(host, e.To, e.Namespace) {
+		return "", false
+	}
+	for _, suffix := range []string{"", "." + e.Namespace, "." + e.Namespace + ".svc", "." + e.Namespace + ".svc.cluster.local"} {
+		if name, ok := strings.CutSuffix(host, suffix); ok && name != "" && !strings.Contains(name, ".") {
+			return name, true
+		}
+	}
+	return "", false
 }
 
 // istioDestination checks a destination and returns its subset's version.

@@ -113,6 +113,18 @@ func TestDerive(t *testing.T) {
 		{name: "istio tutorial: 100% v1, 50% mirrored to v2", entry: istio, objs: map[string]string{"c1": istioDR + "---\n" + istioVS},
 			want:     meshsim.Policy{Mode: meshsim.ModeWeighted, WeightBy: meshsim.ByVersion, Weights: map[string]float64{"v1": 1}, Mirror: &meshsim.Mirror{Version: "v2", Percent: 50}, Local: "c1"},
 			clusters: []string{"c1", "c2"}},
+		// Argo Rollouts' host-level traffic splitting: the Service callers
+		// use routed to its stableService and canaryService.
+		{name: "istio: Argo Rollouts' host-level split between Services", entry: istio, objs: map[string]string{"c1": argoVS("callme-service-stable", "callme-service-canary.default.svc.cluster.local", 75, 25)},
+			want:     meshsim.Policy{Mode: meshsim.ModeWeighted, WeightBy: meshsim.ByService, Weights: map[string]float64{"callme-service-stable": 75, "callme-service-canary": 25}, Local: "c1"},
+			clusters: []string{"c1", "c2"}, services: []string{"callme-service-canary", "callme-service-stable"}},
+		{name: "istio: Argo's step 0 (canary weight 0)", entry: istio, objs: map[string]string{"c1": argoVS("callme-service-stable", "callme-service-canary", 100, 0)},
+			want:     meshsim.Policy{Mode: meshsim.ModeWeighted, WeightBy: meshsim.ByService, Weights: map[string]float64{"callme-service-stable": 100, "callme-service-canary": 0}, Local: "c1"},
+			clusters: []string{"c1", "c2"}, services: []string{"callme-service-canary", "callme-service-stable"}},
+		{name: "istio: another Service mixed with the routed one", entry: istio, objs: map[string]string{"c1": argoVS("callme-service-stable", "callme-service", 75, 25)},
+			err: "spec.http[0].route: weights between other Services of namespace default and callme-service itself"},
+		{name: "istio: a Service of another namespace", entry: istio, objs: map[string]string{"c1": argoVS("callme-service-stable.other", "callme-service-canary", 75, 25)},
+			err: `spec.http[0].route[0].destination.host: "callme-service-stable.other" is not Service default/callme-service`},
 		{name: "istio: no VirtualService balances over every pod", entry: istio, objs: map[string]string{"c1": istioDR},
 			want: meshsim.Policy{Mode: meshsim.ModePerPod, Local: "c1"}, clusters: []string{"c1", "c2"}},
 		{name: "istio: weights are relative (not summing to 100 is fine since 1.15)", entry: istio,
@@ -255,7 +267,7 @@ spec:
 			if !reflect.DeepEqual(r.Services, tc.services) {
 				t.Errorf("services = %v, want %v", r.Services, tc.services)
 			}
-			if tc.entry.Mesh == MeshIstio && tc.want.Mode == meshsim.ModeWeighted && r.Subsets["v1"] != "v1" {
+			if tc.entry.Mesh == MeshIstio && tc.want.WeightBy == meshsim.ByVersion && r.Subsets["v1"] != "v1" {
 				t.Errorf("subsets %v: want version v1 routed to subset v1", r.Subsets)
 			}
 			if tc.ignored != "" && !strings.Contains(strings.Join(r.Ignored, "\n"), tc.ignored) {
@@ -337,6 +349,26 @@ func FuzzLoad(f *testing.F) {
 			}
 		}
 	})
+}
+
+// argoVS is the VirtualService Argo Rollouts' Istio host-level traffic
+// splitting keeps: the route named primary (trafficRouting.istio.
+// virtualService.routes) to the stableService and the canaryService,
+// their weights set at each step.
+func argoVS(stable, canary string, ws, wc int) string {
+	return fmt.Sprintf(`apiVersion: networking.istio.io/v1beta1
+kind: VirtualService
+metadata: {name: callme-service}
+spec:
+  hosts: [callme-service]
+  http:
+  - name: primary
+    route:
+    - destination: {host: %s}
+      weight: %d
+    - destination: {host: %s}
+      weight: %d
+`, stable, ws, canary, wc)
 }
 
 // flaggerRoute is the TrafficRoute Flagger's Kuma router writes for the

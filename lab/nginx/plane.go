@@ -3,7 +3,6 @@ package nginx
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -17,22 +16,19 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mesh-verify/mesh-verify/internal/nginxbin"
 	"github.com/mesh-verify/mesh-verify/lab/internal/detach"
 	"github.com/mesh-verify/mesh-verify/lab/kwok"
 	"github.com/mesh-verify/mesh-verify/lab/meshsim"
 )
 
-// Find returns the nginx executable of the machine.
+// Find returns the nginx executable of the machine (internal/nginxbin).
 func Find() (string, error) {
-	for _, p := range []string{"/usr/sbin/nginx", "/usr/bin/nginx"} {
-		if _, err := os.Stat(p); err == nil {
-			return p, nil
-		}
+	p, err := nginxbin.Find()
+	if err != nil {
+		return "", fmt.Errorf("%w; the nginx data plane needs it", err)
 	}
-	if p, err := exec.LookPath("nginx"); err == nil {
-		return p, nil
-	}
-	return "", errors.New("nginx is not installed (Debian: apt-get install nginx-light); the nginx data plane needs it")
+	return p, nil
 }
 
 // Plane is one running nginx playing one entry pod's data plane. It is

@@ -1,10 +1,14 @@
-package runner
+// Package runner_test holds runner's tests against the lab's real API
+// servers (the lab is a module of its own: lab/go.mod).
+package runner_test
 
 import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,6 +19,9 @@ import (
 	"github.com/mesh-verify/mesh-verify/exitcode"
 	"github.com/mesh-verify/mesh-verify/kube"
 	"github.com/mesh-verify/mesh-verify/lab/labtest"
+	"github.com/mesh-verify/mesh-verify/measure"
+	"github.com/mesh-verify/mesh-verify/runner"
+	"github.com/mesh-verify/mesh-verify/scenarios"
 )
 
 const helloworldYAML = `apiVersion: apps/v1
@@ -64,14 +71,7 @@ func TestPodToClusterThroughTheInventory(t *testing.T) {
 	pods := map[string]string{}
 	for i, cl := range []string{"c1", "c2"} {
 		lab.Apply(t, cl, labtest.Node("node-1"))
-		cfg, err := kube.LoadConfig(kube.Options{Kubeconfig: []string{lab.Kubeconfig}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		c, err := cfg.Connect(context.Background(), kube.ClusterRef{Name: cl, Context: lab.Context(cl)})
-		if err != nil {
-			t.Fatal(err)
-		}
+		c := lab.Connect(t, cl)
 		deadline := time.Now().Add(60 * time.Second)
 		for {
 			// The default ServiceAccount comes about 2 s after the API server.
@@ -114,7 +114,7 @@ observe:
 expect:
   - split: {weights: {c1: 75, c2: 25}}
 `, lab.Context("c1"), lab.Context("c2"), ts.URL))
-	rep, err := Run(context.Background(), sc, Options{Kubeconfig: []string{lab.Kubeconfig}})
+	rep, err := runner.Run(context.Background(), sc, runner.Options{Kubeconfig: []string{lab.Kubeconfig}})
 	if rep == nil {
 		t.Fatalf("no report: %v", err)
 	}
@@ -143,21 +143,28 @@ expect:
 	if byCluster["c1"] != c1 || byCluster["c2"] != c2 || unattributed != unknown {
 		t.Errorf("clusters %v, unattributed %d; want c1 %d, c2 %d, %d unattributed", byCluster, unattributed, c1, c2, unknown)
 	}
-	// The same inventory maps an access log's upstream address to its pod.
-	kp, err := openKube(context.Background(), sc, Options{Kubeconfig: []string{lab.Kubeconfig}})
+	// The same inventory maps an access log's upstream address to its pod,
+	// by the rule every run applies (measure.PodIndex, OnlyPod: an address
+	// of several pods names none); runner TestPodByAddress has the local
+	// run's lookup over the live inventory.
+	var clusters []*kube.Cluster
+	for _, cl := range []string{"c1", "c2"} {
+		clusters = append(clusters, lab.Connect(t, cl))
+	}
+	inv, err := kube.Inventory(context.Background(), clusters, []kube.Workload{{Namespace: "default", Selector: "app=helloworld", Name: "helloworld"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer kp.close()
+	index := measure.NewPodIndex(inv.Pods())
 	shared, unique := 0, 0
-	for _, p := range kp.inv.Pods() {
+	for _, p := range inv.Pods() {
 		n := 0
-		for _, o := range kp.inv.Pods() {
+		for _, o := range inv.Pods() {
 			if o.IP == p.IP {
 				n++
 			}
 		}
-		id, ok := kp.ByAddress(p.IP + ":8080")
+		got, ok := index.ByAddress(p.IP + ":8080")
 		switch {
 		case p.IP == "":
 			t.Errorf("pod %s has no IP", p.Name)
@@ -165,19 +172,19 @@ expect:
 			// Pod IPs repeat across clusters: the address names no pod.
 			shared++
 			if ok {
-				t.Errorf("address %s of %d pods resolved to %+v", p.IP, n, id)
+				t.Errorf("address %s of %d pods resolved to %+v", p.IP, n, got)
 			}
 		default:
 			unique++
-			if !ok || id.Cluster != p.Cluster || id.Pod != p.Name || id.Version != p.Version {
-				t.Errorf("address %s of %s/%s resolved to %+v, %v", p.IP, p.Cluster, p.Name, id, ok)
+			if !ok || got.Cluster != p.Cluster || got.Pod != p.Name || got.Version != p.Version {
+				t.Errorf("address %s of %s resolved to %+v, %v", p.IP, p.Key(), got, ok)
 			}
 		}
 	}
 	if shared == 0 || unique == 0 {
 		t.Errorf("%d pods with a shared address, %d with their own: the test cannot tell both", shared, unique)
 	}
-	if _, ok := kp.ByAddress("192.0.2.1:80"); ok {
+	if _, ok := index.ByAddress("192.0.2.1:80"); ok {
 		t.Error("an address no pod has resolved")
 	}
 	warned := false
@@ -187,4 +194,22 @@ expect:
 	if !warned || rep.ExitCode != exitcode.Pass || rep.Expectation[0].Verdict != assert.Pass {
 		t.Errorf("warnings %q, exit %d, %s: %s", rep.Warnings, rep.ExitCode, rep.Expectation[0].Verdict, rep.Expectation[0].Reason)
 	}
+}
+
+// server answers every request with answer(n) for the n-th request, on a
+// real HTTP server on loopback.
+func server(t *testing.T, answer func(n int64, w http.ResponseWriter)) *httptest.Server {
+	var n atomic.Int64
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { answer(n.Add(1), w) }))
+	t.Cleanup(ts.Close)
+	return ts
+}
+
+func parse(t *testing.T, src string) *scenarios.Scenario {
+	t.Helper()
+	sc, err := scenarios.Parse("test.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sc
 }

@@ -119,7 +119,7 @@ func TestLabResolve(t *testing.T) {
 	registerCRDs(t, lab, "c1")
 	lab.Apply(t, "c1", labtest.Node("node-1"))
 	lab.Apply(t, "c1", "apiVersion: v1\nkind: Namespace\nmetadata: {name: demo}\n")
-	admin := connect(t, lab)
+	admin := lab.Connect(t, "c1")
 	ctx := context.Background()
 	poll(t, 30*time.Second, "default ServiceAccount in demo", func() error {
 		_, err := admin.Client.CoreV1().ServiceAccounts("demo").Get(ctx, "default", metav1.GetOptions{})
@@ -233,19 +233,6 @@ roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: meshconfig}
 subjects: [{kind: ServiceAccount, name: %[2]s, namespace: %[1]s}]
 `, ns, sa)
 	return b.String()
-}
-
-func connect(t *testing.T, lab *labtest.Lab) *kube.Cluster {
-	t.Helper()
-	cfg, err := kube.LoadConfig(kube.Options{Kubeconfig: []string{lab.Kubeconfig}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := cfg.Connect(context.Background(), kube.ClusterRef{Name: "c1", Context: lab.Context("c1")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
 }
 
 // asToken connects to admin's API server with a bearer token only (a

@@ -1,4 +1,4 @@
-package runner
+package runner_test
 
 import (
 	"context"
@@ -19,6 +19,7 @@ import (
 
 	"github.com/mesh-verify/mesh-verify/kube"
 	"github.com/mesh-verify/mesh-verify/lab/labtest"
+	"github.com/mesh-verify/mesh-verify/runner"
 )
 
 // faultyAPI sits between --wait-ready and a lab's real kube-apiserver and
@@ -119,7 +120,7 @@ expect:
 		clusters := map[string]*kube.Cluster{"c1": f.serve(t, c)}
 		got := make(chan error, 1)
 		start := time.Now()
-		go func() { got <- waitReady(context.Background(), sc, clusters, within, nil) }()
+		go func() { got <- runner.WaitReady(context.Background(), sc, clusters, within, nil) }()
 		select {
 		case err := <-got:
 			return time.Since(start), err
@@ -148,7 +149,7 @@ expect:
 		if err == nil || !strings.Contains(err.Error(), "did not answer") {
 			t.Fatalf("wait-ready: %v, want an error saying the API server did not answer", err)
 		}
-		if took > time.Second+readyPollMin+2*time.Second {
+		if took > time.Second+runner.ReadyPollMin+2*time.Second {
 			t.Errorf("took %s for a 1s wait", took)
 		}
 	})

@@ -102,7 +102,7 @@ spec:
 // real API server.
 func TestLabPodProxyRefusesLoopbackPodIPs(t *testing.T) {
 	lab := labtest.Clusters(t, "c1")
-	c := connect(t, lab, "c1")
+	c := lab.Connect(t, "c1")
 	lab.Apply(t, "c1", `apiVersion: v1
 kind: Node
 metadata:

@@ -89,7 +89,7 @@ func workerSpec(runID string, n int, deadline time.Duration) kube.WorkerSpec {
 // depends on it.
 func TestLabWorkers(t *testing.T) {
 	lab := labtest.Clusters(t, "c1")
-	admin := connect(t, lab, "c1")
+	admin := lab.Connect(t, "c1")
 	ctx := context.Background()
 	lab.Apply(t, "c1", labtest.Node("node-1"))
 	lab.Apply(t, "c1", "apiVersion: v1\nkind: Namespace\nmetadata: {name: "+workersNS+"}\n")

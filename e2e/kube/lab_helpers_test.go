@@ -118,19 +118,6 @@ type demo struct {
 	backends map[string]*backend // by pod name
 }
 
-func connect(t testing.TB, lab *labtest.Lab, cluster string) *kube.Cluster {
-	t.Helper()
-	cfg, err := kube.LoadConfig(kube.Options{Kubeconfig: []string{lab.Kubeconfig}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := cfg.Connect(context.Background(), kube.ClusterRef{Name: cluster, Context: lab.Context(cluster)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
 const webYAML = `apiVersion: apps/v1
 kind: Deployment
 metadata: {name: web, namespace: %[1]s}
@@ -155,7 +142,7 @@ spec:
 // "app.kubernetes.io/version".
 func newDemo(t testing.TB, lab *labtest.Lab, cluster, ns string, replicas int, versionLabel, version string, forward bool) *demo {
 	t.Helper()
-	d := &demo{lab: lab, cluster: cluster, ns: ns, c: connect(t, lab, cluster), backends: map[string]*backend{}}
+	d := &demo{lab: lab, cluster: cluster, ns: ns, c: lab.Connect(t, cluster), backends: map[string]*backend{}}
 	lab.Apply(t, cluster, labtest.Node("node-1"))
 	lab.Apply(t, cluster, "apiVersion: v1\nkind: Namespace\nmetadata: {name: "+ns+"}\n")
 	// kube-controller-manager creates the default ServiceAccount about 2 s

@@ -1,7 +1,6 @@
 package worker_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -26,13 +25,16 @@ import (
 	"testing"
 	"time"
 
+	vegeta "github.com/tsenart/vegeta/v12/lib"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/mesh-verify/mesh-verify/e2e/e2etest"
 	"github.com/mesh-verify/mesh-verify/fleet"
 	"github.com/mesh-verify/mesh-verify/kube"
 	"github.com/mesh-verify/mesh-verify/lab/labtest"
+	"github.com/mesh-verify/mesh-verify/runlog"
 	"github.com/mesh-verify/mesh-verify/tally"
 	"github.com/mesh-verify/mesh-verify/worker"
 )
@@ -90,29 +92,10 @@ func buildBinary(t *testing.T) string {
 	return labtest.BuildMeshVerify(t, raceEnabled)
 }
 
-// lockedBuffer is stderr, written by exec's copying goroutine and read
-// by the test while the process runs.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // proc is one worker process and the records it printed.
 type proc struct {
 	cmd     *exec.Cmd
-	stderr  lockedBuffer
+	stderr  e2etest.SyncBuffer
 	records chan fleet.Record
 	done    chan error // the process's exit, once
 	decErr  error
@@ -345,6 +328,14 @@ func TestLabWorkers(t *testing.T) {
 		startAt := time.Now().Add(1500 * time.Millisecond).UTC()
 		e.annotate(t, "mv-two", worker.AnnotationStartAt, startAt.Format(time.RFC3339Nano))
 		m := fleet.NewMerger(startAt)
+		// The records' results go to a run directory as the coordinator
+		// writes them (a real runlog recorder).
+		dir := t.TempDir()
+		recorder, err := runlog.Create(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rw := fleet.NewResultWriter(recorder, run, 0)
 		trimmed := 0
 		for i, p := range ps {
 			recs, err := p.rest(t, 60*time.Second)
@@ -363,8 +354,15 @@ func TestLabWorkers(t *testing.T) {
 						t.Errorf("worker %d: a trimmed %s record: the last record is whole", i, rec.Kind)
 					}
 				}
-				if _, err := m.Add(rec); err != nil {
+				if ok, err := m.Add(rec); err != nil {
 					t.Fatal(err)
+				} else if ok && rec.Kind != fleet.KindReady {
+					if rec.Results == nil || rec.Rules == nil {
+						t.Fatalf("worker %d: a %s record without results or rules", i, rec.Kind)
+					}
+					if err := rw.Add(rec.Worker, rec.Results); err != nil {
+						t.Fatal(err)
+					}
 				}
 			}
 			if kinds[fleet.KindFinal] != 1 || kinds[fleet.KindInterval] < 1 || kinds[fleet.KindError] != 0 {
@@ -378,6 +376,35 @@ func TestLabWorkers(t *testing.T) {
 		snap := m.Snapshot()
 		if snap.Total != total || total == 0 {
 			t.Fatalf("merged %d requests, the server counted %d", snap.Total, total)
+		}
+		// results.bin: every request the server saw, once, by its id, as
+		// vegeta's decoder reads the file; the rules read every response.
+		if st := rw.Flush(); st.Written != total || st.Cut+st.Missing != 0 {
+			t.Errorf("results written %+v, the server counted %d", st, total)
+		}
+		if err := recorder.Close(); err != nil {
+			t.Fatal(err)
+		}
+		inFile := map[string]bool{}
+		if err := runlog.ReadResults(dir, func(r *vegeta.Result, a runlog.Attribution) error {
+			if r.Code != 200 || a.Pod == "" || inFile[a.RequestID] {
+				return fmt.Errorf("result %+v, line %+v (twice: %v)", r, a, inFile[a.RequestID])
+			}
+			inFile[a.RequestID] = true
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range ids {
+			if !inFile[id] {
+				t.Errorf("request %s served, not in results.bin", id)
+			}
+		}
+		if len(inFile) != len(ids) {
+			t.Errorf("results.bin holds %d requests, the server served %d", len(inFile), len(ids))
+		}
+		if r := m.Rules(); r == nil || r.Responses != total || len(r.Rules) != 1 || r.Rules[0].Matched != total {
+			t.Errorf("merged rules %+v, want every one of %d responses matched", r, total)
 		}
 		rows := m.Workers()
 		for _, r := range rows {

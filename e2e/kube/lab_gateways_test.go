@@ -16,7 +16,7 @@ import (
 // every address a remote sidecar may name, and no other Service.
 func TestLabEastWestGateways(t *testing.T) {
 	lab := labtest.Clusters(t, "c2")
-	c := connect(t, lab, "c2")
+	c := lab.Connect(t, "c2")
 	lab.Apply(t, "c2", "apiVersion: v1\nkind: Namespace\nmetadata: {name: istio-system}\n")
 	lab.Apply(t, "c2", `apiVersion: v1
 kind: Service
