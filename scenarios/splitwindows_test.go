@@ -26,6 +26,10 @@ func TestSplitWindows(t *testing.T) {
 		{"poll without follow", "  - split: {by: cluster, weights: {c1: 1}, windows: {every: 5s, poll: 1s}}\n", "expect[0].split.windows.poll: applies to follow only"},
 		{"settle too long", "  - split: {by: version, " + vs + ", windows: {follow: true, settle: 1h}}\n", "expect[0].split.windows.settle: want 0 to 10m0s"},
 		{"two splits in windows", "  - split: {by: cluster, weights: {c1: 1}, windows: {every: 5s}}\n  - split: {by: cluster, weights: {c2: 1}, windows: {every: 5s}}\n", "expect[1].split.windows: a second split in windows"},
+		{"readTimeout", "  - split: {by: version, " + vs + ", windows: {follow: true, readTimeout: 3s}}\n", ""},
+		{"readTimeout too short", "  - split: {by: version, " + vs + ", windows: {follow: true, readTimeout: 10ms}}\n", "expect[0].split.windows.readTimeout: want 100ms to 1m0s"},
+		{"readTimeout too long", "  - split: {by: version, " + vs + ", windows: {follow: true, readTimeout: 2m}}\n", "expect[0].split.windows.readTimeout: want 100ms to 1m0s"},
+		{"readTimeout without follow", "  - split: {by: cluster, weights: {c1: 1}, windows: {every: 5s, readTimeout: 1s}}\n", "expect[0].split.windows.readTimeout: applies to follow only"},
 		{"settle on fixed", "  - split: {by: cluster, weights: {c1: 1}, windows: {every: 5s, settle: 1s}}\n", "expect[0].split.windows.settle: applies to follow only"},
 	}
 	for _, c := range cases {
@@ -47,8 +51,8 @@ func TestSplitWindows(t *testing.T) {
 		})
 	}
 	w := Windows{Follow: true}
-	if w.SettleTime() != DefaultSettle || w.PollEvery() != DefaultPoll {
-		t.Errorf("follow's defaults: settle %s, poll %s", w.SettleTime(), w.PollEvery())
+	if w.SettleTime() != DefaultSettle || w.PollEvery() != DefaultPoll || w.ReadTimeoutOr() != DefaultReadTimeout {
+		t.Errorf("follow's defaults: settle %s, poll %s, readTimeout %s", w.SettleTime(), w.PollEvery(), w.ReadTimeoutOr())
 	}
 	if w := (Windows{Every: Duration{10 * time.Second}}); w.SettleTime() != 0 {
 		t.Errorf("fixed windows settle %s, want 0", w.SettleTime())
