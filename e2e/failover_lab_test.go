@@ -15,7 +15,10 @@ import (
 )
 
 // Failover as a timeline (issue 25 item 3): the catalog's cilium-failover
-// scenario follows rebel-base's global Service with local affinity while
+// scenario attacks from two worker pods in c1 through c1's datapath (the
+// lab's stand-in for Cilium's socket load balancer in the client's node)
+// and, at the coordinator, follows rebel-base's global Service with local
+// affinity and cuts the windows in the workers' merged results, while
 // the test scales c1's rebel-base to zero a third of the way into the
 // attack and back to two at two thirds, as a user does with kubectl. The
 // run judges three windows: before (c1 100%), during (c2 100%) and after
@@ -29,6 +32,7 @@ import (
 func TestFailoverTimeline(t *testing.T) {
 	t.Parallel()
 	l := mv.Lab(t, e2etest.LabSpec{Topology: "cilium-failover"})
+	applyRBAC(t, l, "cilium-failover", []string{"c1"})
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 
@@ -119,12 +123,12 @@ func TestFailoverTimeline(t *testing.T) {
 func runScaling(t *testing.T, ctx context.Context, l *lab.Lab) e2etest.Result {
 	t.Helper()
 	done := make(chan e2etest.Result, 1)
-	before := routedBy(t, l)
+	earlier := workerPods(t, l)
 	go func() {
 		done <- mv.Run(t, e2etest.Cmd{Context: ctx}, "run", "cilium-failover", "--kubeconfig", l.Kubeconfig)
 	}()
-	// The attack has started when the datapath counts new requests (the
-	// lab publishes its counts every second).
+	// The attack has started when this run's worker pods' datapath counts
+	// requests (the lab publishes its counts every second).
 	var started time.Time
 	for started.IsZero() {
 		select {
@@ -132,7 +136,7 @@ func runScaling(t *testing.T, ctx context.Context, l *lab.Lab) e2etest.Result {
 			t.Fatalf("the run ended before its attack was seen (exit %d)\n%s\n%s", r.Code, r.Stdout, r.Stderr)
 		case <-time.After(200 * time.Millisecond):
 		}
-		if routedBy(t, l) > before {
+		if routedBy(t, l, earlier) > 0 {
 			started = time.Now()
 		}
 	}
@@ -150,17 +154,37 @@ func runScaling(t *testing.T, ctx context.Context, l *lab.Lab) e2etest.Result {
 	return <-done
 }
 
-// routedBy is what the lab's x-wing datapath routed so far.
-func routedBy(t *testing.T, l *lab.Lab) int64 {
+// workerPods are the worker pods the lab runs or ran, by key.
+func workerPods(t *testing.T, l *lab.Lab) map[string]bool {
+	t.Helper()
+	st, err := daemon.ReadStatus(l.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, j := range st.Jobs {
+		out[j.Key()] = true
+	}
+	return out
+}
+
+// routedBy is what the datapath of the worker pods not in earlier (an
+// earlier run's) routed so far.
+func routedBy(t *testing.T, l *lab.Lab, earlier map[string]bool) int64 {
 	t.Helper()
 	st, err := daemon.ReadStatus(l.Dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var n int64
-	for _, p := range st.Pods {
-		if p.Role == daemon.RoleEntry && p.Routed != nil {
-			n += p.Routed.Requests
+	for _, j := range st.Jobs {
+		if earlier[j.Key()] {
+			continue
+		}
+		for _, p := range j.Planes {
+			if p.Routed != nil {
+				n += p.Routed.Requests
+			}
 		}
 	}
 	return n

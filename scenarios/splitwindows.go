@@ -134,7 +134,12 @@ func (s *Scenario) checkWindows(c *checker, p string, sp *Split) {
 	if st := w.Settle; st != nil && st.Duration > 0 && !w.Follow {
 		c.add(wp+".settle", "applies to follow only: fixed windows do not change the expected shares")
 	}
-	if s.Attack.Workers > 0 {
-		c.add(wp, "a distributed run (attack.workers) does not cut windows: its workers' tallies carry no windows; judge it as one block")
+	// A distributed run cuts the windows at the coordinator, in the
+	// workers' results merged in time order (fleet.ResultWriter): the
+	// whole run's, so not one source's alone.
+	for _, e := range s.Expect {
+		if e.Split == sp && e.From != "" {
+			c.add(wp, "windows are cut in the results of every source together: judge the split in windows without from: %s", e.From)
+		}
 	}
 }

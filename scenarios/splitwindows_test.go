@@ -58,3 +58,25 @@ func TestSplitWindows(t *testing.T) {
 		t.Errorf("fixed windows settle %s, want 0", w.SettleTime())
 	}
 }
+
+// A distributed run cuts windows at the coordinator in every source's
+// results together: a split in windows from workers loads, one judged
+// from one source (from:) is refused, naming it.
+func TestSplitWindowsFromWorkers(t *testing.T) {
+	t.Parallel()
+	const vs = "fromMesh: {virtualService: demo/reviews}"
+	workers := strings.NewReplacer("attack: {rate: 10, requests: 100}", "attack: {rate: 10, requests: 100, sources: [{cluster: c1, workers: 2}, {cluster: c2, workers: 1}]}",
+		"clusters: [{name: c1}, {name: c2}]", "clusters: [{name: c1, context: k1}, {name: c2, context: k2}]").Replace(minimal)
+	for _, tc := range []struct{ name, expect, want string }{
+		{"every source", "  - split: {by: version, " + vs + ", windows: {follow: true}}\n", ""},
+		{"one source", "  - {from: c1, split: {by: version, " + vs + ", windows: {follow: true}}}\n", "expect[0].split.windows: windows are cut in the results of every source together: judge the split in windows without from: c1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := Parse("w.yaml", []byte(workers+"expect:\n"+tc.expect))
+			if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+				t.Fatalf("got:\n%v\nwant: %q", err, tc.want)
+			}
+		})
+	}
+}
