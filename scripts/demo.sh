@@ -71,15 +71,19 @@ midrun() {
 
 # during PROGRESS STEPS: waits for the run's first progress line in the
 # file PROGRESS (`--progress plain` prints one every 5 s of attack, its
-# elapsed time first), then runs each step of STEPS (midrun) with
-# kubectl against the demo's lab at its time. Fails if the attack is not
-# seen within two minutes or a kubectl fails.
+# elapsed time first; a run from worker pods says when their attack
+# starts), then runs each step of STEPS (midrun) with kubectl against
+# the demo's lab at its time. Fails if the attack is not seen within two
+# minutes or a kubectl fails.
 during() {
   local progress="$1" steps="$2" waited=0 elapsed="" t0 at cluster args
   while [ -z "$elapsed" ]; do
     # "  5.0s  199/~1800 requests ..." (a known total) or "  5.0s  77 requests ...".
     elapsed="$(sed -n 's/^ *\([0-9][0-9]*\)\.[0-9]s  *[0-9][0-9]*[/ ].*/\1/p' "$progress" | head -n1)"
     [ -n "$elapsed" ] && break
+    # "workers: the attack starts in 1.9s": elapsed is minus that, rounded up.
+    elapsed="$(sed -n 's/^workers: the attack starts in \([0-9]*\)\(\.[0-9]*\)\{0,1\}s$/-\1/p' "$progress" | head -n1)"
+    [ -n "$elapsed" ] && { elapsed=$((elapsed - 1)); break; }
     [ "$waited" -ge 1200 ] && { echo "demo: no progress from the run in 2 minutes; nothing scaled" >&2; return 1; }
     sleep 0.1
     waited=$((waited + 1))
@@ -155,15 +159,16 @@ for line in "${seeds[@]}"; do
   name="$scenario"
   [[ "$topology" == "$scenario"?* || "$topology" == "istio-mirror-noshadow" ]] && name="$scenario@$topology"
   say "mesh-verify run scenarios/catalog/$scenario.yaml   (expect $want)"
-  # A scenario that attacks from worker pods (istio-helloworld and
-  # cilium-rebel-base, from inside c1 as the tutorials' client pods do)
-  # needs the workers' ServiceAccount and Roles there first, as a user
-  # applies them: what `mesh-verify rbac` prints.
-  from="$(sed -n 's/^  from: *\([a-z0-9-]*\).*/\1/p' "scenarios/catalog/$scenario.yaml" | head -n1)"
-  if [ -n "$from" ]; then
+  # A scenario that attacks from worker pods (istio-helloworld,
+  # cilium-rebel-base and cilium-failover from inside c1 as the tutorials'
+  # client pods do, cilium-affinity from c1 and c2) needs the workers'
+  # ServiceAccount and Roles in each of their clusters (attack.from,
+  # attack.sources) first, as a user applies them: what `mesh-verify rbac`
+  # prints.
+  for from in $(sed -n -e 's/^  from: *\([a-z0-9-]*\).*/\1/p' -e 's/^    - {cluster: *\([a-z0-9-]*\),.*/\1/p' "scenarios/catalog/$scenario.yaml" | sort -u); do
     "$MV" rbac "scenarios/catalog/$scenario.yaml" --cluster "$from" |
-      kubectl --kubeconfig "$LAB/kubeconfig" --context "kind-$from" apply -f - >"$LOGS/rbac-$scenario.txt"
-  fi
+      kubectl --kubeconfig "$LAB/kubeconfig" --context "kind-$from" apply -f - >>"$LOGS/rbac-$scenario.txt"
+  done
   code=0
   steps="$(midrun "$scenario")"
   progress="$LOGS/progress-$name.txt"
