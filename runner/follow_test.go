@@ -250,3 +250,46 @@ func TestFollowerHoldsAnswersForSlowReads(t *testing.T) {
 		t.Errorf("window before the change %v %v, settling window %v %v: want c2's answers (about 300, sent during the 1.5 s read that saw the change) all in the settling window", before.Buckets, before.N, settling.Buckets, settling.N)
 	}
 }
+
+// A read that takes longer than readTimeout fails with a warning and the
+// window in force continues: the hold (a poll and two reads) bounds how
+// far back a settling window may open only if every read is bounded.
+func TestFollowerReadTimeout(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var deadlines []bool
+	hang := func(ctx context.Context) (meshconfig.Expected, error) {
+		_, ok := ctx.Deadline()
+		mu.Lock()
+		deadlines = append(deadlines, ok)
+		mu.Unlock()
+		<-ctx.Done()
+		return meshconfig.Expected{}, ctx.Err()
+	}
+	start := time.Now()
+	tl := tally.New(start, time.Minute)
+	f := &follower{name: "e", object: "TrafficRoute test-server", read: hang, tl: tl, poll: time.Millisecond, readTimeout: 20 * time.Millisecond, settle: time.Hour, start: start, w: io.Discard}
+	initial, _ := version("1", 0.9)()
+	if err := f.begin(context.Background(), initial); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "two reads timed out", func() bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return len(f.warnings) >= 2
+	})
+	ws, warnings := f.stop()
+	if len(ws) != 1 || !strings.Contains(warnings[0], "context deadline exceeded") || !strings.Contains(warnings[0], "the window in force continues") {
+		t.Errorf("%d windows, warnings %q; want the first window only and the reads' timeouts", len(ws), warnings)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for i, ok := range deadlines {
+		if !ok {
+			t.Errorf("read %d had no deadline", i)
+		}
+	}
+	if h := f.hold(); h != time.Millisecond+40*time.Millisecond {
+		t.Errorf("hold %s, want the poll and two reads", h)
+	}
+}
