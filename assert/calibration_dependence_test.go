@@ -89,7 +89,14 @@ func (r depRow) check(t *testing.T) {
 	if r.draws > 0 {
 		se = func(p float64) float64 { return 3 * math.Sqrt(p*(1-p)/float64(r.draws)) }
 	}
-	if r.falsePass > alpha+se(alpha) {
+	// Partly sticky connections are a known departure of the PASS side
+	// (docs/statistics.md §7.2): false PASS up to about 2α; held to 2.5α
+	// so that a worse one still fails here.
+	passBound := alpha
+	if strings.HasPrefix(r.scheme, "partly sticky") {
+		passBound = 2.5 * alpha
+	}
+	if r.falsePass > passBound+se(passBound) {
 		t.Errorf("%s, %s, %d connections: false PASS %.4f > α %.2f (%s)", r.cell, r.scheme, r.conns, r.falsePass, alpha, r.pTruth)
 	}
 	if r.falseFail > alpha+se(alpha) {
@@ -166,6 +173,39 @@ func (s sampler) stickyUneven(names []string, conns int, p []float64) Counts {
 		rows[j] = make([]int64, len(p))
 		rows[j][b] = m
 		c.N[b] += m
+	}
+	return withUnits(c, rows)
+}
+
+// partlySticky routes each request on a connection of 1 + Exp(20)
+// requests to the connection's own bucket (drawn once, with the true
+// shares) with probability rho, else on its own: clustering between a
+// per-request and a per-connection balancer.
+func (s sampler) partlySticky(names []string, conns int, rho float64, p []float64) Counts {
+	rows := make([][]int64, conns)
+	c := Counts{Buckets: names, N: make([]int64, len(p))}
+	rng := rand.New(s.src)
+	pick := func() int {
+		b := 0
+		for u, acc := rng.Float64(), 0.0; b < len(p)-1; b++ {
+			if acc += p[b]; u < acc {
+				break
+			}
+		}
+		return b
+	}
+	for j := range rows {
+		m := 1 + int64(rng.ExpFloat64()*20)
+		own := pick()
+		rows[j] = make([]int64, len(p))
+		for range m {
+			b := own
+			if rng.Float64() >= rho {
+				b = pick()
+			}
+			rows[j][b]++
+			c.N[b]++
+		}
 	}
 	return withUnits(c, rows)
 }
@@ -261,6 +301,17 @@ func TestCalibrationDependence(t *testing.T) {
 			row := depRow{cell: cell, scheme: "per-connection balancer, connections of 1 + Exp(20) requests", conns: conns, pass: -1}
 			add(simulated(row, withSampling(spec, Sampling{FixedConnections: int64(conns)}), simTruths(cell), draws,
 				func(p []float64) Counts { return r.stickyUneven(cell.split.names, conns, p) }))
+		}
+		// Between the two: each request follows its connection's bucket
+		// with probability rho, else is routed on its own (design effects
+		// about 1.4 to 4.5): where the design effect estimated from few
+		// connections varies most.
+		for _, rho := range []float64{0.1, 0.2, 0.3} {
+			for _, conns := range []int{10, 16, 32} {
+				row := depRow{cell: cell, scheme: fmt.Sprintf("partly sticky (ρ = %.1f), connections of 1 + Exp(20) requests", rho), conns: conns, pass: -1}
+				add(simulated(row, withSampling(spec, Sampling{FixedConnections: int64(conns)}), simTruths(cell), draws,
+					func(p []float64) Counts { return r.partlySticky(cell.split.names, conns, rho, p) }))
+			}
 		}
 		// A per-request balancer over keep-alive connections, at the plan.
 		for _, conns := range []int{10, 20, 50} {

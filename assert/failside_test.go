@@ -203,3 +203,59 @@ func TestRobustScoreInterval(t *testing.T) {
 		})
 	}
 }
+
+// The lab's Kuma canary with its weights broken: the mesh gateway (an
+// Envoy routing each request on its own) at 80/20, judged against 90/10 ±
+// 5% at 95%. Over the attack's default ten keep-alive connections the
+// FAIL side's robust score test cannot reject past t² ≈ n_K = 10, so the
+// break was INCONCLUSIVE on five labs of five (docs/calibration-lab.md).
+// A robust Wald test in its place where the counts look unclustered was
+// tried and rejected: the gate selects the runs whose variance came out
+// low, and partly sticky connections then FAILed a correct split up to
+// 4.6 α (docs/statistics.md §3.3). More connections are what settles it,
+// so the catalog scenario attacks over 30 connections with 1,600 requests;
+// this test holds that choice to the power it was made for, and the
+// correct 90/10 to PASS and never FAIL there.
+func TestKumaBreakNeedsConnections(t *testing.T) {
+	t.Parallel()
+	names := []string{"c1", "c2"}
+	spec := SplitSpec{Expected: map[string]float64{"c1": 0.9, "c2": 0.1}, Margin: 0.05}
+	const runs = 1000
+	for _, tc := range []struct {
+		conns         int
+		n             int64
+		minBrokenFail float64
+		maxBrokenFail float64
+	}{
+		{conns: 10, n: 800, minBrokenFail: 0, maxBrokenFail: 0.2},   // the catalog's scenario before
+		{conns: 30, n: 1600, minBrokenFail: 0.97, maxBrokenFail: 1}, // scenarios/catalog/kuma-canary.yaml
+	} {
+		r := sampler{src: rand.NewPCG(20261203, uint64(tc.conns))}
+		s := withSampling(spec, Sampling{FixedConnections: int64(tc.conns)}).withDefaults()
+		var brokenFail, pass, falseFail int
+		for range runs {
+			res, _, _, err := decideSplit(r.perRequestUnits(names, tc.n, tc.conns, []float64{0.8, 0.2}), s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Verdict == Fail {
+				brokenFail++
+			}
+			res, _, _, _ = decideSplit(r.perRequestUnits(names, tc.n, tc.conns, []float64{0.9, 0.1}), s)
+			switch res.Verdict {
+			case Pass:
+				pass++
+			case Fail:
+				falseFail++
+			}
+		}
+		bf, pp := float64(brokenFail)/runs, float64(pass)/runs
+		t.Logf("%d connections, %d requests: 80/20 FAILs with %.3f; 90/10 PASSes with %.3f, FAILs %d times", tc.conns, tc.n, bf, pp, falseFail)
+		if bf < tc.minBrokenFail || bf > tc.maxBrokenFail {
+			t.Errorf("%d connections: P(FAIL) of the break %.3f, want within [%g, %g]", tc.conns, bf, tc.minBrokenFail, tc.maxBrokenFail)
+		}
+		if pp < 0.95 || falseFail > 0 {
+			t.Errorf("%d connections: the correct split PASSes with %.3f (want ≥ 0.95) and FAILs %d times (want 0)", tc.conns, pp, falseFail)
+		}
+	}
+}

@@ -231,11 +231,17 @@ func (c *Coordinator) Measure(ctx context.Context, in measure.Input) (measure.Re
 	if in.Progress.W != nil {
 		f.progress = in.Progress.W
 	}
-	fr, err := f.attack(ctx, in.Abort, time.Now().Add(startLead), in.Progress.Every, looks{at: in.Looks, on: in.OnLook})
+	fr, err := f.attack(ctx, in.Abort, time.Now().Add(startLead), in.Progress.Every, looks{at: in.Looks, on: in.OnLook}, windowTally(f.sc, in.Tally))
 	if err != nil {
 		return measure.Result{}, &measure.SetupError{Err: fmt.Errorf("workers: %w", err)}
 	}
 	res := measure.Result{Summary: fr.summary, Body: fr.body, BySource: fr.bySource, Rules: fr.rules, Workers: f.workersReport(fr.rows)}
+	if tl := windowTally(f.sc, in.Tally); tl != nil {
+		// The windows were counted here, in the merged results; the
+		// runner counts them again once the follower has stopped and
+		// the answers it held back are in (tally.Tally.ReleaseHeld).
+		res.Body.Windows = tl.Snapshot().Windows
+	}
 	// A lost worker's missing requests are said by its own warning, not
 	// blamed on the target.
 	if fr.lost == 0 {
@@ -765,9 +771,16 @@ func (l looks) due(next int, total int64) int {
 // each has printed its last one or is lost. ctx ending (Ctrl-C) stops the
 // workers (they print a final record and exit); abort ending stops the
 // wait for them.
-func (f *fleetRun) attack(ctx, abort context.Context, start time.Time, every time.Duration, lk looks) (fleetResult, error) {
+func (f *fleetRun) attack(ctx, abort context.Context, start time.Time, every time.Duration, lk looks, windows *tally.Tally) (fleetResult, error) {
 	m := NewMerger(start)
-	rw := NewResultWriter(f.record, f.runID, 0)
+	var sink ResultSink
+	if f.record != nil {
+		sink = f.record
+	}
+	if windows != nil {
+		sink = windowSink{tl: windows, next: sink}
+	}
+	rw := NewResultWriter(sink, f.runID, 0)
 	nextLook := 0
 	// With attack.sources, each one's requests are also merged apart,
 	// for the expectations judged from one source (from:).
@@ -781,6 +794,10 @@ func (f *fleetRun) attack(ctx, abort context.Context, start time.Time, every tim
 		if err := annotate(ctx, func(c context.Context) error { return src.run.Start(c, start) }); err != nil {
 			return fleetResult{}, err
 		}
+	}
+	if f.progress != nil {
+		// What a user (or make demo) times a change during the attack by.
+		fmt.Fprintf(f.progress, "workers: the attack starts in %s\n", time.Until(start).Round(100*time.Millisecond))
 	}
 	endBy := start.Add(min(plannedLength(f.sc)+f.sc.Attack.Timeout.Duration+workerEndGrace, kube.MaxWorkerDeadline))
 	last := map[int]bool{} // workers whose final or error record came
@@ -960,6 +977,45 @@ func (f *fleetRun) attack(ctx, abort context.Context, start time.Time, every tim
 	res.lost = len(lost)
 	res.summary = fleetSummary(f.sc, start, res.body)
 	return res, nil
+}
+
+// windowTally is the runner's tally when the scenario judges a split in
+// windows (fixed, or cut by the runner's follower), nil otherwise: the
+// workers' tallies carry no windows, so the coordinator counts the
+// merged results in it.
+func windowTally(sc *scenarios.Scenario, tl *tally.Tally) *tally.Tally {
+	for _, e := range sc.Expect {
+		if e.Split != nil && e.Split.Windows != nil {
+			return tl
+		}
+	}
+	return nil
+}
+
+// windowSink counts the workers' merged results in the tally the windows
+// are cut in, then hands them on (the run directory's recorder, or
+// nothing). The results come in timestamp order as far as the writer
+// holds them (MaxPendingResults) and late by up to a record interval:
+// the tally places each by the time its answer came, and a settling
+// window cut in the past still takes those held back (Tally.SetHold), so
+// a result's arrival time does not decide its window.
+type windowSink struct {
+	tl   *tally.Tally
+	next ResultSink
+}
+
+func (s windowSink) Record(r *attack.Result, id attribution.Identity, ok bool) {
+	s.tl.Add(r, id)
+	if s.next != nil {
+		s.next.Record(r, id, ok)
+	}
+}
+
+func (s windowSink) RecordUnread(r *attack.Result, ok bool) {
+	s.tl.AddUnread(r)
+	if s.next != nil {
+		s.next.RecordUnread(r, ok)
+	}
 }
 
 // describe is describePod of worker i's pod.

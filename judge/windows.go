@@ -47,7 +47,7 @@ func (w windowed) judge(c *call, r *reports.Expectation) {
 	counts := c.counts.Windows
 	if len(counts) == 0 {
 		r.Verdict = assert.Inconclusive
-		r.Reason = fmt.Sprintf("split.windows: no windows were counted in the %s (windows are counted from the responses' bodies during the attack)", r.Source)
+		r.Reason = fmt.Sprintf("split.windows: no windows were counted in the %s (windows are counted from the responses' bodies during the attack, or by cluster from the pods' logs)", r.Source)
 		return
 	}
 	var mesh []MeshWindow
@@ -108,7 +108,14 @@ func (w windowed) judge(c *call, r *reports.Expectation) {
 	if res.Deciding >= 0 {
 		out.Deciding = res.Deciding + 1
 	}
-	out.Converge = convergence(out)
+	var changes map[int]change
+	if mesh != nil {
+		changes = windowChanges(mesh)
+	}
+	out.Converge = convergence(out, changes)
+	if mesh != nil {
+		timeline(out, c.counts, sp.By, r.Source)
+	}
 	r.Windows = out
 	r.Verdict = res.Verdict
 	r.Reason = windowsReason(out, res)
@@ -143,30 +150,39 @@ func windowSource(m MeshWindow) *reports.WindowSource {
 // inside its band from that window's start on, so the change converged
 // within that time (an upper bound at the window's confidence); a FAIL
 // shows it did not converge by then.
-func convergence(w *reports.Windows) []reports.Convergence {
+// changes (windowChanges) says, per 0-based window that a change of the
+// object's version opened, what changed.
+func convergence(w *reports.Windows, changes map[int]change) []reports.Convergence {
 	var out []reports.Convergence
 	for i := 1; i < len(w.Windows); i++ {
 		prev, cur := w.Windows[i-1], w.Windows[i]
 		if cur.Source == nil || prev.Source != nil && prev.Source.ResourceVersion == cur.Source.ResourceVersion && maps.Equal(prev.Expected, cur.Expected) {
 			continue
 		}
-		c := reports.Convergence{At: cur.Start, ResourceVersion: cur.Source.ResourceVersion}
+		c := reports.Convergence{At: cur.Start, ResourceVersion: cur.Source.ResourceVersion, Change: i + 1}
+		head := fmt.Sprintf("change at %s (resourceVersion %s)", offset(c.At), c.ResourceVersion)
+		if ch, ok := changes[i]; ok {
+			c.Cause, c.Why = ch.cause, ch.why
+			if ch.cause == causeBackends {
+				head = fmt.Sprintf("ready backends changed at %s (%s; same resourceVersions)", offset(c.At), ch.why)
+			}
+		}
 		j := i
 		for j < len(w.Windows) && !w.Windows[j].Judged {
 			j++
 		}
 		switch {
 		case j == len(w.Windows):
-			c.Text = fmt.Sprintf("change at %s (resourceVersion %s): no judged window after it; convergence unknown", offset(c.At), c.ResourceVersion)
+			c.Text = head + ": no judged window after it; convergence unknown"
 		case w.Windows[j].Verdict == assert.Pass:
 			c.Window, c.Converged, c.Within = j+1, true, w.Windows[j].Start-c.At
-			c.Text = fmt.Sprintf("change at %s (resourceVersion %s): converged within %s (window %d PASSes from %s)", offset(c.At), c.ResourceVersion, c.Within, j+1, offset(w.Windows[j].Start))
+			c.Text = fmt.Sprintf("%s: converged within %s (window %d PASSes from %s)", head, offset(c.Within), j+1, offset(w.Windows[j].Start))
 		case w.Windows[j].Verdict == assert.Fail:
 			c.Window, c.NotConverged = j+1, true
-			c.Text = fmt.Sprintf("change at %s (resourceVersion %s): not converged: window %d (%s–%s) FAILs", offset(c.At), c.ResourceVersion, j+1, offset(w.Windows[j].Start), offset(w.Windows[j].End))
+			c.Text = fmt.Sprintf("%s: not converged: window %d (%s–%s) FAILs", head, j+1, offset(w.Windows[j].Start), offset(w.Windows[j].End))
 		default:
 			c.Window = j + 1
-			c.Text = fmt.Sprintf("change at %s (resourceVersion %s): convergence unknown: window %d is INCONCLUSIVE", offset(c.At), c.ResourceVersion, j+1)
+			c.Text = fmt.Sprintf("%s: convergence unknown: window %d is INCONCLUSIVE", head, j+1)
 		}
 		out = append(out, c)
 	}

@@ -189,6 +189,10 @@ type Inv struct {
 	// first ResolveUpstream after a change; writers (holding the write
 	// lock) clear it, so no reader can store a stale one.
 	networks atomic.Pointer[map[string]string]
+	// byIP caches the current pods by address (WithIP), made the same way:
+	// an access log asks for an address per line, and a scan of every pod
+	// per line costs what the inventory's size costs.
+	byIP atomic.Pointer[map[string][]*Pod]
 }
 
 // Inventory lists the pods of the workloads in every cluster. Any failure
@@ -238,7 +242,7 @@ func (inv *Inv) list(ctx context.Context, c *Cluster) error {
 				inv.pods[p.Key()] = &p
 			}
 		}
-		inv.networks.Store(nil)
+		inv.changed()
 		inv.mu.Unlock()
 	}
 	return nil
@@ -261,20 +265,72 @@ func (inv *Inv) clusterIndex() map[string]int {
 	return idx
 }
 
+// changed drops what is cached from the pods and gateways; callers hold
+// inv.mu for writing, so no reader can store a stale cache.
+func (inv *Inv) changed() {
+	inv.networks.Store(nil)
+	inv.byIP.Store(nil)
+}
+
 // sorted returns copies of the pods accepted by keep, in cluster order,
-// then namespace, then name. Callers hold inv.mu.
+// then namespace, then name. Callers hold inv.mu. Lookup and WithIP run
+// per response or log line and keep one or two pods of many: the slice
+// grows with what is kept, not with the inventory.
 func (inv *Inv) sorted(keep func(*Pod) bool) []Pod {
-	idx := inv.clusterIndex()
-	out := make([]Pod, 0, len(inv.pods))
-	for _, p := range inv.pods {
+	return inv.order(inv.pods, keep)
+}
+
+// order is sorted over any set of pods.
+func (inv *Inv) order(pods map[string]*Pod, keep func(*Pod) bool) []Pod {
+	out := []Pod{}
+	for _, p := range pods {
 		if keep(p) {
 			out = append(out, *p)
 		}
 	}
-	slices.SortFunc(out, func(a, b Pod) int {
-		return cmp.Or(cmp.Compare(idx[a.Cluster], idx[b.Cluster]), cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
-	})
+	if len(out) > 1 {
+		idx := inv.clusterIndex()
+		slices.SortFunc(out, func(a, b Pod) int {
+			return cmp.Or(cmp.Compare(idx[a.Cluster], idx[b.Cluster]), cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+		})
+	}
 	return out
+}
+
+// WithIP returns the current (not deleted) pods with this address, every
+// one of a dual-stack pod's included, in Pods' order: one pod when the
+// clusters' pod networks are distinct, several where they overlap.
+func (inv *Inv) WithIP(ip string) []Pod {
+	if ip == "" {
+		return []Pod{}
+	}
+	inv.mu.RLock()
+	defer inv.mu.RUnlock()
+	idx := inv.byIP.Load()
+	if idx == nil {
+		m := map[string][]*Pod{}
+		for _, p := range inv.pods {
+			if p.Deleted != nil {
+				continue
+			}
+			if p.IP != "" {
+				m[p.IP] = append(m[p.IP], p)
+			}
+			for _, a := range p.IPs {
+				if a != p.IP {
+					m[a] = append(m[a], p)
+				}
+			}
+		}
+		idx = &m
+		inv.byIP.Store(idx)
+	}
+	same := (*idx)[ip]
+	pods := make(map[string]*Pod, len(same))
+	for _, p := range same {
+		pods[p.Key()] = p
+	}
+	return inv.order(pods, func(*Pod) bool { return true })
 }
 
 // Pods are the current (not deleted) pods of every cluster.
@@ -536,7 +592,7 @@ func (inv *Inv) apply(p Pod, deleted bool) *Event {
 	now := time.Now().UTC()
 	inv.mu.Lock()
 	defer inv.mu.Unlock()
-	defer inv.networks.Store(nil)
+	defer inv.changed()
 	old, known := inv.pods[p.Key()]
 	if known && old.UID != p.UID && old.UID != "" && p.UID != "" && deleted {
 		return nil // a delete for a pod that was already replaced under the same name

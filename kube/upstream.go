@@ -47,7 +47,7 @@ func (inv *Inv) SetGateways(gws []Gateway) {
 	inv.mu.Lock()
 	defer inv.mu.Unlock()
 	inv.gateways = slices.Clone(gws)
-	inv.networks.Store(nil)
+	inv.changed()
 }
 
 // networksCached is networksLocked, computed once per change; callers

@@ -167,5 +167,6 @@ func resolveCilium(q Query, objs Objects) (Expected, error) {
 	for _, o := range used {
 		e.Sources = append(e.Sources, o.source())
 	}
+	e.Backends, e.BackendsOf = pods, "Service "+ns+"/"+q.Ref.Name
 	return e, nil
 }

@@ -177,6 +177,15 @@ type Expected struct {
 	Rule    string   `json:"rule,omitempty"`
 	Mirrors []Mirror `json:"mirrors,omitempty"`
 	Sources []Source `json:"sources"`
+	// Backends are, per cluster, the ready pods the resolution counted
+	// behind the object (Cilium: the Service's selector in each cluster;
+	// Skupper: the selector's pods at each site), for kinds whose shares
+	// follow them. Pods are no Sources: a scale changes the shares at the
+	// same resourceVersions, which is how a run tells a failover from an
+	// edit of the object (judge.FollowChange).
+	Backends map[string]int `json:"backends,omitempty"`
+	// BackendsOf names what Backends count, like "Service default/rebel-base".
+	BackendsOf string `json:"backendsOf,omitempty"`
 }
 
 // Resolve derives the expected split from objects already read (Fetch

@@ -2,6 +2,7 @@ package meshconfig
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"strings"
 	"testing"
@@ -84,7 +85,10 @@ func TestResolve(t *testing.T) {
 		shares  map[string]float64
 		mirrors []Mirror
 		rule    string
-		wantErr []string // substrings of the error; nil: no error
+		// backends: the ready pods counted per cluster, for the kinds
+		// whose shares follow them (nil: not checked).
+		backends map[string]int
+		wantErr  []string // substrings of the error; nil: no error
 	}{
 		{
 			name: "istio weights are relative",
@@ -433,7 +437,8 @@ metadata: {name: link1, namespace: hello}
 spec: {cost: 2}
 `,
 			},
-			shares: map[string]float64{"c1": 1, "c2": 0, "c3": 0},
+			shares:   map[string]float64{"c1": 1, "c2": 0, "c3": 0},
+			backends: map[string]int{"c1": 1, "c2": 1, "c3": 1},
 		},
 		{
 			name: "skupper balanced over concurrent connections",
@@ -464,7 +469,8 @@ metadata: {name: link1, namespace: hello, labels: {skupper.io/type: connection-t
 				"c1": ciliumSvc(`{service.cilium.io/global: "true"}`) + "---\n" + pod("rb", "a", "{app: rb}"),
 				"c2": ciliumSvc(`{service.cilium.io/global: "true"}`) + "---\n" + pod("rb", "b", "{app: rb}") + "---\n" + pod("rb", "c", "{app: rb}"),
 			},
-			shares: map[string]float64{"c1": 1.0 / 3, "c2": 2.0 / 3},
+			shares:   map[string]float64{"c1": 1.0 / 3, "c2": 2.0 / 3},
+			backends: map[string]int{"c1": 1, "c2": 2},
 		},
 		{
 			name: "cilium affinity local with local backends",
@@ -482,7 +488,8 @@ metadata: {name: link1, namespace: hello, labels: {skupper.io/type: connection-t
 				"c1": ciliumSvc(`{service.cilium.io/global: "true", service.cilium.io/affinity: local}`),
 				"c2": ciliumSvc(`{service.cilium.io/global: "true"}`) + "---\n" + pod("rb", "b", "{app: rb}"),
 			},
-			shares: map[string]float64{"c1": 0, "c2": 1},
+			shares:   map[string]float64{"c1": 0, "c2": 1},
+			backends: map[string]int{"c1": 0, "c2": 1},
 		},
 		{
 			name: "cilium not shared remote",
@@ -491,7 +498,8 @@ metadata: {name: link1, namespace: hello, labels: {skupper.io/type: connection-t
 				"c1": ciliumSvc(`{service.cilium.io/global: "true"}`) + "---\n" + pod("rb", "a", "{app: rb}"),
 				"c2": ciliumSvc(`{service.cilium.io/global: "true", service.cilium.io/shared: "false"}`) + "---\n" + pod("rb", "b", "{app: rb}"),
 			},
-			shares: map[string]float64{"c1": 1},
+			shares:   map[string]float64{"c1": 1},
+			backends: map[string]int{"c1": 1},
 		},
 		{
 			name:    "cilium bad affinity",
@@ -543,6 +551,9 @@ metadata: {name: link1, namespace: hello, labels: {skupper.io/type: connection-t
 			}
 			if len(e.Sources) == 0 {
 				t.Error("no sources")
+			}
+			if tt.backends != nil && !maps.Equal(e.Backends, tt.backends) {
+				t.Errorf("backends %v of %q, want %v", e.Backends, e.BackendsOf, tt.backends)
 			}
 		})
 	}

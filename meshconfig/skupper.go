@@ -87,6 +87,7 @@ func resolveSkupper(q Query, objs Objects) (Expected, error) {
 	} else {
 		e.Explanation = append(e.Explanation, fmt.Sprintf("holds only while the attack keeps %d connections open together; with connections that open and close at different times the split depends on their timing and cannot be determined from the objects", connections))
 	}
+	e.Backends, e.BackendsOf = ready, fmt.Sprintf("pods %s in namespace %s", q.Selector, ns)
 	return e, nil
 }
 

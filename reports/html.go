@@ -52,6 +52,10 @@ func HTMLWith(w io.Writer, r *Report, o HTMLOptions) error {
 		"trunc":    truncate,
 		"inc":      func(i int) int { return i + 1 },
 		"last":     func(first, n int) int { return first + n - 1 },
+		// A split judged in windows: windowRow's cells, as the terminal
+		// and Markdown show them.
+		"windowHeader": func() []string { return windowHeader },
+		"windowRow":    windowRow,
 	}).Parse(htmlTemplateText)
 	if err != nil {
 		return fmt.Errorf("parse the HTML template: %w", err)

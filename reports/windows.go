@@ -41,6 +41,12 @@ type Window struct {
 	// after a change; described, not judged.
 	Settling bool `json:"settling,omitempty"`
 	Judged   bool `json:"judged"`
+	// Phase places a judged window in a failover timeline, when every
+	// change of the expected shares came from the ready backends (a
+	// scale, a lost cluster) and not from an edit of the objects:
+	// "before" the first change, "after" the last of two or more (the
+	// only one: "after"), "during" in between.
+	Phase string `json:"phase,omitempty"`
 	// Expected is the shares expected in the window; Source the mesh
 	// object they were read from, with its resourceVersion.
 	Expected map[string]float64 `json:"expected"`
@@ -70,12 +76,49 @@ type WindowSource struct {
 type Convergence struct {
 	At              time.Duration `json:"at"`
 	ResourceVersion string        `json:"resourceVersion,omitempty"`
+	// Change is the 1-based window the change opened (its settling
+	// window).
+	Change int `json:"change,omitempty"`
+	// Cause is what changed the expected shares: "spec" (an object read
+	// has a new resourceVersion: an edit) or "backends" (the same objects,
+	// other ready pods behind them: a scale, a lost cluster, a failover);
+	// Why names it, e.g. "c1 has no ready backend of Service
+	// default/rebel-base (2 → 0)".
+	Cause string `json:"cause,omitempty"`
+	Why   string `json:"why,omitempty"`
+	// Moved is when the traffic moved, for a change that took every share
+	// from some buckets and gave it to others (a failover or a failback),
+	// measured from the requests; nil when the shares only shifted or the
+	// run's timeline does not count the split's buckets.
+	Moved *Moved `json:"moved,omitempty"`
 	// Window is the 1-based judged window after the change.
 	Window       int           `json:"window"`
 	Converged    bool          `json:"converged"`
 	NotConverged bool          `json:"notConverged,omitempty"`
 	Within       time.Duration `json:"within,omitempty"`
 	Text         string        `json:"text"`
+}
+
+// Moved is when the traffic of a failover moved, from the timeline's
+// slices (requests by send time and by the cluster that answered): the
+// end of the last slice in which a bucket that lost its share still
+// served a request, and the start of the first in which a bucket that
+// got one did, both after the attack's start and at the slices'
+// resolution, searched from the window before the change to the end of
+// the first judged window after it.
+type Moved struct {
+	From       []string      `json:"from"`
+	To         []string      `json:"to"`
+	LastFrom   time.Duration `json:"lastFrom"`
+	FirstTo    time.Duration `json:"firstTo"`
+	Resolution time.Duration `json:"resolution"`
+	// Within is an upper bound of the time to fail over: from the last
+	// read that still saw the old backends (the change came after it) to
+	// LastFrom. Poll and resolution both widen it.
+	Within time.Duration `json:"within"`
+	// Moved is false when From still served requests at the end of the
+	// searched span, or To served none: no time is measured then.
+	Moved bool `json:"moved"`
 }
 
 // windowRow is one window as the terminal, Markdown and JUnit show it,
@@ -92,7 +135,11 @@ func windowRow(w Window) []string {
 	case !w.Judged:
 		verdict = "not judged"
 	}
-	return []string{fmt.Sprint(w.Index), round(w.Start) + "–" + round(w.End), shareList(w.Expected, func(b string) float64 { return w.Expected[b] }),
+	index := fmt.Sprint(w.Index)
+	if w.Phase != "" {
+		index += " (" + w.Phase + ")"
+	}
+	return []string{index, round(w.Start) + "–" + round(w.End), shareList(w.Expected, func(b string) float64 { return w.Expected[b] }),
 		obj, fmt.Sprint(w.Split.N), observedList(w.Split), verdict}
 }
 

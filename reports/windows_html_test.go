@@ -34,7 +34,7 @@ func windowsHTMLReport(evil string) *reports.Report {
 			Split:    assert.SplitResult{Verdict: assert.Pass, Evidence: assert.Evidence{N: 1000}, Buckets: []assert.BucketResult{bucket(by[0], exp, obs), bucket(by[1], 1-exp, 1-obs)}}}
 	}
 	windows := func(by [2]string) *reports.Windows {
-		return &reports.Windows{Mode: "follow", Settle: 6 * time.Second, Judged: 2,
+		w := &reports.Windows{Mode: "follow", Settle: 6 * time.Second, Judged: 2,
 			Windows: []reports.Window{
 				win(1, 0, 12*time.Second, 0.9, 0.9, "100", false, by),
 				win(2, 12*time.Second, 18*time.Second, 0.5, 0.55, "101", true, by),
@@ -42,6 +42,9 @@ func windowsHTMLReport(evil string) *reports.Report {
 			},
 			Converge: []reports.Convergence{{At: 12 * time.Second, ResourceVersion: "101", Window: 3, Converged: true, Within: 6 * time.Second,
 				Text: "change at 12s (resourceVersion 101): converged within 6s (window 3 PASSes from 18s)"}}}
+		// A failover timeline's phases, in the windows table.
+		w.Windows[0].Phase, w.Windows[2].Phase = "before", "after"
+		return w
 	}
 	return &reports.Report{Schema: reports.Schema, RunID: "r", Scenario: reports.ScenarioInfo{Name: "follow"},
 		Metrics:  reports.Metrics{Requests: 3000, Successes: 3000, Success: 1},
@@ -76,6 +79,7 @@ func TestWindowsChartInChromium(t *testing.T) {
 		`class="wband s0"`, `class="wband s1"`, `class="wexp s0"`, `class="wchange"`, `class="wconv"`,
 		"expected share and allowed band per window", "Split by version over time, per window",
 		"converged within 6s", "window 3 (18s–30s, PASS): c1 expected 50.0%, allowed 42.0%–58.0%",
+		"1 (before)", "3 (after)", "settling (not judged)",
 		domText(script),
 	} {
 		if !strings.Contains(dom, want) {

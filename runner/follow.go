@@ -32,7 +32,7 @@ func cutFixedWindows(sc *scenarios.Scenario, tl *tally.Tally, start time.Time) e
 			n = min(n, int((d+every-1)/every))
 		}
 		for i := range n {
-			if err := tl.Cut(start.Add(time.Duration(i) * every)); err != nil {
+			if _, err := tl.Cut(start.Add(time.Duration(i) * every)); err != nil {
 				return fmt.Errorf("expectation %q: split.windows: %w", e.Name, err)
 			}
 		}
@@ -57,8 +57,11 @@ type follower struct {
 	tl           *tally.Tally
 	poll         time.Duration
 	settle       time.Duration
-	start        time.Time
-	w            io.Writer
+	// readTimeout bounds one read (split.windows.readTimeout; default
+	// scenarios.DefaultReadTimeout).
+	readTimeout time.Duration
+	start       time.Time
+	w           io.Writer
 
 	mu       sync.Mutex
 	windows  []judge.MeshWindow
@@ -78,12 +81,28 @@ func startFollow(ctx context.Context, mq meshQuery, initial meshconfig.Expected,
 	if w == nil {
 		w = io.Discard
 	}
-	f := &follower{name: mq.name, object: mq.q.Ref.Object(), read: mq.resolve, tl: tl, poll: win.PollEvery(), settle: win.SettleTime(), start: start, w: w}
+	f := &follower{name: mq.name, object: mq.q.Ref.Object(), read: mq.resolve, tl: tl, poll: win.PollEvery(), settle: win.SettleTime(), readTimeout: win.ReadTimeoutOr(), start: start, w: w}
 	return f, f.begin(ctx, initial)
 }
 
-// begin cuts the first window and starts following.
+// hold is how far in the past a change's settling window may open: the
+// last read that saw the old version began up to a poll and a read
+// before the next read began (the ticker keeps one tick while a read
+// runs late), which ends up to a read later, when the change is seen.
+func (f *follower) hold() time.Duration {
+	return f.poll + 2*f.readTimeout
+}
+
+// begin makes the tally hold answers back for hold, so that a settling
+// window cut in the past takes the answers after its start, cuts the
+// first window and starts following.
 func (f *follower) begin(ctx context.Context, initial meshconfig.Expected) error {
+	if f.readTimeout <= 0 {
+		f.readTimeout = scenarios.DefaultReadTimeout
+	}
+	if err := f.tl.SetHold(f.hold()); err != nil {
+		return fmt.Errorf("expectation %q: split.windows.follow: %w", f.name, err)
+	}
 	if err := f.cut(f.start, f.start, false, initial, nil); err != nil {
 		return err
 	}
@@ -93,13 +112,22 @@ func (f *follower) begin(ctx context.Context, initial meshconfig.Expected) error
 	return nil
 }
 
-// cut starts a window at at and records the split in force in it.
+// cut starts a window at at and records the split in force in it. The
+// tally starts it later when answers after at were already counted in a
+// window (reads that failed in between held the last good one further
+// back than the hold): that is said, since those answers stay in the
+// window before.
 func (f *follower) cut(at, seen time.Time, settling bool, ex meshconfig.Expected, err error) error {
-	if cerr := f.tl.Cut(at); cerr != nil {
+	used, cerr := f.tl.Cut(at)
+	if cerr != nil {
 		return fmt.Errorf("expectation %q: split.windows.follow: %w", f.name, cerr)
 	}
+	if used.After(at) {
+		f.warn("expectation %q: the window from %s of the attack starts at %s: the answers in between were counted in the window before (the last read of the old version was more than %s earlier)",
+			f.name, at.Sub(f.start).Round(100*time.Millisecond), used.Sub(f.start).Round(100*time.Millisecond), f.hold())
+	}
 	f.mu.Lock()
-	f.windows = append(f.windows, judge.MeshWindow{Start: at, SeenAt: seen, Settling: settling, Expected: ex, Err: err})
+	f.windows = append(f.windows, judge.MeshWindow{Start: used, SeenAt: seen, Settling: settling, Expected: ex, Err: err})
 	f.mu.Unlock()
 	return nil
 }
@@ -129,7 +157,7 @@ func (f *follower) loop(ctx context.Context, cur meshconfig.Expected) {
 	tick := time.NewTicker(f.poll)
 	defer tick.Stop()
 	var curErr error
-	lastSeen := f.start // the last poll that saw the version in force
+	lastSeen := f.start // when the last read that saw the version in force began
 	var settleC <-chan time.Time
 	var settleAt time.Time
 	var next meshconfig.Expected
@@ -150,7 +178,17 @@ func (f *follower) loop(ctx context.Context, cur meshconfig.Expected) {
 			if stopped {
 				continue
 			}
-			ex, err := f.read(ctx)
+			// A read takes time (every cluster's objects and pods, one
+			// list after another): what it returns held at some instant
+			// between asked and now. So the version read was still in
+			// force after asked, and a new one was made before now: the
+			// settling window opens at the last read's asked, not its
+			// end, or a loaded API server's second would count the data
+			// plane's move in the window before the change.
+			asked := time.Now()
+			rctx, cancel := context.WithTimeout(ctx, f.readTimeout)
+			ex, err := f.read(rctx)
+			cancel()
 			now := time.Now()
 			var rerr resolveError
 			switch {
@@ -165,7 +203,7 @@ func (f *follower) loop(ctx context.Context, cur meshconfig.Expected) {
 				exErr = rerr.err
 			}
 			if sameSplit(cur, curErr, ex, exErr) {
-				lastSeen = now
+				lastSeen = asked
 				continue
 			}
 			fmt.Fprintf(f.w, "expectation %q: %s changed (seen at %s of the attack): %s\n", f.name, f.object, now.Sub(f.start).Round(100*time.Millisecond), describeVersion(ex, exErr))
@@ -184,7 +222,7 @@ func (f *follower) loop(ctx context.Context, cur meshconfig.Expected) {
 			} else {
 				f.resettle(now, ex, exErr)
 			}
-			next, nextErr, nextSeen, cur, curErr, lastSeen = ex, exErr, now, ex, exErr, now
+			next, nextErr, nextSeen, cur, curErr, lastSeen = ex, exErr, now, ex, exErr, asked
 			settleAt = now.Add(f.settle)
 			settleC = time.After(f.settle)
 		}

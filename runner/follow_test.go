@@ -9,6 +9,10 @@ import (
 	"testing"
 	"time"
 
+	vegeta "github.com/tsenart/vegeta/v12/lib"
+
+	"github.com/mesh-verify/mesh-verify/attack"
+	"github.com/mesh-verify/mesh-verify/attribution"
 	"github.com/mesh-verify/mesh-verify/meshconfig"
 	"github.com/mesh-verify/mesh-verify/tally"
 )
@@ -129,5 +133,163 @@ func TestFollowerWindows(t *testing.T) {
 				t.Errorf("the warnings are not capped: %q", warnings)
 			}
 		})
+	}
+}
+
+// A read takes time, and what it returns held at some instant during it:
+// the settling window after a change opens when the last read that still
+// saw the old version began, not when it returned, so a data plane that
+// moved during that read is not counted in the window before the change.
+func TestFollowerSettlesFromTheReadStart(t *testing.T) {
+	t.Parallel()
+	const took = 50 * time.Millisecond
+	var mu sync.Mutex
+	var began []time.Time
+	slow := func(v func() (meshconfig.Expected, error)) func() (meshconfig.Expected, error) {
+		return func() (meshconfig.Expected, error) {
+			mu.Lock()
+			began = append(began, time.Now())
+			mu.Unlock()
+			time.Sleep(took)
+			return v()
+		}
+	}
+	s := &script{steps: []func() (meshconfig.Expected, error){slow(version("1", 0.9)), slow(version("1", 0.9)), slow(version("2", 0.5))}}
+	start := time.Now()
+	tl := tally.New(start, time.Minute)
+	f := &follower{name: "e", object: "TrafficRoute test-server", read: s.read, tl: tl, poll: time.Millisecond, settle: time.Hour, start: start, w: io.Discard}
+	initial, _ := version("1", 0.9)()
+	if err := f.begin(context.Background(), initial); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the script read", s.done)
+	waitUntil(t, "the settling window", func() bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return len(f.windows) >= 2
+	})
+	ws, _ := f.stop()
+	mu.Lock()
+	last := began[1] // the second read, the last to see version 1
+	mu.Unlock()
+	if st := ws[1].Start; !ws[1].Settling || st.After(last) || st.Before(last.Add(-took/2)) {
+		t.Errorf("settling window from %s, want from the start of the last read of the old version, %s (it returned at about %s)",
+			st.Sub(start), last.Sub(start), last.Add(took).Sub(start))
+	}
+}
+
+// Reads that take 1–2 s: the data plane moves to c2 while the read that
+// will see the change runs, so the answers from c2 come before the
+// change is seen, up to a poll and two reads after the settling window's
+// start. Held back for that long (follower.hold), they are counted in
+// the settling window; counted at once, they were in the window before
+// the change, which then saw c2 although its version sent nothing there.
+func TestFollowerHoldsAnswersForSlowReads(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	moved := false
+	slow := func(took time.Duration, move bool, v func() (meshconfig.Expected, error)) func() (meshconfig.Expected, error) {
+		return func() (meshconfig.Expected, error) {
+			if move {
+				mu.Lock()
+				moved = true
+				mu.Unlock()
+			}
+			time.Sleep(took)
+			return v()
+		}
+	}
+	s := &script{steps: []func() (meshconfig.Expected, error){
+		slow(time.Second, false, version("1", 1)),
+		slow(1500*time.Millisecond, true, version("2", 0)), // the data plane moves as this read begins
+		slow(time.Second, false, version("2", 0)),
+	}}
+	start := time.Now()
+	tl := tally.New(start, time.Minute)
+	f := &follower{name: "e", object: "TrafficRoute test-server", read: s.read, tl: tl, poll: 100 * time.Millisecond, readTimeout: 2 * time.Second, settle: time.Hour, start: start, w: io.Discard}
+	initial, _ := version("1", 1)()
+	if err := f.begin(context.Background(), initial); err != nil {
+		t.Fatal(err)
+	}
+	// Answers every 5 ms, from the cluster the data plane routes to.
+	stop := make(chan struct{})
+	fed := make(chan struct{})
+	go func() {
+		defer close(fed)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+			mu.Lock()
+			cl := "c1"
+			if moved {
+				cl = "c2"
+			}
+			mu.Unlock()
+			tl.Add(&attack.Result{Result: &vegeta.Result{Code: 200, Timestamp: time.Now()}}, attribution.Identity{Cluster: cl})
+		}
+	}()
+	waitUntil(t, "the script read", s.done)
+	waitUntil(t, "the settling window", func() bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return len(f.windows) >= 2
+	})
+	close(stop)
+	<-fed
+	ws, warnings := f.stop()
+	tl.ReleaseHeld()
+	got := tl.Snapshot().Windows
+	if len(ws) != 2 || len(got) != 2 || !ws[1].Settling || len(warnings) != 0 {
+		t.Fatalf("windows %d (tally %d), warnings %q; want the window before and a settling one", len(ws), len(got), warnings)
+	}
+	before, settling := got[0].Dimensions["cluster"], got[1].Dimensions["cluster"]
+	if before.Count("c2") != 0 || before.Count("c1") == 0 || settling.Count("c2") < 100 {
+		t.Errorf("window before the change %v %v, settling window %v %v: want c2's answers (about 300, sent during the 1.5 s read that saw the change) all in the settling window", before.Buckets, before.N, settling.Buckets, settling.N)
+	}
+}
+
+// A read that takes longer than readTimeout fails with a warning and the
+// window in force continues: the hold (a poll and two reads) bounds how
+// far back a settling window may open only if every read is bounded.
+func TestFollowerReadTimeout(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var deadlines []bool
+	hang := func(ctx context.Context) (meshconfig.Expected, error) {
+		_, ok := ctx.Deadline()
+		mu.Lock()
+		deadlines = append(deadlines, ok)
+		mu.Unlock()
+		<-ctx.Done()
+		return meshconfig.Expected{}, ctx.Err()
+	}
+	start := time.Now()
+	tl := tally.New(start, time.Minute)
+	f := &follower{name: "e", object: "TrafficRoute test-server", read: hang, tl: tl, poll: time.Millisecond, readTimeout: 20 * time.Millisecond, settle: time.Hour, start: start, w: io.Discard}
+	initial, _ := version("1", 0.9)()
+	if err := f.begin(context.Background(), initial); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "two reads timed out", func() bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return len(f.warnings) >= 2
+	})
+	ws, warnings := f.stop()
+	if len(ws) != 1 || !strings.Contains(warnings[0], "context deadline exceeded") || !strings.Contains(warnings[0], "the window in force continues") {
+		t.Errorf("%d windows, warnings %q; want the first window only and the reads' timeouts", len(ws), warnings)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for i, ok := range deadlines {
+		if !ok {
+			t.Errorf("read %d had no deadline", i)
+		}
+	}
+	if h := f.hold(); h != time.Millisecond+40*time.Millisecond {
+		t.Errorf("hold %s, want the poll and two reads", h)
 	}
 }

@@ -232,14 +232,7 @@ func (kp *kubePath) podByAddress(addr string) (kube.Pod, bool) {
 	if kp == nil || kp.inv == nil {
 		return kube.Pod{}, false
 	}
-	host := measure.AddressHost(addr)
-	var matches []kube.Pod
-	for _, p := range kp.inv.Pods() {
-		if p.HasIP(host) {
-			matches = append(matches, p)
-		}
-	}
-	return measure.OnlyPod(matches)
+	return measure.OnlyPod(kp.inv.WithIP(measure.AddressHost(addr)))
 }
 
 // podStart is when a target's pod started, for the background period of a

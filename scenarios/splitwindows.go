@@ -25,6 +25,12 @@ type Windows struct {
 	// not judged. Default DefaultSettle with follow; fixed windows have no
 	// changes.
 	Settle *Duration `yaml:"settle"`
+	// ReadTimeout bounds one read of a followed object (every cluster's
+	// objects and pods): a read that takes longer fails, with a warning,
+	// and the window in force continues. It bounds how long the run holds
+	// the answers back before it counts them in a window (the poll plus
+	// two reads: docs/statistics.md §10). Default DefaultReadTimeout.
+	ReadTimeout Duration `yaml:"readTimeout"`
 }
 
 // Limits and defaults of split.windows (README.md, Limits).
@@ -43,6 +49,12 @@ const (
 	DefaultSettle = 5 * time.Second
 	// MaxSettle bounds the settling time.
 	MaxSettle = 10 * time.Minute
+	// DefaultReadTimeout and MinReadTimeout/MaxReadTimeout bound one
+	// read of a followed object: a loaded API server takes a second or
+	// two to list every cluster's objects and pods.
+	DefaultReadTimeout = 10 * time.Second
+	MinReadTimeout     = 100 * time.Millisecond
+	MaxReadTimeout     = time.Minute
 )
 
 // SettleTime is the settling time after a change, with its default.
@@ -62,6 +74,15 @@ func (w *Windows) PollEvery() time.Duration {
 		return w.Poll.Duration
 	}
 	return DefaultPoll
+}
+
+// ReadTimeoutOr is the bound of one read of a followed object, with its
+// default.
+func (w *Windows) ReadTimeoutOr() time.Duration {
+	if w.ReadTimeout.Duration > 0 {
+		return w.ReadTimeout.Duration
+	}
+	return DefaultReadTimeout
 }
 
 // checkWindows validates split.windows at path p.
@@ -100,13 +121,25 @@ func (s *Scenario) checkWindows(c *checker, p string, sp *Split) {
 			c.add(wp+".poll", "want %s to %s, got %s", MinPoll, MaxPoll, pl)
 		}
 	}
+	if rt := w.ReadTimeout.Duration; rt != 0 {
+		if !w.Follow {
+			c.add(wp+".readTimeout", "applies to follow only")
+		} else if rt < MinReadTimeout || rt > MaxReadTimeout {
+			c.add(wp+".readTimeout", "want %s to %s, got %s", MinReadTimeout, MaxReadTimeout, rt)
+		}
+	}
 	if st := w.Settle; st != nil && (st.Duration < 0 || st.Duration > MaxSettle) {
 		c.add(wp+".settle", "want 0 to %s, got %s", MaxSettle, st.Duration)
 	}
 	if st := w.Settle; st != nil && st.Duration > 0 && !w.Follow {
 		c.add(wp+".settle", "applies to follow only: fixed windows do not change the expected shares")
 	}
-	if s.Attack.Workers > 0 {
-		c.add(wp, "a distributed run (attack.workers) does not cut windows: its workers' tallies carry no windows; judge it as one block")
+	// A distributed run cuts the windows at the coordinator, in the
+	// workers' results merged in time order (fleet.ResultWriter): the
+	// whole run's, so not one source's alone.
+	for _, e := range s.Expect {
+		if e.Split == sp && e.From != "" {
+			c.add(wp, "windows are cut in the results of every source together: judge the split in windows without from: %s", e.From)
+		}
 	}
 }

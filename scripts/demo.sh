@@ -37,6 +37,7 @@ seeds=(
   "skupper-2             skupper-2          PASS"
   "skupper-2-per-pod     skupper-2          FAIL"
   "skupper-3             skupper-3          PASS"
+  "skupper-failover      skupper-3          PASS"
   "skupper-4             skupper-4          PASS"
   "skupper-4             skupper-4-v2       PASS"
   "istio-mirror          istio-mirror       PASS"
@@ -50,7 +51,55 @@ seeds=(
   "kuma-canary           kuma-canary-v3     PASS"
   "istio-helloworld      istio-helloworld   PASS"
   "cilium-rebel-base     cilium-rebel-base  PASS"
+  "cilium-failover       cilium-failover    PASS"
 )
+
+# What a tutorial does to the clusters while its traffic runs, which a
+# scenario cannot do itself: "SECONDS CLUSTER KUBECTL-ARGS" steps, ";"
+# apart, SECONDS after the attack started. cilium-failover: c1's
+# rebel-base scaled to zero a third of the way into its 45 s attack and
+# back at two thirds, as Cilium's docs show the failover of a global
+# Service with local affinity; skupper-failover: c3's app (the cheaper
+# site) scaled up a third of the way in and back to zero at two thirds,
+# the tutorial's scenario 3. Each run follows its objects and judges
+# before, during and after.
+midrun() {
+  local app="-n interconnect scale deployment sample-spring-kotlin-microservice"
+  case "$1" in
+    cilium-failover) echo "15 c1 scale deployment rebel-base --replicas 0;30 c1 scale deployment rebel-base --replicas 2" ;;
+    skupper-failover) echo "15 c3 $app --replicas 1;30 c3 $app --replicas 0" ;;
+  esac
+}
+
+# during PROGRESS STEPS: waits for the run's first progress line in the
+# file PROGRESS (`--progress plain` prints one every 5 s of attack, its
+# elapsed time first; a run from worker pods says when their attack
+# starts), then runs each step of STEPS (midrun) with kubectl against
+# the demo's lab at its time. Fails if the attack is not seen within two
+# minutes or a kubectl fails.
+during() {
+  local progress="$1" steps="$2" waited=0 elapsed="" t0 at cluster args
+  while [ -z "$elapsed" ]; do
+    # "  5.0s  199/~1800 requests ..." (a known total) or "  5.0s  77 requests ...".
+    elapsed="$(sed -n 's/^ *\([0-9][0-9]*\)\.[0-9]s  *[0-9][0-9]*[/ ].*/\1/p' "$progress" | head -n1)"
+    [ -n "$elapsed" ] && break
+    # "workers: the attack starts in 1.9s": elapsed is minus that, rounded up.
+    elapsed="$(sed -n 's/^workers: the attack starts in \([0-9]*\)\(\.[0-9]*\)\{0,1\}s$/-\1/p' "$progress" | head -n1)"
+    [ -n "$elapsed" ] && { elapsed=$((elapsed - 1)); break; }
+    [ "$waited" -ge 1200 ] && { echo "demo: no progress from the run in 2 minutes; nothing scaled" >&2; return 1; }
+    sleep 0.1
+    waited=$((waited + 1))
+  done
+  t0=$((SECONDS - elapsed))
+  IFS=';' read -ra list <<<"$steps"
+  for step in "${list[@]}"; do
+    read -r at cluster args <<<"$step"
+    while [ $((SECONDS - t0)) -lt "$at" ]; do sleep 0.2; done
+    echo "demo: at ${at}s of the attack: kubectl --context kind-$cluster $args" >&2
+    # shellcheck disable=SC2086 # args are words
+    kubectl --kubeconfig "$LAB/kubeconfig" --context "kind-$cluster" $args >&2
+  done
+}
 
 say "lab binaries (etcd, kube-apiserver, kwok, ...): several minutes on the first run, then cached"
 MESH_VERIFY_LAB_BIN="$(bash tools/lab/build.sh | tail -n1)"
@@ -112,12 +161,13 @@ for line in "${seeds[@]}"; do
   name="$scenario"
   [[ "$topology" == "$scenario"?* || "$topology" == "istio-mirror-noshadow" ]] && name="$scenario@$topology"
   say "mesh-verify run scenarios/catalog/$scenario.yaml   (expect $want)"
-  # A scenario that attacks from worker pods (istio-helloworld and
-  # cilium-rebel-base from inside c1, cilium-affinity from c1 and c2, as
-  # the tutorials' client pods do) needs the workers' ServiceAccount and
-  # Roles in each of those clusters first, as a user applies them: what
-  # `mesh-verify rbac --cluster` prints. validate -o json names the
-  # clusters (workerClusters; names are DNS labels, so no quoting).
+  # A scenario that attacks from worker pods (istio-helloworld,
+  # cilium-rebel-base and cilium-failover from inside c1 as the tutorials'
+  # client pods do, cilium-affinity from c1 and c2) needs the workers'
+  # ServiceAccount and Roles in each of their clusters (attack.from,
+  # attack.sources) first, as a user applies them: what `mesh-verify rbac
+  # --cluster` prints. validate -o json names the clusters (workerClusters;
+  # names are DNS labels, so no quoting), as mesh-verify reads the scenario.
   froms="$("$MV" validate -o json "scenarios/catalog/$scenario.yaml" | tr -d ' \n' |
     sed -n 's/.*"workerClusters":\[\([^]]*\)\].*/\1/p' | tr -d '"' | tr ',' ' ')"
   : >"$LOGS/rbac-$scenario.txt"
@@ -126,9 +176,21 @@ for line in "${seeds[@]}"; do
       kubectl --kubeconfig "$LAB/kubeconfig" --context "kind-$from" apply -f - >>"$LOGS/rbac-$scenario.txt"
   done
   code=0
+  steps="$(midrun "$scenario")"
+  progress="$LOGS/progress-$name.txt"
+  : >"$progress"
+  scaler=""
+  if [ -n "$steps" ]; then
+    during "$progress" "$steps" 2>>"$LOGS/run-$name.txt.steps" &
+    scaler=$!
+  fi
   KUBECONFIG="$LAB/kubeconfig" "$MV" run "scenarios/catalog/$scenario.yaml" --out "$OUT" --progress plain \
-    >"$LOGS/run-$name.txt" || code=$?
+    >"$LOGS/run-$name.txt" 2> >(tee "$progress" >&2) || code=$?
   got="$(verdict_of "$code")"
+  if [ -n "$scaler" ] && ! wait "$scaler"; then
+    got="DEMO-ERROR"
+  fi
+  [ -n "$scaler" ] && cat "$LOGS/run-$name.txt.steps" >&2
   # The report directory is the one `run` says it wrote to.
   report="$(sed -n 's/^wrote \(.*\)\/report\.json$/\1/p' "$LOGS/run-$name.txt" | tail -n1)"
   grep -E '^(VERDICT|.*: (PASS|FAIL|INCONCLUSIVE)$)' "$LOGS/run-$name.txt" >&2 || tail -n 5 "$LOGS/run-$name.txt" >&2

@@ -386,9 +386,13 @@ func (a *Accumulator) Snapshot() Snapshot {
 		Errors:               map[string]int64{},
 		ErrorsOther:          a.errorsOther,
 		SliceWidth:           a.width,
-		PodClusters:          map[string]string{},
-		Unread:               a.unread,
-		UnreadAnswered:       a.unreadAnswered,
+		// The slices' origin, and the windows' a distributed run's
+		// coordinator counts (fleet): a report times them from it. As a
+		// State carries it, so that merges compare equal.
+		Start:          a.start.Round(0).UTC(),
+		PodClusters:    map[string]string{},
+		Unread:         a.unread,
+		UnreadAnswered: a.unreadAnswered,
 	}
 	kept := map[string]map[string]bool{} // per dimension, when it was capped
 	for name, d := range a.dims {

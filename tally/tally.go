@@ -76,6 +76,16 @@ type Tally struct {
 	// windows are the time windows a split is judged in (Cut), in
 	// increasing start.
 	windows []*window
+	// hold, held, heldEarly and committed: answers held back before they
+	// are counted in a window (SetHold, windows.go).
+	hold      time.Duration
+	held      []heldAnswer
+	heldHead  int
+	heldEarly int64
+	committed time.Time
+	// now is the clock holding answers back is timed by: time.Now, or a
+	// test's.
+	now func() time.Time
 }
 
 // MaxBuckets bounds the distinct values a dimension keeps (README.md,
@@ -147,6 +157,7 @@ func New(start time.Time, grace time.Duration) *Tally {
 		podCluster:           map[string]string{},
 		start:                start,
 		sliceWidth:           time.Second,
+		now:                  time.Now,
 	}
 	for _, f := range attribution.Fields() {
 		t.dimension(string(f))
@@ -323,7 +334,7 @@ func (t *Tally) add(r *attack.Result, id attribution.Identity, unread bool) {
 			}
 		}
 		if len(t.windows) > 0 {
-			t.countWindow(r.Timestamp, r.ConnID, id)
+			t.holdWindow(r.Timestamp.Add(r.Latency), r.ConnID, id)
 		}
 		if id.Empty() && !unread && !t.noSamples && len(t.samples) < maxSamples {
 			b := r.Body
@@ -571,6 +582,10 @@ type Snapshot struct {
 	// Windows are the counts of each time window (Cut), in time order;
 	// nil when the run was not cut into windows.
 	Windows []WindowCounts
+	// WindowsHeldEarly counts the answers counted in a window before
+	// their hold was over, because MaxHeld answers were held: a cut
+	// later than their answer but in their hold did not move them.
+	WindowsHeldEarly int64
 	// Start is when the tally started: Slices' and Windows' origin.
 	Start time.Time
 }
@@ -636,7 +651,9 @@ func (t *Tally) Snapshot() Snapshot {
 	if len(overflow) > 0 {
 		s.Overflow = overflow
 	}
+	t.release(t.now())
 	s.Windows = t.windowSnapshots()
+	s.WindowsHeldEarly = t.heldEarly
 	for name, m := range t.failures {
 		s.Failures[name] = copyMap(m)
 	}

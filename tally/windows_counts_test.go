@@ -3,6 +3,7 @@ package tally
 import (
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,9 +16,9 @@ import (
 
 // Each window's counts, and its per-connection sums, must equal a tally
 // fed only that window's requests: a keep-alive connection spanning a cut
-// is one unit in each window, and requests are placed by their send time
-// whatever order they arrive in (a request in flight at a cut counts where
-// it was sent).
+// is one unit in each window, and requests are placed by the time their
+// answer came whatever order they arrive in (a request in flight at a cut
+// counts in the later window: it may have been routed after it).
 func TestWindowsMatchSeparateTallies(t *testing.T) {
 	t.Parallel()
 	rng := rand.New(rand.NewPCG(25, 3))
@@ -25,7 +26,7 @@ func TestWindowsMatchSeparateTallies(t *testing.T) {
 	cuts := []time.Time{start, start.Add(10 * time.Second), start.Add(25 * time.Second)}
 	whole := New(start, time.Minute)
 	for _, c := range cuts {
-		if err := whole.Cut(c); err != nil {
+		if _, err := whole.Cut(c); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -38,13 +39,15 @@ func TestWindowsMatchSeparateTallies(t *testing.T) {
 		if conn%5 == 1 {
 			b = "c1" // connections that stick, so the sums matter
 		}
-		r := &attack.Result{Result: &vegeta.Result{Code: 200, Timestamp: start.Add(off)}, ConnID: conn}
+		// Up to 2 s in flight: many requests span a cut.
+		lat := time.Duration(rng.Int64N(int64(2 * time.Second)))
+		r := &attack.Result{Result: &vegeta.Result{Code: 200, Timestamp: start.Add(off), Latency: lat}, ConnID: conn}
 		id := attribution.Identity{Cluster: b}
 		if rng.IntN(50) == 0 {
 			id = attribution.Identity{}
 		}
 		whole.Add(r, id)
-		w := windowOf(cuts, r.Timestamp)
+		w := windowOf(cuts, r.Timestamp.Add(lat))
 		sep[w].Add(r, id)
 	}
 	// Half the connections close and are folded: nothing may change.
@@ -106,22 +109,137 @@ func TestCutLimits(t *testing.T) {
 	start := time.Unix(1_800_000_000, 0)
 	tl := New(start, time.Minute)
 	tl.Add(&attack.Result{Result: &vegeta.Result{Code: 200, Timestamp: start}}, attribution.Identity{Cluster: "c1"})
-	if err := tl.Cut(start.Add(time.Second)); err != nil {
+	if _, err := tl.Cut(start.Add(time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	if err := tl.Cut(start.Add(time.Second)); err == nil {
+	if _, err := tl.Cut(start.Add(time.Second)); err == nil {
 		t.Error("a cut at the last cut's time is accepted")
 	}
 	for i := 2; i <= MaxWindows; i++ {
-		if err := tl.Cut(start.Add(time.Duration(i) * time.Second)); err != nil {
+		if _, err := tl.Cut(start.Add(time.Duration(i) * time.Second)); err != nil {
 			t.Fatalf("cut %d: %v", i, err)
 		}
 	}
-	if err := tl.Cut(start.Add(time.Hour)); err == nil {
+	if _, err := tl.Cut(start.Add(time.Hour)); err == nil {
 		t.Errorf("cut %d accepted, want at most %d", MaxWindows+1, MaxWindows)
 	}
 	s := tl.Snapshot()
 	if len(s.Windows) != MaxWindows || s.Windows[0].Dimensions["cluster"].Total() != 0 || s.Dimensions["cluster"].Total() != 1 {
 		t.Errorf("the request before the first cut: windows %d, first window %d, whole run %d", len(s.Windows), s.Windows[0].Dimensions["cluster"].Total(), s.Dimensions["cluster"].Total())
+	}
+}
+
+// clock is a test's time for holding answers back.
+type clock struct{ t time.Time }
+
+func (c *clock) now() time.Time { return c.t }
+
+// answer adds one answer from cluster at the clock's time on connection
+// conn.
+func answer(tl *Tally, c *clock, cluster string, conn uint64) {
+	tl.Add(&attack.Result{Result: &vegeta.Result{Code: 200, Timestamp: c.t}, ConnID: conn}, attribution.Identity{Cluster: cluster})
+}
+
+// A cut made in the past, as a followed object's settling window is
+// (from the start of the last read that saw the old version), takes the
+// answers after it when they are held back for as long: without the
+// hold they were already counted in the window before. A cut further
+// back than the hold starts after the last answer counted, and says so.
+func TestHoldTakesALateCut(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		hold time.Duration
+		// the cut's age when made, the start it must get (offset from
+		// the attack's start), and the c2 answers the first window keeps
+		age       time.Duration
+		wantStart time.Duration
+		firstC2   int64
+	}{
+		{"held for longer than the cut's age", 5 * time.Second, 4 * time.Second, 6 * time.Second, 0},
+		{"held exactly the cut's age", 4 * time.Second, 4 * time.Second, 6 * time.Second, 0},
+		// Not held: the answers up to the cut's making (10 s) are counted
+		// in window 0, and the cut starts just after the last of them.
+		{"not held", 0, 4 * time.Second, 10*time.Second + time.Nanosecond, 5},
+		// Held 2 s: the answers before 8 s are counted, the cut starts
+		// after them, and window 0 keeps the c2 answers at 6 and 7 s.
+		{"held for less than the cut's age", 2 * time.Second, 4 * time.Second, 7*time.Second + time.Nanosecond, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			start := time.Unix(1_800_000_000, 0)
+			c := &clock{t: start}
+			tl := New(start, time.Minute)
+			tl.now = c.now
+			if err := tl.SetHold(tc.hold); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tl.Cut(start); err != nil {
+				t.Fatal(err)
+			}
+			// One answer a second from 1 to 10 s: c1 until 5 s, then c2
+			// (the data plane moved at 5.5 s).
+			for s := 1; s <= 10; s++ {
+				c.t = start.Add(time.Duration(s) * time.Second)
+				cl := "c1"
+				if s > 5 {
+					cl = "c2"
+				}
+				answer(tl, c, cl, 1)
+			}
+			at := c.t.Add(-tc.age)
+			got, err := tl.Cut(at)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Sub(start) != tc.wantStart {
+				t.Errorf("the cut at %s starts at %s, want %s", at.Sub(start), got.Sub(start), tc.wantStart)
+			}
+			for s := 11; s <= 12; s++ {
+				c.t = start.Add(time.Duration(s) * time.Second)
+				answer(tl, c, "c2", 1)
+			}
+			tl.ReleaseHeld()
+			ws := tl.Snapshot().Windows
+			if len(ws) != 2 {
+				t.Fatalf("%d windows, want 2", len(ws))
+			}
+			w0, w1 := ws[0].Dimensions["cluster"], ws[1].Dimensions["cluster"]
+			if w0.Count("c1") != 5 || w0.Count("c2") != tc.firstC2 || w1.Count("c1") != 0 || w1.Count("c2") != 7-tc.firstC2 {
+				t.Errorf("windows %v %v and %v %v; want c1 5 and c2 %d before the cut, c2 %d after it", w0.Buckets, w0.N, w1.Buckets, w1.N, tc.firstC2, 7-tc.firstC2)
+			}
+		})
+	}
+}
+
+// SetHold takes 0 to MaxHold; past MaxHeld answers held, the oldest is
+// counted at once and the snapshot says how many were.
+func TestHoldLimits(t *testing.T) {
+	t.Parallel()
+	start := time.Unix(1_800_000_000, 0)
+	tl := New(start, time.Minute)
+	for _, d := range []time.Duration{-time.Second, MaxHold + time.Nanosecond} {
+		if err := tl.SetHold(d); err == nil || !strings.Contains(err.Error(), "want 0 to 5m0s") {
+			t.Errorf("hold %s: %v, want refused naming the bounds", d, err)
+		}
+	}
+	if err := tl.SetHold(MaxHold); err != nil {
+		t.Fatal(err)
+	}
+	c := &clock{t: start}
+	tl.now = c.now
+	if _, err := tl.Cut(start); err != nil {
+		t.Fatal(err)
+	}
+	for range MaxHeld + 3 {
+		answer(tl, c, "c1", 0)
+	}
+	s := tl.Snapshot()
+	if n := s.Windows[0].Dimensions["cluster"].Count("c1"); s.WindowsHeldEarly != 3 || n != 3 {
+		t.Errorf("%d counted early, window 0 counts %d; want 3 of each", s.WindowsHeldEarly, n)
+	}
+	tl.ReleaseHeld()
+	if n := tl.Snapshot().Windows[0].Dimensions["cluster"].Count("c1"); n != MaxHeld+3 {
+		t.Errorf("after ReleaseHeld window 0 counts %d, want %d", n, MaxHeld+3)
 	}
 }
