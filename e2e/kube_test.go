@@ -21,9 +21,10 @@ import (
 )
 
 // threeClusterTopology: callme pods in c1, c2 and c3 (1/1/2), each with
-// an Istio sidecar, behind a gateway in c1 that balances per pod, per
-// request. callme logs no request id (docs/real-apps.md); its sidecar's
-// access log does, as on a real mesh.
+// an Istio sidecar, behind an Istio gateway in c1 that, with no
+// VirtualService for callme-service, balances per pod, per request, as
+// Envoy does over a Service's endpoints. callme logs no request id
+// (docs/real-apps.md); its sidecar's access log does, as on a real mesh.
 const threeClusterTopology = `apiVersion: lab.mesh-verify.io/v1alpha1
 kind: Topology
 metadata:
@@ -46,8 +47,7 @@ entries:
     service: edge-gateway
     port: {number: 8080, name: http}
     to: callme-service
-    policy:
-      mode: per-pod
+    mesh: istio
 `
 
 // threeClusterLab is threeClusterTopology's lab.

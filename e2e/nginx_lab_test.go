@@ -18,10 +18,10 @@ import (
 )
 
 // The lab with Debian's nginx as the mesh's data plane instead of our
-// simulator (`lab up --data-plane nginx`): the split is made by nginx's
-// smooth weighted round robin (equal per cluster over pods 1/2 is an
-// upstream weighted 2:1:1), by split_clients (a 90/10 canary, random per
-// request) and by the mirror module (50% copied, random per request).
+// simulator (`lab up --data-plane nginx`), playing the routes the meshes'
+// objects give: the split is made by split_clients (a 90/10 canary and a
+// half-and-half split by zone, random per request) and by the mirror
+// module (50% copied, random per request).
 // What mesh-verify reports, through the lab's API servers, is compared
 // with what nginx itself logged and with the apps' own logs — ground
 // truth that does not come from our routing code.
@@ -40,28 +40,49 @@ func TestNginxDataPlaneInTheLab(t *testing.T) {
 		checkAgainstNginxLog(t, l, r)
 	})
 
-	t.Run("skupper-2 per-cluster as a weighted upstream", func(t *testing.T) {
+	t.Run("skupper-2's apps split by zone with split_clients", func(t *testing.T) {
 		t.Parallel()
 		// Skupper's own router balances by open connections + link cost,
-		// which nginx cannot play; per-cluster is the split Skupper's
-		// scenario 2 expects, and nginx makes it with weights 2:1:1.
+		// which nginx cannot play (lab up refuses it). Half per cluster,
+		// the split Skupper's scenario 2 expects, is what a Kuma
+		// TrafficRoute splitting by zone says: skupper-2's apps behind a
+		// Kuma gateway routed by one, which nginx plays with split_clients.
 		src, err := topologies.Source("skupper-2")
 		if err != nil {
 			t.Fatal(err)
 		}
-		// A lab-only policy instead of the Skupper network's links.
-		topo := strings.Replace(string(src), "mesh: skupper", "policy: {mode: per-cluster}", 1)
+		topo := strings.Replace(string(src), "mesh: skupper", "mesh: kuma", 1)
 		if topo == string(src) {
 			t.Fatal("skupper-2's entry changed; update this test")
 		}
-		f := filepath.Join(t.TempDir(), "skupper-2-nginx.yaml")
-		if err := os.WriteFile(f, []byte(topo), 0o644); err != nil {
+		dir := t.TempDir()
+		if err := os.MkdirAll(filepath.Join(dir, "c1"), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		l := mv.Lab(t, e2etest.LabSpec{Topology: f, DataPlane: "nginx"})
+		if err := os.WriteFile(filepath.Join(dir, "lab.yaml"), []byte(topo), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "c1", "trafficroute.yaml"), []byte(zoneSplit), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		l := mv.Lab(t, e2etest.LabSpec{Topology: dir, DataPlane: "nginx"})
 		checkAgainstNginxLog(t, l, runIn(t, l, catalog("skupper-2"), assert.Pass))
-		// Equal per pod is not what per-cluster balancing gives (50/25/25).
+		// Equal per pod is not what half per cluster gives (50/25/25).
 		checkAgainstNginxLog(t, l, runIn(t, l, catalog("skupper-2-per-pod"), assert.Fail))
+		// A weight patched with kubectl reaches the running nginx (a new
+		// configuration, reloaded): everything to zone c3, and the
+		// scenario that expects half per cluster FAILs.
+		patch := `[{"op": "replace", "path": "/spec/conf/split/0/weight", "value": 0},` +
+			`{"op": "replace", "path": "/spec/conf/split/1/weight", "value": 100}]`
+		patched := time.Now()
+		e2etest.Kubectl(t, l, "c1", "patch", "trafficroute", "sample-spring-kotlin-microservice", "--type", "json", "-p", patch)
+		// The status shows the policy once nginx's reloaded configuration answers.
+		t.Logf("nginx plays the patched route %v after the patch", waitPolicy(t, l, "c2=0,c3=100", patched).Round(time.Millisecond))
+		r := runIn(t, l, catalog("skupper-2"), assert.Fail)
+		checkAgainstNginxLog(t, l, r)
+		if served, total := nginxServed(t, l, r.Report().RunID); served["c3"] != total || total == 0 {
+			t.Errorf("after the patch nginx sent %v of %d requests; want all to c3", served, total)
+		}
 	})
 
 	t.Run("istio-mirror 50% with the mirror module", func(t *testing.T) {
@@ -94,6 +115,32 @@ func TestNginxDataPlaneInTheLab(t *testing.T) {
 		t.Logf("mirrored %d of %d (%.1f%%)", copies, total, 100*float64(copies)/float64(total))
 	})
 }
+
+// zoneSplit is a Kuma TrafficRoute that sends half of skupper-2's
+// requests to zone c2 and half to zone c3.
+const zoneSplit = `apiVersion: kuma.io/v1alpha1
+kind: TrafficRoute
+mesh: default
+metadata:
+  name: sample-spring-kotlin-microservice
+spec:
+  sources:
+    - match:
+        kuma.io/service: "*"
+  destinations:
+    - match:
+        kuma.io/service: sample-spring-kotlin-microservice_interconnect_svc_8080
+  conf:
+    split:
+      - weight: 50
+        destination:
+          kuma.io/service: sample-spring-kotlin-microservice_interconnect_svc_8080
+          kuma.io/zone: c2
+      - weight: 50
+        destination:
+          kuma.io/service: sample-spring-kotlin-microservice_interconnect_svc_8080
+          kuma.io/zone: c3
+`
 
 // runIn runs a scenario against the lab and checks its verdict and that
 // an nginx entry served it.

@@ -310,10 +310,16 @@ func createClusters(ctx context.Context, k *kwok.Lab, t *topology.Topology, out 
 			if err := k.Start(ctx, c); err != nil {
 				return recreated, err
 			}
-			// Read the kubeconfig now: the next create rewrites it.
-			cfg, err := daemon.RESTConfig(k.Kubeconfig, k.Context(c))
+			// From the cluster's own kubeconfig: the next create rewrites the shared one.
+			cfg, err := daemon.RESTConfig(k.ClusterKubeconfig(c), k.Context(c))
 			if err != nil {
 				return recreated, fmt.Errorf("cluster %s: %w", c, err)
+			}
+			// kwokctl returns without waiting (Start): the first kubectl
+			// (the CRDs) waits on the condition it needs, the context in
+			// the cluster's own kubeconfig answering, not on a pause.
+			if err := waitAPI(ctx, k.ClusterKubeconfig(c), k.Context(c)); err != nil {
+				return recreated, fmt.Errorf("cluster %s: API server of context %s not answering: %w", c, k.Context(c), err)
 			}
 			fmt.Fprintf(out, "  cluster %s: API server up (context %s) in %.1fs\n", c, k.Context(c), time.Since(begin).Seconds())
 			// Before the daemon starts (once every API server answers): it
@@ -378,6 +384,16 @@ func healthy(ctx context.Context, dir string, src []byte, manifests, dp string, 
 		}
 	}
 	return st, daemonPID(dir) != 0
+}
+
+// apiTimeout bounds waitAPI: kwokctl has started the API server, which
+// answers within a second or two even on a loaded machine.
+const apiTimeout = 30 * time.Second
+
+// waitAPI waits until the API server of kubeContext in the kubeconfig at
+// path answers /version, at most apiTimeout.
+func waitAPI(ctx context.Context, path, kubeContext string) error {
+	return kwok.Retry(ctx, apiTimeout, 100*time.Millisecond, func() error { return probeAPI(ctx, path, kubeContext) })
 }
 
 func probeAPI(ctx context.Context, kubeconfigPath, kubeContext string) error {
@@ -489,7 +505,8 @@ func useContext(path, kubeContext string) error {
 		return fmt.Errorf("lab kubeconfig %s has no context %s", path, kubeContext)
 	}
 	cfg.CurrentContext = kubeContext
-	return clientcmd.WriteToFile(*cfg, path)
+	// Atomically: the clusters' manifests are being applied meanwhile.
+	return kwok.WriteKubeconfig(cfg, path)
 }
 
 // waitReady waits for the daemon to serve every pod the topology implies.

@@ -29,7 +29,9 @@ import (
 
 // slowApp is one cluster, one callme pod whose answers take 2 s, behind
 // a gateway entry: long enough to delete the pod while a request is in
-// flight through the API server's port-forward.
+// flight through the API server's port-forward. The entry is a Skupper
+// router without links (no manifest): it reaches c1's pod and, unlike
+// Istio's sidecar, retries nothing.
 const slowApp = `apiVersion: lab.mesh-verify.io/v1alpha1
 kind: Topology
 metadata: {name: slow, seed: "one slow callme pod behind a gateway"}
@@ -48,7 +50,7 @@ entries:
     cluster: c1
     service: gateway
     to: callme
-    policy: {mode: per-pod}
+    mesh: skupper
 `
 
 func writeTopology(t *testing.T, name, src string) string {

@@ -30,7 +30,8 @@ say() { printf '\n\033[1m== %s\033[0m\n' "$*" >&2; }
 # skupper-4 from v1 link Secrets and from v2 Links; istio-mirror-sidecar
 # again on Istio 1.28's mirror copies without the -shadow authority;
 # istio-multinetwork splits by cluster from the caller's outbound log, where
-# a remote network's requests name its east-west gateway.)
+# a remote network's requests name its east-west gateway; cilium-affinity
+# attacks from worker pods in c1 and in c2 and judges each apart.)
 seeds=(
   "skupper-1             skupper-1          PASS"
   "skupper-2             skupper-2          PASS"
@@ -45,6 +46,7 @@ seeds=(
   "istio-multinetwork    istio-multinetwork PASS"
   "cilium-c2             cilium-c2          PASS"
   "cilium-both           cilium-both        PASS"
+  "cilium-affinity       cilium-affinity    PASS"
   "kuma-canary           kuma-canary        PASS"
   "kuma-canary           kuma-canary-v3     PASS"
   "istio-helloworld      istio-helloworld   PASS"
@@ -163,9 +165,13 @@ for line in "${seeds[@]}"; do
   # cilium-rebel-base and cilium-failover from inside c1 as the tutorials'
   # client pods do, cilium-affinity from c1 and c2) needs the workers'
   # ServiceAccount and Roles in each of their clusters (attack.from,
-  # attack.sources) first, as a user applies them: what `mesh-verify rbac`
-  # prints.
-  for from in $(sed -n -e 's/^  from: *\([a-z0-9-]*\).*/\1/p' -e 's/^    - {cluster: *\([a-z0-9-]*\),.*/\1/p' "scenarios/catalog/$scenario.yaml" | sort -u); do
+  # attack.sources) first, as a user applies them: what `mesh-verify rbac
+  # --cluster` prints. validate -o json names the clusters (workerClusters;
+  # names are DNS labels, so no quoting), as mesh-verify reads the scenario.
+  froms="$("$MV" validate -o json "scenarios/catalog/$scenario.yaml" | tr -d ' \n' |
+    sed -n 's/.*"workerClusters":\[\([^]]*\)\].*/\1/p' | tr -d '"' | tr ',' ' ')"
+  : >"$LOGS/rbac-$scenario.txt"
+  for from in $froms; do
     "$MV" rbac "scenarios/catalog/$scenario.yaml" --cluster "$from" |
       kubectl --kubeconfig "$LAB/kubeconfig" --context "kind-$from" apply -f - >>"$LOGS/rbac-$scenario.txt"
   done

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -286,6 +287,35 @@ func TestValidateDirectory(t *testing.T) {
 		doc.Files[0].File != filepath.Join(dir, "a.yml") || doc.Files[0].Valid || !strings.Contains(doc.Files[0].Error, "a.yml") ||
 		doc.Files[1].File != filepath.Join(dir, "b.yaml") || !doc.Files[1].Valid {
 		t.Errorf("validate %s: exit %d, %+v; want a.yml invalid (named), b.yaml valid, exit %d", dir, code, doc, exitcode.InvalidInput)
+	}
+}
+
+// validate -o json names the clusters a scenario's workers attack from
+// (what scripts/demo.sh grants RBAC in): every source of attack.sources
+// once, attack.from for attack.workers alone, none for a run from this
+// process.
+func TestValidateWorkerClusters(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		scenario string
+		want     []string
+	}{
+		{"../../scenarios/catalog/cilium-affinity.yaml", []string{"c1", "c2"}},
+		{"../../scenarios/catalog/cilium-rebel-base.yaml", []string{"c1"}},
+		{"../../scenarios/catalog/skupper-2.yaml", nil},
+	} {
+		t.Run(filepath.Base(c.scenario), func(t *testing.T) {
+			t.Parallel()
+			var stdout, stderr bytes.Buffer
+			code := execute([]string{"validate", c.scenario, "-o", "json"}, &stdout, &stderr)
+			var doc validateDoc
+			if err := json.Unmarshal(stdout.Bytes(), &doc); err != nil {
+				t.Fatalf("stdout: %v\n%s", err, stdout.String())
+			}
+			if code != exitcode.Pass || len(doc.Files) != 1 || !slices.Equal(doc.Files[0].WorkerClusters, c.want) {
+				t.Errorf("validate %s: exit %d, %+v; want worker clusters %v", c.scenario, code, doc, c.want)
+			}
+		})
 	}
 }
 

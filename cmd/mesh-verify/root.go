@@ -79,6 +79,11 @@ type validatedFile struct {
 	// MeshWarning is why the expected splits were not read from the mesh
 	// (with --kubeconfig).
 	MeshWarning string `json:"meshWarning,omitempty"`
+	// WorkerClusters are the scenario clusters its worker pods attack
+	// from (attack.sources, or attack.from with attack.workers), in
+	// order: where `mesh-verify rbac FILE --cluster NAME` must be applied
+	// before a run. Scripts read them here instead of the YAML.
+	WorkerClusters []string `json:"workerClusters,omitempty"`
 }
 
 func newValidateCmd() *cobra.Command {
@@ -131,6 +136,11 @@ mesh read prints goes to stderr then).`,
 					continue
 				}
 				v.Valid, v.Scenario, v.Warnings = true, sc.Metadata.Name, sc.Warnings()
+				for _, src := range sc.Attack.WorkerSources() {
+					if !slices.Contains(v.WorkerClusters, src.Cluster) {
+						v.WorkerClusters = append(v.WorkerClusters, src.Cluster)
+					}
+				}
 				if !asJSON {
 					fmt.Fprintf(cmd.OutOrStdout(), "%s: ok\n", f)
 					for _, w := range v.Warnings {

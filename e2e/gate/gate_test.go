@@ -1,12 +1,17 @@
 package gate_test
 
 import (
+	"context"
+	"fmt"
 	"math"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/mesh-verify/mesh-verify/assert"
+	"github.com/mesh-verify/mesh-verify/e2e/e2etest"
+	"github.com/mesh-verify/mesh-verify/lab"
 	"github.com/mesh-verify/mesh-verify/reports"
 )
 
@@ -65,11 +70,26 @@ func TestWaitReadyNamesWhatIsNotReady(t *testing.T) {
 	}
 }
 
-// --converge 2 --within 90s through gate-a, whose route reaches 50/50
-// 8 s after its first request: the first attempts FAIL, then two pass,
-// exit 0, and the last report.json lists every attempt.
+// --converge 2 --within 90s through gate-a, whose VirtualService sends
+// everything to v1 until the test patches it to 50/50 with kubectl once
+// the first attempt has written its report: that attempt FAILs, then two
+// pass, exit 0, and the last report.json lists every attempt.
 func TestConvergeAfterPush(t *testing.T) {
-	r := runGate(t, 2*time.Minute, "--converge", "2", "--within", "90s")
+	l := gateLab(t)
+	out := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	var pushErr error
+	go func() { defer close(done); pushErr = pushAfterFirstAttempt(ctx, t, l, out) }()
+	// The push is over before the test ends, however it ends.
+	defer func() { cancel(); <-done }()
+	r := runGateIn(t, l, 2*time.Minute, "--converge", "2", "--within", "90s", "--out", out)
+	cancel() // a run that ended before any report.json: the push gives up
+	<-done
+	if pushErr != nil {
+		t.Fatalf("%v\n%s\n%s", pushErr, r.Stdout, r.Stderr)
+	}
+	t.Logf("patched VirtualService sample/callme-a to 50/50 after the first attempt")
 	rep := r.Report()
 	if rep == nil || rep.Converge == nil {
 		t.Fatalf("no converge report (exit %d)\n%s\n%s", r.Code, r.Stdout, r.Stderr)
@@ -100,8 +120,8 @@ func TestConvergeAfterPush(t *testing.T) {
 	}
 }
 
-// A deadline that ends before the push propagates: every attempt FAILs,
-// exit 1, and the report lists them all.
+// A deadline too short for any pass on a route nobody patches (gate-b's,
+// all to v1): every attempt FAILs, exit 1, and the report lists them all.
 func TestConvergeDeadlineTooShort(t *testing.T) {
 	r := runGate(t, time.Minute, "--set", "target.portForward.resource=svc/gate-b",
 		"--converge", "2", "--within", "4s")
@@ -141,6 +161,28 @@ func TestGateFlagsInvalid(t *testing.T) {
 			t.Errorf("%v: exit %d, %d reports, stderr %q; want 4 naming %q", tc.args, r.Code, len(r.Reports), r.Stderr, tc.want)
 		}
 	}
+}
+
+// pushAfterFirstAttempt waits for the first attempt's report.json under
+// out, then moves gate-a's VirtualService to 50/50 with kubectl patch, as
+// a user's `kubectl apply` of a new weight reaches istiod.
+func pushAfterFirstAttempt(ctx context.Context, t *testing.T, l *lab.Lab, out string) error {
+	for {
+		if done, _ := filepath.Glob(filepath.Join(out, "*", "report.json")); len(done) > 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("no attempt wrote its report.json under %s: %w", out, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	patch := `[{"op": "replace", "path": "/spec/http/0/route/0/weight", "value": 50},` +
+		`{"op": "replace", "path": "/spec/http/0/route/1/weight", "value": 50}]`
+	if o, err := e2etest.KubectlErr(t, l, nil, "c1", "-n", "sample", "patch", "virtualservice", "callme-a", "--type", "json", "-p", patch); err != nil {
+		return fmt.Errorf("kubectl patch virtualservice callme-a: %w\n%s", err, o)
+	}
+	return nil
 }
 
 func logAttempts(t *testing.T, as []reports.Attempt) {

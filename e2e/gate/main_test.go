@@ -1,11 +1,11 @@
 // Package gate_test drives the built mesh-verify binary's CI-gate flags
 // (README.md "CI gate": --set, --wait-ready, --converge/--within) against
 // one lab for the package: real kube-apiservers (kwok), the tutorial's
-// callme-service v1 in c1 and v2 in c2, and gateway entries whose mesh simulator moves a
-// route from 100/0 to 50/50 eight seconds after its first request, as a
-// configuration push reaching the data plane would (lab/README.md,
-// weightsAfter). The simulator's choices stay seeded random draws; the
-// apps' answers are what mesh-verify attributes.
+// callme-service v1 in c1 and v2 in c2, and Istio gateway entries routed
+// by VirtualServices (testdata/gate-push), one of which a test patches
+// with kubectl while its run repeats, as a configuration push reaching
+// the data plane would. The simulator's choices stay seeded random draws;
+// the apps' answers are what mesh-verify attributes.
 package gate_test
 
 import (
@@ -14,63 +14,13 @@ import (
 	"time"
 
 	"github.com/mesh-verify/mesh-verify/e2e/e2etest"
+	"github.com/mesh-verify/mesh-verify/lab"
 )
 
-// gateTopology: gate-a and gate-b switch from c1 only to half and half
-// 8 s after their first request (gate-b serves the too-short deadline,
-// whose clock must start fresh); gate-c is 50/50 from the start.
-const gateTopology = `apiVersion: lab.mesh-verify.io/v1alpha1
-kind: Topology
-metadata:
-  name: gate-push
-  seed: "a route's weights pushed during a run: 100/0, then 50/50"
-  description: "callme v1 (c1) and v2 (c2) behind gateways whose weights move 8 s after their first request"
-clusters: [c1, c2]
-apps:
-  - name: callme-v1
-    kind: callme
-    service: callme-service
-    version: v1
-    namespace: sample
-    replicas: {c1: 1}
-  - name: callme-v2
-    kind: callme
-    service: callme-service
-    version: v2
-    namespace: sample
-    replicas: {c2: 1}
-services:
-  - name: callme-service
-    namespace: sample
-    port: 8080
-entries:
-  - name: gate-a
-    cluster: c1
-    namespace: sample
-    service: gate-a
-    to: callme-service
-    policy:
-      mode: weighted
-      weights: {c1: 100, c2: 0}
-      weightsAfter: {after: 8s, weights: {c1: 50, c2: 50}}
-  - name: gate-b
-    cluster: c1
-    namespace: sample
-    service: gate-b
-    to: callme-service
-    policy:
-      mode: weighted
-      weights: {c1: 100, c2: 0}
-      weightsAfter: {after: 8s, weights: {c1: 50, c2: 50}}
-  - name: gate-c
-    cluster: c1
-    namespace: sample
-    service: gate-c
-    to: callme-service
-    policy:
-      mode: weighted
-      weights: {c1: 50, c2: 50}
-`
+// gateTopology is the lab of the package (lab.yaml says what each
+// gateway routes by): gate-a and gate-b send everything to v1 until a test
+// patches their VirtualService; gate-c is 50/50 from the start.
+const gateTopology = "testdata/gate-push"
 
 // gateScenario expects half and half by version through gate-a; 200
 // requests per attempt tell 100/0 (FAIL) from 50/50 (PASS) at once. Each
@@ -114,11 +64,21 @@ var mv = new(e2etest.Binary)
 func TestMain(m *testing.M) { os.Exit(e2etest.Main(m, mv, nil)) }
 
 // runGate runs gateScenario with args against the package's one lab
-// (every test reads it: gate-a, gate-b and gate-c each serve one test, so
-// each route's clock starts with that test's first request).
+// (gate-a, gate-b and gate-c each serve one test: only
+// TestConvergeAfterPush changes a route, gate-a's).
 func runGate(t *testing.T, timeout time.Duration, args ...string) e2etest.Result {
 	t.Helper()
-	l := mv.SharedLab(t, e2etest.LabSpec{Source: gateTopology})
+	return runGateIn(t, gateLab(t), timeout, args...)
+}
+
+// gateLab is the package's one lab.
+func gateLab(t *testing.T) *lab.Lab {
+	t.Helper()
+	return mv.SharedLab(t, e2etest.LabSpec{Topology: gateTopology})
+}
+
+func runGateIn(t *testing.T, l *lab.Lab, timeout time.Duration, args ...string) e2etest.Result {
+	t.Helper()
 	sc := e2etest.WriteFile(t, "scenario.yaml", gateScenario)
 	return mv.Run(t, e2etest.Cmd{Timeout: timeout}, append([]string{"run", sc, "--kubeconfig", l.Kubeconfig}, args...)...)
 }

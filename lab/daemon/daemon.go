@@ -454,12 +454,10 @@ func (d *Daemon) startPod(ctx context.Context, ref podRef, pod *corev1.Pod) (rt 
 		rt.status.DataPlane, rt.status.DataPlaneLog = dataPlaneName(e), rt.plane.dp.Log()
 		rt.elog.Line("mesh entry %s (data plane: %s) in cluster %s: policy %s; routes Service %s/%s across clusters %s; listening on %s",
 			e.Name, rt.status.DataPlane, ref.cluster, rt.status.Policy, e.Namespace, e.To, strings.Join(topo.Clusters, ", "), rt.plane.dp.Addr())
-		if e.Mesh != "" {
-			d.mu.Lock()
-			r := routeOf(d.routes[e.Name])
-			d.mu.Unlock()
-			rt.elog.Line("route from the mesh's objects: %s", r.Describe())
-		}
+		d.mu.Lock()
+		r := routeOf(d.routes[e.Name])
+		d.mu.Unlock()
+		rt.elog.Line("route from the mesh's objects: %s", r.Describe())
 	case pod.Labels[topology.LabelLabApp] != "":
 		name := pod.Labels[topology.LabelLabApp]
 		a := topo.App(name)
@@ -840,8 +838,9 @@ func (d *Daemon) snapshot() *Status {
 	return s
 }
 
-// describePolicy is a short human form of a policy, for logs and status.
-func describePolicy(p topology.Policy) string {
+// describePolicy is a short human form of a simulator policy without its
+// retries (describeSim adds them), for logs and status.
+func describePolicy(p meshsim.Policy) string {
 	var b strings.Builder
 	b.WriteString(p.Mode)
 	kv := func(m map[string]float64) string {

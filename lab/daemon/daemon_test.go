@@ -5,19 +5,19 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/mesh-verify/mesh-verify/lab/topology"
+	"github.com/mesh-verify/mesh-verify/lab/meshsim"
 )
 
 func TestDescribePolicy(t *testing.T) {
 	for _, c := range []struct {
-		p    topology.Policy
+		p    meshsim.Policy
 		want string
 	}{
-		{topology.Policy{Mode: "balanced", Costs: map[string]float64{"c3": 2, "c2": 4}}, "balanced costs c2=4,c3=2 per-connection"},
-		{topology.Policy{Mode: "weighted", WeightBy: "version", Weights: map[string]float64{"v1": 100},
-			Mirror: &topology.Mirror{Version: "v2", Percent: 50}}, "weighted weights by version v1=100 mirror 50% to version v2"},
-		{topology.Policy{Mode: "failover", Order: []string{"c1", "c2"}}, "failover order c1>c2"},
-		{topology.Policy{Mode: "per-pod", PerConnection: true}, "per-pod per-connection"},
+		{meshsim.Policy{Mode: "balanced", Costs: map[string]float64{"c3": 2, "c2": 4}}, "balanced costs c2=4,c3=2 per-connection"},
+		{meshsim.Policy{Mode: "weighted", WeightBy: "version", Weights: map[string]float64{"v1": 100},
+			Mirror: &meshsim.Mirror{Version: "v2", Percent: 50}}, "weighted weights by version v1=100 mirror 50% to version v2"},
+		{meshsim.Policy{Mode: "failover", Order: []string{"c1", "c2"}}, "failover order c1>c2"},
+		{meshsim.Policy{Mode: "per-pod", PerConnection: true}, "per-pod per-connection"},
 	} {
 		if got := describePolicy(c.p); got != c.want {
 			t.Errorf("describePolicy(%+v) = %q, want %q", c.p, got, c.want)

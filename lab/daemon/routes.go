@@ -124,9 +124,6 @@ func (d *Daemon) syncRoutes(ctx context.Context) error {
 	frozen := routesFrozen(objs)
 	for i := range t.Entries {
 		e := &t.Entries[i]
-		if e.Mesh == "" {
-			continue
-		}
 		d.mu.Lock()
 		keep := frozen && d.routes[e.Name] != nil
 		d.mu.Unlock()
@@ -161,7 +158,7 @@ func (d *Daemon) syncRoutes(ctx context.Context) error {
 		changed = true
 		d.log.Info("mesh route", "entry", e.Name, "policy", describeSim(r.Policy), "route", r.Describe())
 		d.entryLines(e, "route from the mesh's objects: %s; %s", describeSim(r.Policy), r.Describe())
-		if err := d.applyRoute(e, cur.route); err != nil {
+		if err := d.applyRoute(ctx, e, cur.route); err != nil {
 			return err
 		}
 	}
@@ -202,9 +199,11 @@ func routeOf(r *entryRoute) meshroute.Route {
 }
 
 // applyRoute gives a new route's policy to every running data plane of
-// entry e. nginx renders its configuration from the policy it started
-// with: it is told in its log to be restarted (`kubectl delete pod`).
-func (d *Daemon) applyRoute(e *topology.Entry, r meshroute.Route) error {
+// entry e: the simulator takes it at once, nginx renders and reloads its
+// configuration. A route nginx cannot play (CheckRoutes said so for the
+// manifests; a later kubectl edit may still give one) is refused in its
+// log, and it keeps playing the last one.
+func (d *Daemon) applyRoute(ctx context.Context, e *topology.Entry, r meshroute.Route) error {
 	d.mu.Lock()
 	var planes []*podRT
 	for _, rt := range d.planesLocked() {
@@ -219,9 +218,13 @@ func (d *Daemon) applyRoute(e *topology.Entry, r meshroute.Route) error {
 			if err := dp.s.SetPolicy(r.Policy); err != nil {
 				return fmt.Errorf("entry %s, pod %s: %w", e.Name, rt.status.Name, err)
 			}
-		default:
-			if rt.elog != nil {
-				rt.elog.Line("the %s data plane keeps the policy it started with; delete the pod to apply the new route", dataPlaneName(e))
+		case nginxPlane:
+			if err := dp.SetPolicy(ctx, r.Policy); err != nil {
+				d.log.Error("nginx keeps its last route", "entry", e.Name, "pod", rt.status.Name, "err", err)
+				if rt.elog != nil {
+					rt.elog.Line("nginx cannot play the new route, keeping the last one: %v", err)
+				}
+				continue
 			}
 		}
 		d.mu.Lock()
@@ -257,12 +260,9 @@ func (d *Daemon) entryLines(e *topology.Entry, format string, a ...any) {
 	}
 }
 
-// entryPolicy is the policy entry e's data plane starts with: its mesh
-// route, or its topology policy.
+// entryPolicy is the policy entry e's data plane starts with: the route
+// its mesh's objects give.
 func (d *Daemon) entryPolicy(e *topology.Entry) (meshsim.Policy, error) {
-	if e.Mesh == "" {
-		return e.Policy.Sim(e.Cluster), nil
-	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	r := d.routes[e.Name]
@@ -279,9 +279,6 @@ func (d *Daemon) entryPolicy(e *topology.Entry) (meshsim.Policy, error) {
 // Skupper site without a link, a Cilium Service that is not global does
 // not). Callers hold d.mu.
 func (d *Daemon) reachesLocked(e *topology.Entry, c string) bool {
-	if e.Mesh == "" {
-		return true
-	}
 	r := d.routes[e.Name]
 	return r != nil && slices.Contains(r.route.Clusters, c)
 }
@@ -292,11 +289,7 @@ const meshSyncTimeout = 30 * time.Second
 
 // describeSim is a short human form of a simulator policy.
 func describeSim(p meshsim.Policy) string {
-	tp := topology.Policy{Mode: p.Mode, Costs: p.Costs, Weights: p.Weights, WeightBy: p.WeightBy, Order: p.Order, PerConnection: p.PerConnection}
-	if p.Mirror != nil {
-		tp.Mirror = &topology.Mirror{Version: p.Mirror.Version, Cluster: p.Mirror.Cluster, Percent: p.Mirror.Percent}
-	}
-	out := strings.TrimSpace(describePolicy(tp))
+	out := strings.TrimSpace(describePolicy(p))
 	if r := p.Retry; r != nil && r.Attempts > 0 {
 		var on []string
 		for _, c := range r.Codes {

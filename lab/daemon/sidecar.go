@@ -131,14 +131,8 @@ func (d *Daemon) destination(e *topology.Entry, b meshsim.Backend) sidecar.Desti
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	switch {
-	case e.Mesh != "":
-		// The subset the VirtualService routes this version to.
-		dst.Subset = routeOf(d.routes[e.Name]).Subsets[b.Version]
-	case e.Policy.Mode == meshsim.ModeWeighted && e.Policy.WeightBy == meshsim.ByVersion:
-		// A split by version routes to DestinationRule subsets named after them.
-		dst.Subset = b.Version
-	}
+	// The subset the VirtualService routes this version to.
+	dst.Subset = routeOf(d.routes[e.Name]).Subsets[b.Version]
 	if rt := d.pods[podRef{cluster: b.Cluster, namespace: e.Namespace, name: b.Pod}]; rt != nil {
 		dst.Workload = rt.status.App
 	}

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/mesh-verify/mesh-verify/lab/internal/detach"
 )
@@ -159,9 +160,17 @@ func (l *Lab) run(ctx context.Context, name string, args ...string) (string, err
 	return out.String(), nil
 }
 
-// Kubectl runs the lab's kubectl against one cluster.
+// Kubectl runs the lab's kubectl against one cluster, through the
+// cluster's own kubeconfig (ClusterKubeconfig) once Start wrote it: the
+// shared one is rewritten in place by every kwokctl create of another
+// cluster, and a kubectl reading it mid-rewrite failed with "context
+// kind-c1 does not exist" while lab up applied c1's manifests.
 func (l *Lab) Kubectl(ctx context.Context, cluster string, stdin []byte, args ...string) (string, error) {
-	full := append([]string{"--kubeconfig", l.Kubeconfig, "--context", l.Context(cluster)}, args...)
+	kubeconfig := l.ClusterKubeconfig(cluster)
+	if _, err := os.Stat(kubeconfig); err != nil {
+		kubeconfig = l.Kubeconfig // a lab created before clusters had their own
+	}
+	full := append([]string{"--kubeconfig", kubeconfig, "--context", l.Context(cluster)}, args...)
 	cmd := exec.CommandContext(ctx, l.Bin.Path("kubectl"), full...)
 	cmd.Env = l.Env()
 	if stdin != nil {
@@ -237,6 +246,55 @@ func (l *Lab) start(ctx context.Context, name, wait string) error {
 	if err := renameContext(l.Kubeconfig, "kwok-"+name, l.Context(name)); err != nil {
 		return fmt.Errorf("rename context of lab cluster %s: %w", name, err)
 	}
+	return extractContext(l.Kubeconfig, l.Context(name), l.ClusterKubeconfig(name))
+}
+
+// ClusterKubeconfig is the kubeconfig holding only one cluster's context
+// (named as in the shared one), written once when Start has renamed it
+// and never rewritten: what the lab's own kubectl and clients read while
+// other clusters are being created.
+func (l *Lab) ClusterKubeconfig(cluster string) string {
+	return filepath.Join(l.clusterDir(cluster), "lab-context.kubeconfig")
+}
+
+// extractContext writes to path a kubeconfig with kubeContext of the
+// kubeconfig at from, its cluster and its user only.
+func extractContext(from, kubeContext, path string) error {
+	cfg, err := clientcmd.LoadFromFile(from)
+	if err != nil {
+		return fmt.Errorf("kubeconfig %s: %w", from, err)
+	}
+	cfg.CurrentContext = kubeContext
+	if err := clientcmdapi.MinifyConfig(cfg); err != nil {
+		return fmt.Errorf("kubeconfig %s, context %s: %w", from, kubeContext, err)
+	}
+	return WriteKubeconfig(cfg, path)
+}
+
+// WriteKubeconfig writes cfg to path atomically (a file beside it, then a
+// rename): a kubectl or client reading path meanwhile sees the old file
+// or the new one, never a truncated one (clientcmd.WriteToFile truncates
+// path, then writes it).
+func WriteKubeconfig(cfg *clientcmdapi.Config, path string) error {
+	b, err := clientcmd.Write(*cfg)
+	if err != nil {
+		return fmt.Errorf("kubeconfig %s: %w", path, err)
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return fmt.Errorf("write kubeconfig %s: %w", path, err)
+	}
+	_, err = f.Write(b)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		_ = os.Remove(f.Name())
+		return fmt.Errorf("write kubeconfig %s: %w", path, err)
+	}
 	return nil
 }
 
@@ -259,7 +317,7 @@ func renameContext(path, from, to string) error {
 	if cfg.CurrentContext == from {
 		cfg.CurrentContext = to
 	}
-	return clientcmd.WriteToFile(*cfg, path)
+	return WriteKubeconfig(cfg, path)
 }
 
 // privateKeys makes the private keys kwokctl wrote for a cluster (its CA's

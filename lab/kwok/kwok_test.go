@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/client-go/tools/clientcmd"
+
 	"github.com/mesh-verify/mesh-verify/lab/kwok"
 	"github.com/mesh-verify/mesh-verify/lab/labtest"
 )
@@ -55,9 +57,18 @@ spec:
 			t.Errorf("key %s: mode %v; want 0600", k, fi.Mode().Perm())
 		}
 	}
+	// The shared kubeconfig has both renamed contexts; each cluster's own
+	// (what the lab's kubectl reads) has its context only.
+	shared, err := clientcmd.LoadFromFile(l.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if shared.Contexts["kind-c1"] == nil || shared.Contexts["kind-c2"] == nil || shared.Contexts["kwok-c1"] != nil || shared.Contexts["kwok-c2"] != nil {
+		t.Errorf("contexts of %s: %v", l.Kubeconfig, shared.Contexts)
+	}
 	ctxs := l.Kubectl(t, "c1", "config", "get-contexts", "-o", "name")
-	if !strings.Contains(ctxs, "kind-c1") || !strings.Contains(ctxs, "kind-c2") || strings.Contains(ctxs, "kwok-") {
-		t.Errorf("contexts: %q", ctxs)
+	if strings.TrimSpace(ctxs) != "kind-c1" {
+		t.Errorf("contexts of c1's own kubeconfig: %q", ctxs)
 	}
 }
 

@@ -130,7 +130,10 @@ status:
 }
 
 // OneCluster is the smallest lab topology: one cluster, one echo pod
-// behind a gateway entry, for tests of the lab's own lifecycle.
+// behind a gateway entry, for tests of the lab's own lifecycle. The entry
+// is a Kuma gateway with no route object (no manifest): per pod over its
+// Service's endpoints, no retry, a route nginx plays too (`--data-plane
+// nginx`).
 const OneCluster = `apiVersion: lab.mesh-verify.io/v1alpha1
 kind: Topology
 metadata: {name: one, seed: "one cluster, one echo pod"}
@@ -149,7 +152,7 @@ entries:
     cluster: c1
     service: gateway
     to: echo
-    policy: {mode: per-cluster}
+    mesh: kuma
 `
 
 // Connect is cluster of the lab as the product connects to it: its

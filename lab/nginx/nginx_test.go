@@ -168,6 +168,35 @@ func TestWeightedIsSplitClients(t *testing.T) {
 	}
 }
 
+// SetPolicy is a control plane's push: a weight moved in the mesh's
+// objects reaches the running nginx (render, reload), with the backends it
+// has; a route nginx cannot play is refused and the last one kept.
+func TestSetPolicyReconfigures(t *testing.T) {
+	c1 := startBackend(t, "c1", "primary", "v1")
+	c2 := startBackend(t, "c2", "canary", "v2")
+	weights := func(w1, w2 float64) meshsim.Policy {
+		return meshsim.Policy{Mode: meshsim.ModeWeighted, WeightBy: meshsim.ByCluster, Weights: map[string]float64{"c1": w1, "c2": w2}}
+	}
+	pl := startPlane(t, weights(100, 0), c1, c2)
+	if codes := send(t, pl, "before", 50); codes[200] != 50 || count(c1) != 50 || count(c2) != 0 {
+		t.Fatalf("before the push: answers %v, served c1=%d c2=%d; want all 50 by c1", codes, count(c1), count(c2))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := pl.SetPolicy(ctx, weights(0, 100)); err != nil {
+		t.Fatal(err)
+	}
+	if codes := send(t, pl, "after", 50); codes[200] != 50 || count(c1) != 50 || count(c2) != 50 {
+		t.Fatalf("after the push: answers %v, served c1=%d c2=%d; want the 50 new ones by c2", codes, count(c1), count(c2))
+	}
+	if err := pl.SetPolicy(ctx, meshsim.Policy{Mode: meshsim.ModeBalanced}); err == nil || !strings.Contains(err.Error(), "mode balanced") {
+		t.Fatalf("SetPolicy(balanced) = %v; want it refused", err)
+	}
+	if codes := send(t, pl, "kept", 20); codes[200] != 20 || count(c2) != 70 {
+		t.Fatalf("after a refused policy: answers %v, served c2=%d; want the last route (all to c2) kept", codes, count(c2))
+	}
+}
+
 // accessLogUpstreams counts the lines of nginx's access log per upstream
 // address ("$time_iso8601 $lab_request_id $upstream_addr $status").
 func accessLogUpstreams(t *testing.T, pl *Plane) map[string]int {

@@ -44,6 +44,8 @@ type Plane struct {
 
 	mu  sync.Mutex
 	gen int
+	// backends are the last SetBackends gave, for a SetPolicy.
+	backends []meshsim.Backend
 }
 
 // Start runs nginx (bin, the lab's own copy, so that the lab's leftover
@@ -149,8 +151,36 @@ func (pl *Plane) write(bs []meshsim.Backend) error {
 func (pl *Plane) SetBackends(ctx context.Context, bs []meshsim.Backend) error {
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
+	pl.backends = bs
+	return pl.reloadLocked(ctx)
+}
+
+// SetPolicy makes nginx play p from now on, as a control plane's push
+// reconfigures a proxy (the daemon calls it when the mesh's objects
+// change): a configuration rendered for p over the current backends,
+// reloaded as SetBackends does. A policy nginx cannot play is refused and
+// the old one kept.
+func (pl *Plane) SetPolicy(ctx context.Context, p meshsim.Policy) error {
+	if err := Supports(p); err != nil {
+		return err
+	}
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	old := pl.policy
+	pl.policy = p
+	if err := pl.reloadLocked(ctx); err != nil {
+		pl.policy = old
+		return err
+	}
+	return nil
+}
+
+// reloadLocked renders the configuration for pl.policy and pl.backends,
+// reloads nginx (SIGHUP to its master) and waits until the new
+// configuration answers. Callers hold pl.mu.
+func (pl *Plane) reloadLocked(ctx context.Context) error {
 	pl.gen++
-	if err := pl.write(bs); err != nil {
+	if err := pl.write(pl.backends); err != nil {
 		return err
 	}
 	// The old workers keep accepting until the master has started the new

@@ -44,18 +44,18 @@ entries:
     cluster: c1
     sidecarOf: caller
     to: callme-service
-    policy: {mode: per-pod}
+    mesh: istio
   - name: gateway
     cluster: c1
     service: gateway
     to: echo
     accessLog: kuma
-    policy: {mode: per-pod}
+    mesh: kuma
   - name: router
     cluster: c2
     service: router
     to: rebel-base
-    policy: {mode: per-pod}
+    mesh: skupper
 `
 
 func TestSidecarsAndRealAppsRender(t *testing.T) {

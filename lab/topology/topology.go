@@ -1,14 +1,13 @@
 // Package topology is the local lab's description of what runs where: the
 // clusters, the tutorial apps deployed in each (as real apps/v1
 // Deployments and Services), and the mesh entries — a Skupper router, a
-// caller's sidecar, a gateway — with the mesh simulator policy that plays
-// their data plane. It loads the YAML strictly (unknown fields are errors,
+// caller's sidecar, a gateway — each routed by its mesh's own objects
+// (the topology directory's manifests, lab/meshroute). It loads the YAML strictly (unknown fields are errors,
 // and every error names the file, the line and the field) and renders the
 // Kubernetes objects `lab up` applies.
 package topology
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -17,9 +16,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-
-	"github.com/mesh-verify/mesh-verify/lab/meshsim"
-	"github.com/mesh-verify/mesh-verify/lab/nginx"
 )
 
 // APIVersion and Kind every topology file declares.
@@ -195,10 +191,14 @@ type Entry struct {
 	To string `yaml:"to"`
 	// Mesh routes the entry by that mesh's own objects (lab/meshroute):
 	// the topology's manifests as applied, watched by the daemon, so a
-	// kubectl patch changes the routing. Without it, Policy does: a
-	// lab-only policy for test topologies no mesh object describes.
-	Mesh   string `yaml:"mesh"`
-	Policy Policy `yaml:"policy"`
+	// kubectl patch changes the routing. Required: the lab has no routing
+	// of its own.
+	Mesh string `yaml:"mesh"`
+	// Policy is the lab's former private routing block, kept only so that
+	// a topology still carrying one is refused by name (validate.go)
+	// instead of as an unknown field: routing comes from the mesh's
+	// objects alone.
+	Policy any `yaml:"policy"`
 	// AccessLog makes a gateway entry an Envoy (Istio's ingress gateway,
 	// Kuma's gateway) that writes this format's access line per request
 	// to its pod's log and sets x-request-id; sidecar entries take their
@@ -229,34 +229,19 @@ func DataPlanes() []string { return []string{DataPlaneSimulator, DataPlaneNginx}
 func (e *Entry) UsesNginx() bool { return e.DataPlane == DataPlaneNginx }
 
 // UseDataPlane makes dp the data plane of every entry (`lab up
-// --data-plane`), and says which entry's policy it cannot play.
+// --data-plane`), and says which entry's route (from its mesh's objects)
+// it cannot play.
 func (t *Topology) UseDataPlane(dp string) error {
 	if !slices.Contains(DataPlanes(), dp) {
 		return fmt.Errorf("data plane %q: want one of %s", dp, strings.Join(DataPlanes(), ", "))
 	}
-	var errs []error
 	for i := range t.Entries {
-		e := &t.Entries[i]
-		e.DataPlane = dp
-		if e.Mesh != "" {
-			continue // its policy comes from the manifests: CheckRoutes below
-		}
-		if err := e.checkDataPlane(); err != nil {
-			errs = append(errs, fmt.Errorf("topology %s, entry %s (mode %s): %w", t.Metadata.Name, e.Name, e.Policy.Mode, err))
-		}
+		t.Entries[i].DataPlane = dp
 	}
+	// Every entry's policy comes from the manifests: CheckRoutes says
+	// which one the data plane cannot play.
 	_, err := t.CheckRoutes()
-	return errors.Join(append(errs, err)...)
-}
-
-// checkDataPlane says why the entry's data plane cannot play its policy.
-func (e *Entry) checkDataPlane() error {
-	if e.UsesNginx() {
-		if err := nginx.Supports(e.Policy.Sim(e.Cluster)); err != nil {
-			return fmt.Errorf("the nginx data plane cannot play this policy: %w", err)
-		}
-	}
-	return nil
+	return err
 }
 
 // Envoy is the access-log format of the Envoy playing the entry ("" when
@@ -286,66 +271,7 @@ func (e *Entry) Pods() int {
 	return *e.Replicas
 }
 
-// Policy is the mesh simulator's routing policy (lab/meshsim.Policy).
-type Policy struct {
-	// Mode: per-cluster, per-pod, balanced, weighted or failover.
-	Mode string `yaml:"mode"`
-	// Costs are balanced mode's link costs per cluster (Skupper's
-	// `skupper link create --cost`); the entry's own cluster costs 0.
-	Costs map[string]float64 `yaml:"costs"`
-	// Weights per cluster or version (WeightBy) for weighted mode.
-	Weights  map[string]float64 `yaml:"weights"`
-	WeightBy string             `yaml:"weightBy"`
-	// Order is failover mode's cluster preference.
-	Order []string `yaml:"order"`
-	// PerConnection keeps one choice per inbound TCP connection.
-	PerConnection bool    `yaml:"perConnection"`
-	Mirror        *Mirror `yaml:"mirror"`
-	// WeightsAfter replaces weights a while after the entry's first
-	// request, as a configuration push reaches the data plane during a
-	// run (weighted mode, simulator only).
-	WeightsAfter *WeightsAfter `yaml:"weightsAfter"`
-}
-
-// WeightsAfter is weighted mode's later weights: {after: 8s, weights:
-// {c1: 50, c2: 50}}, after counted from the entry's first request.
-type WeightsAfter struct {
-	After   time.Duration      `yaml:"after"`
-	Weights map[string]float64 `yaml:"weights"`
-}
-
-// Mirror copies Percent% of the requests to the pods matching Version
-// and/or Cluster (Istio's mirror + mirrorPercentage).
-type Mirror struct {
-	Version string  `yaml:"version"`
-	Cluster string  `yaml:"cluster"`
-	Percent float64 `yaml:"percent"`
-}
-
-// Sim converts the policy for meshsim.New; local is the entry's cluster.
-func (p Policy) Sim(local string) meshsim.Policy {
-	out := meshsim.Policy{
-		Mode:          p.Mode,
-		Local:         local,
-		Costs:         p.Costs,
-		Weights:       p.Weights,
-		WeightBy:      p.WeightBy,
-		Order:         p.Order,
-		PerConnection: p.PerConnection,
-	}
-	if p.Mode == meshsim.ModeWeighted && out.WeightBy == "" {
-		out.WeightBy = meshsim.ByCluster
-	}
-	if p.Mirror != nil {
-		out.Mirror = &meshsim.Mirror{Version: p.Mirror.Version, Cluster: p.Mirror.Cluster, Percent: p.Mirror.Percent}
-	}
-	if p.WeightsAfter != nil {
-		out.WeightsAfter = &meshsim.WeightsAfter{After: p.WeightsAfter.After, Weights: p.WeightsAfter.Weights}
-	}
-	return out
-}
-
-// applyDefaults fills in namespaces, ports and weightBy.
+// applyDefaults fills in namespaces and ports.
 func (t *Topology) applyDefaults() {
 	for i := range t.Apps {
 		a := &t.Apps[i]
@@ -365,9 +291,6 @@ func (t *Topology) applyDefaults() {
 		e.Namespace = orDefault(e.Namespace, DefaultNamespace)
 		if e.Gateway() {
 			e.Port = e.Port.withDefaults()
-		}
-		if e.Policy.Mode == meshsim.ModeWeighted && e.Policy.WeightBy == "" {
-			e.Policy.WeightBy = meshsim.ByCluster
 		}
 	}
 }

@@ -28,12 +28,12 @@ entries:
     cluster: c1
     service: entry
     to: callme-service
-    policy: {mode: balanced, costs: {c2: 3}}
+    mesh: skupper
   - name: sidecar
     cluster: c1
     sidecarOf: caller
     to: callme-service
-    policy: {mode: weighted, weights: {c1: 9, c2: 1}}
+    mesh: istio
 `
 
 func TestParseGood(t *testing.T) {
@@ -47,9 +47,6 @@ func TestParseGood(t *testing.T) {
 	a := top.App("callme")
 	if a.Namespace != "default" || a.Port != (Port{8080, "http"}) || a.Version != "v1" {
 		t.Errorf("defaults not applied: %+v", a)
-	}
-	if p := top.Entry("sidecar").Policy.Sim("c1"); p.WeightBy != "cluster" || p.Local != "c1" {
-		t.Errorf("sim policy = %+v", p)
 	}
 	if got := top.ServiceClusters(top.ServiceByName("default", "callme-service")); strings.Join(got, ",") != "c1,c2" {
 		t.Errorf("callme-service clusters = %v", got)
@@ -80,48 +77,41 @@ func TestParseErrors(t *testing.T) {
 		{"unknown field", "    calls: callme-service:8080\n", "    calls: callme-service:8080\n    cals: x\n"},
 		{"unknown cluster", "{c1: 1, c2: 2}", "{c1: 1, c4: 2}"},
 		{"bad kind", "kind: callme\n", "kind: callmee\n"},
-		{"bad mode", "mode: balanced", "mode: balance"},
-		{"cost of unknown cluster", "costs: {c2: 3}", "costs: {c9: 3}"},
-		{"undeclared service", "to: callme-service\n    policy: {mode: balanced", "to: nope\n    policy: {mode: balanced"},
-		{"weights in wrong mode", "{mode: balanced, costs: {c2: 3}}", "{mode: balanced, weights: {c1: 1}}"},
-		{"nginx cannot balance", "    policy: {mode: balanced, costs: {c2: 3}}\n", "    policy: {mode: balanced, costs: {c2: 3}}\n    dataPlane: nginx\n"},
-		{"weightsAfter in wrong mode", "{mode: balanced, costs: {c2: 3}}", "{mode: balanced, costs: {c2: 3}, weightsAfter: {after: 8s, weights: {c1: 1}}}"},
-		{"weightsAfter unknown cluster", "weights: {c1: 9, c2: 1}}", "weights: {c1: 9, c2: 1}, weightsAfter: {after: 8s, weights: {c1: 1, c7: 1}}}"},
-		{"weightsAfter without delay", "weights: {c1: 9, c2: 1}}", "weights: {c1: 9, c2: 1}, weightsAfter: {weights: {c1: 1}}}"},
-		{"nginx cannot switch", "weights: {c1: 9, c2: 1}}\n", "weights: {c1: 9, c2: 1}, weightsAfter: {after: 8s, weights: {c1: 1}}}\n    dataPlane: nginx\n"},
-		{"unknown data plane", "    policy: {mode: weighted, weights: {c1: 9, c2: 1}}\n", "    policy: {mode: weighted, weights: {c1: 9, c2: 1}}\n    dataPlane: envoy\n"},
+		{"undeclared service", "to: callme-service\n    mesh: skupper", "to: nope\n    mesh: skupper"},
+		{"unknown data plane", "    mesh: istio\n", "    mesh: istio\n    dataPlane: envoy\n"},
+		{"a private policy", "    mesh: skupper\n", "    mesh: skupper\n    policy: {mode: balanced, costs: {c2: 3}}\n"},
+		{"no mesh", "    mesh: istio\n", ""},
+		{"unknown mesh", "mesh: istio", "mesh: linkerd"},
 		{"selector selects nothing", "  - name: caller-service\n    clusters: [c1]\n", "  - name: caller-service\n    clusters: [c1]\n    selector: {app: nobody}\n"},
 		{"bad app name", "    service: caller-service\n", "    service: caller-service\n    appName: Caller_Service\n"},
 	}
 	wants := map[string][]string{
-		"unknown field":                {"t.yaml:15", "unknown field cals"},
-		"unknown cluster":              {"t.yaml:9:", "apps[0].replicas.c4", `unknown cluster "c4" (declared: c1, c2)`},
-		"bad kind":                     {"t.yaml:7:", "apps[0].kind", `unknown kind "callmee"`},
-		"bad mode":                     {"t.yaml:24:20", "entries[0].policy.mode", `unknown mode "balance"`},
-		"cost of unknown cluster":      {"entries[0].policy.costs.c9", "unknown cluster"},
-		"undeclared service":           {"t.yaml:23:9", "entries[0].to", "no Service default/nope"},
-		"weights in wrong mode":        {"entries[0].policy.weights", "applies to mode weighted"},
-		"nginx cannot balance":         {"t.yaml:25:16", "entries[0].dataPlane", "the nginx data plane cannot play this policy: mode balanced needs open connections + link cost"},
-		"weightsAfter in wrong mode":   {"entries[0].policy.weightsAfter", "applies to mode weighted"},
-		"weightsAfter unknown cluster": {"entries[1].policy.weightsAfter.weights.c7", "unknown cluster"},
-		"weightsAfter without delay":   {"entries[1].policy.weightsAfter.after", "want a duration > 0"},
-		"nginx cannot switch":          {"entries[1].dataPlane", "weightsAfter changes the weights during a run"},
-		"unknown data plane":           {"t.yaml:30:16", "entries[1].dataPlane", `unknown data plane "envoy" (known: simulator, nginx)`},
-		"selector selects nothing":     {"services[1].name", "Service default/caller-service selects no app's pods"},
-		"bad app name":                 {"apps[1].appName", `invalid app name "Caller_Service"`},
+		"unknown field":      {"t.yaml:15", "unknown field cals"},
+		"unknown cluster":    {"t.yaml:9:", "apps[0].replicas.c4", `unknown cluster "c4" (declared: c1, c2)`},
+		"bad kind":           {"t.yaml:7:", "apps[0].kind", `unknown kind "callmee"`},
+		"undeclared service": {"t.yaml:23:9", "entries[0].to", "no Service default/nope"},
+		"unknown data plane": {"t.yaml:30:16", "entries[1].dataPlane", `unknown data plane "envoy" (known: simulator, nginx)`},
+		"a private policy": {"t.yaml:25:5", "entries[0].policy", "entry router: the lab's private policy block is gone; routing comes from the mesh's own objects",
+			"Skupper's link Secrets with skupper.io/cost"},
+		"no mesh":                  {"entries[1].mesh", "required: the mesh whose own objects route entry sidecar"},
+		"unknown mesh":             {"t.yaml:29:11", "entries[1].mesh", `unknown mesh "linkerd" (known: cilium, istio, kuma, skupper)`},
+		"selector selects nothing": {"services[1].name", "Service default/caller-service selects no app's pods"},
+		"bad app name":             {"apps[1].appName", `invalid app name "Caller_Service"`},
 	}
 	wantParseErrors(t, "t.yaml", good, cases, wants)
 }
 
 // `lab up --data-plane nginx` plays every entry with nginx, or says which
-// entry's policy nginx cannot play.
+// entry's route nginx cannot play: Skupper's router (balanced by open
+// connections + link cost) it cannot, an Istio sidecar without a
+// VirtualService (per pod) it can.
 func TestUseDataPlane(t *testing.T) {
 	top, err := Parse("t.yaml", []byte(good))
 	if err != nil {
 		t.Fatal(err)
 	}
 	err = top.UseDataPlane(DataPlaneNginx)
-	if err == nil || !strings.Contains(err.Error(), "topology t1, entry router (mode balanced): the nginx data plane cannot play this policy") ||
+	if err == nil || !strings.Contains(err.Error(), "topology t1, entry router: the nginx data plane cannot play the route its manifests give: mode balanced") ||
 		strings.Contains(err.Error(), "entry sidecar") {
 		t.Fatalf("UseDataPlane(nginx) = %v, want only the balanced router refused", err)
 	}
@@ -173,7 +163,7 @@ services:
   - {name: callme-service-primary, namespace: callme}
   - {name: callme-service-canary, namespace: callme, selector: {app: callme-service}}
 entries:
-  - {name: gw, cluster: c1, namespace: callme, service: gw, to: callme-service, policy: {mode: per-pod}}
+  - {name: gw, cluster: c1, namespace: callme, service: gw, to: callme-service, mesh: istio}
 `))
 	if err != nil {
 		t.Fatal(err)

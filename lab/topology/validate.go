@@ -3,18 +3,14 @@ package topology
 import (
 	"fmt"
 	"maps"
-	"math"
-	"reflect"
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
 	"github.com/mesh-verify/mesh-verify/lab/apps"
 	"github.com/mesh-verify/mesh-verify/lab/envoylog"
 	"github.com/mesh-verify/mesh-verify/lab/meshroute"
-	"github.com/mesh-verify/mesh-verify/lab/meshsim"
 	"github.com/mesh-verify/mesh-verify/lab/sidecar"
 )
 
@@ -30,11 +26,6 @@ var (
 
 // AppKinds are the lab/apps kinds an app may be.
 func AppKinds() []string { return apps.Kinds() }
-
-// Modes are the mesh simulator's routing modes.
-func Modes() []string {
-	return []string{meshsim.ModePerCluster, meshsim.ModePerPod, meshsim.ModeBalanced, meshsim.ModeWeighted, meshsim.ModeFailover}
-}
 
 type checker struct{ issues []issue }
 
@@ -324,30 +315,22 @@ func (t *Topology) checkEntries(c *checker) {
 		case to == nil:
 			c.add(at(p, "to"), "no Service %s/%s is declared under services", e.Namespace, e.To)
 		}
-		if e.Mesh != "" {
-			t.checkMesh(c, p, e)
-			continue
-		}
-		t.checkPolicy(c, at(p, "policy"), e)
-		switch {
-		case e.DataPlane != "" && !slices.Contains(DataPlanes(), e.DataPlane):
-			c.add(at(p, "dataPlane"), "unknown data plane %q (known: %s)", e.DataPlane, strings.Join(DataPlanes(), ", "))
-		case slices.Contains(Modes(), e.Policy.Mode):
-			if err := e.checkDataPlane(); err != nil {
-				c.add(at(p, "dataPlane"), "%v", err)
-			}
-		}
+		t.checkMesh(c, p, e)
 	}
 }
 
 // checkMesh checks an entry routed by its mesh's objects; the route
 // itself is checked against the manifests (CheckRoutes).
 func (t *Topology) checkMesh(c *checker, p []any, e *Entry) {
-	if !slices.Contains(meshroute.Meshes(), e.Mesh) {
+	switch {
+	case e.Mesh == "" && !e.Workers: // a workers entry says so in checkWorkers
+		c.add(at(p, "mesh"), "required: the mesh whose own objects route entry %s (known: %s)", e.Name, strings.Join(meshroute.Meshes(), ", "))
+	case e.Mesh != "" && !slices.Contains(meshroute.Meshes(), e.Mesh):
 		c.add(at(p, "mesh"), "unknown mesh %q (known: %s)", e.Mesh, strings.Join(meshroute.Meshes(), ", "))
 	}
-	if !reflect.DeepEqual(e.Policy, Policy{}) {
-		c.add(at(p, "policy"), "entry %s routes by %s's own objects (the topology's manifests); a policy would be a second, private truth: remove it", e.Name, e.Mesh)
+	if e.Policy != nil {
+		c.add(at(p, "policy"), "entry %s: the lab's private policy block is gone; routing comes from the mesh's own objects: set mesh and put the route in the topology directory's <cluster>/ manifests, as the tutorial applies them "+
+			"(Istio's VirtualService and DestinationRule, Kuma's MeshHTTPRoute or TrafficRoute, Skupper's link Secrets with skupper.io/cost or Links, Cilium's service.cilium.io annotations on the Service)", e.Name)
 	}
 	if e.DataPlane != "" && !slices.Contains(DataPlanes(), e.DataPlane) {
 		c.add(at(p, "dataPlane"), "unknown data plane %q (known: %s)", e.DataPlane, strings.Join(DataPlanes(), ", "))
@@ -416,105 +399,6 @@ func (t *Topology) checkSidecar(c *checker, p []any, e *Entry) {
 	default:
 		if _, ok := a.Replicas[e.Cluster]; !ok {
 			c.add(at(p, "cluster"), "app %s has no Deployment in cluster %s", a.Name, e.Cluster)
-		}
-	}
-}
-
-// versions lists the versions of the apps behind Service ns/name.
-func (t *Topology) versions(ns, name string) []string {
-	var out []string
-	for _, a := range t.Apps {
-		if t.SelectedBy(&a, ns, name) && !slices.Contains(out, a.Version) {
-			out = append(out, a.Version)
-		}
-	}
-	sort.Strings(out)
-	return out
-}
-
-func (t *Topology) checkPolicy(c *checker, p []any, e *Entry) {
-	pol := e.Policy
-	if !slices.Contains(Modes(), pol.Mode) {
-		c.add(at(p, "mode"), "unknown mode %q (known: %s)", pol.Mode, strings.Join(Modes(), ", "))
-		return
-	}
-	only := func(field, mode string, set bool) {
-		if set && pol.Mode != mode {
-			c.add(at(p, field), "%s applies to mode %s, not %s", field, mode, pol.Mode)
-		}
-	}
-	only("costs", meshsim.ModeBalanced, len(pol.Costs) > 0)
-	only("weights", meshsim.ModeWeighted, len(pol.Weights) > 0)
-	only("weightBy", meshsim.ModeWeighted, pol.WeightBy != "")
-	only("order", meshsim.ModeFailover, len(pol.Order) > 0)
-	only("weightsAfter", meshsim.ModeWeighted, pol.WeightsAfter != nil)
-	for _, cl := range slices.Sorted(maps.Keys(pol.Costs)) {
-		switch v := pol.Costs[cl]; {
-		case !t.declared(cl):
-			c.add(at(p, "costs", cl), "%s", t.unknownCluster(cl))
-		case !(v >= 0) || math.IsInf(v, 0):
-			c.add(at(p, "costs", cl), "want a link cost >= 0, got %v", v)
-		}
-	}
-	versions := t.versions(e.Namespace, e.To)
-	if pol.Mode == meshsim.ModeWeighted {
-		if len(pol.Weights) == 0 {
-			c.add(at(p, "weights"), "required for mode weighted, like {c1: 90, c2: 10}")
-		}
-		for _, k := range slices.Sorted(maps.Keys(pol.Weights)) {
-			switch w := pol.Weights[k]; {
-			case pol.WeightBy == meshsim.ByCluster && !t.declared(k):
-				c.add(at(p, "weights", k), "%s", t.unknownCluster(k))
-			case pol.WeightBy == meshsim.ByVersion && !slices.Contains(versions, k):
-				c.add(at(p, "weights", k), "no app of Service %s has version %q (versions: %s)", e.To, k, strings.Join(versions, ", "))
-			case !(w >= 0) || math.IsInf(w, 0):
-				c.add(at(p, "weights", k), "want a weight >= 0, got %v", w)
-			}
-		}
-		if pol.WeightBy != meshsim.ByCluster && pol.WeightBy != meshsim.ByVersion {
-			c.add(at(p, "weightBy"), "want %s or %s, got %q", meshsim.ByCluster, meshsim.ByVersion, pol.WeightBy)
-		}
-	}
-	if wa := pol.WeightsAfter; wa != nil && pol.Mode == meshsim.ModeWeighted {
-		if wa.After <= 0 {
-			c.add(at(p, "weightsAfter", "after"), "want a duration > 0 after the first request, like 8s")
-		}
-		for _, k := range slices.Sorted(maps.Keys(wa.Weights)) {
-			switch {
-			case pol.WeightBy == meshsim.ByCluster && !t.declared(k):
-				c.add(at(p, "weightsAfter", "weights", k), "%s", t.unknownCluster(k))
-			case pol.WeightBy == meshsim.ByVersion && !slices.Contains(versions, k):
-				c.add(at(p, "weightsAfter", "weights", k), "no app of Service %s has version %q (versions: %s)", e.To, k, strings.Join(versions, ", "))
-			}
-		}
-	}
-	if pol.Mode == meshsim.ModeFailover && len(pol.Order) == 0 {
-		c.add(at(p, "order"), "required for mode failover: clusters in order of preference")
-	}
-	for j, cl := range pol.Order {
-		if !t.declared(cl) {
-			c.add(at(p, "order", j), "%s", t.unknownCluster(cl))
-		}
-	}
-	if m := pol.Mirror; m != nil {
-		mp := at(p, "mirror")
-		if m.Version == "" && m.Cluster == "" {
-			c.add(mp, "set version and/or cluster: which pods receive the copies")
-		}
-		if m.Version != "" && !slices.Contains(versions, m.Version) {
-			c.add(at(mp, "version"), "no app of Service %s has version %q (versions: %s)", e.To, m.Version, strings.Join(versions, ", "))
-		}
-		if m.Cluster != "" && !t.declared(m.Cluster) {
-			c.add(at(mp, "cluster"), "%s", t.unknownCluster(m.Cluster))
-		}
-		if !(m.Percent > 0 && m.Percent <= 100) {
-			c.add(at(mp, "percent"), "want a percentage in (0, 100], got %v", m.Percent)
-		}
-	}
-	if len(c.issues) == 0 {
-		// The simulator's own check is the last word on what it accepts.
-		if _, err := meshsim.New(pol.Sim(e.Cluster)); err != nil {
-			c.add(p, "%v", err)
 		}
 	}
 }
