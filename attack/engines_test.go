@@ -73,6 +73,9 @@ func measure(sum Summary, sink *memSink, runID string, timeout time.Duration) me
 		}
 	}
 	m.Conns = len(conns)
+	// net/http's transport may still be closing connections.
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
 	for id := range conns {
 		if !sink.closed[id] {
 			m.Unclosed++
