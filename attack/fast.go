@@ -181,6 +181,10 @@ type connPool struct {
 // deadline when the lane has all the connections it may open.
 func (p *connPool) acquire(deadline time.Time) (*fconn, error) {
 	var timer *time.Timer
+	// stop wakes a wait when the attack stops: an abort ends it, an
+	// interruption lets it go on (the request is sent, as those in
+	// flight are), without waking it again.
+	stop := p.e.stopCh
 	defer func() {
 		if timer != nil {
 			timer.Stop()
@@ -221,10 +225,11 @@ func (p *connPool) acquire(deadline time.Time) (*fconn, error) {
 		case <-p.ready:
 		case <-timer.C:
 			return nil, errFastTimeout
-		case <-p.e.stopCh:
+		case <-stop:
 			if p.e.aborted() {
 				return nil, errAborted
 			}
+			stop = nil
 		}
 	}
 }
