@@ -101,7 +101,7 @@ func (rc *recorder) note(r *http.Request) {
 	h.Del("X-Request-Id")
 	h.Del("X-Vegeta-Seq")
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s %s %s host=%s close=%v body=%q\n", r.Method, r.URL.Path, r.Proto, r.Host, r.Close, body)
+	fmt.Fprintf(&b, "%s %s %s host=%s close=%v body=%q\n", r.Method, r.RequestURI, r.Proto, r.Host, r.Close, body)
 	h.Write(&b)
 	rc.mu.Lock()
 	rc.seen[b.String()]++
@@ -222,6 +222,11 @@ func TestEnginesAgree(t *testing.T) {
 		{"no content", Options{URL: ts.URL + "/empty", Concurrency: 1, Requests: 5, KeepAlive: true, MaxBody: 1 << 10}, false, true, false},
 		{"POST with a body and headers", Options{Method: http.MethodPost, URL: ts.URL + "/ok?v=3", Body: []byte(`{"a":1}`),
 			Header: http.Header{"Content-Type": {"application/json"}, "X-Tenant": {"t1", "t2"}}, Concurrency: 2, Requests: 20, KeepAlive: true, MaxBody: 1 << 10}, false, true, false},
+		{"POST without a Content-Type", Options{Method: http.MethodPost, URL: ts.URL + "/ok?v=6", Body: []byte("a=1"), Concurrency: 1, Requests: 5, KeepAlive: true, MaxBody: 1 << 10}, false, true, false},
+		{"POST, empty body", Options{Method: http.MethodPost, URL: ts.URL + "/ok?v=7", Concurrency: 1, Requests: 5, KeepAlive: true, MaxBody: 1 << 10}, false, true, false},
+		{"GET with a body", Options{URL: ts.URL + "/ok?v=8", Body: []byte("q"), Concurrency: 1, Requests: 5, KeepAlive: true, MaxBody: 1 << 10}, false, true, false},
+		{"PUT, empty body", Options{Method: http.MethodPut, URL: ts.URL + "/ok?v=9", Concurrency: 1, Requests: 5, KeepAlive: true, MaxBody: 1 << 10}, false, true, false},
+		{"path kept as given", Options{URL: ts.URL + "/a/../ok%2Fx//y?v=10", Concurrency: 1, Requests: 5, KeepAlive: true, MaxBody: 1 << 10}, false, true, false},
 		{"HEAD", Options{Method: http.MethodHead, URL: ts.URL + "/ok?v=4", Concurrency: 1, Requests: 5, KeepAlive: true, MaxBody: 1 << 10}, false, true, false},
 		{"templated URL and header", Options{URL: ts.URL + "/ok?v={{.Seq}}", Header: http.Header{"X-Seq": {"{{.Seq}}"}}, Concurrency: 2, Requests: 20, KeepAlive: true, MaxBody: 1 << 10}, false, false, false},
 		{"timeout before the headers", Options{URL: ts.URL + "/slow-headers", Concurrency: 2, Requests: 2, KeepAlive: true, Timeout: 200 * ms, MaxBody: -1}, false, true, false},
@@ -294,13 +299,14 @@ func diffMeasured(n, f measured, keepAliveOff bool) []string {
 	add("bodies", keysAndCounts(n.Bodies), keysAndCounts(f.Bodies))
 	add("bytes in", n.BytesIn, f.BytesIn)
 	add("bytes out", n.BytesOut, f.BytesOut)
-	// Connections: the fast engine holds exactly one per worker with
-	// keep-alive; net/http's transport at times dials another for a
-	// request while a connection it has is on its way back to the pool
-	// (returned by its read loop goroutine), and closes the last ones
-	// after the attack returned. Keep-alive off, every request has its
-	// own with both.
-	if f.Conns > n.Conns || n.Conns > f.Conns+2 || keepAliveOff && n.Conns != f.Conns {
+	// Connections: with keep-alive they follow timing. The fast engine
+	// holds one per worker (perWorker checks it exactly); net/http's
+	// transport at times dials another for a request while a connection
+	// it has is on its way back to the pool (returned by its read loop
+	// goroutine), or serves a short run's few requests on fewer when a
+	// worker starts late, and closes the last ones after the attack
+	// returned. Keep-alive off, every request has its own with both.
+	if f.Conns > n.Conns+2 || n.Conns > f.Conns+2 || keepAliveOff && n.Conns != f.Conns {
 		out = append(out, fmt.Sprintf("connections: net/http %d, fasthttp %d", n.Conns, f.Conns))
 	}
 	if f.Unclosed != 0 || n.Unclosed > 2 {
@@ -345,6 +351,7 @@ func TestEngineChoice(t *testing.T) {
 		{"templated host", Options{URL: "http://{{.Seq}}.example:8080/"}, EngineNetHTTP},
 		{"credentials", Options{URL: "http://u:p@127.0.0.1:8080/"}, EngineNetHTTP},
 		{"a Host header", Options{URL: "http://127.0.0.1:8080/", Header: http.Header{"Host": {"callme.example"}}}, EngineNetHTTP},
+		{"DELETE", Options{URL: "http://127.0.0.1:8080/", Method: http.MethodDelete}, EngineNetHTTP},
 		{"net/http asked for", Options{URL: "http://127.0.0.1:8080/", Engine: EngineNetHTTP}, EngineNetHTTP},
 	} {
 		t.Run(c.name, func(t *testing.T) {

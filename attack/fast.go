@@ -65,6 +65,13 @@ func fastEngineFor(o Options, rt *requestTemplate) (ok bool, why string) {
 	case o.GRPC:
 		return false, "gRPC"
 	}
+	switch o.Method {
+	case "", http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch:
+	default:
+		// net/http frames an empty body by the method (no
+		// Content-Length on a DELETE), fasthttp by whether it reads one.
+		return false, "method " + o.Method
+	}
 	u, err := url.Parse(o.URL)
 	if err != nil {
 		return false, "URL not parsed: " + err.Error()
@@ -459,10 +466,14 @@ func (w *fastWorker) setRequest(method, u string, body []byte, h http.Header) {
 	r := &w.req
 	r.Reset()
 	r.Header.DisableNormalizing()
+	// No Content-Type the scenario did not set (fasthttp would add a
+	// form's to a body), as net/http sends none.
+	r.Header.SetNoDefaultContentType(true)
 	r.Header.SetMethod(method)
-	// The path goes out as given, as net/http sends it, not cleaned.
-	r.URI().DisablePathNormalizing = true
 	r.SetRequestURI(u)
+	// The path goes out as given, as net/http sends it, not cleaned
+	// (after the URI is parsed: parsing resets the flag).
+	r.URI().DisablePathNormalizing = true
 	ua := false
 	for k, vs := range h {
 		if k == "User-Agent" {
