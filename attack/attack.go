@@ -114,9 +114,10 @@ type Summary struct {
 	RequestedRate float64   `json:"requestedRate"` // per second; 0 = as fast as the workers go
 	AchievedRate  float64   `json:"achievedRate"`
 	// Connections is how many TCP connections were opened. With
-	// keep-alive a few may carry no request (Go's transport dials for a
-	// request that a connection becoming idle then takes); the statistics
-	// use the connection each result records, not this count.
+	// keep-alive on the net/http engine a few may carry no request (Go's
+	// transport dials for a request that a connection becoming idle then
+	// takes); the statistics use the connection each result records, not
+	// this count.
 	Connections uint64 `json:"connections"`
 	// Truncated counts responses whose body went on beyond MaxBody plus
 	// a short drain: the rest was not transferred and their connection was
