@@ -352,6 +352,7 @@ func TestEngineChoice(t *testing.T) {
 		{"credentials", Options{URL: "http://u:p@127.0.0.1:8080/"}, EngineNetHTTP},
 		{"a Host header", Options{URL: "http://127.0.0.1:8080/", Header: http.Header{"Host": {"callme.example"}}}, EngineNetHTTP},
 		{"DELETE", Options{URL: "http://127.0.0.1:8080/", Method: http.MethodDelete}, EngineNetHTTP},
+		{"capitals in the host", Options{URL: "http://Callme.Local:8080/"}, EngineNetHTTP},
 		{"net/http asked for", Options{URL: "http://127.0.0.1:8080/", Engine: EngineNetHTTP}, EngineNetHTTP},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -83,6 +83,9 @@ func fastEngineFor(o Options, rt *requestTemplate) (ok bool, why string) {
 		return false, "credentials in the URL"
 	case u.Host == "" || strings.Contains(u.Host, "{{") || strings.Contains(u.Scheme, "{{"):
 		return false, "templated or empty host"
+	case u.Host != strings.ToLower(u.Host):
+		// fasthttp sends the Host header in lower case, net/http as given.
+		return false, "capitals in the host"
 	case rt.urlT != nil && strings.Contains(o.URL[:strings.Index(o.URL, u.Host)+len(u.Host)], "{{"):
 		return false, "templated host"
 	}
