@@ -75,6 +75,12 @@ type Options struct {
 
 	// Dial replaces the network dialer (nil: plain TCP).
 	Dial DialFunc
+
+	// Engine picks what sends the requests: EngineAuto (empty) the fast
+	// engine wherever it can (plain HTTP/1.1, see fastEngineFor) and
+	// net/http elsewhere; EngineFast or EngineNetHTTP insist on one (the
+	// fast one fails New where it cannot).
+	Engine string
 }
 
 // Ramp is a linear increase of the rate.
@@ -108,9 +114,10 @@ type Summary struct {
 	RequestedRate float64   `json:"requestedRate"` // per second; 0 = as fast as the workers go
 	AchievedRate  float64   `json:"achievedRate"`
 	// Connections is how many TCP connections were opened. With
-	// keep-alive a few may carry no request (Go's transport dials for a
-	// request that a connection becoming idle then takes); the statistics
-	// use the connection each result records, not this count.
+	// keep-alive on the net/http engine a few may carry no request (Go's
+	// transport dials for a request that a connection becoming idle then
+	// takes); the statistics use the connection each result records, not
+	// this count.
 	Connections uint64 `json:"connections"`
 	// Truncated counts responses whose body went on beyond MaxBody plus
 	// a short drain: the rest was not transferred and their connection was
@@ -124,6 +131,10 @@ type Summary struct {
 	Attributing time.Duration `json:"attributing"`
 	Interrupted bool          `json:"interrupted"`
 	Elapsed     time.Duration `json:"elapsed"`
+	// Engine is what sent the requests: "fasthttp" (plain HTTP/1.1 on
+	// connections the attack holds itself) or "net/http" (vegeta's
+	// attacker over Go's client: HTTP/2, TLS, gRPC).
+	Engine string `json:"engine,omitempty"`
 }
 
 // Attack is a prepared attack: templates parsed, transport built.
@@ -135,6 +146,9 @@ type Attack struct {
 	pacer   vegeta.Pacer
 	workers uint64
 	maxW    uint64
+	// fast, when set, sends the requests instead of vegeta's attacker
+	// over client.
+	fast *fastEngine
 }
 
 // New checks the options and prepares the attack.
@@ -171,7 +185,26 @@ func New(o Options) (*Attack, error) {
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 	a.pacer, a.workers, a.maxW = o.pacing()
+	switch ok, why := fastEngineFor(o, tmpl); {
+	case o.Engine == EngineNetHTTP:
+	case o.Engine == EngineFast && !ok:
+		return nil, fmt.Errorf("attack: engine %s cannot send these requests: %s", EngineFast, why)
+	case o.Engine == EngineFast || o.Engine == EngineAuto && ok:
+		if a.fast, err = newFastEngine(a); err != nil {
+			return nil, err
+		}
+	case o.Engine != EngineAuto:
+		return nil, fmt.Errorf("attack: engine %q: want %q or %q", o.Engine, EngineFast, EngineNetHTTP)
+	}
 	return a, nil
+}
+
+// Engine is the engine that sends the attack's requests.
+func (a *Attack) Engine() string {
+	if a.fast != nil {
+		return EngineFast
+	}
+	return EngineNetHTTP
 }
 
 func (o Options) pacing() (p vegeta.Pacer, workers, maxWorkers uint64) {
@@ -221,9 +254,10 @@ func (c countPacer) Pace(elapsed time.Duration, hits uint64) (time.Duration, boo
 // spreads its requests over unless told otherwise.
 const DefaultLanes = 10
 
-func (a *Attack) transport() http.RoundTripper {
-	o := a.opts
-	lanes := o.Connections
+// lanes is how many connection pools requests are spread over, and the
+// connections each may open (0: no bound): one pool without keep-alive.
+func (o Options) lanes() (lanes, perLane int) {
+	lanes = o.Connections
 	if lanes == 0 && o.Concurrency == 0 {
 		lanes = DefaultLanes
 	}
@@ -231,11 +265,18 @@ func (a *Attack) transport() http.RoundTripper {
 		lanes = o.MaxConnections
 	}
 	if !o.KeepAlive || lanes <= 1 {
-		return a.pool(o.MaxConnections)
+		return 1, o.MaxConnections
 	}
-	perLane := 0
 	if o.MaxConnections > 0 {
 		perLane = max(1, o.MaxConnections/lanes)
+	}
+	return lanes, perLane
+}
+
+func (a *Attack) transport() http.RoundTripper {
+	lanes, perLane := a.opts.lanes()
+	if lanes == 1 {
+		return a.pool(perLane)
 	}
 	l := make(laneTransport, lanes)
 	for i := range l {
@@ -311,6 +352,12 @@ func (l laneTransport) CloseIdleConnections() {
 // result to sink. A cancelled attack still returns its summary.
 func (a *Attack) Run(ctx context.Context, sink Sink) Summary {
 	a.tr.setSink(sink)
+	if a.fast != nil {
+		sum := Summary{Started: time.Now(), RequestedRate: a.requestedRate(), Engine: EngineFast}
+		a.fast.run(ctx, sink, &sum)
+		a.finish(&sum)
+		return sum
+	}
 	atk := vegeta.NewAttacker(
 		vegeta.Workers(a.workers),
 		vegeta.MaxWorkers(a.maxW),
@@ -320,7 +367,7 @@ func (a *Attack) Run(ctx context.Context, sink Sink) Summary {
 		// *http.Transport and would silently skip our wrapper otherwise.
 		vegeta.Client(a.client),
 	)
-	sum := Summary{Started: time.Now(), RequestedRate: a.requestedRate()}
+	sum := Summary{Started: time.Now(), RequestedRate: a.requestedRate(), Engine: EngineNetHTTP}
 	res := atk.Attack(a.target.targeter(), a.pacer, a.opts.Duration, "")
 	done := ctx.Done()
 	var abortDone <-chan struct{}
@@ -331,14 +378,8 @@ func (a *Attack) Run(ctx context.Context, sink Sink) Summary {
 		select {
 		case r, ok := <-res:
 			if !ok {
-				sum.Ended = time.Now()
-				sum.Elapsed = sum.Ended.Sub(sum.Started)
-				if s := sum.Elapsed.Seconds(); s > 0 {
-					sum.AchievedRate = float64(sum.Requests) / s
-				}
-				sum.Connections = a.tr.opened()
-				sum.Truncated = a.tr.truncated.Load()
 				a.client.CloseIdleConnections()
+				a.finish(&sum)
 				return sum
 			}
 			if aborted(a.opts.Abort, r) {
@@ -362,6 +403,17 @@ func (a *Attack) Run(ctx context.Context, sink Sink) Summary {
 			abortDone = nil
 		}
 	}
+}
+
+// finish completes the summary once the last result is in.
+func (a *Attack) finish(sum *Summary) {
+	sum.Ended = time.Now()
+	sum.Elapsed = sum.Ended.Sub(sum.Started)
+	if s := sum.Elapsed.Seconds(); s > 0 {
+		sum.AchievedRate = float64(sum.Requests) / s
+	}
+	sum.Connections = a.tr.opened()
+	sum.Truncated = a.tr.truncated.Load()
 }
 
 // aborted tells a result cut short by Abort (no response, after Abort

@@ -7,87 +7,25 @@ package profile
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/mesh-verify/mesh-verify/internal/nginxbin"
+	"github.com/mesh-verify/mesh-verify/internal/nginxbin/nginxtest"
 	"github.com/mesh-verify/mesh-verify/runlog"
 	"github.com/mesh-verify/mesh-verify/runner"
 	"github.com/mesh-verify/mesh-verify/scenarios"
 )
 
-// startNginx runs nginx `return 200` with one worker on a free loopback
-// port, as bench/bench.py does; it is stopped by its pid at cleanup.
+// startNginx runs nginx `return 200` with one worker, as bench/bench.py
+// does.
 func startNginx(b *testing.B) string {
 	b.Helper()
-	bin, err := nginxbin.Find()
-	if err != nil {
-		b.Skip(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	d := b.TempDir()
-	conf := fmt.Sprintf(`worker_processes 1;
-daemon off;
-pid %[1]s/nginx.pid;
-error_log %[1]s/error.log warn;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  client_body_temp_path %[1]s/body; proxy_temp_path %[1]s/proxy; fastcgi_temp_path %[1]s/fcgi;
-  uwsgi_temp_path %[1]s/uwsgi; scgi_temp_path %[1]s/scgi;
-  server {
-    listen 127.0.0.1:%[2]d;
-    keepalive_requests 10000000;
-    location / { return 200 "I'm callme-service v1 (pod callme-c1-0 in c1)\n"; }
-  }
-}
-`, d, port)
-	if err := os.WriteFile(filepath.Join(d, "nginx.conf"), []byte(conf), 0o600); err != nil {
-		b.Fatal(err)
-	}
-	cmd := exec.Command(bin, "-p", d, "-c", filepath.Join(d, "nginx.conf"))
-	// Its own process group: SIGKILL to the master alone would leave its
-	// worker running, holding the port, after the benchmark.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
-	b.Cleanup(func() {
-		// SIGTERM: the master stops its worker and exits; past 5 s the
-		// whole group is killed (the master is not reaped yet, so the
-		// group id is still its own).
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(5 * time.Second):
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-exited
-		}
-	})
-	addr := "127.0.0.1:" + strconv.Itoa(port)
-	for range 100 {
-		if c, err := net.Dial("tcp", addr); err == nil {
-			c.Close()
-			return "http://" + addr + "/callme/ping"
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	b.Fatalf("nginx does not answer on %s (log %s/error.log)", addr, d)
-	return ""
+	return nginxtest.Start(b, `    keepalive_requests 10000000;
+    location / { return 200 "I'm callme-service v1 (pod callme-c1-0 in c1)\n"; }`) + "/callme/ping"
 }
 
 // BenchmarkRunnerMaxRate is `mesh-verify run --out DIR` of bench/bench.py's

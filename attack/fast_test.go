@@ -1,0 +1,224 @@
+package attack
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	vegeta "github.com/tsenart/vegeta/v12/lib"
+)
+
+// rawTarget is a real TCP server that answers every request on a
+// connection with answer (read off the request head first), for answers
+// no well-behaved server sends: oversized headers, broken framing. once:
+// it closes each connection after one answer.
+func rawTarget(t testing.TB, answer []byte, once bool) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				r := bufio.NewReader(c)
+				for {
+					for {
+						line, err := r.ReadSlice('\n')
+						if err != nil {
+							return
+						}
+						if len(bytes.TrimRight(line, "\r\n")) == 0 {
+							break
+						}
+					}
+					if _, err := c.Write(answer); err != nil || once {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return "http://" + ln.Addr().String() + "/"
+}
+
+// TestFastHeaderLimit: a header block larger than the connection's read
+// buffer grows it and is read as net/http reads it; one over
+// maxFastHeaderBytes fails the request with an error naming the limit,
+// and the connection is not reused.
+func TestFastHeaderLimit(t *testing.T) {
+	answer := func(headerBytes int) []byte {
+		return []byte(fmt.Sprintf("HTTP/1.1 200 OK\r\nX-Big: %s\r\nContent-Length: 2\r\n\r\nok", strings.Repeat("h", headerBytes)))
+	}
+	for _, c := range []struct {
+		name    string
+		size    int
+		wantErr string
+	}{
+		{"4 KiB read buffer outgrown", 100 << 10, ""},
+		{"just under the limit", maxFastHeaderBytes - 1024, ""},
+		{"over the limit", maxFastHeaderBytes + 1, fmt.Sprintf("response headers exceed %d bytes", maxFastHeaderBytes)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			url := rawTarget(t, answer(c.size), false)
+			a, err := New(Options{URL: url, Concurrency: 1, Requests: 3, KeepAlive: true, RunID: "h", MaxBody: 1 << 10, Engine: EngineFast})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var sink memSink
+			sum := a.Run(context.Background(), &sink)
+			conns := map[uint64]bool{}
+			for _, r := range sink.results {
+				conns[r.ConnID] = true
+				switch {
+				case c.wantErr == "" && (r.Error != "" || string(r.Body) != "ok" || len(r.Headers.Get("X-Big")) != c.size):
+					t.Errorf("result: error %q, body %q, X-Big of %d bytes", r.Error, r.Body, len(r.Headers.Get("X-Big")))
+				case c.wantErr != "" && (!strings.Contains(r.Error, c.wantErr) || r.Code != 0):
+					t.Errorf("result: code %d, error %q, want %q", r.Code, r.Error, c.wantErr)
+				}
+			}
+			wantConns := 1
+			if c.wantErr != "" {
+				wantConns = 3
+			}
+			if sum.Requests != 3 || len(conns) != wantConns {
+				t.Errorf("%d requests on %d connections, want 3 on %d", sum.Requests, len(conns), wantConns)
+			}
+		})
+	}
+}
+
+// TestFastMaxConnections: attack.maxConnections bounds the connections
+// the fast engine opens, the workers waiting for one as net/http's
+// MaxConnsPerHost makes them; a wait beyond the timeout is a timeout.
+func TestFastMaxConnections(t *testing.T) {
+	_, ts := newServer(t)
+	for _, c := range []struct {
+		name      string
+		o         Options
+		wantConns int
+	}{
+		{"closed loop", Options{Concurrency: 8, Requests: 200, KeepAlive: true, MaxConnections: 2}, 2},
+		{"open loop over lanes", Options{Rate: vegeta.Rate{Freq: 400, Per: time.Second}, Requests: 200, KeepAlive: true, MaxConnections: 3}, 3},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			o := c.o
+			o.URL, o.RunID, o.Engine = ts.URL, "m", EngineFast
+			a, err := New(o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var sink memSink
+			sum := a.Run(context.Background(), &sink)
+			conns := map[uint64]bool{}
+			for _, r := range sink.results {
+				if r.Error != "" {
+					t.Fatalf("request failed: %s", r.Error)
+				}
+				conns[r.ConnID] = true
+			}
+			if len(sink.results) != 200 || len(conns) > c.wantConns || sum.Connections > uint64(c.wantConns) {
+				t.Errorf("%d results on %d connections (%d opened), want at most %d", len(sink.results), len(conns), sum.Connections, c.wantConns)
+			}
+		})
+	}
+}
+
+// TestFastIdleRetire: through a tunnel (Options.Dial), a connection idle
+// for longer than 5 s is closed rather than reused, as the net/http
+// engine's IdleConnTimeout does, since a kwok port-forward never passes
+// a backend's close of an idle connection on.
+func TestFastIdleRetire(t *testing.T) {
+	_, ts := newServer(t)
+	d := &net.Dialer{}
+	a, err := New(Options{URL: ts.URL, Concurrency: 1, Requests: 1, KeepAlive: true, RunID: "i", Engine: EngineFast, Dial: d.DialContext})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := a.fast
+	e.stopCh = make(chan struct{})
+	p := e.lanes[0]
+	deadline := time.Now().Add(time.Second)
+	c1, err := p.acquire(deadline)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.release(c1)
+	if c2, _ := p.acquire(deadline); c2 != c1 {
+		t.Fatal("a connection idle for no time was not reused")
+	}
+	c1.lastUsed = time.Now().Add(-6 * time.Second)
+	p.mu.Lock()
+	p.idle = append(p.idle, c1)
+	p.mu.Unlock()
+	c3, err := p.acquire(deadline)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c3 == c1 {
+		t.Error("a connection idle for 6 s through a tunnel was reused")
+	}
+	e.closeConn(c3)
+}
+
+// FuzzFastResponse feeds arbitrary bytes to the fast engine as a server's
+// answer: it must not panic or hang, every request gets one result, a
+// result with a code has no transport error and its body is within
+// maxBody, and an answer net/http reads as a whole response with a
+// status code is read with the same code.
+func FuzzFastResponse(f *testing.F) {
+	for _, s := range []string{
+		"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+		"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 4\r\nX-Pod: p\r\n\r\nnope",
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: X-T\r\n\r\n2\r\nok\r\n0\r\nX-T: 1\r\n\r\n",
+		"HTTP/1.0 200 OK\r\n\r\nuntil close",
+		"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 204 No Content\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort",
+		"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nok",
+		"HTTP/1.1 200\r\nPragma: no-cache\r\nConnection: close\r\nContent-Length: 0\r\n\r\n",
+		"garbage\r\n\r\n",
+		"",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, answer []byte) {
+		url := rawTarget(t, answer, true)
+		a, err := New(Options{URL: url, Concurrency: 1, Requests: 2, KeepAlive: true, RunID: "f", MaxBody: 64,
+			Timeout: time.Second, Engine: EngineFast})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sink memSink
+		a.Run(context.Background(), &sink)
+		if len(sink.results) != 2 {
+			t.Fatalf("%d results for 2 requests", len(sink.results))
+		}
+		want := 0
+		if resp, err := http.ReadResponse(bufio.NewReader(bytes.NewReader(answer)), nil); err == nil {
+			if _, err := io.Copy(io.Discard, resp.Body); err == nil && resp.StatusCode >= 200 {
+				want = resp.StatusCode
+			}
+		}
+		r := sink.results[0]
+		if r.Code != 0 && (len(r.Body) > 64 || r.Headers == nil) {
+			t.Errorf("code %d with a body of %d bytes, headers %v", r.Code, len(r.Body), r.Headers)
+		}
+		if want != 0 && r.Code != 0 && int(r.Code) != want {
+			t.Errorf("code %d, net/http reads %d", r.Code, want)
+		}
+	})
+}
