@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/mesh-verify/mesh-verify/e2e/e2etest"
 	"github.com/mesh-verify/mesh-verify/kube"
 	"github.com/mesh-verify/mesh-verify/kube/portforward"
 	"github.com/mesh-verify/mesh-verify/lab/labtest"
@@ -215,7 +216,7 @@ spec:
 	t0 := time.Now()
 	lab.Kubectl(t, "c1", "-n", "demo", "scale", "deploy/web", "--replicas=4")
 	lab.Kubectl(t, "c2", "-n", "demo", "scale", "deploy/web", "--replicas=1")
-	poll(t, 30*time.Second, "scale events", func() error {
+	e2etest.Poll(t, 30*time.Second, "scale events", func() error {
 		ready := inv.ReadyPods()
 		if a, dl := count(kube.PodAdded, "c1"), count(kube.PodDeleted, "c2"); a != 2 || dl != 2 || ready["c1"] != 4 || ready["c2"] != 1 {
 			return fmt.Errorf("c1 added %d, c2 deleted %d, ready %v", a, dl, ready)
@@ -247,7 +248,7 @@ spec:
 	if _, err := d3.c.Client.CoreV1().Pods("demo").UpdateStatus(ctx, &p, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, 10*time.Second, "restart event", func() error {
+	e2etest.Poll(t, 10*time.Second, "restart event", func() error {
 		if count(kube.PodRestarted, "c3") == 0 {
 			return errors.New("none yet")
 		}

@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/mesh-verify/mesh-verify/e2e/e2etest"
 	"github.com/mesh-verify/mesh-verify/kube"
 	"github.com/mesh-verify/mesh-verify/kube/portforward"
 	"github.com/mesh-verify/mesh-verify/lab/labtest"
@@ -147,7 +148,7 @@ func newDemo(t testing.TB, lab *labtest.Lab, cluster, ns string, replicas int, v
 	lab.Apply(t, cluster, "apiVersion: v1\nkind: Namespace\nmetadata: {name: "+ns+"}\n")
 	// kube-controller-manager creates the default ServiceAccount about 2 s
 	// after the namespace; pods are refused until then (tools/lab/NOTES.md).
-	poll(t, 30*time.Second, "default ServiceAccount in "+ns, func() error {
+	e2etest.Poll(t, 30*time.Second, "default ServiceAccount in "+ns, func() error {
 		_, err := d.c.Client.CoreV1().ServiceAccounts(ns).Get(context.Background(), "default", metav1.GetOptions{})
 		return err
 	})
@@ -185,7 +186,7 @@ spec:
 	defer tun.Close()
 	client := &http.Client{Transport: &http.Transport{DialContext: tun.DialContext}, Timeout: 5 * time.Second}
 	defer client.CloseIdleConnections()
-	poll(t, 30*time.Second, "kwok forwarding pod "+pod, func() error {
+	e2etest.Poll(t, 30*time.Second, "kwok forwarding pod "+pod, func() error {
 		body, err := get(client, "http://web/")
 		if err == nil && body != "pod="+pod {
 			err = fmt.Errorf("answer %q", body)
@@ -206,7 +207,7 @@ func (d *demo) backend(pod string) *backend {
 func (d *demo) waitPods(t testing.TB, n int) []corev1.Pod {
 	t.Helper()
 	var pods []corev1.Pod
-	poll(t, 60*time.Second, fmt.Sprintf("%d ready web pods in %s", n, d.cluster), func() error {
+	e2etest.Poll(t, 60*time.Second, fmt.Sprintf("%d ready web pods in %s", n, d.cluster), func() error {
 		list, err := d.c.Client.CoreV1().Pods(d.ns).List(context.Background(), metav1.ListOptions{LabelSelector: "app=web"})
 		if err != nil {
 			return err
@@ -232,22 +233,6 @@ func ready(p *corev1.Pod) bool {
 		}
 	}
 	return false
-}
-
-// poll retries f every 100 ms until it succeeds or timeout passes.
-func poll(t testing.TB, timeout time.Duration, what string, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waiting for %s: %v", what, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }
 
 func get(c *http.Client, url string) (string, error) {

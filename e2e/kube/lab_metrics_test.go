@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/mesh-verify/mesh-verify/e2e/e2etest"
 	"github.com/mesh-verify/mesh-verify/kube"
 	"github.com/mesh-verify/mesh-verify/kube/portforward"
 	"github.com/mesh-verify/mesh-verify/lab/labtest"
@@ -64,7 +65,7 @@ spec:
 `, pod, port))
 	ctx := context.Background()
 	var before *kube.Metrics
-	poll(t, 30*time.Second, "kwok forwarding port 15090", func() error {
+	e2etest.Poll(t, 30*time.Second, "kwok forwarding port 15090", func() error {
 		var err error
 		before, err = portforward.ScrapeVia(ctx, d.c, kube.ViaPortForward, "demo", pod, "15090", "/stats/prometheus")
 		return err
@@ -114,7 +115,7 @@ status:
   allocatable: {cpu: "32", memory: 256Gi, pods: "110"}
   capacity: {cpu: "32", memory: 256Gi, pods: "110"}
 `)
-	poll(t, 30*time.Second, "the default ServiceAccount", func() error {
+	e2etest.Poll(t, 30*time.Second, "the default ServiceAccount", func() error {
 		_, err := c.Client.CoreV1().ServiceAccounts("default").Get(context.Background(), "default", metav1.GetOptions{})
 		return err
 	})
@@ -126,7 +127,7 @@ spec:
   containers: [{name: app, image: app, ports: [{name: http-envoy-prom, containerPort: 15090}]}]
 `)
 	var ip string
-	poll(t, 30*time.Second, "a pod IP from the node's podCIDR", func() error {
+	e2etest.Poll(t, 30*time.Second, "a pod IP from the node's podCIDR", func() error {
 		p, err := c.Client.CoreV1().Pods("default").Get(context.Background(), "lo", metav1.GetOptions{})
 		if err != nil {
 			return err

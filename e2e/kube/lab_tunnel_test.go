@@ -15,6 +15,7 @@ import (
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/mesh-verify/mesh-verify/e2e/e2etest"
 	"github.com/mesh-verify/mesh-verify/kube"
 	"github.com/mesh-verify/mesh-verify/kube/portforward"
 	"github.com/mesh-verify/mesh-verify/lab/labtest"
@@ -234,7 +235,7 @@ func TestLabTunnelDropAndRecover(t *testing.T) {
 	defer halt()
 	waitServed := func(pod string, n int) {
 		t.Helper()
-		poll(t, 30*time.Second, fmt.Sprintf("%d requests served by %s", n, pod), func() error {
+		e2etest.Poll(t, 30*time.Second, fmt.Sprintf("%d requests served by %s", n, pod), func() error {
 			mu.Lock()
 			defer mu.Unlock()
 			k := 0
@@ -266,7 +267,7 @@ func TestLabTunnelDropAndRecover(t *testing.T) {
 		t.Fatal(err)
 	}
 	var second string
-	poll(t, 30*time.Second, "replacement pod", func() error {
+	e2etest.Poll(t, 30*time.Second, "replacement pod", func() error {
 		for _, p := range d.waitPods(t, 1) {
 			if p.Name != first {
 				second = p.Name

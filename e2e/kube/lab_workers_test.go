@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/mesh-verify/mesh-verify/e2e/e2etest"
 	"github.com/mesh-verify/mesh-verify/internal/certtest"
 	"github.com/mesh-verify/mesh-verify/kube"
 	"github.com/mesh-verify/mesh-verify/kube/access"
@@ -108,7 +109,7 @@ func TestLabWorkers(t *testing.T) {
 		t.Fatalf("apply the generated manifest: %v: %s", err, out)
 	}
 	// RBAC reaches the authorizer through an informer.
-	poll(t, 30*time.Second, "the generated bindings to take effect", func() error {
+	e2etest.Poll(t, 30*time.Second, "the generated bindings to take effect", func() error {
 		if !can(t, admin, coordinatorUser, "create", "batch", "jobs") || !can(t, admin, workerUser, "watch", "", "configmaps") {
 			return errors.New("not yet")
 		}
@@ -208,7 +209,7 @@ func TestLabWorkers(t *testing.T) {
 		// The Job controller creates one pod per index, each with the
 		// index in its env.
 		var pods []corev1.Pod
-		poll(t, 60*time.Second, "3 worker pods", func() error {
+		e2etest.Poll(t, 60*time.Second, "3 worker pods", func() error {
 			list, err := admin.Client.CoreV1().Pods(workersNS).List(ctx, metav1.ListOptions{LabelSelector: "mesh-verify.io/run=" + runID})
 			if err != nil {
 				return err
@@ -251,7 +252,7 @@ func TestLabWorkers(t *testing.T) {
 		if !slices.Equal(indexes, []string{"0", "1", "2"}) {
 			t.Errorf("completion indexes %v, want 0, 1, 2", indexes)
 		}
-		poll(t, 30*time.Second, "the Job's status to count 3 pods", func() error {
+		e2etest.Poll(t, 30*time.Second, "the Job's status to count 3 pods", func() error {
 			st, err := statusOf(ctx, admin, w)
 			if err == nil && (st.Suspended || st.Active+st.Succeeded+st.Failed != 3) {
 				err = fmt.Errorf("status %+v", st)
@@ -316,7 +317,7 @@ func TestLabWorkers(t *testing.T) {
 		if err := w.Delete(ctx); err != nil {
 			t.Fatal(err)
 		}
-		poll(t, 90*time.Second, "the Job, its pods and its ConfigMap to be gone", func() error {
+		e2etest.Poll(t, 90*time.Second, "the Job, its pods and its ConfigMap to be gone", func() error {
 			return gone(ctx, admin, w.Name, runID)
 		})
 		if err := w.Delete(ctx); err != nil {
@@ -402,7 +403,7 @@ func TestLabWorkers(t *testing.T) {
 		if seen < 3 { // created, annotated, deleted
 			t.Errorf("%d watch events of ConfigMap %s, want at least 3", seen, w.Name)
 		}
-		poll(t, 90*time.Second, "the Secret to go with its Job", func() error { return gone(ctx, admin, w.Name, spec.RunID) })
+		e2etest.Poll(t, 90*time.Second, "the Secret to go with its Job", func() error { return gone(ctx, admin, w.Name, spec.RunID) })
 	})
 
 	t.Run("the pod watch sees a worker die", func(t *testing.T) {
@@ -533,7 +534,7 @@ func TestLabWorkers(t *testing.T) {
 		}
 		// The 1 s deadline ends the old run's Job (unless kwok completed its
 		// pod first); Status says so while the pod is still terminating.
-		poll(t, 30*time.Second, "the 1 s run's Job to end", func() error {
+		e2etest.Poll(t, 30*time.Second, "the 1 s run's Job to end", func() error {
 			st, err := statusOf(ctx, admin, old)
 			if err == nil && (!st.Done || (!st.Complete && st.Reason != "DeadlineExceeded")) {
 				err = fmt.Errorf("status %+v", st)
@@ -559,7 +560,7 @@ func TestLabWorkers(t *testing.T) {
 		if !slices.Contains(deleted, "job/"+old.Name) || slices.ContainsFunc(deleted, func(s string) bool { return strings.HasSuffix(s, "/"+live.Name) || strings.HasSuffix(s, "/mv-unknown") }) {
 			t.Errorf("sweep deleted %v: want job/%s and nothing of %s or mv-unknown", deleted, old.Name, live.Name)
 		}
-		poll(t, 90*time.Second, "the expired run to be gone", func() error { return gone(ctx, admin, old.Name, old.RunID) })
+		e2etest.Poll(t, 90*time.Second, "the expired run to be gone", func() error { return gone(ctx, admin, old.Name, old.RunID) })
 		if _, err := admin.Client.BatchV1().Jobs(workersNS).Get(ctx, live.Name, metav1.GetOptions{}); err != nil {
 			t.Errorf("the live run's Job: %v", err)
 		}
@@ -631,7 +632,7 @@ func TestLabWorkers(t *testing.T) {
 		// that enforces it (its default ServiceAccount: the pod is never
 		// created).
 		lab.Apply(t, "c1", "apiVersion: v1\nkind: Namespace\nmetadata: {name: restricted, labels: {pod-security.kubernetes.io/enforce: restricted}}\n")
-		poll(t, 30*time.Second, "the default ServiceAccount of namespace restricted", func() error {
+		e2etest.Poll(t, 30*time.Second, "the default ServiceAccount of namespace restricted", func() error {
 			_, err := admin.Client.CoreV1().ServiceAccounts("restricted").Get(ctx, "default", metav1.GetOptions{})
 			return err
 		})

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/mesh-verify/mesh-verify/e2e/e2etest"
 	"github.com/mesh-verify/mesh-verify/kube"
 	"github.com/mesh-verify/mesh-verify/kube/access"
 	"github.com/mesh-verify/mesh-verify/lab/crds"
@@ -121,7 +122,7 @@ func TestLabResolve(t *testing.T) {
 	lab.Apply(t, "c1", "apiVersion: v1\nkind: Namespace\nmetadata: {name: demo}\n")
 	admin := lab.Connect(t, "c1")
 	ctx := context.Background()
-	poll(t, 30*time.Second, "default ServiceAccount in demo", func() error {
+	e2etest.Poll(t, 30*time.Second, "default ServiceAccount in demo", func() error {
 		_, err := admin.Client.CoreV1().ServiceAccounts("demo").Get(ctx, "default", metav1.GetOptions{})
 		return err
 	})
@@ -132,7 +133,7 @@ func TestLabResolve(t *testing.T) {
 	var e meshconfig.Expected
 	// The pods become ready a few seconds after the Deployments: until
 	// then subset v2 (or v1) matches no ready pod, which Resolve refuses.
-	poll(t, 60*time.Second, "an expected split from VirtualService demo/reviews", func() error {
+	e2etest.Poll(t, 60*time.Second, "an expected split from VirtualService demo/reviews", func() error {
 		objs, err := meshconfig.Fetch(ctx, q, readers)
 		if err != nil {
 			return err
@@ -204,7 +205,7 @@ func TestLabResolve(t *testing.T) {
 			t.Fatalf("error %v, want forbidden to get virtualservices.networking.istio.io in namespace demo", err)
 		}
 		lab.Apply(t, "c1", roleFor(meshconfig.Permissions(meshconfig.KindVirtualService), "demo", "reader"))
-		poll(t, 30*time.Second, "the Role to take effect", func() error {
+		e2etest.Poll(t, 30*time.Second, "the Role to take effect", func() error {
 			objs, err := meshconfig.Fetch(ctx, q, user)
 			if err != nil {
 				return err
@@ -301,20 +302,4 @@ func sourceRV(t *testing.T, e meshconfig.Expected, kind string) string {
 	}
 	t.Fatalf("no %s among the sources %v", kind, e.Sources)
 	return ""
-}
-
-// poll retries f until it succeeds or the timeout passes.
-func poll(t *testing.T, timeout time.Duration, what string, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %v", what, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
 }
