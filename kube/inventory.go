@@ -277,24 +277,25 @@ func (inv *Inv) changed() {
 // per response or log line and keep one or two pods of many: the slice
 // grows with what is kept, not with the inventory.
 func (inv *Inv) sorted(keep func(*Pod) bool) []Pod {
-	return inv.order(inv.pods, keep)
-}
-
-// order is sorted over any set of pods.
-func (inv *Inv) order(pods map[string]*Pod, keep func(*Pod) bool) []Pod {
 	out := []Pod{}
-	for _, p := range pods {
+	for _, p := range inv.pods {
 		if keep(p) {
 			out = append(out, *p)
 		}
 	}
-	if len(out) > 1 {
-		idx := inv.clusterIndex()
-		slices.SortFunc(out, func(a, b Pod) int {
-			return cmp.Or(cmp.Compare(idx[a.Cluster], idx[b.Cluster]), cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
-		})
-	}
+	inv.sortPods(out)
 	return out
+}
+
+// sortPods orders pods by cluster (as configured), namespace and name.
+func (inv *Inv) sortPods(out []Pod) {
+	if len(out) < 2 {
+		return
+	}
+	idx := inv.clusterIndex()
+	slices.SortFunc(out, func(a, b Pod) int {
+		return cmp.Or(cmp.Compare(idx[a.Cluster], idx[b.Cluster]), cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	})
 }
 
 // WithIP returns the current (not deleted) pods with this address, every
@@ -325,12 +326,12 @@ func (inv *Inv) WithIP(ip string) []Pod {
 		idx = &m
 		inv.byIP.Store(idx)
 	}
-	same := (*idx)[ip]
-	pods := make(map[string]*Pod, len(same))
-	for _, p := range same {
-		pods[p.Key()] = p
+	out := make([]Pod, 0, len((*idx)[ip]))
+	for _, p := range (*idx)[ip] {
+		out = append(out, *p)
 	}
-	return inv.order(pods, func(*Pod) bool { return true })
+	inv.sortPods(out)
+	return out
 }
 
 // Pods are the current (not deleted) pods of every cluster.
