@@ -164,17 +164,23 @@ func (s sampler) stickyUneven(names []string, conns int, p []float64) Counts {
 	rng := rand.New(s.src)
 	for j := range rows {
 		m := 1 + int64(rng.ExpFloat64()*20)
-		b := 0
-		for u, acc := rng.Float64(), 0.0; b < len(p)-1; b++ {
-			if acc += p[b]; u < acc {
-				break
-			}
-		}
+		b := draw(rng, p)
 		rows[j] = make([]int64, len(p))
 		rows[j][b] = m
 		c.N[b] += m
 	}
 	return withUnits(c, rows)
+}
+
+// draw is one bucket drawn with the shares p.
+func draw(rng *rand.Rand, p []float64) int {
+	b := 0
+	for u, acc := rng.Float64(), 0.0; b < len(p)-1; b++ {
+		if acc += p[b]; u < acc {
+			break
+		}
+	}
+	return b
 }
 
 // partlySticky routes each request on a connection of 1 + Exp(20)
@@ -185,23 +191,14 @@ func (s sampler) partlySticky(names []string, conns int, rho float64, p []float6
 	rows := make([][]int64, conns)
 	c := Counts{Buckets: names, N: make([]int64, len(p))}
 	rng := rand.New(s.src)
-	pick := func() int {
-		b := 0
-		for u, acc := rng.Float64(), 0.0; b < len(p)-1; b++ {
-			if acc += p[b]; u < acc {
-				break
-			}
-		}
-		return b
-	}
 	for j := range rows {
 		m := 1 + int64(rng.ExpFloat64()*20)
-		own := pick()
+		own := draw(rng, p)
 		rows[j] = make([]int64, len(p))
 		for range m {
 			b := own
 			if rng.Float64() >= rho {
-				b = pick()
+				b = draw(rng, p)
 			}
 			rows[j][b]++
 			c.N[b]++
