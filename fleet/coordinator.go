@@ -992,8 +992,9 @@ func windowTally(sc *scenarios.Scenario, tl *tally.Tally) *tally.Tally {
 	return nil
 }
 
-// windowSink counts the workers' merged results in the tally the windows
-// are cut in, then hands them on (the run directory's recorder, or
+// windowSink counts the workers' merged results in the windows of the
+// tally they are cut in, and only there (Tally.AddWindowed: the workers
+// count the rest), then hands them on (the run directory's recorder, or
 // nothing). The results come in timestamp order as far as the writer
 // holds them (MaxPendingResults) and late by up to a record interval:
 // the tally places each by the time its answer came, and a settling
@@ -1005,14 +1006,14 @@ type windowSink struct {
 }
 
 func (s windowSink) Record(r *attack.Result, id attribution.Identity, ok bool) {
-	s.tl.Add(r, id)
+	s.tl.AddWindowed(r, id, false)
 	if s.next != nil {
 		s.next.Record(r, id, ok)
 	}
 }
 
 func (s windowSink) RecordUnread(r *attack.Result, ok bool) {
-	s.tl.AddUnread(r)
+	s.tl.AddWindowed(r, attribution.Identity{}, true)
 	if s.next != nil {
 		s.next.RecordUnread(r, ok)
 	}

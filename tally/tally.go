@@ -222,6 +222,23 @@ func (t *Tally) AddUnread(r *attack.Result) {
 	t.add(r, attribution.Identity{}, true)
 }
 
+// AddWindowed counts one result in the windows only (unread: attribution
+// never read its body, as for AddUnread): the whole run's counts, latency,
+// failures and connections are left alone. A distributed run's
+// coordinator counts only windows in the workers' merged results (the
+// workers count the rest) and never learns when their connections close:
+// Add would keep every worker connection's state for the whole run.
+func (t *Tally) AddWindowed(r *attack.Result, id attribution.Identity, unread bool) {
+	if unread {
+		id = attribution.Identity{}
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if r.Error == "" && len(t.windows) > 0 {
+		t.holdWindow(r.Timestamp.Add(r.Latency), r.ConnID, id)
+	}
+}
+
 // PodKey is the bucket of a pod in the pod dimension: "cluster/pod" when
 // the cluster is known, else the pod's name. Pod names repeat across
 // clusters (a StatefulSet's web-0 in c1 and in c2): keyed by name alone,
