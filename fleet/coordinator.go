@@ -231,16 +231,17 @@ func (c *Coordinator) Measure(ctx context.Context, in measure.Input) (measure.Re
 	if in.Progress.W != nil {
 		f.progress = in.Progress.W
 	}
-	fr, err := f.attack(ctx, in.Abort, time.Now().Add(startLead), in.Progress.Every, looks{at: in.Looks, on: in.OnLook}, windowTally(f.sc, in.Tally))
+	wt := windowTally(f.sc, in.Tally)
+	fr, err := f.attack(ctx, in.Abort, time.Now().Add(startLead), in.Progress.Every, looks{at: in.Looks, on: in.OnLook}, wt)
 	if err != nil {
 		return measure.Result{}, &measure.SetupError{Err: fmt.Errorf("workers: %w", err)}
 	}
 	res := measure.Result{Summary: fr.summary, Body: fr.body, BySource: fr.bySource, Rules: fr.rules, Workers: f.workersReport(fr.rows)}
-	if tl := windowTally(f.sc, in.Tally); tl != nil {
+	if wt != nil {
 		// The windows were counted here, in the merged results; the
 		// runner counts them again once the follower has stopped and
 		// the answers it held back are in (tally.Tally.ReleaseHeld).
-		res.Body.Windows = tl.Snapshot().Windows
+		res.Body.Windows, _ = wt.Windows()
 	}
 	// A lost worker's missing requests are said by its own warning, not
 	// blamed on the target.

@@ -668,9 +668,7 @@ func (t *Tally) Snapshot() Snapshot {
 	if len(overflow) > 0 {
 		s.Overflow = overflow
 	}
-	t.release(t.now())
-	s.Windows = t.windowSnapshots()
-	s.WindowsHeldEarly = t.heldEarly
+	s.Windows, s.WindowsHeldEarly = t.windowsNow()
 	for name, m := range t.failures {
 		s.Failures[name] = copyMap(m)
 	}

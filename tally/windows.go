@@ -227,6 +227,21 @@ func (t *Tally) sweepWindows(now time.Time) {
 	}
 }
 
+// Windows is Snapshot's Windows and WindowsHeldEarly alone, for a caller
+// that wants only the windows (a distributed run's coordinator counts
+// nothing else, the runner recounts them after ReleaseHeld): the answers
+// whose hold is over are counted first.
+func (t *Tally) Windows() (windows []WindowCounts, heldEarly int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.windowsNow()
+}
+
+func (t *Tally) windowsNow() ([]WindowCounts, int64) {
+	t.release(t.now())
+	return t.windowSnapshots(), t.heldEarly
+}
+
 // windowSnapshots copies every window's counts.
 func (t *Tally) windowSnapshots() []WindowCounts {
 	var out []WindowCounts
