@@ -83,8 +83,8 @@ type Tally struct {
 	heldHead  int
 	heldEarly int64
 	committed time.Time
-	// now is the clock holding answers back is timed by: time.Now, or a
-	// test's.
+	// now is the tally's clock (holding answers back, the connections'
+	// grace): time.Now, or a test's. It is read once per answer.
 	now func() time.Time
 }
 
@@ -235,7 +235,7 @@ func (t *Tally) AddWindowed(r *attack.Result, id attribution.Identity, unread bo
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if r.Error == "" && len(t.windows) > 0 {
-		t.holdWindow(r.Timestamp.Add(r.Latency), r.ConnID, id)
+		t.holdWindow(r.Timestamp.Add(r.Latency), r.ConnID, id, t.now())
 	}
 }
 
@@ -299,6 +299,7 @@ func (t *Tally) podKey(cluster, pod string) string {
 }
 
 func (t *Tally) add(r *attack.Result, id attribution.Identity, unread bool) {
+	now := t.now()
 	t.total++
 	// Errors are counted here, capped; vegeta's own list grows with every
 	// distinct message, which a long failing run would turn into a leak.
@@ -351,7 +352,7 @@ func (t *Tally) add(r *attack.Result, id attribution.Identity, unread bool) {
 			}
 		}
 		if len(t.windows) > 0 {
-			t.holdWindow(r.Timestamp.Add(r.Latency), r.ConnID, id)
+			t.holdWindow(r.Timestamp.Add(r.Latency), r.ConnID, id, now)
 		}
 		if id.Empty() && !unread && !t.noSamples && len(t.samples) < maxSamples {
 			b := r.Body
@@ -374,7 +375,7 @@ func (t *Tally) add(r *attack.Result, id attribution.Identity, unread bool) {
 		series = Unattributed
 	}
 	t.slice(r.Timestamp, ok, served, series, r.Latency)
-	if now := time.Now(); now.Sub(t.lastSweep) > time.Second {
+	if now.Sub(t.lastSweep) > time.Second {
 		t.sweep(now)
 	}
 }
@@ -464,7 +465,7 @@ func (t *Tally) notePodCluster(pod, cluster string) {
 // ConnClosed marks a connection's state for removal after the grace period.
 func (t *Tally) ConnClosed(id uint64) {
 	t.mu.Lock()
-	now := time.Now()
+	now := t.now()
 	if cs, ok := t.conns[id]; ok {
 		cs.closedAt = now
 	}
