@@ -210,7 +210,7 @@ func (b *ResultBuffer) add(r *attack.Result, id attribution.Identity, ok, unread
 		row[colFlags] |= flagUnread
 	}
 	// The strings are added after the checks: a cut result leaves none.
-	texts := [...]string{r.Attack, r.Method, r.URL, shorten(r.Error), id.Cluster, id.Pod, id.Version, id.Service}
+	texts := [...]string{r.Attack, r.Method, r.URL, Shorten(r.Error, MaxResultString), id.Cluster, id.Pod, id.Version, id.Service}
 	fresh, freshBytes := 0, 0
 	for i, s := range texts {
 		if _, seen := b.strs[s]; s != "" && !seen && !containsBefore(texts[:i], s) {
@@ -251,12 +251,15 @@ func (b *ResultBuffer) intern(s string) int64 {
 	return i
 }
 
-// shorten cuts an error text to MaxResultString bytes on a rune boundary.
-func shorten(s string) string {
-	if len(s) <= MaxResultString {
+// Shorten cuts s to at most limit bytes on a rune boundary, ending it with
+// "..." when cut: a cut UTF-8 sequence would become U+FFFD, three bytes,
+// in JSON, and a record would outgrow the bound the coordinator's decoder
+// checks. limit is at least 3.
+func Shorten(s string, limit int) string {
+	if len(s) <= limit {
 		return s
 	}
-	n := MaxResultString - 3
+	n := limit - 3
 	for n > 0 && !utf8.RuneStart(s[n]) {
 		n--
 	}

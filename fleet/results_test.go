@@ -359,3 +359,24 @@ func BenchmarkResultsRecord(b *testing.B) {
 	}
 	b.ReportMetric(float64(len(line))/1000, "bytes/result")
 }
+
+// Shorten keeps a text within its bound, cut on a rune boundary.
+func TestShorten(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		in    string
+		limit int
+		want  string
+	}{
+		{"short", 5, "short"},
+		{"abcdefgh", 6, "abc..."},
+		// "é" is two bytes: cutting at byte 4 would split it.
+		{"abcé" + "xyz", 7, "abc..."},
+		{"abcéxyzw", 8, "abcé..."},
+	} {
+		got := Shorten(tc.in, tc.limit)
+		if got != tc.want || len(got) > tc.limit {
+			t.Errorf("Shorten(%q, %d) = %q, want %q", tc.in, tc.limit, got, tc.want)
+		}
+	}
+}
