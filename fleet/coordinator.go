@@ -10,7 +10,6 @@ import (
 	"net/url"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -572,9 +571,10 @@ func (f *fleetRun) phaseLine(last map[int]bool) string {
 			e := fmt.Sprintf("%d %s", i, ph)
 			if (ph == phasePulling || ph == phasePending || ph == phaseFailed) && p.Reason != "" {
 				// The kubelet's and the scheduler's reasons are short
-				// names (ContainerCreating, Unschedulable); quoted when
-				// they are not, since they come from the API server.
-				e += " (" + terminalSafe(p.Reason) + ")"
+				// names (ContainerCreating, Unschedulable); escaped and
+				// cut when they are not, since they come from the API
+				// server.
+				e += " (" + reports.Printable(Shorten(p.Reason, maxReasonBytes)) + ")"
 			}
 			each = append(each, e)
 		}
@@ -586,19 +586,8 @@ func (f *fleetRun) phaseLine(last map[int]bool) string {
 		counts[phaseRunning], phaseRunning, counts[phaseDone], phaseDone, counts[phaseFailed], phaseFailed)
 }
 
-// terminalSafe is s when it is a short name of letters and digits, else
-// s quoted (escapes and all), for a progress line on a terminal.
-func terminalSafe(s string) string {
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
-			return strconv.Quote(s)
-		}
-	}
-	if len(s) > 64 {
-		return strconv.Quote(s[:64] + "...")
-	}
-	return s
-}
+// maxReasonBytes bounds a pod's reason on the progress line.
+const maxReasonBytes = 64
 
 // describePod says what a pod that did not get ready is doing.
 func describePod(p kube.WorkerPod) string {
