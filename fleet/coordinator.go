@@ -763,10 +763,7 @@ func (l looks) due(next int, total int64) int {
 // wait for them.
 func (f *fleetRun) attack(ctx, abort context.Context, start time.Time, every time.Duration, lk looks, windows *tally.Tally) (fleetResult, error) {
 	m := NewMerger(start)
-	var sink ResultSink
-	if f.record != nil {
-		sink = f.record
-	}
+	sink := f.record
 	if windows != nil {
 		sink = windowSink{tl: windows, next: sink}
 	}
