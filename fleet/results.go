@@ -3,7 +3,6 @@ package fleet
 import (
 	"fmt"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/mesh-verify/mesh-verify/attack"
 	"github.com/mesh-verify/mesh-verify/attribution"
+	"github.com/mesh-verify/mesh-verify/podlogs"
 )
 
 // A distributed run's results.bin and attribution.jsonl (docs/distributed.md,
@@ -148,8 +148,8 @@ func (r *Results) Validate() error {
 // collector and the record printer at once.
 type ResultBuffer struct {
 	mu sync.Mutex
-	// prefix is the worker's run id and "-": a request id is prefix+n.
-	prefix  string
+	// runID is the worker's run id: a request id is runID-<n>.
+	runID   string
 	first   int64 // results recorded before the batch
 	cut     int64
 	base    time.Time
@@ -162,7 +162,7 @@ type ResultBuffer struct {
 // NewResultBuffer buffers the results of the worker whose request ids are
 // runID-<n> (the worker's run id, <run>-w<i>).
 func NewResultBuffer(runID string) *ResultBuffer {
-	return &ResultBuffer{prefix: runID + "-", strs: map[string]int64{}}
+	return &ResultBuffer{runID: runID, strs: map[string]int64{}}
 }
 
 // Record keeps one result and who served it (measure.Recorder).
@@ -191,10 +191,8 @@ func (b *ResultBuffer) add(r *attack.Result, id attribution.Identity, ok, unread
 	var row [ResultColumns]int64
 	row[colSeq] = int64(min(r.Seq, 1<<62))
 	row[colRequest] = -1
-	if n, found := strings.CutPrefix(r.RequestID, b.prefix); found {
-		if v, err := strconv.ParseInt(n, 10, 64); err == nil && v >= 0 {
-			row[colRequest] = v
-		}
+	if v, ok := podlogs.ParseRequestID(b.runID, r.RequestID); ok {
+		row[colRequest] = int64(v) // below 2^48
 	}
 	row[colTime] = int64(r.Timestamp.Sub(b.base))
 	row[colLatency] = int64(max(r.Latency, 0))
