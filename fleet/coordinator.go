@@ -10,7 +10,6 @@ import (
 	"net/url"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -231,16 +230,17 @@ func (c *Coordinator) Measure(ctx context.Context, in measure.Input) (measure.Re
 	if in.Progress.W != nil {
 		f.progress = in.Progress.W
 	}
-	fr, err := f.attack(ctx, in.Abort, time.Now().Add(startLead), in.Progress.Every, looks{at: in.Looks, on: in.OnLook}, windowTally(f.sc, in.Tally))
+	wt := windowTally(f.sc, in.Tally)
+	fr, err := f.attack(ctx, in.Abort, time.Now().Add(startLead), in.Progress.Every, looks{at: in.Looks, on: in.OnLook}, wt)
 	if err != nil {
 		return measure.Result{}, &measure.SetupError{Err: fmt.Errorf("workers: %w", err)}
 	}
 	res := measure.Result{Summary: fr.summary, Body: fr.body, BySource: fr.bySource, Rules: fr.rules, Workers: f.workersReport(fr.rows)}
-	if tl := windowTally(f.sc, in.Tally); tl != nil {
+	if wt != nil {
 		// The windows were counted here, in the merged results; the
 		// runner counts them again once the follower has stopped and
 		// the answers it held back are in (tally.Tally.ReleaseHeld).
-		res.Body.Windows = tl.Snapshot().Windows
+		res.Body.Windows, _ = wt.Windows()
 	}
 	// A lost worker's missing requests are said by its own warning, not
 	// blamed on the target.
@@ -571,9 +571,10 @@ func (f *fleetRun) phaseLine(last map[int]bool) string {
 			e := fmt.Sprintf("%d %s", i, ph)
 			if (ph == phasePulling || ph == phasePending || ph == phaseFailed) && p.Reason != "" {
 				// The kubelet's and the scheduler's reasons are short
-				// names (ContainerCreating, Unschedulable); quoted when
-				// they are not, since they come from the API server.
-				e += " (" + terminalSafe(p.Reason) + ")"
+				// names (ContainerCreating, Unschedulable); escaped and
+				// cut when they are not, since they come from the API
+				// server.
+				e += " (" + reports.Printable(Shorten(p.Reason, maxReasonBytes)) + ")"
 			}
 			each = append(each, e)
 		}
@@ -585,19 +586,8 @@ func (f *fleetRun) phaseLine(last map[int]bool) string {
 		counts[phaseRunning], phaseRunning, counts[phaseDone], phaseDone, counts[phaseFailed], phaseFailed)
 }
 
-// terminalSafe is s when it is a short name of letters and digits, else
-// s quoted (escapes and all), for a progress line on a terminal.
-func terminalSafe(s string) string {
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
-			return strconv.Quote(s)
-		}
-	}
-	if len(s) > 64 {
-		return strconv.Quote(s[:64] + "...")
-	}
-	return s
-}
+// maxReasonBytes bounds a pod's reason on the progress line.
+const maxReasonBytes = 64
 
 // describePod says what a pod that did not get ready is doing.
 func describePod(p kube.WorkerPod) string {
@@ -773,10 +763,7 @@ func (l looks) due(next int, total int64) int {
 // wait for them.
 func (f *fleetRun) attack(ctx, abort context.Context, start time.Time, every time.Duration, lk looks, windows *tally.Tally) (fleetResult, error) {
 	m := NewMerger(start)
-	var sink ResultSink
-	if f.record != nil {
-		sink = f.record
-	}
+	sink := f.record
 	if windows != nil {
 		sink = windowSink{tl: windows, next: sink}
 	}
@@ -992,8 +979,9 @@ func windowTally(sc *scenarios.Scenario, tl *tally.Tally) *tally.Tally {
 	return nil
 }
 
-// windowSink counts the workers' merged results in the tally the windows
-// are cut in, then hands them on (the run directory's recorder, or
+// windowSink counts the workers' merged results in the windows of the
+// tally they are cut in, and only there (Tally.AddWindowed: the workers
+// count the rest), then hands them on (the run directory's recorder, or
 // nothing). The results come in timestamp order as far as the writer
 // holds them (MaxPendingResults) and late by up to a record interval:
 // the tally places each by the time its answer came, and a settling
@@ -1005,14 +993,14 @@ type windowSink struct {
 }
 
 func (s windowSink) Record(r *attack.Result, id attribution.Identity, ok bool) {
-	s.tl.Add(r, id)
+	s.tl.AddWindowed(r, id, false)
 	if s.next != nil {
 		s.next.Record(r, id, ok)
 	}
 }
 
 func (s windowSink) RecordUnread(r *attack.Result, ok bool) {
-	s.tl.AddUnread(r)
+	s.tl.AddWindowed(r, attribution.Identity{}, true)
 	if s.next != nil {
 		s.next.RecordUnread(r, ok)
 	}

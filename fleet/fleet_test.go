@@ -203,6 +203,10 @@ func TestMergerIsIdempotent(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("merged snapshot differs from the final states' merge:\n%+v\n%+v", got.Dimensions, want.Dimensions)
 	}
+	// Total counts each worker's latest state once, not every one taken.
+	if m.Total() != want.Total || want.Total == 0 {
+		t.Errorf("Total %d, want %d", m.Total(), want.Total)
+	}
 	rows := m.Workers()
 	var share float64
 	for i, r := range rows {

@@ -17,7 +17,6 @@ import (
 type Merger struct {
 	acc     *tally.Accumulator
 	workers map[int]*worker
-	total   int64
 }
 
 type worker struct {
@@ -65,10 +64,6 @@ func (m *Merger) Add(rec Record) (accepted bool, err error) {
 		w.err = rec.Error
 	}
 	if rec.State != nil {
-		m.total += rec.State.Total
-		if w.state != nil {
-			m.total -= w.state.Total
-		}
 		w.state = rec.State
 		m.acc.Put(rec.Worker, rec.State)
 	}
@@ -79,7 +74,7 @@ func (m *Merger) Add(rec Record) (accepted bool, err error) {
 }
 
 // Total is the requests of the workers' latest states, without a merge.
-func (m *Merger) Total() int64 { return m.total }
+func (m *Merger) Total() int64 { return m.acc.Total() }
 
 // Rules merges the workers' latest rule statistics (records of format
 // v1.1); nil when no worker sent any.

@@ -3,7 +3,6 @@ package fleet
 import (
 	"fmt"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/mesh-verify/mesh-verify/attack"
 	"github.com/mesh-verify/mesh-verify/attribution"
+	"github.com/mesh-verify/mesh-verify/podlogs"
 )
 
 // A distributed run's results.bin and attribution.jsonl (docs/distributed.md,
@@ -148,8 +148,8 @@ func (r *Results) Validate() error {
 // collector and the record printer at once.
 type ResultBuffer struct {
 	mu sync.Mutex
-	// prefix is the worker's run id and "-": a request id is prefix+n.
-	prefix  string
+	// runID is the worker's run id: a request id is runID-<n>.
+	runID   string
 	first   int64 // results recorded before the batch
 	cut     int64
 	base    time.Time
@@ -162,7 +162,7 @@ type ResultBuffer struct {
 // NewResultBuffer buffers the results of the worker whose request ids are
 // runID-<n> (the worker's run id, <run>-w<i>).
 func NewResultBuffer(runID string) *ResultBuffer {
-	return &ResultBuffer{prefix: runID + "-", strs: map[string]int64{}}
+	return &ResultBuffer{runID: runID, strs: map[string]int64{}}
 }
 
 // Record keeps one result and who served it (measure.Recorder).
@@ -191,10 +191,8 @@ func (b *ResultBuffer) add(r *attack.Result, id attribution.Identity, ok, unread
 	var row [ResultColumns]int64
 	row[colSeq] = int64(min(r.Seq, 1<<62))
 	row[colRequest] = -1
-	if n, found := strings.CutPrefix(r.RequestID, b.prefix); found {
-		if v, err := strconv.ParseInt(n, 10, 64); err == nil && v >= 0 {
-			row[colRequest] = v
-		}
+	if v, ok := podlogs.ParseRequestID(b.runID, r.RequestID); ok {
+		row[colRequest] = int64(v) // below 2^48
 	}
 	row[colTime] = int64(r.Timestamp.Sub(b.base))
 	row[colLatency] = int64(max(r.Latency, 0))
@@ -210,7 +208,7 @@ func (b *ResultBuffer) add(r *attack.Result, id attribution.Identity, ok, unread
 		row[colFlags] |= flagUnread
 	}
 	// The strings are added after the checks: a cut result leaves none.
-	texts := [...]string{r.Attack, r.Method, r.URL, shorten(r.Error), id.Cluster, id.Pod, id.Version, id.Service}
+	texts := [...]string{r.Attack, r.Method, r.URL, Shorten(r.Error, MaxResultString), id.Cluster, id.Pod, id.Version, id.Service}
 	fresh, freshBytes := 0, 0
 	for i, s := range texts {
 		if _, seen := b.strs[s]; s != "" && !seen && !containsBefore(texts[:i], s) {
@@ -251,12 +249,15 @@ func (b *ResultBuffer) intern(s string) int64 {
 	return i
 }
 
-// shorten cuts an error text to MaxResultString bytes on a rune boundary.
-func shorten(s string) string {
-	if len(s) <= MaxResultString {
+// Shorten cuts s to at most limit bytes on a rune boundary, ending it with
+// "..." when cut: a cut UTF-8 sequence would become U+FFFD, three bytes,
+// in JSON, and a record would outgrow the bound the coordinator's decoder
+// checks. limit is at least 3.
+func Shorten(s string, limit int) string {
+	if len(s) <= limit {
 		return s
 	}
-	n := MaxResultString - 3
+	n := limit - 3
 	for n > 0 && !utf8.RuneStart(s[n]) {
 		n--
 	}

@@ -359,3 +359,48 @@ func BenchmarkResultsRecord(b *testing.B) {
 	}
 	b.ReportMetric(float64(len(line))/1000, "bytes/result")
 }
+
+// Shorten keeps a text within its bound, cut on a rune boundary.
+func TestShorten(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		in    string
+		limit int
+		want  string
+	}{
+		{"short", 5, "short"},
+		{"abcdefgh", 6, "abc..."},
+		// "é" is two bytes: cutting at byte 4 would split it.
+		{"abcé" + "xyz", 7, "abc..."},
+		{"abcéxyzw", 8, "abcé..."},
+	} {
+		got := Shorten(tc.in, tc.limit)
+		if got != tc.want || len(got) > tc.limit {
+			t.Errorf("Shorten(%q, %d) = %q, want %q", tc.in, tc.limit, got, tc.want)
+		}
+	}
+}
+
+// A result's request number is kept only for a request id of the
+// worker's own run (podlogs.ParseRequestID); any other id keeps none.
+func TestResultBufferRequestNumber(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		id   string
+		want int64
+	}{
+		{"r1-w0-5", 5},
+		{"r1-w0-+5", -1},
+		{"r1-w0-", -1},
+		{"r1-w1-5", -1},
+		{"r1-w0-281474976710656", -1}, // 2^48: beyond a worker's numbers
+		{"other", -1},
+	} {
+		b := NewResultBuffer("r1-w0")
+		b.Record(&attack.Result{Result: &vegeta.Result{Code: 200, Timestamp: time.Unix(1700000000, 0)}, RequestID: tc.id}, attribution.Identity{}, true)
+		rs := b.Take()
+		if len(rs.Rows) != ResultColumns || rs.Rows[colRequest] != tc.want {
+			t.Errorf("request id %q: rows %v, want request number %d", tc.id, rs.Rows, tc.want)
+		}
+	}
+}

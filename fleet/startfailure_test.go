@@ -92,10 +92,15 @@ func TestPhaseProgress(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := "workers: 0 pulling (ContainerCreating), 1 pending\n" +
-		"workers: 0 pulling (ContainerCreating), 1 pending (\"bad\\x1b[31mreason\")\n" +
+		"workers: 0 pulling (ContainerCreating), 1 pending (bad\\u001b[31mreason)\n" +
 		"workers: 0 running, 1 running\n"
 	if out.String() != want {
 		t.Errorf("progress:\n%s\nwant:\n%s", out.String(), want)
+	}
+	// A reason past maxReasonBytes is cut.
+	f.pods[1] = kube.WorkerPod{Name: "p1", Index: 1, Phase: corev1.PodPending, Reason: strings.Repeat("x", 100)}
+	if got, want := f.phaseLine(map[int]bool{}), "1 pending ("+strings.Repeat("x", maxReasonBytes-3)+"...)"; !strings.Contains(got, want) {
+		t.Errorf("phase line %q, want it to contain %q", got, want)
 	}
 
 	many := &fleetRun{workers: 10, pods: map[int]kube.WorkerPod{

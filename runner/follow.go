@@ -97,9 +97,6 @@ func (f *follower) hold() time.Duration {
 // window cut in the past takes the answers after its start, cuts the
 // first window and starts following.
 func (f *follower) begin(ctx context.Context, initial meshconfig.Expected) error {
-	if f.readTimeout <= 0 {
-		f.readTimeout = scenarios.DefaultReadTimeout
-	}
 	if err := f.tl.SetHold(f.hold()); err != nil {
 		return fmt.Errorf("expectation %q: split.windows.follow: %w", f.name, err)
 	}

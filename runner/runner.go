@@ -218,9 +218,8 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (*reports.Repor
 		// (docs/statistics.md §10); none comes now, so every answer goes
 		// to its window, and the windows are counted again with them.
 		tl.ReleaseHeld()
-		s := tl.Snapshot()
-		mr.Body.Windows, mr.Body.WindowsHeldEarly = s.Windows, s.WindowsHeldEarly
-		if n := s.WindowsHeldEarly; n > 0 {
+		mr.Body.Windows, mr.Body.WindowsHeldEarly = tl.Windows()
+		if n := mr.Body.WindowsHeldEarly; n > 0 {
 			followWarnings = append(followWarnings, fmt.Sprintf("%d answers were counted in a window before their hold was over (more than %d held at once): a settling window opened in the past did not move them", n, tally.MaxHeld))
 		}
 	}

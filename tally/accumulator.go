@@ -369,6 +369,9 @@ func (a *Accumulator) addSlice(i int, sl *SliceState, sign int64) {
 	}
 }
 
+// Total is the requests of the states put, without a merge.
+func (a *Accumulator) Total() int64 { return a.total }
+
 // State is the merged state, caps applied.
 func (a *Accumulator) State() State {
 	return stateOf(a.Snapshot(), a.start)

@@ -83,8 +83,8 @@ type Tally struct {
 	heldHead  int
 	heldEarly int64
 	committed time.Time
-	// now is the clock holding answers back is timed by: time.Now, or a
-	// test's.
+	// now is the tally's clock (holding answers back, the connections'
+	// grace): time.Now, or a test's. It is read once per answer.
 	now func() time.Time
 }
 
@@ -222,6 +222,23 @@ func (t *Tally) AddUnread(r *attack.Result) {
 	t.add(r, attribution.Identity{}, true)
 }
 
+// AddWindowed counts one result in the windows only (unread: attribution
+// never read its body, as for AddUnread): the whole run's counts, latency,
+// failures and connections are left alone. A distributed run's
+// coordinator counts only windows in the workers' merged results (the
+// workers count the rest) and never learns when their connections close:
+// Add would keep every worker connection's state for the whole run.
+func (t *Tally) AddWindowed(r *attack.Result, id attribution.Identity, unread bool) {
+	if unread {
+		id = attribution.Identity{}
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if r.Error == "" && len(t.windows) > 0 {
+		t.holdWindow(r.Timestamp.Add(r.Latency), r.ConnID, id, t.now())
+	}
+}
+
 // PodKey is the bucket of a pod in the pod dimension: "cluster/pod" when
 // the cluster is known, else the pod's name. Pod names repeat across
 // clusters (a StatefulSet's web-0 in c1 and in c2): keyed by name alone,
@@ -282,6 +299,7 @@ func (t *Tally) podKey(cluster, pod string) string {
 }
 
 func (t *Tally) add(r *attack.Result, id attribution.Identity, unread bool) {
+	now := t.now()
 	t.total++
 	// Errors are counted here, capped; vegeta's own list grows with every
 	// distinct message, which a long failing run would turn into a leak.
@@ -334,7 +352,7 @@ func (t *Tally) add(r *attack.Result, id attribution.Identity, unread bool) {
 			}
 		}
 		if len(t.windows) > 0 {
-			t.holdWindow(r.Timestamp.Add(r.Latency), r.ConnID, id)
+			t.holdWindow(r.Timestamp.Add(r.Latency), r.ConnID, id, now)
 		}
 		if id.Empty() && !unread && !t.noSamples && len(t.samples) < maxSamples {
 			b := r.Body
@@ -357,7 +375,7 @@ func (t *Tally) add(r *attack.Result, id attribution.Identity, unread bool) {
 		series = Unattributed
 	}
 	t.slice(r.Timestamp, ok, served, series, r.Latency)
-	if now := time.Now(); now.Sub(t.lastSweep) > time.Second {
+	if now.Sub(t.lastSweep) > time.Second {
 		t.sweep(now)
 	}
 }
@@ -447,7 +465,7 @@ func (t *Tally) notePodCluster(pod, cluster string) {
 // ConnClosed marks a connection's state for removal after the grace period.
 func (t *Tally) ConnClosed(id uint64) {
 	t.mu.Lock()
-	now := time.Now()
+	now := t.now()
 	if cs, ok := t.conns[id]; ok {
 		cs.closedAt = now
 	}
@@ -651,9 +669,7 @@ func (t *Tally) Snapshot() Snapshot {
 	if len(overflow) > 0 {
 		s.Overflow = overflow
 	}
-	t.release(t.now())
-	s.Windows = t.windowSnapshots()
-	s.WindowsHeldEarly = t.heldEarly
+	s.Windows, s.WindowsHeldEarly = t.windowsNow()
 	for name, m := range t.failures {
 		s.Failures[name] = copyMap(m)
 	}

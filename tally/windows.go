@@ -118,8 +118,8 @@ func (t *Tally) ReleaseHeld() {
 }
 
 // holdWindow holds an answer (r: when it came) back for the hold, then
-// counts it in its window (release).
-func (t *Tally) holdWindow(r time.Time, connID uint64, id attribution.Identity) {
+// counts it in its window (release); now is the tally's clock.
+func (t *Tally) holdWindow(r time.Time, connID uint64, id attribution.Identity, now time.Time) {
 	if t.hold <= 0 {
 		t.commit(r, connID, id)
 		return
@@ -132,7 +132,7 @@ func (t *Tally) holdWindow(r time.Time, connID uint64, id attribution.Identity) 
 		t.commit(h.at, h.conn, h.id)
 	}
 	t.held = append(t.held, heldAnswer{at: r, conn: connID, id: id})
-	t.release(t.now())
+	t.release(now)
 }
 
 // release counts in their windows the held answers whose hold is over
@@ -225,6 +225,21 @@ func (t *Tally) sweepWindows(now time.Time) {
 			}
 		}
 	}
+}
+
+// Windows is Snapshot's Windows and WindowsHeldEarly alone, for a caller
+// that wants only the windows (a distributed run's coordinator counts
+// nothing else, the runner recounts them after ReleaseHeld): the answers
+// whose hold is over are counted first.
+func (t *Tally) Windows() (windows []WindowCounts, heldEarly int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.windowsNow()
+}
+
+func (t *Tally) windowsNow() ([]WindowCounts, int64) {
+	t.release(t.now())
+	return t.windowSnapshots(), t.heldEarly
 }
 
 // windowSnapshots copies every window's counts.

@@ -243,3 +243,38 @@ func TestHoldLimits(t *testing.T) {
 		t.Errorf("after ReleaseHeld window 0 counts %d, want %d", n, MaxHeld+3)
 	}
 }
+
+// AddWindowed (a distributed run's coordinator) counts in the windows
+// only: fed results on as many connections, none of them ever closed, the
+// tally keeps no whole-run connection state and its whole-run counts stay
+// empty, while the windows count every answer, each connection one unit.
+func TestAddWindowedCountsOnlyWindows(t *testing.T) {
+	t.Parallel()
+	start := time.Unix(1700000000, 0)
+	tl := New(start, time.Minute)
+	if _, err := tl.Cut(start); err != nil {
+		t.Fatal(err)
+	}
+	const n = 50
+	for i := range n {
+		r := &attack.Result{Result: &vegeta.Result{Code: 200, Timestamp: start.Add(time.Duration(i) * time.Millisecond)}, ConnID: uint64(i + 1)}
+		tl.AddWindowed(r, attribution.Identity{Cluster: "c1"}, i%10 == 0)
+	}
+	failed := &attack.Result{Result: &vegeta.Result{Code: 503, Error: "503", Timestamp: start}, ConnID: n + 1}
+	tl.AddWindowed(failed, attribution.Identity{Cluster: "c1"}, false)
+	if len(tl.conns) != 0 {
+		t.Errorf("%d whole-run connections kept, want none", len(tl.conns))
+	}
+	s := tl.Snapshot()
+	if s.Total != 0 || s.Unread != 0 || s.Dimensions["cluster"].Total() != 0 {
+		t.Errorf("whole run: total %d, unread %d, cluster %v; want all empty", s.Total, s.Unread, s.Dimensions["cluster"])
+	}
+	if len(s.Windows) != 1 {
+		t.Fatalf("%d windows, want 1", len(s.Windows))
+	}
+	w := s.Windows[0]
+	c := w.Dimensions["cluster"]
+	if got, want := c.Total(), int64(n-n/10); got != want || c.Units.Units != want || w.Unattributed["cluster"] != n/10 {
+		t.Errorf("window: %d answers in %d units, %d unattributed; want %d in %d, %d", got, c.Units.Units, w.Unattributed["cluster"], want, want, n/10)
+	}
+}

@@ -8,7 +8,6 @@ import (
 	"os"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -466,16 +465,7 @@ func (e *emitter) setRules(rules attribution.Stats) {
 func (e *emitter) emit(kind fleet.Kind, s *tally.State, errText string) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if len(errText) > fleet.MaxErrorBytes {
-		// Cut on a rune boundary: a cut UTF-8 sequence becomes U+FFFD,
-		// three bytes, in JSON, and the record would outgrow the bound
-		// the coordinator's decoder checks.
-		n := fleet.MaxErrorBytes - 3
-		for n > 0 && !utf8.RuneStart(errText[n]) {
-			n--
-		}
-		errText = errText[:n] + "..."
-	}
+	errText = fleet.Shorten(errText, fleet.MaxErrorBytes)
 	pod := e.pod
 	if len(pod) > fleet.MaxPodBytes {
 		pod = pod[:fleet.MaxPodBytes]
