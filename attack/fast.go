@@ -2,6 +2,7 @@ package attack
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -102,8 +103,8 @@ func fastEngineFor(o Options, rt *requestTemplate) (ok bool, why string) {
 type fastEngine struct {
 	a    *Attack
 	addr string // host:port dialled
-	// targeter renders templated requests (one, numbering them).
-	targeter vegeta.Targeter
+	// tseq numbers templated requests across the workers.
+	tseq atomic.Uint64
 	// timeoutErr is a request's error when it ran out of time, the
 	// net/http path's own (errRequestTimeout).
 	timeoutErr error
@@ -140,7 +141,7 @@ func newFastEngine(a *Attack) (*fastEngine, error) {
 	if u.Port() == "" {
 		addr = net.JoinHostPort(u.Hostname(), "80")
 	}
-	e := &fastEngine{a: a, addr: addr, open: map[*fconn]struct{}{}, timeoutErr: errRequestTimeout(a.opts.Timeout), targeter: a.target.targeter()}
+	e := &fastEngine{a: a, addr: addr, open: map[*fconn]struct{}{}, timeoutErr: errRequestTimeout(a.opts.Timeout)}
 	o := a.opts
 	lanes, perLane := o.lanes()
 	var idle time.Duration
@@ -450,7 +451,8 @@ type fastWorker struct {
 	// fixed: the request is the same for every hit but for its id and
 	// sequence number (no template), so it is built once.
 	fixed bool
-	tgt   vegeta.Target
+	// tbuf is where a templated part is rendered.
+	tbuf bytes.Buffer
 }
 
 var vegetaSeqHeader = []byte("X-Vegeta-Seq")
@@ -516,21 +518,15 @@ func (w *fastWorker) hit() {
 		if len(rt.body) > 0 {
 			res.BytesOut = uint64(len(rt.body))
 		}
-	} else {
-		w.tgt = vegeta.Target{}
-		if err := e.targeter(&w.tgt); err != nil {
-			// vegeta stops the attack on a targeter's error.
-			e.stop()
-			res.Error = err.Error()
-			res.Latency = time.Since(res.Timestamp)
-			e.deliver(out, nil)
-			return
-		}
-		res.Method, res.URL = w.tgt.Method, w.tgt.URL
-		w.setRequest(w.tgt.Method, w.tgt.URL, w.tgt.Body, w.tgt.Header)
-		out.RequestID = w.tgt.Header.Get(rt.ridHeader)
-		res.BytesOut = uint64(len(w.tgt.Body))
+	} else if err := w.render(res, out); err != nil {
+		// vegeta stops the attack on a targeter's error.
+		e.stop()
+		res.Error = err.Error()
+		res.Latency = time.Since(res.Timestamp)
+		e.deliver(out, nil)
+		return
 	}
+	// The id is set here only: the fixed parts never carry it.
 	w.req.Header.Set(rt.ridHeader, out.RequestID)
 	// vegeta's own header, which the net/http path sends too.
 	w.req.Header.SetCanonical(vegetaSeqHeader, strconv.AppendUint(w.num[:0], res.Seq, 10))
@@ -540,6 +536,50 @@ func (w *fastWorker) hit() {
 		res.Error = err.Error()
 	}
 	e.deliver(out, c)
+}
+
+// render sets a templated request's templated parts on the worker's
+// request, whose fixed parts newWorker set once: the URI only for a
+// templated URL, the body only for a templated body, and only the
+// templated headers. Requests are numbered as requestTemplate.targeter
+// numbers them for the net/http engine, from 0 across the workers.
+func (w *fastWorker) render(res *vegeta.Result, out *Result) error {
+	rt := w.e.a.target
+	n := w.e.tseq.Add(1) - 1
+	d := TemplateData{RequestID: ridFor(rt.runID, n), Seq: n}
+	res.Method, res.URL = rt.method, rt.url
+	out.RequestID = d.RequestID
+	buf := &w.tbuf
+	if rt.urlT != nil {
+		buf.Reset()
+		if err := rt.urlT.Execute(buf, d); err != nil {
+			return err
+		}
+		res.URL = buf.String()
+		w.req.SetRequestURI(res.URL)
+		// As setRequest: after the URI is parsed.
+		w.req.URI().DisablePathNormalizing = true
+	}
+	res.BytesOut = uint64(len(rt.body))
+	if rt.bodyT != nil {
+		buf.Reset()
+		if err := rt.bodyT.Execute(buf, d); err != nil {
+			return err
+		}
+		// Copied into the request's own reused body buffer.
+		w.req.SetBody(buf.Bytes())
+		res.BytesOut = uint64(buf.Len())
+	}
+	for k, ht := range rt.headerT {
+		buf.Reset()
+		if err := ht.Execute(buf, d); err != nil {
+			return err
+		}
+		// Replaced in place (a templated field has one value): the other
+		// fields keep their order, which Del and Add would not.
+		w.req.Header.Set(k, buf.String())
+	}
+	return nil
 }
 
 // deliver hands a result to the sink, then lets its connection go: a
