@@ -744,9 +744,12 @@ func (w *fastWorker) readHeader(c *fconn) error {
 		if size > maxFastHeaderBytes {
 			return fmt.Errorf("response headers exceed %d bytes", maxFastHeaderBytes)
 		}
-		// The new reader reads through the old one, which still holds
-		// what was peeked.
-		c.br = bufio.NewReaderSize(c.br, size)
+		// The new reader reads first what the old one holds (what was
+		// peeked: a fill into an empty buffer of twice the previous one
+		// took all of the previous carry-over), then the connection, so
+		// readers never nest and the old buffers are freed.
+		held, _ := c.br.Peek(c.br.Buffered())
+		c.br = bufio.NewReaderSize(io.MultiReader(bytes.NewReader(bytes.Clone(held)), c.Conn), size)
 		w.resp.Reset()
 		w.resp.Header.SetNoDefaultContentType(true)
 		w.resp.StreamBody = true

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -221,4 +222,45 @@ func FuzzFastResponse(f *testing.F) {
 			t.Errorf("code %d, net/http reads %d", r.Code, want)
 		}
 	})
+}
+
+// TestFastHeaderGrowthDoesNotNest: a connection whose reader grew for a
+// large header block reads the next large answers on it whole, and its
+// reader reads the connection (through the carry-over of the previous
+// buffer), not through the previous, smaller readers. Over a real TCP
+// connection to rawTarget.
+func TestFastHeaderGrowthDoesNotNest(t *testing.T) {
+	const big = 100 << 10
+	answer := []byte(fmt.Sprintf("HTTP/1.1 200 OK\r\nX-Big: %s\r\nContent-Length: 2\r\n\r\nok", strings.Repeat("h", big)))
+	url := rawTarget(t, answer, false)
+	nc, err := net.Dial("tcp", strings.TrimSuffix(strings.TrimPrefix(url, "http://"), "/"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	c := &fconn{Conn: nc, br: bufio.NewReaderSize(nc, fastReadBuffer)}
+	w := &fastWorker{}
+	for i := range 3 {
+		if _, err := nc.Write([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n")); err != nil {
+			t.Fatal(err)
+		}
+		w.resp.Reset()
+		w.resp.StreamBody = true
+		if err := w.readHeader(c); err != nil {
+			t.Fatalf("answer %d: %v", i, err)
+		}
+		if got := len(w.resp.Header.Peek("X-Big")); got != big {
+			t.Fatalf("answer %d: X-Big of %d bytes, want %d", i, got, big)
+		}
+		body, err := io.ReadAll(w.resp.BodyStream())
+		if err != nil || string(body) != "ok" {
+			t.Fatalf("answer %d: body %q, %v", i, body, err)
+		}
+		w.resp.CloseBodyStream() //nolint:errcheck
+		// bufio.Reader keeps its source in the unexported field rd: its
+		// dynamic type shows whether readers nest.
+		if rd := reflect.ValueOf(c.br).Elem().FieldByName("rd").Elem().Type(); rd == reflect.TypeOf(c.br) {
+			t.Fatalf("answer %d: the reader reads through another %v", i, rd)
+		}
+	}
 }
