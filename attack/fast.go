@@ -112,11 +112,6 @@ type fastEngine struct {
 	// laneTransport: one pool unless keep-alive uses several lanes).
 	lanes []*connPool
 
-	// open holds every open connection, so that Abort can cut the
-	// requests in flight short by setting their deadline in the past.
-	openMu sync.Mutex
-	open   map[*fconn]struct{}
-
 	// Attack-wide state of one Run.
 	began    time.Time
 	seqMu    sync.Mutex
@@ -141,7 +136,7 @@ func newFastEngine(a *Attack) (*fastEngine, error) {
 	if u.Port() == "" {
 		addr = net.JoinHostPort(u.Hostname(), "80")
 	}
-	e := &fastEngine{a: a, addr: addr, open: map[*fconn]struct{}{}, timeoutErr: errRequestTimeout(a.opts.Timeout)}
+	e := &fastEngine{a: a, addr: addr, timeoutErr: errRequestTimeout(a.opts.Timeout)}
 	o := a.opts
 	lanes, perLane := o.lanes()
 	var idle time.Duration
@@ -151,7 +146,7 @@ func newFastEngine(a *Attack) (*fastEngine, error) {
 		idle = 5 * time.Second
 	}
 	for range lanes {
-		p := &connPool{e: e, idleTimeout: idle, ready: make(chan struct{}, 1)}
+		p := &connPool{e: e, idleTimeout: idle, ready: make(chan struct{}, 1), open: map[*fconn]struct{}{}}
 		if perLane > 0 {
 			p.sem = make(chan struct{}, perLane)
 		}
@@ -181,6 +176,10 @@ type connPool struct {
 	idleTimeout time.Duration
 	mu          sync.Mutex
 	idle        []*fconn
+	// open holds the lane's open connections (under mu), so that Abort
+	// can cut the requests in flight short by setting their deadline in
+	// the past: per lane, not under one lock for the whole attack.
+	open map[*fconn]struct{}
 	// sem holds a token per open connection; nil: no bound.
 	sem chan struct{}
 	// ready wakes a request waiting for a connection when one goes idle
@@ -258,9 +257,9 @@ func (p *connPool) dial(deadline time.Time) (*fconn, error) {
 	}
 	c := &fconn{Conn: nc, id: nc.(*trackedConn).id, pool: p, keep: true,
 		br: bufio.NewReaderSize(nc, fastReadBuffer), bw: bufio.NewWriterSize(nc, fastWriteBuffer)}
-	p.e.openMu.Lock()
-	p.e.open[c] = struct{}{}
-	p.e.openMu.Unlock()
+	p.mu.Lock()
+	p.open[c] = struct{}{}
+	p.mu.Unlock()
 	return c, nil
 }
 
@@ -287,9 +286,9 @@ func (p *connPool) release(c *fconn) {
 }
 
 func (e *fastEngine) closeConn(c *fconn) {
-	e.openMu.Lock()
-	delete(e.open, c)
-	e.openMu.Unlock()
+	c.pool.mu.Lock()
+	delete(c.pool.open, c)
+	c.pool.mu.Unlock()
 	c.Close()
 	c.pool.freeToken()
 }
@@ -309,11 +308,13 @@ func (e *fastEngine) closeIdle() {
 
 // cutShort makes every request in flight fail now (Abort).
 func (e *fastEngine) cutShort() {
-	e.openMu.Lock()
-	defer e.openMu.Unlock()
 	past := time.Unix(1, 0)
-	for c := range e.open {
-		c.SetDeadline(past)
+	for _, p := range e.lanes {
+		p.mu.Lock()
+		for c := range p.open {
+			c.SetDeadline(past)
+		}
+		p.mu.Unlock()
 	}
 }
 
