@@ -825,15 +825,11 @@ func (w *fastWorker) readBody(c *fconn, res *vegeta.Result) error {
 		return nil
 	}
 	// At the cap: drain up to DrainLimit, as trackedBody does.
-	k, err := io.Copy(io.Discard, io.LimitReader(s, DrainLimit+1))
-	switch {
-	case err != nil:
-		return err
-	case k > DrainLimit:
-		w.e.a.tr.truncated.Add(1)
+	truncated, err := w.e.a.tr.drain(s)
+	if truncated {
 		c.keep = false
 	}
-	return nil
+	return err
 }
 
 func unexpectedEOF(err error) error {
