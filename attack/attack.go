@@ -508,10 +508,16 @@ func parseIfTemplate(name, s string) (*template.Template, error) {
 	return t, nil
 }
 
+// static says whether every request is the same but for its id and
+// sequence number: nothing in it is templated.
+func (rt *requestTemplate) static() bool {
+	return rt.urlT == nil && rt.bodyT == nil && len(rt.headerT) == 0
+}
+
 // targeter numbers requests itself: vegeta's Seq is assigned before the
 // targeter runs, but not handed to it.
 func (rt *requestTemplate) targeter() vegeta.Targeter {
-	if rt.urlT == nil && rt.bodyT == nil && len(rt.headerT) == 0 {
+	if rt.static() {
 		// Nothing to render: every request is the same but for its id,
 		// which recordingTransport adds from vegeta's sequence number
 		// (numbered like seq below, from 0). The header map is shared:

@@ -449,9 +449,6 @@ type fastWorker struct {
 	scratch []byte
 	hbuf    []byte // the response header's values, concatenated
 	num     [20]byte
-	// fixed: the request is the same for every hit but for its id and
-	// sequence number (no template), so it is built once.
-	fixed bool
 	// tbuf is where a templated part is rendered.
 	tbuf bytes.Buffer
 }
@@ -461,7 +458,6 @@ var vegetaSeqHeader = []byte("X-Vegeta-Seq")
 func (e *fastEngine) newWorker() *fastWorker {
 	w := &fastWorker{e: e}
 	rt := e.a.target
-	w.fixed = rt.urlT == nil && rt.bodyT == nil && len(rt.headerT) == 0
 	w.req.Header.DisableNormalizing()
 	w.setRequest(rt.method, rt.url, rt.body, rt.header)
 	return w
@@ -513,7 +509,9 @@ func (w *fastWorker) hit() {
 	out := &fr.r
 	out.Result = res
 	rt := e.a.target
-	if w.fixed {
+	// A static request is built once (newWorker) but for its id and
+	// sequence number.
+	if rt.static() {
 		res.Method, res.URL = rt.method, rt.url
 		out.RequestID = ridFor(rt.runID, res.Seq)
 		if len(rt.body) > 0 {
