@@ -794,6 +794,7 @@ func (w *fastWorker) readBody(c *fconn, res *vegeta.Result) error {
 		}
 		return nil
 	default:
+		var rerr error
 		for maxBody < 0 || int64(len(w.scratch)) < maxBody {
 			if cap(w.scratch)-len(w.scratch) == 0 {
 				w.scratch = append(w.scratch, make([]byte, fastBodyChunk)...)[:len(w.scratch)]
@@ -802,21 +803,26 @@ func (w *fastWorker) readBody(c *fconn, res *vegeta.Result) error {
 			if maxBody >= 0 && int64(len(free)) > maxBody-int64(len(w.scratch)) {
 				free = free[:maxBody-int64(len(w.scratch))]
 			}
-			k, err := s.Read(free)
+			var k int
+			k, rerr = s.Read(free)
 			w.scratch = w.scratch[:len(w.scratch)+k]
-			if err == io.EOF {
+			if rerr != nil {
 				break
 			}
-			if err != nil {
-				res.Body = cloneBytes(w.scratch)
-				w.scratch = w.scratch[:0]
-				return err
-			}
 		}
-		res.Body = cloneBytes(w.scratch)
+		if len(w.scratch) > 0 {
+			// An empty body stays nil (bytes.Clone would make it empty).
+			res.Body = bytes.Clone(w.scratch)
+		}
 		w.scratch = w.scratch[:0]
 		if cap(w.scratch) > maxKnownBody {
 			w.scratch = nil // an unbounded body's buffer is not kept
+		}
+		switch {
+		case rerr == io.EOF:
+			return nil
+		case rerr != nil:
+			return rerr
 		}
 	}
 	if maxBody < 0 {
@@ -835,13 +841,6 @@ func unexpectedEOF(err error) error {
 		return io.ErrUnexpectedEOF
 	}
 	return err
-}
-
-func cloneBytes(b []byte) []byte {
-	if len(b) == 0 {
-		return nil
-	}
-	return append([]byte(nil), b...)
 }
 
 // responseHeader is the response's header as net/http's client hands it
