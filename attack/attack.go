@@ -185,14 +185,12 @@ func New(o Options) (*Attack, error) {
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 	a.pacer, a.workers, a.maxW = o.pacing()
-	switch ok, why := fastEngineFor(o, tmpl); {
+	switch u, why := fastEngineFor(o); {
 	case o.Engine == EngineNetHTTP:
-	case o.Engine == EngineFast && !ok:
+	case o.Engine == EngineFast && u == nil:
 		return nil, fmt.Errorf("attack: engine %s cannot send these requests: %s", EngineFast, why)
-	case o.Engine == EngineFast || o.Engine == EngineAuto && ok:
-		if a.fast, err = newFastEngine(a); err != nil {
-			return nil, err
-		}
+	case o.Engine == EngineFast || o.Engine == EngineAuto && u != nil:
+		a.fast = newFastEngine(a, u)
 	case o.Engine != EngineAuto:
 		return nil, fmt.Errorf("attack: engine %q: want %q or %q", o.Engine, EngineFast, EngineNetHTTP)
 	}

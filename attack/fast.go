@@ -57,45 +57,44 @@ const (
 // whichever engine sends them.
 const goUserAgent = "Go-http-client/1.1"
 
-// fastEngineFor says whether the fast engine can send o's requests, and
-// why not when it cannot.
-func fastEngineFor(o Options, rt *requestTemplate) (ok bool, why string) {
+// fastEngineFor returns o's URL, parsed, when the fast engine can send
+// o's requests, and why not when it cannot. A templated host or scheme
+// needs no test of its own: url.Parse rejects `{` there.
+func fastEngineFor(o Options) (u *url.URL, why string) {
 	switch {
 	case o.HTTP2:
-		return false, "HTTP/2"
+		return nil, "HTTP/2"
 	case o.GRPC:
-		return false, "gRPC"
+		return nil, "gRPC"
 	}
 	switch o.Method {
 	case "", http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch:
 	default:
 		// net/http frames an empty body by the method (no
 		// Content-Length on a DELETE), fasthttp by whether it reads one.
-		return false, "method " + o.Method
+		return nil, "method " + o.Method
 	}
 	u, err := url.Parse(o.URL)
 	if err != nil {
-		return false, "URL not parsed: " + err.Error()
+		return nil, "URL not parsed: " + err.Error()
 	}
 	switch {
 	case u.Scheme != "http":
-		return false, "scheme " + u.Scheme
+		return nil, "scheme " + u.Scheme
 	case u.User != nil:
-		return false, "credentials in the URL"
-	case u.Host == "" || strings.Contains(u.Host, "{{") || strings.Contains(u.Scheme, "{{"):
-		return false, "templated or empty host"
+		return nil, "credentials in the URL"
+	case u.Host == "":
+		return nil, "empty host"
 	case u.Host != strings.ToLower(u.Host):
 		// fasthttp sends the Host header in lower case, net/http as given.
-		return false, "capitals in the host"
-	case rt.urlT != nil && strings.Contains(o.URL[:strings.Index(o.URL, u.Host)+len(u.Host)], "{{"):
-		return false, "templated host"
+		return nil, "capitals in the host"
 	}
 	for k := range o.Header {
 		if http.CanonicalHeaderKey(k) == "Host" {
-			return false, "a Host header"
+			return nil, "a Host header"
 		}
 	}
-	return true, ""
+	return u, ""
 }
 
 // fastEngine is the attack over fasthttp's request writer and response
@@ -127,11 +126,8 @@ type fastEngine struct {
 	sum       *Summary
 }
 
-func newFastEngine(a *Attack) (*fastEngine, error) {
-	u, err := url.Parse(a.opts.URL)
-	if err != nil {
-		return nil, fmt.Errorf("attack: URL %q: %w", a.opts.URL, err)
-	}
+// newFastEngine sends a's requests to u, the URL fastEngineFor parsed.
+func newFastEngine(a *Attack, u *url.URL) *fastEngine {
 	addr := u.Host
 	if u.Port() == "" {
 		addr = net.JoinHostPort(u.Hostname(), "80")
@@ -152,7 +148,7 @@ func newFastEngine(a *Attack) (*fastEngine, error) {
 		}
 		e.lanes = append(e.lanes, p)
 	}
-	return e, nil
+	return e
 }
 
 // fconn is one connection of the fast engine.
