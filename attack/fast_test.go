@@ -191,6 +191,7 @@ func FuzzFastResponse(f *testing.F) {
 		"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort",
 		"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nok",
 		"HTTP/1.1 200\r\nPragma: no-cache\r\nConnection: close\r\nContent-Length: 0\r\n\r\n",
+		"HTTP/1.1 200 OK\n\n", // bare LF: net/http reads it, fasthttp does not
 		"garbage\r\n\r\n",
 		"",
 	} {
@@ -209,19 +210,41 @@ func FuzzFastResponse(f *testing.F) {
 			t.Fatalf("%d results for 2 requests", len(sink.results))
 		}
 		want := 0
-		if resp, err := http.ReadResponse(bufio.NewReader(bytes.NewReader(answer)), nil); err == nil {
+		// Header lines that end in a bare LF are left out: net/http takes
+		// them, fasthttp does not (a known difference between the engines,
+		// which no server in front of a mesh sends).
+		if resp, err := http.ReadResponse(bufio.NewReader(bytes.NewReader(answer)), nil); err == nil && crlfHead(answer) {
 			if _, err := io.Copy(io.Discard, resp.Body); err == nil && resp.StatusCode >= 200 {
 				want = resp.StatusCode
 			}
 		}
-		r := sink.results[0]
-		if r.Code != 0 && (len(r.Body) > 64 || r.Headers == nil) {
-			t.Errorf("code %d with a body of %d bytes, headers %v", r.Code, len(r.Body), r.Headers)
-		}
-		if want != 0 && r.Code != 0 && int(r.Code) != want {
-			t.Errorf("code %d, net/http reads %d", r.Code, want)
+		// Every answer is the same (a new connection each): every result
+		// is checked, and an answer net/http reads must be read by the
+		// fast engine too, not failed.
+		for i, r := range sink.results {
+			if r.Code != 0 && (len(r.Body) > 64 || r.Headers == nil) {
+				t.Errorf("result %d: code %d with a body of %d bytes, headers %v", i, r.Code, len(r.Body), r.Headers)
+			}
+			if want != 0 && int(r.Code) != want {
+				t.Errorf("result %d: code %d (error %q), net/http reads %d", i, r.Code, r.Error, want)
+			}
 		}
 	})
+}
+
+// crlfHead says whether every line of answer's header block, up to its
+// first empty line, ends in CRLF.
+func crlfHead(answer []byte) bool {
+	for {
+		i := bytes.IndexByte(answer, '\n')
+		if i < 1 || answer[i-1] != '\r' {
+			return false
+		}
+		if i == 1 {
+			return true
+		}
+		answer = answer[i+1:]
+	}
 }
 
 // TestFastHeaderGrowthDoesNotNest: a connection whose reader grew for a
