@@ -75,15 +75,8 @@ func TestFastHeaderLimit(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			url := rawTarget(t, answer(c.size), false)
-			a, err := New(Options{URL: url, Concurrency: 1, Requests: 3, KeepAlive: true, RunID: "h", MaxBody: 1 << 10, Engine: EngineFast})
-			if err != nil {
-				t.Fatal(err)
-			}
-			var sink memSink
-			sum := a.Run(context.Background(), &sink)
-			conns := map[uint64]bool{}
+			sum, sink, conns := runToSink(t, Options{URL: url, Concurrency: 1, Requests: 3, KeepAlive: true, RunID: "h", MaxBody: 1 << 10, Engine: EngineFast})
 			for _, r := range sink.results {
-				conns[r.ConnID] = true
 				switch {
 				case c.wantErr == "" && (r.Error != "" || string(r.Body) != "ok" || len(r.Headers.Get("X-Big")) != c.size):
 					t.Errorf("result: error %q, body %q, X-Big of %d bytes", r.Error, r.Body, len(r.Headers.Get("X-Big")))
@@ -118,18 +111,11 @@ func TestFastMaxConnections(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			o := c.o
 			o.URL, o.RunID, o.Engine = ts.URL, "m", EngineFast
-			a, err := New(o)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var sink memSink
-			sum := a.Run(context.Background(), &sink)
-			conns := map[uint64]bool{}
+			sum, sink, conns := runToSink(t, o)
 			for _, r := range sink.results {
 				if r.Error != "" {
 					t.Fatalf("request failed: %s", r.Error)
 				}
-				conns[r.ConnID] = true
 			}
 			if len(sink.results) != 200 || len(conns) > c.wantConns || sum.Connections > uint64(c.wantConns) {
 				t.Errorf("%d results on %d connections (%d opened), want at most %d", len(sink.results), len(conns), sum.Connections, c.wantConns)
