@@ -185,14 +185,12 @@ func New(o Options) (*Attack, error) {
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 	a.pacer, a.workers, a.maxW = o.pacing()
-	switch ok, why := fastEngineFor(o, tmpl); {
+	switch u, why := fastEngineFor(o); {
 	case o.Engine == EngineNetHTTP:
-	case o.Engine == EngineFast && !ok:
+	case o.Engine == EngineFast && u == nil:
 		return nil, fmt.Errorf("attack: engine %s cannot send these requests: %s", EngineFast, why)
-	case o.Engine == EngineFast || o.Engine == EngineAuto && ok:
-		if a.fast, err = newFastEngine(a); err != nil {
-			return nil, err
-		}
+	case o.Engine == EngineFast || o.Engine == EngineAuto && u != nil:
+		a.fast = newFastEngine(a, u)
 	case o.Engine != EngineAuto:
 		return nil, fmt.Errorf("attack: engine %q: want %q or %q", o.Engine, EngineFast, EngineNetHTTP)
 	}
@@ -508,10 +506,16 @@ func parseIfTemplate(name, s string) (*template.Template, error) {
 	return t, nil
 }
 
+// static says whether every request is the same but for its id and
+// sequence number: nothing in it is templated.
+func (rt *requestTemplate) static() bool {
+	return rt.urlT == nil && rt.bodyT == nil && len(rt.headerT) == 0
+}
+
 // targeter numbers requests itself: vegeta's Seq is assigned before the
 // targeter runs, but not handed to it.
 func (rt *requestTemplate) targeter() vegeta.Targeter {
-	if rt.urlT == nil && rt.bodyT == nil && len(rt.headerT) == 0 {
+	if rt.static() {
 		// Nothing to render: every request is the same but for its id,
 		// which recordingTransport adds from vegeta's sequence number
 		// (numbered like seq below, from 0). The header map is shared:

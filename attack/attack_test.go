@@ -23,6 +23,23 @@ type memSink struct {
 	closed  map[uint64]bool
 }
 
+// runToSink runs an attack of o to its end into a memSink and returns
+// its summary, the sink and the connections its results were sent on.
+func runToSink(t *testing.T, o Options) (Summary, *memSink, map[uint64]bool) {
+	t.Helper()
+	a, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sink memSink
+	sum := a.Run(context.Background(), &sink)
+	conns := map[uint64]bool{}
+	for _, r := range sink.results {
+		conns[r.ConnID] = true
+	}
+	return sum, &sink, conns
+}
+
 func (s *memSink) Add(r *Result) {
 	s.mu.Lock()
 	s.results = append(s.results, r)
@@ -227,18 +244,11 @@ func TestMaxBodyBoundsTheTransfer(t *testing.T) {
 				}
 			}))
 			t.Cleanup(ts.Close)
-			a, err := New(Options{URL: ts.URL, Concurrency: 1, Requests: 5, KeepAlive: true, MaxBody: 1 << 10, RunID: "r"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			var sink memSink
-			sum := a.Run(context.Background(), &sink)
-			conns := map[uint64]bool{}
+			sum, sink, conns := runToSink(t, Options{URL: ts.URL, Concurrency: 1, Requests: 5, KeepAlive: true, MaxBody: 1 << 10, RunID: "r"})
 			for _, r := range sink.results {
 				if r.Error != "" || len(r.Body) != 1<<10 {
 					t.Errorf("result: error %q, body %d bytes", r.Error, len(r.Body))
 				}
-				conns[r.ConnID] = true
 			}
 			if len(sink.results) != 5 || sum.Truncated != tc.wantTruncated || len(conns) > tc.maxConns {
 				t.Errorf("%d results, %d truncated (want %d), %d connections (want ≤ %d)", len(sink.results), sum.Truncated, tc.wantTruncated, len(conns), tc.maxConns)
@@ -348,19 +358,12 @@ func TestHTTP2AndH2C(t *testing.T) {
 		{"h2 over TLS", h2.URL, true, "HTTP/2.0"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			a, err := New(Options{URL: c.url, Rate: vegeta.Rate{Freq: 200, Per: time.Second}, Requests: 100, KeepAlive: true, HTTP2: c.http2,
+			sum, sink, conns := runToSink(t, Options{URL: c.url, Rate: vegeta.Rate{Freq: 200, Per: time.Second}, Requests: 100, KeepAlive: true, HTTP2: c.http2,
 				RunID: "r", MaxBody: 1 << 10, TLS: &tls.Config{InsecureSkipVerify: true}}) //nolint:gosec // httptest's certificate
-			if err != nil {
-				t.Fatal(err)
-			}
-			var sink memSink
-			sum := a.Run(context.Background(), &sink)
-			conns := map[uint64]bool{}
 			for _, r := range sink.results {
 				if r.Error != "" || string(r.Body) != c.want {
 					t.Fatalf("result: %q %q, want %q", r.Error, r.Body, c.want)
 				}
-				conns[r.ConnID] = true
 			}
 			// HTTP/2 multiplexes: one connection per lane at most. HTTP/1.1
 			// may dial a few more while a connection is busy.

@@ -268,6 +268,18 @@ var errAborted = errors.New("attack aborted")
 // per request.
 const DrainLimit = 256 << 10
 
+// drain reads and discards up to DrainLimit bytes of a body past its
+// cap, both engines' way (see DrainLimit); it reports a body longer than
+// that, which it counts truncated.
+func (tr *tracker) drain(body io.Reader) (truncated bool, err error) {
+	n, err := io.Copy(io.Discard, io.LimitReader(body, DrainLimit+1))
+	if err == nil && n > DrainLimit {
+		tr.truncated.Add(1)
+		return true, nil
+	}
+	return false, err
+}
+
 // trackedBody ends a response body after maxBody bytes for its reader and,
 // when vegeta closes it, keeps its trailers and releases its deadline.
 // At the cap it drains up to DrainLimit more: a body that ends there
@@ -296,10 +308,9 @@ func (b *trackedBody) Read(p []byte) (int, error) {
 	}
 	if b.left == 0 {
 		b.done = true
-		n, err := io.Copy(io.Discard, io.LimitReader(b.ReadCloser, DrainLimit+1))
-		if err == nil && n > DrainLimit {
-			b.tr.truncated.Add(1)
-		}
+		// An error is not the request's: net/http closes the connection
+		// of a body not read to its end.
+		_, _ = b.tr.drain(b.ReadCloser)
 		return 0, io.EOF
 	}
 	if int64(len(p)) > b.left {

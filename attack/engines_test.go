@@ -228,7 +228,9 @@ func TestEnginesAgree(t *testing.T) {
 		{"PUT, empty body", Options{Method: http.MethodPut, URL: ts.URL + "/ok?v=9", Concurrency: 1, Requests: 5, KeepAlive: true, MaxBody: 1 << 10}, false, true, false},
 		{"path kept as given", Options{URL: ts.URL + "/a/../ok%2Fx//y?v=10", Concurrency: 1, Requests: 5, KeepAlive: true, MaxBody: 1 << 10}, false, true, false},
 		{"HEAD", Options{Method: http.MethodHead, URL: ts.URL + "/ok?v=4", Concurrency: 1, Requests: 5, KeepAlive: true, MaxBody: 1 << 10}, false, true, false},
-		{"templated URL and header", Options{URL: ts.URL + "/ok?v={{.Seq}}", Header: http.Header{"X-Seq": {"{{.Seq}}"}}, Concurrency: 2, Requests: 20, KeepAlive: true, MaxBody: 1 << 10}, false, false, false},
+		{"templated URL and header", Options{URL: ts.URL + "/ok?v={{.Seq}}", Header: http.Header{"X-Seq": {"{{.Seq}}"}}, Concurrency: 2, Requests: 20, KeepAlive: true, MaxBody: 1 << 10}, false, true, false},
+		{"templated body and header, fixed header kept", Options{Method: http.MethodPost, URL: ts.URL + "/ok?v=11", Body: []byte(`{"id":"{{.RequestID}}"}`),
+			Header: http.Header{"X-Seq": {"{{.Seq}}"}, "X-Tenant": {"t1", "t2"}, "Content-Type": {"application/json"}}, Concurrency: 2, Requests: 20, KeepAlive: true, MaxBody: 1 << 10}, false, true, false},
 		{"timeout before the headers", Options{URL: ts.URL + "/slow-headers", Concurrency: 2, Requests: 2, KeepAlive: true, Timeout: 200 * ms, MaxBody: -1}, false, true, false},
 		{"timeout in the body", Options{URL: ts.URL + "/slow-body", Concurrency: 2, Requests: 2, KeepAlive: true, Timeout: 200 * ms, MaxBody: -1}, false, true, false},
 		{"connection closed without an answer", Options{URL: ts.URL + "/close", Concurrency: 1, Requests: 3, KeepAlive: true}, false, false, false},
@@ -341,19 +343,23 @@ func TestEngineChoice(t *testing.T) {
 		name string
 		o    Options
 		want string
+		// why: what the refusal of a forced fast engine says.
+		why string
 	}{
-		{"plain HTTP/1.1", Options{URL: "http://127.0.0.1:8080/ping"}, EngineFast},
-		{"templated path", Options{URL: "http://127.0.0.1:8080/ping?id={{.RequestID}}"}, EngineFast},
-		{"no port", Options{URL: "http://localhost/"}, EngineFast},
-		{"HTTP/2", Options{URL: "http://127.0.0.1:8080/", HTTP2: true}, EngineNetHTTP},
-		{"TLS", Options{URL: "https://127.0.0.1:8443/"}, EngineNetHTTP},
-		{"gRPC", Options{URL: "http://127.0.0.1:8080/", HTTP2: true, GRPC: true}, EngineNetHTTP},
-		{"templated host", Options{URL: "http://{{.Seq}}.example:8080/"}, EngineNetHTTP},
-		{"credentials", Options{URL: "http://u:p@127.0.0.1:8080/"}, EngineNetHTTP},
-		{"a Host header", Options{URL: "http://127.0.0.1:8080/", Header: http.Header{"Host": {"callme.example"}}}, EngineNetHTTP},
-		{"DELETE", Options{URL: "http://127.0.0.1:8080/", Method: http.MethodDelete}, EngineNetHTTP},
-		{"capitals in the host", Options{URL: "http://Callme.Local:8080/"}, EngineNetHTTP},
-		{"net/http asked for", Options{URL: "http://127.0.0.1:8080/", Engine: EngineNetHTTP}, EngineNetHTTP},
+		{"plain HTTP/1.1", Options{URL: "http://127.0.0.1:8080/ping"}, EngineFast, ""},
+		{"templated path", Options{URL: "http://127.0.0.1:8080/ping?id={{.RequestID}}"}, EngineFast, ""},
+		{"no port", Options{URL: "http://localhost/"}, EngineFast, ""},
+		{"HTTP/2", Options{URL: "http://127.0.0.1:8080/", HTTP2: true}, EngineNetHTTP, "HTTP/2"},
+		{"TLS", Options{URL: "https://127.0.0.1:8443/"}, EngineNetHTTP, "scheme https"},
+		{"gRPC", Options{URL: "http://127.0.0.1:8080/", HTTP2: true, GRPC: true}, EngineNetHTTP, "HTTP/2"},
+		// url.Parse rejects `{` in a host: the URL is rendered per
+		// request, by net/http's path only.
+		{"templated host", Options{URL: "http://{{.Seq}}.example:8080/"}, EngineNetHTTP, "URL not parsed"},
+		{"credentials", Options{URL: "http://u:p@127.0.0.1:8080/"}, EngineNetHTTP, "credentials in the URL"},
+		{"a Host header", Options{URL: "http://127.0.0.1:8080/", Header: http.Header{"Host": {"callme.example"}}}, EngineNetHTTP, "a Host header"},
+		{"DELETE", Options{URL: "http://127.0.0.1:8080/", Method: http.MethodDelete}, EngineNetHTTP, "method DELETE"},
+		{"capitals in the host", Options{URL: "http://Callme.Local:8080/"}, EngineNetHTTP, "capitals in the host"},
+		{"net/http asked for", Options{URL: "http://127.0.0.1:8080/", Engine: EngineNetHTTP}, EngineNetHTTP, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			o := c.o
@@ -367,8 +373,8 @@ func TestEngineChoice(t *testing.T) {
 			}
 			if c.want == EngineNetHTTP && c.o.Engine == "" {
 				o.Engine = EngineFast
-				if _, err := New(o); err == nil || !strings.Contains(err.Error(), "cannot send") {
-					t.Errorf("fast engine forced: %v, want it refused", err)
+				if _, err := New(o); err == nil || !strings.Contains(err.Error(), "cannot send these requests: "+c.why) {
+					t.Errorf("fast engine forced: %v, want it refused for %q", err, c.why)
 				}
 			}
 		})

@@ -2,6 +2,7 @@ package attack
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -56,45 +57,44 @@ const (
 // whichever engine sends them.
 const goUserAgent = "Go-http-client/1.1"
 
-// fastEngineFor says whether the fast engine can send o's requests, and
-// why not when it cannot.
-func fastEngineFor(o Options, rt *requestTemplate) (ok bool, why string) {
+// fastEngineFor returns o's URL, parsed, when the fast engine can send
+// o's requests, and why not when it cannot. A templated host or scheme
+// needs no test of its own: url.Parse rejects `{` there.
+func fastEngineFor(o Options) (u *url.URL, why string) {
 	switch {
 	case o.HTTP2:
-		return false, "HTTP/2"
+		return nil, "HTTP/2"
 	case o.GRPC:
-		return false, "gRPC"
+		return nil, "gRPC"
 	}
 	switch o.Method {
 	case "", http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch:
 	default:
 		// net/http frames an empty body by the method (no
 		// Content-Length on a DELETE), fasthttp by whether it reads one.
-		return false, "method " + o.Method
+		return nil, "method " + o.Method
 	}
 	u, err := url.Parse(o.URL)
 	if err != nil {
-		return false, "URL not parsed: " + err.Error()
+		return nil, "URL not parsed: " + err.Error()
 	}
 	switch {
 	case u.Scheme != "http":
-		return false, "scheme " + u.Scheme
+		return nil, "scheme " + u.Scheme
 	case u.User != nil:
-		return false, "credentials in the URL"
-	case u.Host == "" || strings.Contains(u.Host, "{{") || strings.Contains(u.Scheme, "{{"):
-		return false, "templated or empty host"
+		return nil, "credentials in the URL"
+	case u.Host == "":
+		return nil, "empty host"
 	case u.Host != strings.ToLower(u.Host):
 		// fasthttp sends the Host header in lower case, net/http as given.
-		return false, "capitals in the host"
-	case rt.urlT != nil && strings.Contains(o.URL[:strings.Index(o.URL, u.Host)+len(u.Host)], "{{"):
-		return false, "templated host"
+		return nil, "capitals in the host"
 	}
 	for k := range o.Header {
 		if http.CanonicalHeaderKey(k) == "Host" {
-			return false, "a Host header"
+			return nil, "a Host header"
 		}
 	}
-	return true, ""
+	return u, ""
 }
 
 // fastEngine is the attack over fasthttp's request writer and response
@@ -102,19 +102,14 @@ func fastEngineFor(o Options, rt *requestTemplate) (ok bool, why string) {
 type fastEngine struct {
 	a    *Attack
 	addr string // host:port dialled
-	// targeter renders templated requests (one, numbering them).
-	targeter vegeta.Targeter
+	// tseq numbers templated requests across the workers.
+	tseq atomic.Uint64
 	// timeoutErr is a request's error when it ran out of time, the
 	// net/http path's own (errRequestTimeout).
 	timeoutErr error
 	// lanes are the pools requests are spread over at random (see
 	// laneTransport: one pool unless keep-alive uses several lanes).
 	lanes []*connPool
-
-	// open holds every open connection, so that Abort can cut the
-	// requests in flight short by setting their deadline in the past.
-	openMu sync.Mutex
-	open   map[*fconn]struct{}
 
 	// Attack-wide state of one Run.
 	began    time.Time
@@ -131,16 +126,13 @@ type fastEngine struct {
 	sum       *Summary
 }
 
-func newFastEngine(a *Attack) (*fastEngine, error) {
-	u, err := url.Parse(a.opts.URL)
-	if err != nil {
-		return nil, fmt.Errorf("attack: URL %q: %w", a.opts.URL, err)
-	}
+// newFastEngine sends a's requests to u, the URL fastEngineFor parsed.
+func newFastEngine(a *Attack, u *url.URL) *fastEngine {
 	addr := u.Host
 	if u.Port() == "" {
 		addr = net.JoinHostPort(u.Hostname(), "80")
 	}
-	e := &fastEngine{a: a, addr: addr, open: map[*fconn]struct{}{}, timeoutErr: errRequestTimeout(a.opts.Timeout), targeter: a.target.targeter()}
+	e := &fastEngine{a: a, addr: addr, timeoutErr: errRequestTimeout(a.opts.Timeout)}
 	o := a.opts
 	lanes, perLane := o.lanes()
 	var idle time.Duration
@@ -150,13 +142,13 @@ func newFastEngine(a *Attack) (*fastEngine, error) {
 		idle = 5 * time.Second
 	}
 	for range lanes {
-		p := &connPool{e: e, idleTimeout: idle, ready: make(chan struct{}, 1)}
+		p := &connPool{e: e, idleTimeout: idle, ready: make(chan struct{}, 1), open: map[*fconn]struct{}{}}
 		if perLane > 0 {
 			p.sem = make(chan struct{}, perLane)
 		}
 		e.lanes = append(e.lanes, p)
 	}
-	return e, nil
+	return e
 }
 
 // fconn is one connection of the fast engine.
@@ -180,6 +172,10 @@ type connPool struct {
 	idleTimeout time.Duration
 	mu          sync.Mutex
 	idle        []*fconn
+	// open holds the lane's open connections (under mu), so that Abort
+	// can cut the requests in flight short by setting their deadline in
+	// the past: per lane, not under one lock for the whole attack.
+	open map[*fconn]struct{}
 	// sem holds a token per open connection; nil: no bound.
 	sem chan struct{}
 	// ready wakes a request waiting for a connection when one goes idle
@@ -257,9 +253,9 @@ func (p *connPool) dial(deadline time.Time) (*fconn, error) {
 	}
 	c := &fconn{Conn: nc, id: nc.(*trackedConn).id, pool: p, keep: true,
 		br: bufio.NewReaderSize(nc, fastReadBuffer), bw: bufio.NewWriterSize(nc, fastWriteBuffer)}
-	p.e.openMu.Lock()
-	p.e.open[c] = struct{}{}
-	p.e.openMu.Unlock()
+	p.mu.Lock()
+	p.open[c] = struct{}{}
+	p.mu.Unlock()
 	return c, nil
 }
 
@@ -286,9 +282,9 @@ func (p *connPool) release(c *fconn) {
 }
 
 func (e *fastEngine) closeConn(c *fconn) {
-	e.openMu.Lock()
-	delete(e.open, c)
-	e.openMu.Unlock()
+	c.pool.mu.Lock()
+	delete(c.pool.open, c)
+	c.pool.mu.Unlock()
 	c.Close()
 	c.pool.freeToken()
 }
@@ -308,11 +304,13 @@ func (e *fastEngine) closeIdle() {
 
 // cutShort makes every request in flight fail now (Abort).
 func (e *fastEngine) cutShort() {
-	e.openMu.Lock()
-	defer e.openMu.Unlock()
 	past := time.Unix(1, 0)
-	for c := range e.open {
-		c.SetDeadline(past)
+	for _, p := range e.lanes {
+		p.mu.Lock()
+		for c := range p.open {
+			c.SetDeadline(past)
+		}
+		p.mu.Unlock()
 	}
 }
 
@@ -447,10 +445,8 @@ type fastWorker struct {
 	scratch []byte
 	hbuf    []byte // the response header's values, concatenated
 	num     [20]byte
-	// fixed: the request is the same for every hit but for its id and
-	// sequence number (no template), so it is built once.
-	fixed bool
-	tgt   vegeta.Target
+	// tbuf is where a templated part is rendered.
+	tbuf bytes.Buffer
 }
 
 var vegetaSeqHeader = []byte("X-Vegeta-Seq")
@@ -458,7 +454,6 @@ var vegetaSeqHeader = []byte("X-Vegeta-Seq")
 func (e *fastEngine) newWorker() *fastWorker {
 	w := &fastWorker{e: e}
 	rt := e.a.target
-	w.fixed = rt.urlT == nil && rt.bodyT == nil && len(rt.headerT) == 0
 	w.req.Header.DisableNormalizing()
 	w.setRequest(rt.method, rt.url, rt.body, rt.header)
 	return w
@@ -510,27 +505,23 @@ func (w *fastWorker) hit() {
 	out := &fr.r
 	out.Result = res
 	rt := e.a.target
-	if w.fixed {
+	// A static request is built once (newWorker) but for its id and
+	// sequence number.
+	if rt.static() {
 		res.Method, res.URL = rt.method, rt.url
 		out.RequestID = ridFor(rt.runID, res.Seq)
 		if len(rt.body) > 0 {
 			res.BytesOut = uint64(len(rt.body))
 		}
-	} else {
-		w.tgt = vegeta.Target{}
-		if err := e.targeter(&w.tgt); err != nil {
-			// vegeta stops the attack on a targeter's error.
-			e.stop()
-			res.Error = err.Error()
-			res.Latency = time.Since(res.Timestamp)
-			e.deliver(out, nil)
-			return
-		}
-		res.Method, res.URL = w.tgt.Method, w.tgt.URL
-		w.setRequest(w.tgt.Method, w.tgt.URL, w.tgt.Body, w.tgt.Header)
-		out.RequestID = w.tgt.Header.Get(rt.ridHeader)
-		res.BytesOut = uint64(len(w.tgt.Body))
+	} else if err := w.render(res, out); err != nil {
+		// vegeta stops the attack on a targeter's error.
+		e.stop()
+		res.Error = err.Error()
+		res.Latency = time.Since(res.Timestamp)
+		e.deliver(out, nil)
+		return
 	}
+	// The id is set here only: the fixed parts never carry it.
 	w.req.Header.Set(rt.ridHeader, out.RequestID)
 	// vegeta's own header, which the net/http path sends too.
 	w.req.Header.SetCanonical(vegetaSeqHeader, strconv.AppendUint(w.num[:0], res.Seq, 10))
@@ -540,6 +531,50 @@ func (w *fastWorker) hit() {
 		res.Error = err.Error()
 	}
 	e.deliver(out, c)
+}
+
+// render sets a templated request's templated parts on the worker's
+// request, whose fixed parts newWorker set once: the URI only for a
+// templated URL, the body only for a templated body, and only the
+// templated headers. Requests are numbered as requestTemplate.targeter
+// numbers them for the net/http engine, from 0 across the workers.
+func (w *fastWorker) render(res *vegeta.Result, out *Result) error {
+	rt := w.e.a.target
+	n := w.e.tseq.Add(1) - 1
+	d := TemplateData{RequestID: ridFor(rt.runID, n), Seq: n}
+	res.Method, res.URL = rt.method, rt.url
+	out.RequestID = d.RequestID
+	buf := &w.tbuf
+	if rt.urlT != nil {
+		buf.Reset()
+		if err := rt.urlT.Execute(buf, d); err != nil {
+			return err
+		}
+		res.URL = buf.String()
+		w.req.SetRequestURI(res.URL)
+		// As setRequest: after the URI is parsed.
+		w.req.URI().DisablePathNormalizing = true
+	}
+	res.BytesOut = uint64(len(rt.body))
+	if rt.bodyT != nil {
+		buf.Reset()
+		if err := rt.bodyT.Execute(buf, d); err != nil {
+			return err
+		}
+		// Copied into the request's own reused body buffer.
+		w.req.SetBody(buf.Bytes())
+		res.BytesOut = uint64(buf.Len())
+	}
+	for k, ht := range rt.headerT {
+		buf.Reset()
+		if err := ht.Execute(buf, d); err != nil {
+			return err
+		}
+		// Replaced in place (a templated field has one value): the other
+		// fields keep their order, which Del and Add would not.
+		w.req.Header.Set(k, buf.String())
+	}
+	return nil
 }
 
 // deliver hands a result to the sink, then lets its connection go: a
@@ -704,9 +739,12 @@ func (w *fastWorker) readHeader(c *fconn) error {
 		if size > maxFastHeaderBytes {
 			return fmt.Errorf("response headers exceed %d bytes", maxFastHeaderBytes)
 		}
-		// The new reader reads through the old one, which still holds
-		// what was peeked.
-		c.br = bufio.NewReaderSize(c.br, size)
+		// The new reader reads first what the old one holds (what was
+		// peeked: a fill into an empty buffer of twice the previous one
+		// took all of the previous carry-over), then the connection, so
+		// readers never nest and the old buffers are freed.
+		held, _ := c.br.Peek(c.br.Buffered())
+		c.br = bufio.NewReaderSize(io.MultiReader(bytes.NewReader(bytes.Clone(held)), c.Conn), size)
 		w.resp.Reset()
 		w.resp.Header.SetNoDefaultContentType(true)
 		w.resp.StreamBody = true
@@ -752,6 +790,7 @@ func (w *fastWorker) readBody(c *fconn, res *vegeta.Result) error {
 		}
 		return nil
 	default:
+		var rerr error
 		for maxBody < 0 || int64(len(w.scratch)) < maxBody {
 			if cap(w.scratch)-len(w.scratch) == 0 {
 				w.scratch = append(w.scratch, make([]byte, fastBodyChunk)...)[:len(w.scratch)]
@@ -760,36 +799,37 @@ func (w *fastWorker) readBody(c *fconn, res *vegeta.Result) error {
 			if maxBody >= 0 && int64(len(free)) > maxBody-int64(len(w.scratch)) {
 				free = free[:maxBody-int64(len(w.scratch))]
 			}
-			k, err := s.Read(free)
+			var k int
+			k, rerr = s.Read(free)
 			w.scratch = w.scratch[:len(w.scratch)+k]
-			if err == io.EOF {
+			if rerr != nil {
 				break
 			}
-			if err != nil {
-				res.Body = cloneBytes(w.scratch)
-				w.scratch = w.scratch[:0]
-				return err
-			}
 		}
-		res.Body = cloneBytes(w.scratch)
+		if len(w.scratch) > 0 {
+			// An empty body stays nil (bytes.Clone would make it empty).
+			res.Body = bytes.Clone(w.scratch)
+		}
 		w.scratch = w.scratch[:0]
 		if cap(w.scratch) > maxKnownBody {
 			w.scratch = nil // an unbounded body's buffer is not kept
+		}
+		switch {
+		case rerr == io.EOF:
+			return nil
+		case rerr != nil:
+			return rerr
 		}
 	}
 	if maxBody < 0 {
 		return nil
 	}
 	// At the cap: drain up to DrainLimit, as trackedBody does.
-	k, err := io.Copy(io.Discard, io.LimitReader(s, DrainLimit+1))
-	switch {
-	case err != nil:
-		return err
-	case k > DrainLimit:
-		w.e.a.tr.truncated.Add(1)
+	truncated, err := w.e.a.tr.drain(s)
+	if truncated {
 		c.keep = false
 	}
-	return nil
+	return err
 }
 
 func unexpectedEOF(err error) error {
@@ -797,13 +837,6 @@ func unexpectedEOF(err error) error {
 		return io.ErrUnexpectedEOF
 	}
 	return err
-}
-
-func cloneBytes(b []byte) []byte {
-	if len(b) == 0 {
-		return nil
-	}
-	return append([]byte(nil), b...)
 }
 
 // responseHeader is the response's header as net/http's client hands it
