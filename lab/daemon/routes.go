@@ -228,13 +228,20 @@ func (d *Daemon) applyRoute(ctx context.Context, e *topology.Entry, r meshroute.
 				return fmt.Errorf("entry %s, pod %s: %w", e.Name, rt.status.Name, err)
 			}
 		case nginxPlane:
-			if err := dp.SetPolicy(ctx, r.Policy); err != nil {
-				d.log.Error("nginx keeps its last route", "entry", e.Name, "pod", rt.status.Name, "err", err)
+			// The new route's backends in the same configuration: one
+			// reload, and updateBackends then finds them applied.
+			d.mu.Lock()
+			bs, names, sig := d.backendsLocked(e)
+			pod, where := rt.status.Name, rt.status.Cluster
+			d.mu.Unlock()
+			if err := dp.Set(ctx, r.Policy, bs); err != nil {
+				d.log.Error("nginx keeps its last route", "entry", e.Name, "pod", pod, "err", err)
 				if rt.elog != nil {
 					rt.elog.Line("nginx cannot play the new route, keeping the last one: %v", err)
 				}
 				continue
 			}
+			d.backendsApplied(rt, names, sig, pod, where)
 		}
 		d.mu.Lock()
 		rt.status.Policy = describeSim(r.Policy)
