@@ -40,13 +40,15 @@ func TestNginxDataPlaneInTheLab(t *testing.T) {
 		checkAgainstNginxLog(t, l, r)
 	})
 
-	t.Run("skupper-2's apps split by zone with split_clients", func(t *testing.T) {
+	t.Run("Kuma zone split under nginx (skupper-2's apps behind a TrafficRoute)", func(t *testing.T) {
 		t.Parallel()
-		// Skupper's own router balances by open connections + link cost,
-		// which nginx cannot play (lab up refuses it). Half per cluster,
-		// the split Skupper's scenario 2 expects, is what a Kuma
+		// Not Skupper: its router balances by open connections + link
+		// cost, which nginx cannot play (lab up refuses it). Half per
+		// cluster, the split Skupper's scenario 2 expects, is what a Kuma
 		// TrafficRoute splitting by zone says: skupper-2's apps behind a
 		// Kuma gateway routed by one, which nginx plays with split_clients.
+		// Each verdict is checked against nginx's own access log (the
+		// upstream it logged per request id), not against the simulator.
 		src, err := topologies.Source("skupper-2")
 		if err != nil {
 			t.Fatal(err)

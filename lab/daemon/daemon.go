@@ -717,24 +717,31 @@ func (d *Daemon) updateBackends(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("entry %s, pod %s in cluster %s: set backends: %w", e.Name, u.pod, u.where, err))
 			continue
 		}
-		d.mu.Lock()
-		rt.sig = u.sig
-		rt.status.Backends = slices.Clone(u.names)
-		if rt.status.Backends == nil {
-			rt.status.Backends = []string{}
-		}
-		d.mu.Unlock()
-		sig := u.sig
-		if sig == "" {
-			sig = "none"
-		}
-		if rt.elog != nil {
-			rt.elog.Line("backends of %s/%s: %s", e.Namespace, e.To, sig)
-		}
-		d.log.Info("backends", "entry", e.Name, "pod", u.pod, "cluster", u.where, "backends", sig)
+		d.backendsApplied(rt, u.names, u.sig, u.pod, u.where)
 	}
 	d.markDirty()
 	return errors.Join(errs...)
+}
+
+// backendsApplied records that rt's data plane now routes over the
+// backends names (sig joins them), so updateBackends skips it until they
+// change.
+func (d *Daemon) backendsApplied(rt *podRT, names []string, sig, pod, where string) {
+	e := rt.plane.entry
+	d.mu.Lock()
+	rt.sig = sig
+	rt.status.Backends = slices.Clone(names)
+	if rt.status.Backends == nil {
+		rt.status.Backends = []string{}
+	}
+	d.mu.Unlock()
+	if sig == "" {
+		sig = "none"
+	}
+	if rt.elog != nil {
+		rt.elog.Line("backends of %s/%s: %s", e.Namespace, e.To, sig)
+	}
+	d.log.Info("backends", "entry", e.Name, "pod", pod, "cluster", where, "backends", sig)
 }
 
 // routedOf is a simulator's counts as the status shows them.

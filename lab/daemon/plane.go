@@ -67,8 +67,8 @@ func (p nginxPlane) Addr() string { return p.p.Addr() }
 func (p nginxPlane) SetBackends(ctx context.Context, bs []meshsim.Backend) error {
 	return p.p.SetBackends(ctx, bs)
 }
-func (p nginxPlane) SetPolicy(ctx context.Context, pol meshsim.Policy) error {
-	return p.p.SetPolicy(ctx, pol)
+func (p nginxPlane) Set(ctx context.Context, pol meshsim.Policy, bs []meshsim.Backend) error {
+	return p.p.Set(ctx, pol, bs)
 }
 func (p nginxPlane) Stats() *meshsim.Stats { return nil }
 func (p nginxPlane) Log() string           { return p.p.AccessLog() }

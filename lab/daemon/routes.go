@@ -16,6 +16,7 @@ import (
 
 	"github.com/mesh-verify/mesh-verify/lab/meshroute"
 	"github.com/mesh-verify/mesh-verify/lab/meshsim"
+	"github.com/mesh-verify/mesh-verify/lab/nginx"
 	"github.com/mesh-verify/mesh-verify/lab/sidecar"
 	"github.com/mesh-verify/mesh-verify/lab/topology"
 )
@@ -133,6 +134,13 @@ func (d *Daemon) syncRoutes(ctx context.Context) error {
 			continue
 		}
 		r, err := meshroute.Derive(t.RouteEntry(e), objs)
+		if err == nil && e.UsesNginx() {
+			// Refused before it is stored: the backends, reachability and
+			// destinations must stay those of the route nginx keeps playing.
+			if nerr := nginx.Supports(r.Policy); nerr != nil {
+				err = fmt.Errorf("the nginx data plane cannot play the route: %w", nerr)
+			}
+		}
 		d.mu.Lock()
 		old := d.routes[e.Name]
 		switch {
@@ -200,9 +208,10 @@ func routeOf(r *entryRoute) meshroute.Route {
 
 // applyRoute gives a new route's policy to every running data plane of
 // entry e: the simulator takes it at once, nginx renders and reloads its
-// configuration. A route nginx cannot play (CheckRoutes said so for the
-// manifests; a later kubectl edit may still give one) is refused in its
-// log, and it keeps playing the last one.
+// configuration. A policy nginx cannot play never gets here (syncRoutes
+// refuses it before storing it); should nginx still fail to take one
+// (render or reload), that is said in its log, and it keeps playing the
+// last one.
 func (d *Daemon) applyRoute(ctx context.Context, e *topology.Entry, r meshroute.Route) error {
 	d.mu.Lock()
 	var planes []*podRT
@@ -219,13 +228,20 @@ func (d *Daemon) applyRoute(ctx context.Context, e *topology.Entry, r meshroute.
 				return fmt.Errorf("entry %s, pod %s: %w", e.Name, rt.status.Name, err)
 			}
 		case nginxPlane:
-			if err := dp.SetPolicy(ctx, r.Policy); err != nil {
-				d.log.Error("nginx keeps its last route", "entry", e.Name, "pod", rt.status.Name, "err", err)
+			// The new route's backends in the same configuration: one
+			// reload, and updateBackends then finds them applied.
+			d.mu.Lock()
+			bs, names, sig := d.backendsLocked(e)
+			pod, where := rt.status.Name, rt.status.Cluster
+			d.mu.Unlock()
+			if err := dp.Set(ctx, r.Policy, bs); err != nil {
+				d.log.Error("nginx keeps its last route", "entry", e.Name, "pod", pod, "err", err)
 				if rt.elog != nil {
 					rt.elog.Line("nginx cannot play the new route, keeping the last one: %v", err)
 				}
 				continue
 			}
+			d.backendsApplied(rt, names, sig, pod, where)
 		}
 		d.mu.Lock()
 		rt.status.Policy = describeSim(r.Policy)

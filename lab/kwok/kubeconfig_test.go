@@ -55,6 +55,13 @@ func TestKubectlWhileTheSharedKubeconfigIsRewritten(t *testing.T) {
 	if err := kwok.WriteKubeconfig(twoContexts(srv.URL), l.Kubeconfig); err != nil {
 		t.Fatal(err)
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// c2 never started (no kubeconfig of its own): kubectl fails naming
+	// the missing file rather than reading the shared one.
+	if _, err := l.Kubectl(ctx, "c2", nil, "get", "--raw", "/version"); err == nil || !strings.Contains(err.Error(), l.ClusterKubeconfig("c2")) {
+		t.Fatalf("kubectl against c2 without its own kubeconfig = %v, want an error naming %s", err, l.ClusterKubeconfig("c2"))
+	}
 	own := l.ClusterKubeconfig("c1")
 	if err := os.MkdirAll(filepath.Dir(own), 0o755); err != nil {
 		t.Fatal(err)
@@ -73,8 +80,6 @@ func TestKubectlWhileTheSharedKubeconfigIsRewritten(t *testing.T) {
 	if err := os.WriteFile(l.Kubeconfig, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	out, err := l.Kubectl(ctx, "c1", nil, "get", "--raw", "/version")
 	if err != nil {
 		t.Fatalf("kubectl against c1 while the shared kubeconfig is rewritten: %v", err)

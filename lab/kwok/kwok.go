@@ -164,11 +164,13 @@ func (l *Lab) run(ctx context.Context, name string, args ...string) (string, err
 // cluster's own kubeconfig (ClusterKubeconfig) once Start wrote it: the
 // shared one is rewritten in place by every kwokctl create of another
 // cluster, and a kubectl reading it mid-rewrite failed with "context
-// kind-c1 does not exist" while lab up applied c1's manifests.
+// kind-c1 does not exist" while lab up applied c1's manifests. Without
+// that file it fails naming it: falling back to the shared one would hide
+// a cluster whose Start failed.
 func (l *Lab) Kubectl(ctx context.Context, cluster string, stdin []byte, args ...string) (string, error) {
 	kubeconfig := l.ClusterKubeconfig(cluster)
 	if _, err := os.Stat(kubeconfig); err != nil {
-		kubeconfig = l.Kubeconfig // a lab created before clusters had their own
+		return "", fmt.Errorf("kubectl %s (cluster %s): the cluster's kubeconfig, written when it started: %w", strings.Join(args, " "), cluster, err)
 	}
 	full := append([]string{"--kubeconfig", kubeconfig, "--context", l.Context(cluster)}, args...)
 	cmd := exec.CommandContext(ctx, l.Bin.Path("kubectl"), full...)

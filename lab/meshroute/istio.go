@@ -35,6 +35,11 @@ func deriveIstio(e Entry, objs Objects) (Route, error) {
 		if err != nil {
 			return Route{}, err
 		}
+		if !e.Gateway && !appliesToSidecars(spec) {
+			// istiod binds such a VirtualService to its gateways only; the
+			// sidecars never see it.
+			continue
+		}
 		for _, h := range hosts {
 			if s, _ := h.(string); hostMatches(s, e.To, e.Namespace) {
 				vss = append(vss, vs)
@@ -60,7 +65,8 @@ func deriveIstio(e Entry, objs Objects) (Route, error) {
 	r.From = append(r.From, where(vs, e.Cluster))
 	spec, _ := vs.Object["spec"].(map[string]any)
 	r.Ignored = append(r.Ignored, prefixed(where(vs, e.Cluster), ignoredFields(spec, "spec", "hosts", "http", "gateways", "exportTo"))...)
-	if gws, _ := spec["gateways"].([]any); len(gws) > 0 && !slices.Contains(gws, any("mesh")) {
+	if gws, _ := spec["gateways"].([]any); !appliesToSidecars(spec) {
+		// Only a gateway entry gets here: sidecars skipped the VirtualService above.
 		return Route{}, fieldError(vs, e.Cluster, "spec.gateways", "binds the routes to gateways %v only, not to the sidecars (add \"mesh\")", gws)
 	}
 	rules, err := listAt(spec["http"], vs, e.Cluster, "spec.http")
@@ -453,4 +459,12 @@ func istioRetryOn(on string) (*meshsim.Retry, error) {
 	}
 	slices.Sort(r.Codes)
 	return r, nil
+}
+
+// appliesToSidecars reports whether istiod applies a VirtualService's
+// routes to sidecars: spec.gateways empty (the default, "mesh") or naming
+// "mesh".
+func appliesToSidecars(spec map[string]any) bool {
+	gws, _ := spec["gateways"].([]any)
+	return len(gws) == 0 || slices.Contains(gws, any("mesh"))
 }

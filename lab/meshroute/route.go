@@ -48,6 +48,11 @@ type Entry struct {
 	ServicePort            int32
 	// Clusters are the lab's clusters, in order.
 	Clusters []string
+	// Gateway says the entry's data plane is a gateway of its own, not a
+	// sidecar of the callers (or the workers' sidecars): istiod applies a
+	// VirtualService to sidecars only when its spec.gateways is empty or
+	// names "mesh".
+	Gateway bool
 	// IstioNoShadowSuffix is istiod's DISABLE_SHADOW_HOST_SUFFIX (true by
 	// default since Istio 1.28): mirrored copies keep the primary's Host.
 	IstioNoShadowSuffix bool

@@ -81,9 +81,27 @@ spec:
         value: 50.
 `
 
+// gatewayVS routes callme-service to v2 for the gateway "ingress" only.
+const gatewayVS = `apiVersion: networking.istio.io/v1beta1
+kind: VirtualService
+metadata:
+  name: callme-service-ingress
+spec:
+  hosts:
+    - callme-service
+  gateways: [ingress]
+  http:
+    - route:
+      - destination:
+          host: callme-service
+          subset: v2
+`
+
 func TestDerive(t *testing.T) {
 	t.Parallel()
 	istio := Entry{Name: "istio-proxy", Mesh: MeshIstio, Cluster: "c1", Namespace: "default", To: "callme-service", ServicePort: 8080, Clusters: []string{"c1", "c2"}}
+	istioGateway := istio
+	istioGateway.Name, istioGateway.Gateway = "istio-gateway", true
 	kuma := Entry{Name: "edge-gateway", Mesh: MeshKuma, Cluster: "c1", Namespace: "kuma-demo", To: "test-server", ServicePort: 80, Clusters: []string{"c1", "c2"}}
 	flagger := Entry{Name: "kuma-sidecar", Mesh: MeshKuma, Cluster: "c1", Namespace: "callme", To: "callme-service", ServicePort: 8080, Clusters: []string{"c1", "c2"}}
 	skupper := Entry{Name: "skupper-router", Mesh: MeshSkupper, Cluster: "c1", Namespace: "interconnect", To: "app", ServicePort: 8080, Clusters: []string{"c1", "c2", "c3"}}
@@ -125,6 +143,16 @@ func TestDerive(t *testing.T) {
 			err: "spec.http[0].route: weights between other Services of namespace default and callme-service itself"},
 		{name: "istio: a Service of another namespace", entry: istio, objs: map[string]string{"c1": argoVS("callme-service-stable.other", "callme-service-canary", 75, 25)},
 			err: `spec.http[0].route[0].destination.host: "callme-service-stable.other" is not Service default/callme-service`},
+		// istiod applies a VirtualService bound to gateways only (spec.gateways
+		// without "mesh") to those gateways, never to sidecars.
+		{name: "istio: a sidecar routes by the mesh VirtualService, not the gateway's", entry: istio,
+			objs:     map[string]string{"c1": istioDR + "---\n" + strings.Replace(istioVS, "  hosts:\n", "  gateways: [mesh]\n  hosts:\n", 1) + "---\n" + gatewayVS},
+			want:     meshsim.Policy{Mode: meshsim.ModeWeighted, WeightBy: meshsim.ByVersion, Weights: map[string]float64{"v1": 1}, Mirror: &meshsim.Mirror{Version: "v2", Percent: 50}, Local: "c1"},
+			clusters: []string{"c1", "c2"}},
+		{name: "istio: a gateway-only VirtualService alone leaves a sidecar balancing over every pod", entry: istio, objs: map[string]string{"c1": istioDR + "---\n" + gatewayVS},
+			want: meshsim.Policy{Mode: meshsim.ModePerPod, Local: "c1"}, clusters: []string{"c1", "c2"}},
+		{name: "istio: a gateway entry still refuses a gateway-only VirtualService", entry: istioGateway, objs: map[string]string{"c1": istioDR + "---\n" + gatewayVS},
+			err: `VirtualService default/callme-service-ingress in cluster c1: spec.gateways: binds the routes to gateways [ingress]`},
 		{name: "istio: no VirtualService balances over every pod", entry: istio, objs: map[string]string{"c1": istioDR},
 			want: meshsim.Policy{Mode: meshsim.ModePerPod, Local: "c1"}, clusters: []string{"c1", "c2"}},
 		{name: "istio: weights are relative (not summing to 100 is fine since 1.15)", entry: istio,

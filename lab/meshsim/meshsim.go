@@ -31,7 +31,6 @@ import (
 	"net/http/httputil"
 	"slices"
 	"sync"
-	"time"
 
 	"github.com/mesh-verify/mesh-verify/lab/loopback"
 )
@@ -143,11 +142,6 @@ type Policy struct {
 	// Retry, if set, sends a request again when its answer or failure is
 	// one the policy retries (an Envoy route's retry policy).
 	Retry *Retry
-	// WeightsAfter, in weighted mode, replaces Weights After the
-	// simulator's first request: a route's configuration push reaching
-	// the data plane during a run, which a CI gate waits for with run
-	// --converge (README.md "CI gate").
-	WeightsAfter *WeightsAfter
 	// Seed seeds every random choice of the simulator (zero is a seed like
 	// any other): the same seed and the same requests, sent one at a time,
 	// make the same choices.
@@ -176,14 +170,6 @@ type Mirror struct {
 	MaxInFlight int
 }
 
-// WeightsAfter is a later set of weights of weighted mode.
-type WeightsAfter struct {
-	// After is counted from the simulator's first request, so a lab that
-	// took a while to come up still routes by Weights at first.
-	After   time.Duration
-	Weights map[string]float64
-}
-
 // Sim is one simulated mesh entry. Its methods are safe for concurrent use.
 type Sim struct {
 	p           Policy
@@ -202,11 +188,6 @@ type Sim struct {
 	rrPod    map[string]uint64 // balanced mode's rotation among tied pods
 	rng      *rand.Rand
 	st       Stats
-	// first is when the first request came and switched whether
-	// WeightsAfter replaced Weights; now is the clock (time.Now).
-	first    time.Time
-	switched bool
-	now      func() time.Time
 }
 
 // New validates p and returns a Sim with no backends.
@@ -224,7 +205,6 @@ func New(p Policy) (*Sim, error) {
 		st:      newStats(),
 		groups:  slices.Sorted(maps.Keys(p.Weights)),
 		rng:     rand.New(rand.NewPCG(p.Seed, seedStream)),
-		now:     time.Now,
 	}
 	s.setWeightsLocked(p.Weights)
 	s.setMirrorLocked(p.Mirror)
@@ -267,7 +247,6 @@ func (s *Sim) SetPolicy(p Policy) error {
 	s.p = p
 	s.setWeightsLocked(p.Weights)
 	s.setMirrorLocked(p.Mirror)
-	s.first, s.switched = time.Time{}, false
 	return nil
 }
 
@@ -279,24 +258,6 @@ func (s *Sim) setWeightsLocked(w map[string]float64) {
 	for _, v := range w {
 		s.totalWeight += uint64(v)
 	}
-}
-
-// scheduleLocked applies WeightsAfter once its time has come.
-func (s *Sim) scheduleLocked() {
-	wa := s.p.WeightsAfter
-	if wa == nil || s.switched {
-		return
-	}
-	now := s.now()
-	if s.first.IsZero() {
-		s.first = now
-	}
-	if now.Sub(s.first) < wa.After {
-		return
-	}
-	s.setWeightsLocked(wa.Weights)
-	s.switched = true
-	s.st.WeightsSwitched = true
 }
 
 func validWeights(w map[string]float64) error {
@@ -340,17 +301,6 @@ func validate(p Policy) error {
 	}
 	if p.Mode != ModeWeighted && (len(p.Weights) > 0 || p.WeightBy != "") {
 		return fail("Weights and WeightBy only apply to mode %q", ModeWeighted)
-	}
-	if wa := p.WeightsAfter; wa != nil {
-		if p.Mode != ModeWeighted {
-			return fail("WeightsAfter only applies to mode %q", ModeWeighted)
-		}
-		if wa.After <= 0 {
-			return fail("WeightsAfter.After is %s; want a duration > 0", wa.After)
-		}
-		if err := validWeights(wa.Weights); err != nil {
-			return fail("WeightsAfter: %v", err)
-		}
 	}
 	if p.Mode != ModeFailover && len(p.Order) > 0 {
 		return fail("Order only applies to mode %q", ModeFailover)
@@ -427,11 +377,6 @@ func clonePolicy(p Policy) Policy {
 		r := *p.Retry
 		r.Codes = slices.Clone(r.Codes)
 		p.Retry = &r
-	}
-	if p.WeightsAfter != nil {
-		wa := *p.WeightsAfter
-		wa.Weights = cloneMap(wa.Weights)
-		p.WeightsAfter = &wa
 	}
 	return p
 }

@@ -18,7 +18,6 @@ func (s *Sim) route(c *conn) (b Backend, streamID uint64, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.st.Requests++
-	s.scheduleLocked()
 	streamID = s.rng.Uint64()
 	if c != nil && s.perConnection() {
 		if !c.pinned {

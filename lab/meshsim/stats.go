@@ -32,8 +32,6 @@ type Stats struct {
 	OpenByCluster  map[string]int64
 
 	Mirror MirrorStats
-	// WeightsSwitched is true once Policy.WeightsAfter replaced Weights.
-	WeightsSwitched bool
 }
 
 // MirrorStats accounts for every request selected for mirroring:

@@ -197,6 +197,40 @@ func TestSetPolicyReconfigures(t *testing.T) {
 	}
 }
 
+// Set is a route change that also changes the backends (a cluster newly
+// reached): the policy and the backends in one configuration, one reload.
+func TestSetIsOneReload(t *testing.T) {
+	c1 := startBackend(t, "c1", "primary", "v1")
+	c2 := startBackend(t, "c2", "canary", "v2")
+	weights := func(w1, w2 float64) meshsim.Policy {
+		return meshsim.Policy{Mode: meshsim.ModeWeighted, WeightBy: meshsim.ByCluster, Weights: map[string]float64{"c1": w1, "c2": w2}}
+	}
+	pl := startPlane(t, weights(100, 0), c1)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pl.mu.Lock()
+	gen := pl.gen
+	pl.mu.Unlock()
+	if err := pl.Set(ctx, weights(0, 100), backends(c1, c2)); err != nil {
+		t.Fatal(err)
+	}
+	pl.mu.Lock()
+	reloads := pl.gen - gen
+	pl.mu.Unlock()
+	if reloads != 1 {
+		t.Errorf("Set reloaded nginx %d times, want once", reloads)
+	}
+	if codes := send(t, pl, "after", 30); codes[200] != 30 || count(c2) != 30 {
+		t.Fatalf("after Set: answers %v, served c2=%d; want all 30 by the newly reached c2", codes, count(c2))
+	}
+	if err := pl.Set(ctx, meshsim.Policy{Mode: meshsim.ModeBalanced}, backends(c1)); err == nil || !strings.Contains(err.Error(), "mode balanced") {
+		t.Fatalf("Set(balanced) = %v; want it refused", err)
+	}
+	if codes := send(t, pl, "kept", 10); codes[200] != 10 || count(c2) != 40 {
+		t.Fatalf("after a refused Set: answers %v, served c2=%d; want the last policy and backends kept", codes, count(c2))
+	}
+}
+
 // accessLogUpstreams counts the lines of nginx's access log per upstream
 // address ("$time_iso8601 $lab_request_id $upstream_addr $status").
 func accessLogUpstreams(t *testing.T, pl *Plane) map[string]int {

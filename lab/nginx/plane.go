@@ -44,7 +44,7 @@ type Plane struct {
 
 	mu  sync.Mutex
 	gen int
-	// backends are the last SetBackends gave, for a SetPolicy.
+	// backends are the last SetBackends or Set gave, for a SetPolicy.
 	backends []meshsim.Backend
 }
 
@@ -161,15 +161,30 @@ func (pl *Plane) SetBackends(ctx context.Context, bs []meshsim.Backend) error {
 // reloaded as SetBackends does. A policy nginx cannot play is refused and
 // the old one kept.
 func (pl *Plane) SetPolicy(ctx context.Context, p meshsim.Policy) error {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	return pl.setLocked(ctx, p, pl.backends)
+}
+
+// Set makes nginx play p over bs with one reload: a route change that
+// also changes the backends (a split between other Services, a Skupper
+// site linked) is one configuration, not two reloads in a row. As
+// SetPolicy, a policy nginx cannot play is refused, and on any error the
+// old policy and backends are kept.
+func (pl *Plane) Set(ctx context.Context, p meshsim.Policy, bs []meshsim.Backend) error {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	return pl.setLocked(ctx, p, bs)
+}
+
+func (pl *Plane) setLocked(ctx context.Context, p meshsim.Policy, bs []meshsim.Backend) error {
 	if err := Supports(p); err != nil {
 		return err
 	}
-	pl.mu.Lock()
-	defer pl.mu.Unlock()
-	old := pl.policy
-	pl.policy = p
+	oldP, oldB := pl.policy, pl.backends
+	pl.policy, pl.backends = p, bs
 	if err := pl.reloadLocked(ctx); err != nil {
-		pl.policy = old
+		pl.policy, pl.backends = oldP, oldB
 		return err
 	}
 	return nil

@@ -40,9 +40,6 @@ func Supports(p meshsim.Policy) error {
 	default:
 		return fmt.Errorf("unknown mode %q", p.Mode)
 	}
-	if p.WeightsAfter != nil {
-		return fmt.Errorf("weightsAfter changes the weights during a run; nginx plays a fixed configuration: use the simulator")
-	}
 	if p.PerConnection {
 		return fmt.Errorf("perConnection: nginx picks an upstream per request, not per inbound connection; use the simulator")
 	}

@@ -216,7 +216,7 @@ func namespaced(kind string) bool {
 // RouteEntry is e as meshroute derives its route.
 func (t *Topology) RouteEntry(e *Entry) meshroute.Entry {
 	out := meshroute.Entry{Name: e.Name, Mesh: e.Mesh, Cluster: e.Cluster, Namespace: e.Namespace, To: e.To, Clusters: t.Clusters,
-		IstioNoShadowSuffix: t.Istio.DisableShadowHostSuffix}
+		Gateway: e.Gateway(), IstioNoShadowSuffix: t.Istio.DisableShadowHostSuffix}
 	if s := t.ServiceByName(e.Namespace, e.To); s != nil {
 		out.ServicePort = s.Port
 	}

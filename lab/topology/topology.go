@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"go.yaml.in/yaml/v3"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 )
@@ -197,8 +198,10 @@ type Entry struct {
 	// Policy is the lab's former private routing block, kept only so that
 	// a topology still carrying one is refused by name (validate.go)
 	// instead of as an unknown field: routing comes from the mesh's
-	// objects alone.
-	Policy any `yaml:"policy"`
+	// objects alone. A yaml.Node so that the key's mere presence counts:
+	// `policy:` with a null value leaves it set (Kind non-zero), where an
+	// interface would decode to nil.
+	Policy yaml.Node `yaml:"policy"`
 	// AccessLog makes a gateway entry an Envoy (Istio's ingress gateway,
 	// Kuma's gateway) that writes this format's access line per request
 	// to its pod's log and sets x-request-id; sidecar entries take their

@@ -328,7 +328,7 @@ func (t *Topology) checkMesh(c *checker, p []any, e *Entry) {
 	case e.Mesh != "" && !slices.Contains(meshroute.Meshes(), e.Mesh):
 		c.add(at(p, "mesh"), "unknown mesh %q (known: %s)", e.Mesh, strings.Join(meshroute.Meshes(), ", "))
 	}
-	if e.Policy != nil {
+	if e.Policy.Kind != 0 {
 		c.add(at(p, "policy"), "entry %s: the lab's private policy block is gone; routing comes from the mesh's own objects: set mesh and put the route in the topology directory's <cluster>/ manifests, as the tutorial applies them "+
 			"(Istio's VirtualService and DestinationRule, Kuma's MeshHTTPRoute or TrafficRoute, Skupper's link Secrets with skupper.io/cost or Links, Cilium's service.cilium.io annotations on the Service)", e.Name)
 	}

@@ -66,7 +66,7 @@ crash, the previous lab is removed first. If up fails or is interrupted (Ctrl-C)
 stops the daemon and deletes the clusters it started, unless --keep-on-failure is given.
 --data-plane nginx plays every mesh entry with Debian's nginx (weighted upstreams,
 split_clients, mirror) instead of the simulator, for the policies nginx can play
-(per-cluster, per-pod, weighted, failover, mirror; not Skupper's balanced mode).
+(per-pod, weighted, failover, mirror; not Skupper's balanced mode).
 The simulator routes at random where the real data plane does (Envoy's weighted
 clusters and mirror fractions per request, Cilium's and east-west gateways' picks per
 connection); every simulator's random source derives from the lab's seed, printed by
