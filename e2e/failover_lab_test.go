@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -63,12 +64,17 @@ func TestFailoverTimeline(t *testing.T) {
 	}
 	for i, c := range w.Converge {
 		t.Logf("change: %s", c.Text)
-		why, from, to := "c1 has no ready backend of Service default/rebel-base (2 → 0)", "c1", "c2"
+		whys, from, to := []string{"c1 has no ready backend of Service default/rebel-base (2 → 0)"}, "c1", "c2"
 		if i == 1 {
-			why, from, to = "c1 has ready backends of Service default/rebel-base again (0 → 2)", "c2", "c1"
+			// Scaled back to 2, c1's pods become ready one by one: the
+			// read that first sees the change may see one of them or both
+			// (CI saw "0 → 1" on a loaded machine); either is what the
+			// read saw, and a later 1 → 2 moves no share.
+			whys, from, to = []string{"c1 has ready backends of Service default/rebel-base again (0 → 2)",
+				"c1 has ready backends of Service default/rebel-base again (0 → 1)"}, "c2", "c1"
 		}
-		if c.Cause != "backends" || c.Why != why {
-			t.Errorf("change %d: cause %q (%s), want backends: %s", i+1, c.Cause, c.Why, why)
+		if c.Cause != "backends" || !slices.Contains(whys, c.Why) {
+			t.Errorf("change %d: cause %q (%s), want backends: one of %q", i+1, c.Cause, c.Why, whys)
 		}
 		m := c.Moved
 		if m == nil || !m.Moved || len(m.From) != 1 || m.From[0] != from || len(m.To) != 1 || m.To[0] != to {
