@@ -217,6 +217,9 @@ func namespaced(kind string) bool {
 func (t *Topology) RouteEntry(e *Entry) meshroute.Entry {
 	out := meshroute.Entry{Name: e.Name, Mesh: e.Mesh, Cluster: e.Cluster, Namespace: e.Namespace, To: e.To, Clusters: t.Clusters,
 		Gateway: e.Gateway(), IstioNoShadowSuffix: t.Istio.DisableShadowHostSuffix}
+	if e.Gateway() {
+		out.Labels = e.podLabels()
+	}
 	if s := t.ServiceByName(e.Namespace, e.To); s != nil {
 		out.ServicePort = s.Port
 	}
