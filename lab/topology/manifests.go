@@ -250,6 +250,11 @@ func (t *Topology) CheckRoutes() (notes []string, err error) {
 		for _, ig := range r.Ignored {
 			notes = append(notes, fmt.Sprintf("entry %s: not modelled by the lab: %s", e.Name, ig))
 		}
+		if r.Policy.NoRoute != "" {
+			// As a real gateway comes up without a route: not a failure of
+			// lab up, but every request it gets will be answered 404.
+			notes = append(notes, fmt.Sprintf("entry %s: no route, every request answered 404 (NR): %s", e.Name, r.Policy.NoRoute))
+		}
 		if e.UsesNginx() {
 			if err := nginx.Supports(r.Policy); err != nil {
 				errs = append(errs, fmt.Errorf("topology %s, entry %s: the nginx data plane cannot play the route its manifests give: %w", t.Metadata.Name, e.Name, err))

@@ -198,4 +198,10 @@ entries:
 	if got := topo.ServiceClusters(topo.ServiceByName("callme", "callme-service-canary")); len(got) != 1 || got[0] != "c1" {
 		t.Errorf("the canary Service is created in %v, want [c1] where its pods run", got)
 	}
+	// Its Istio gateway has no Gateway object: it comes up, as a real one
+	// does, and lab up says it will answer every request 404.
+	notes, err := topo.CheckRoutes()
+	if err != nil || !strings.Contains(strings.Join(notes, "\n"), "entry gw: no route, every request answered 404 (NR): no VirtualService bound to a Gateway selecting gw (pod labels app=gw,istio=ingressgateway,lab.mesh-verify.io/entry=gw)") {
+		t.Errorf("CheckRoutes = %v, notes %q: want a note that gateway gw has no route", err, notes)
+	}
 }
