@@ -145,6 +145,18 @@ func TestIngressGatewayRoutesOnlyWhatIsBound(t *testing.T) {
 	if code, body := get("/other"); code != http.StatusNotFound || body != "" {
 		t.Errorf("GET /other through the gateway: %d %q, want Envoy's 404 with no body", code, body)
 	}
+	e2etest.Poll(t, 30*time.Second, "the gateway's 404 counted in the lab status", func() error {
+		st, err := daemon.ReadStatus(l.Dir)
+		if err != nil {
+			return err
+		}
+		for _, p := range st.Pods {
+			if p.Key() == gw.Key() && p.Routed != nil && p.Routed.NoRoute == 1 && p.Routed.Requests == 2 {
+				return nil
+			}
+		}
+		return fmt.Errorf("pod %s: routed counts not 2 requests, 1 without a route", gw.Key())
+	})
 	e2etest.Poll(t, 30*time.Second, "the gateway's access line for /other", func() error {
 		b, err := os.ReadFile(gw.LogFile)
 		if err != nil {

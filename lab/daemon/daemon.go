@@ -747,7 +747,7 @@ func (d *Daemon) backendsApplied(rt *podRT, names []string, sig, pod, where stri
 // routedOf is a simulator's counts as the status shows them.
 func routedOf(st *meshsim.Stats) *Routed {
 	return &Routed{
-		Requests: st.Requests, NoUpstream: st.NoUpstream, Connections: st.Connections,
+		Requests: st.Requests, NoUpstream: st.NoUpstream, NoRoute: st.NoRoute, Connections: st.Connections,
 		ByCluster: st.ByCluster, ByPod: st.ByPod, ByVersion: st.ByVersion,
 		ConnsByCluster: st.ConnsByCluster, Mirrored: st.Mirror.ByCluster, Retries: st.Retries,
 	}

@@ -45,7 +45,7 @@ func TestMatchRoutes(t *testing.T) {
 			t.Parallel()
 			v1 := startPod(t, "c1", "helloworld-v1", "v1")
 			log := &accessLog{}
-			_, addr := serveWith(t, tc.p, backends(v1), Proxying{Envoy: true, AccessLog: log.add})
+			sim, addr := serveWith(t, tc.p, backends(v1), Proxying{Envoy: true, AccessLog: log.add})
 			req, err := http.NewRequest(http.MethodGet, "http://"+addr+tc.path, nil)
 			if err != nil {
 				t.Fatal(err)
@@ -65,6 +65,13 @@ func TestMatchRoutes(t *testing.T) {
 				t.Fatalf("%d access records, want 1", len(got))
 			}
 			e := got[0].Entry
+			routed := int64(0)
+			if tc.want == http.StatusOK {
+				routed = 1
+			}
+			if st := sim.Stats(); st.Requests != 1 || st.NoRoute != 1-routed || st.ByPod["c1/helloworld-v1"] != routed {
+				t.Errorf("stats: %d requests, %d no route, %d to the pod", st.Requests, st.NoRoute, st.ByPod["c1/helloworld-v1"])
+			}
 			if tc.want == 404 {
 				if v1.hits.Load() != 0 || len(body) != 0 || e.Code != 404 || e.Flags != envoylog.FlagNoRoute || e.Details != envoylog.DetailsRouteNotFound || e.UpstreamHost != "" {
 					t.Errorf("no route: backend hits %d, body %q, record %+v; want Envoy's 404 NR route_not_found, no upstream", v1.hits.Load(), body, e)

@@ -194,6 +194,10 @@ func (s *Sim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ex := envoylog.NewExchange()
 	s.mu.Lock()
 	noRoute := s.p.NoRoute != "" || !s.match.takes(r)
+	if noRoute {
+		s.st.Requests++
+		s.st.NoRoute++
+	}
 	s.mu.Unlock()
 	if noRoute {
 		// Envoy's answer when no route matches: 404, an empty body,
