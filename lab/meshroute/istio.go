@@ -79,11 +79,12 @@ func describeAll(us []*unstructured.Unstructured) string {
 // gateway, are the virtual host's domains its requests must name.
 //
 // Rules are matched in order and the first match wins (Envoy's routes of
-// one virtual host). The lab plays one rule, the first: its uri
-// conditions are played per request (a request they miss finds no route:
-// 404, NR); a later rule is refused when the first has conditions (it
-// would route what they miss), and reported as never matched when the
-// first has none.
+// one virtual host). The lab plays one rule, the first without
+// conditions or with a uri one (earlier rules with other conditions only
+// are taken to miss and reported): its uri conditions are played per
+// request (a request they miss finds no route: 404, NR); a later rule is
+// refused when the played one has conditions (it would route what they
+// miss), and reported as never matched when it has none.
 func istioVSRoute(e Entry, objs Objects, vs *unstructured.Unstructured, hosts []string) (Route, error) {
 	r := Route{Policy: meshsim.Policy{Mode: meshsim.ModePerPod, Retry: istioDefaultRetry()}}
 	r.From = append(r.From, where(vs, e.Cluster))
@@ -96,20 +97,36 @@ func istioVSRoute(e Entry, objs Objects, vs *unstructured.Unstructured, hosts []
 	if len(rules) == 0 {
 		return Route{}, fieldError(vs, e.Cluster, "spec.http", "no HTTP route: the lab's entries carry HTTP")
 	}
-	const path = "spec.http[0]"
-	rule, err := mapAt(rules[0], vs, e.Cluster, path)
-	if err != nil {
-		return Route{}, err
-	}
-	match, err := listAt(rule["match"], vs, e.Cluster, path+".match")
-	if err != nil {
-		return Route{}, err
-	}
-	if len(rules) > 1 {
-		if len(match) > 0 {
-			return Route{}, fieldError(vs, e.Cluster, "spec.http[1]", "the lab plays one HTTP rule, spec.http[0]; this one would route the requests spec.http[0].match misses (merge the rules, or give the first no match conditions)")
+	// Rules whose every condition is one the lab does not play (headers,
+	// queryParams, …) are taken to miss: the lab's requests carry no such
+	// header. The first rule without conditions, or with a uri one, is
+	// played.
+	ri := -1
+	var rule map[string]any
+	var match []any
+	for i, x := range rules {
+		p := fmt.Sprintf("spec.http[%d]", i)
+		if rule, err = mapAt(x, vs, e.Cluster, p); err != nil {
+			return Route{}, err
 		}
-		r.Ignored = append(r.Ignored, fmt.Sprintf("%s: spec.http[1:] (never matched: spec.http[0] has no match conditions and takes every request)", where(vs, e.Cluster)))
+		if match, err = listAt(rule["match"], vs, e.Cluster, p+".match"); err != nil {
+			return Route{}, err
+		}
+		if !unplayedConditionsOnly(match) {
+			ri = i
+			break
+		}
+		r.Ignored = append(r.Ignored, fmt.Sprintf("%s: %s.match (conditions the lab does not play: its requests are taken to miss them)", where(vs, e.Cluster), p))
+	}
+	if ri < 0 {
+		return Route{}, fieldError(vs, e.Cluster, "spec.http", "every rule has match conditions the lab does not play (only uri is played); the lab needs a rule without conditions or with a uri one")
+	}
+	path := fmt.Sprintf("spec.http[%d]", ri)
+	if ri+1 < len(rules) {
+		if len(match) > 0 {
+			return Route{}, fieldError(vs, e.Cluster, fmt.Sprintf("spec.http[%d]", ri+1), "the lab plays one HTTP rule, %s; this one would route the requests %s.match misses (merge the rules, or give the first no match conditions)", path, path)
+		}
+		r.Ignored = append(r.Ignored, fmt.Sprintf("%s: spec.http[%d:] (never matched: %s has no match conditions and takes every request)", where(vs, e.Cluster), ri+1, path))
 	}
 	uris, ignored, err := istioURIMatches(e, vs, match, path+".match")
 	if err != nil {
@@ -222,6 +239,22 @@ func istioVSRoute(e Entry, objs Objects, vs *unstructured.Unstructured, hosts []
 		}
 	}
 	return r, nil
+}
+
+// unplayedConditionsOnly reports whether every HTTPMatchRequest of match
+// sets conditions and none of them is a uri: a rule the lab cannot tell
+// its requests apart by.
+func unplayedConditionsOnly(match []any) bool {
+	if len(match) == 0 {
+		return false
+	}
+	for _, x := range match {
+		m, _ := x.(map[string]any)
+		if m["uri"] != nil || len(ignoredFields(m, "", "name", "ignoreUriCase")) == 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // istioURIMatches reads an HTTPRoute's match list: the uri conditions of
