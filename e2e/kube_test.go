@@ -21,9 +21,10 @@ import (
 )
 
 // threeClusterTopology: callme pods in c1, c2 and c3 (1/1/2), each with
-// an Istio sidecar, behind an Istio gateway in c1 that, with no
-// VirtualService for callme-service, balances per pod, per request, as
-// Envoy does over a Service's endpoints. callme logs no request id
+// an Istio sidecar, behind an Istio ingress gateway in c1 that routes by
+// the VirtualService bound to its Gateway (threeClusterGateway): one
+// destination without a subset, so per pod, per request, as Envoy
+// balances over a Service's endpoints. callme logs no request id
 // (docs/real-apps.md); its sidecar's access log does, as on a real mesh.
 const threeClusterTopology = `apiVersion: lab.mesh-verify.io/v1alpha1
 kind: Topology
@@ -50,8 +51,32 @@ entries:
     mesh: istio
 `
 
+// threeClusterGateway binds the gateway's routes as the tutorials'
+// helloworld-gateway.yaml does: a Gateway selecting Istio's default
+// ingress gateway (the entry's pods carry istio: ingressgateway) and a
+// VirtualService bound to it sending everything to callme-service.
+const threeClusterGateway = `apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {name: edge-gateway, namespace: default}
+spec:
+  selector: {istio: ingressgateway}
+  servers:
+  - port: {number: 80, name: http, protocol: HTTP}
+    hosts: ["*"]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: callme-service, namespace: default}
+spec:
+  hosts: ["*"]
+  gateways: [edge-gateway]
+  http:
+  - route:
+    - destination: {host: callme-service, port: {number: 8080}}
+`
+
 // threeClusterLab is threeClusterTopology's lab.
-var threeClusterLab = e2etest.LabSpec{Source: threeClusterTopology}
+var threeClusterLab = e2etest.LabSpec{Source: threeClusterTopology, Manifests: threeClusterGateway, ManifestsCluster: "c1"}
 
 const threeClusterScenario = `apiVersion: mesh-verify.io/v1alpha1
 kind: Scenario

@@ -13,6 +13,7 @@ import (
 
 	"github.com/mesh-verify/mesh-verify/lab"
 	"github.com/mesh-verify/mesh-verify/lab/labtest"
+	"github.com/mesh-verify/mesh-verify/lab/topology"
 )
 
 // LabSpec is the lab a test needs.
@@ -21,6 +22,10 @@ type LabSpec struct {
 	Topology string
 	// Source, when set, is the topology's YAML instead of Topology.
 	Source string
+	// Manifests, with Source, are the YAML manifests of cluster
+	// ManifestsCluster (the mesh's objects, as a topology directory's
+	// <cluster>/ holds them). Strings, not a map: a LabSpec is a map key.
+	Manifests, ManifestsCluster string
 	// DataPlane plays every entry with this data plane (lab up
 	// --data-plane), e.g. nginx.
 	DataPlane string
@@ -167,7 +172,20 @@ func (b *Binary) up(t testing.TB, spec LabSpec) *labUp {
 			return u
 		}
 		topo = filepath.Join(u.topoDir, "topology.yaml")
-		if u.err = os.WriteFile(topo, []byte(spec.Source), 0o600); u.err != nil {
+		if spec.Manifests != "" {
+			// A topology directory: lab.yaml and <cluster>/*.yaml.
+			topo = u.topoDir
+			cdir := filepath.Join(u.topoDir, spec.ManifestsCluster)
+			if u.err = os.Mkdir(cdir, 0o700); u.err != nil {
+				return u
+			}
+			if u.err = os.WriteFile(filepath.Join(cdir, "manifests.yaml"), []byte(spec.Manifests), 0o600); u.err != nil {
+				return u
+			}
+			if u.err = os.WriteFile(filepath.Join(u.topoDir, topology.LabFile), []byte(spec.Source), 0o600); u.err != nil {
+				return u
+			}
+		} else if u.err = os.WriteFile(topo, []byte(spec.Source), 0o600); u.err != nil {
 			return u
 		}
 	}

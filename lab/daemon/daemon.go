@@ -747,7 +747,7 @@ func (d *Daemon) backendsApplied(rt *podRT, names []string, sig, pod, where stri
 // routedOf is a simulator's counts as the status shows them.
 func routedOf(st *meshsim.Stats) *Routed {
 	return &Routed{
-		Requests: st.Requests, NoUpstream: st.NoUpstream, Connections: st.Connections,
+		Requests: st.Requests, NoUpstream: st.NoUpstream, NoRoute: st.NoRoute, Connections: st.Connections,
 		ByCluster: st.ByCluster, ByPod: st.ByPod, ByVersion: st.ByVersion,
 		ConnsByCluster: st.ConnsByCluster, Mirrored: st.Mirror.ByCluster, Retries: st.Retries,
 	}
@@ -849,7 +849,23 @@ func (d *Daemon) snapshot() *Status {
 // retries (describeSim adds them), for logs and status.
 func describePolicy(p meshsim.Policy) string {
 	var b strings.Builder
+	if p.NoRoute != "" {
+		return "no route, every request answered 404 (NR): " + p.NoRoute
+	}
 	b.WriteString(p.Mode)
+	if m := p.Match; m != nil {
+		var conds, uris []string
+		if len(m.Hosts) > 0 {
+			conds = append(conds, "host "+strings.Join(m.Hosts, "|"))
+		}
+		for _, u := range m.URIs {
+			uris = append(uris, "uri "+u.Kind+" "+strconv.Quote(u.Value))
+		}
+		if len(uris) > 0 {
+			conds = append(conds, strings.Join(uris, " or "))
+		}
+		b.WriteString(" for " + strings.Join(conds, " and ") + ", else 404 (NR)")
+	}
 	kv := func(m map[string]float64) string {
 		var parts []string
 		for _, k := range slices.Sorted(maps.Keys(m)) {

@@ -167,8 +167,10 @@ func (j JobPod) Key() string { return j.Cluster + "/" + j.Namespace + "/" + j.Na
 
 // Routed summarises meshsim.Stats.
 type Routed struct {
-	Requests    int64            `json:"requests"`
-	NoUpstream  int64            `json:"noUpstream,omitempty"`
+	Requests   int64 `json:"requests"`
+	NoUpstream int64 `json:"noUpstream,omitempty"`
+	// NoRoute counts 404 answers no route took (Envoy's NR).
+	NoRoute     int64            `json:"noRoute,omitempty"`
 	Connections int64            `json:"connections"`
 	ByCluster   map[string]int64 `json:"byCluster,omitempty"`
 	ByPod       map[string]int64 `json:"byPod,omitempty"`

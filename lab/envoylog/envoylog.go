@@ -38,11 +38,13 @@ const (
 	FlagNoHealthyUpstream    = "UH"
 	FlagUpstreamConnFailure  = "UF"
 	FlagDownstreamDisconnect = "DC"
+	FlagNoRoute              = "NR"
 
 	DetailsViaUpstream          = "via_upstream"
 	DetailsNoHealthyUpstream    = "no_healthy_upstream"
 	DetailsConnectionFailure    = "upstream_reset_before_response_started{connection_failure}"
 	DetailsDownstreamDisconnect = "downstream_remote_disconnect"
+	DetailsRouteNotFound        = "route_not_found"
 )
 
 // Envoy's answers when it cannot serve a request itself.

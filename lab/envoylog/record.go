@@ -128,6 +128,12 @@ func (x *Exchange) Done(r *http.Request, rec *Recorder) {
 	}
 }
 
+// NoRoute notes that no route matched the request (NR): Envoy answers
+// 404 itself.
+func (x *Exchange) NoRoute() {
+	x.Flags, x.Details = FlagNoRoute, DetailsRouteNotFound
+}
+
 // NoUpstream notes that no endpoint was there to forward to (UH).
 func (x *Exchange) NoUpstream() {
 	x.Flags, x.Details = FlagNoHealthyUpstream, DetailsNoHealthyUpstream

@@ -3,6 +3,7 @@ package meshroute
 import (
 	"fmt"
 	"math"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,8 +24,13 @@ const istioDefaultMirrorPercent = 100
 // deriveIstio reads the VirtualService for the entry's Service in the
 // entry's cluster and namespace (the sidecar's view) and the
 // DestinationRule whose subsets it names. Without a VirtualService the
-// sidecar balances over every endpoint of the Service (per request).
+// sidecar balances over every endpoint of the Service (per request). A
+// gateway entry routes by the VirtualServices bound to its Gateways
+// instead (deriveIstioGateway).
 func deriveIstio(e Entry, objs Objects) (Route, error) {
+	if e.Gateway {
+		return deriveIstioGateway(e, objs)
+	}
 	var vss []*unstructured.Unstructured
 	for _, vs := range objs.of(e.Cluster, "VirtualService", e.Namespace) {
 		spec, err := mapAt(vs.Object["spec"], vs, e.Cluster, "spec")
@@ -35,7 +41,7 @@ func deriveIstio(e Entry, objs Objects) (Route, error) {
 		if err != nil {
 			return Route{}, err
 		}
-		if !e.Gateway && !appliesToSidecars(spec) {
+		if !appliesToSidecars(spec) {
 			// istiod binds such a VirtualService to its gateways only; the
 			// sidecars never see it.
 			continue
@@ -52,23 +58,38 @@ func deriveIstio(e Entry, objs Objects) (Route, error) {
 		return r, nil
 	}
 	if len(vss) > 1 {
-		var names []string
-		for _, vs := range vss {
-			names = append(names, describe(vs))
-		}
 		// istiod merges several VirtualServices of one host for gateways
 		// only; for sidecars the result depends on their order, which the
 		// lab will not guess.
-		return Route{}, fmt.Errorf("several VirtualServices route host %s for sidecars: %s; the lab routes by exactly one", e.To, strings.Join(names, ", "))
+		return Route{}, fmt.Errorf("several VirtualServices route host %s for sidecars: %s; the lab routes by exactly one", e.To, describeAll(vss))
 	}
-	vs := vss[0]
+	return istioVSRoute(e, objs, vss[0], nil)
+}
+
+// describeAll names objects for messages, comma-separated.
+func describeAll(us []*unstructured.Unstructured) string {
+	var names []string
+	for _, u := range us {
+		names = append(names, describe(u))
+	}
+	return strings.Join(names, ", ")
+}
+
+// istioVSRoute is the route of VirtualService vs for entry e; hosts, for a
+// gateway, are the virtual host's domains its requests must name.
+//
+// Rules are matched in order and the first match wins (Envoy's routes of
+// one virtual host). The lab plays one rule, the first without
+// conditions or with a uri one (earlier rules with other conditions only
+// are taken to miss and reported): its uri conditions are played per
+// request (a request they miss finds no route: 404, NR); a later rule is
+// refused when the played one has conditions (it would route what they
+// miss), and reported as never matched when it has none.
+func istioVSRoute(e Entry, objs Objects, vs *unstructured.Unstructured, hosts []string) (Route, error) {
+	r := Route{Policy: meshsim.Policy{Mode: meshsim.ModePerPod, Retry: istioDefaultRetry()}}
 	r.From = append(r.From, where(vs, e.Cluster))
 	spec, _ := vs.Object["spec"].(map[string]any)
 	r.Ignored = append(r.Ignored, prefixed(where(vs, e.Cluster), ignoredFields(spec, "spec", "hosts", "http", "gateways", "exportTo"))...)
-	if gws, _ := spec["gateways"].([]any); !appliesToSidecars(spec) {
-		// Only a gateway entry gets here: sidecars skipped the VirtualService above.
-		return Route{}, fieldError(vs, e.Cluster, "spec.gateways", "binds the routes to gateways %v only, not to the sidecars (add \"mesh\")", gws)
-	}
 	rules, err := listAt(spec["http"], vs, e.Cluster, "spec.http")
 	if err != nil {
 		return Route{}, err
@@ -76,25 +97,42 @@ func deriveIstio(e Entry, objs Objects) (Route, error) {
 	if len(rules) == 0 {
 		return Route{}, fieldError(vs, e.Cluster, "spec.http", "no HTTP route: the lab's entries carry HTTP")
 	}
-	// The first rule without match conditions is what every request of a
-	// scenario matches; rules before it with conditions are reported.
+	// Rules whose every condition is one the lab does not play (headers,
+	// queryParams, …) are taken to miss: the lab's requests carry no such
+	// header. The first rule without conditions, or with a uri one, is
+	// played.
 	ri := -1
+	var rule map[string]any
+	var match []any
 	for i, x := range rules {
-		rule, err := mapAt(x, vs, e.Cluster, fmt.Sprintf("spec.http[%d]", i))
-		if err != nil {
+		p := fmt.Sprintf("spec.http[%d]", i)
+		if rule, err = mapAt(x, vs, e.Cluster, p); err != nil {
 			return Route{}, err
 		}
-		if m, _ := rule["match"].([]any); len(m) == 0 {
+		if match, err = listAt(rule["match"], vs, e.Cluster, p+".match"); err != nil {
+			return Route{}, err
+		}
+		if !unplayedConditionsOnly(match) {
 			ri = i
 			break
 		}
-		r.Ignored = append(r.Ignored, fmt.Sprintf("%s: spec.http[%d].match (the lab routes every request by the first rule without match conditions)", where(vs, e.Cluster), i))
+		r.Ignored = append(r.Ignored, fmt.Sprintf("%s: %s.match (conditions the lab does not play: its requests are taken to miss them)", where(vs, e.Cluster), p))
 	}
 	if ri < 0 {
-		return Route{}, fieldError(vs, e.Cluster, "spec.http", "every rule has match conditions; the lab needs one without (its requests match no condition it can tell)")
+		return Route{}, fieldError(vs, e.Cluster, "spec.http", "every rule has match conditions the lab does not play (only uri is played); the lab needs a rule without conditions or with a uri one")
 	}
 	path := fmt.Sprintf("spec.http[%d]", ri)
-	rule := rules[ri].(map[string]any)
+	if ri+1 < len(rules) {
+		if len(match) > 0 {
+			return Route{}, fieldError(vs, e.Cluster, fmt.Sprintf("spec.http[%d]", ri+1), "the lab plays one HTTP rule, %s; this one would route the requests %s.match misses (merge the rules, or give the first no match conditions)", path, path)
+		}
+		r.Ignored = append(r.Ignored, fmt.Sprintf("%s: spec.http[%d:] (never matched: %s has no match conditions and takes every request)", where(vs, e.Cluster), ri+1, path))
+	}
+	uris, ignored, err := istioURIMatches(e, vs, match, path+".match")
+	if err != nil {
+		return Route{}, err
+	}
+	r.Ignored = append(r.Ignored, prefixed(where(vs, e.Cluster), ignored)...)
 	r.Ignored = append(r.Ignored, prefixed(where(vs, e.Cluster), ignoredFields(rule, path, "route", "mirror", "mirrorPercentage", "mirrorPercent", "mirrors", "name", "match", "retries"))...)
 	subsets, drs, err := istioSubsets(e, objs)
 	if err != nil {
@@ -176,6 +214,9 @@ func deriveIstio(e Entry, objs Objects) (Route, error) {
 	default:
 		return Route{}, fieldError(vs, e.Cluster, path+".route", "weights between destinations without a subset and with one are not modelled: give every destination a subset")
 	}
+	if len(hosts) > 0 || len(uris) > 0 {
+		r.Policy.Match = &meshsim.Match{Hosts: hosts, URIs: uris}
+	}
 	mirror, mirrorSubset, err := istioMirror(e, vs, rule, path, subsets)
 	if err != nil {
 		return Route{}, err
@@ -198,6 +239,86 @@ func deriveIstio(e Entry, objs Objects) (Route, error) {
 		}
 	}
 	return r, nil
+}
+
+// unplayedConditionsOnly reports whether every HTTPMatchRequest of match
+// sets conditions and none of them is a uri: a rule the lab cannot tell
+// its requests apart by.
+func unplayedConditionsOnly(match []any) bool {
+	if len(match) == 0 {
+		return false
+	}
+	for _, x := range match {
+		m, _ := x.(map[string]any)
+		if m["uri"] != nil || len(ignoredFields(m, "", "name", "ignoreUriCase")) == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// istioURIMatches reads an HTTPRoute's match list: the uri conditions of
+// its HTTPMatchRequests (ORed). A request matching an element with no uri
+// matches whatever its path, so then every path is taken (nil). Other
+// conditions (headers, queryParams, method, authority, port, …) are not
+// played and are returned by path.
+func istioURIMatches(e Entry, vs *unstructured.Unstructured, match []any, path string) (uris []meshsim.URIMatch, ignored []string, err error) {
+	anyPath := len(match) == 0
+	for k, x := range match {
+		mp := fmt.Sprintf("%s[%d]", path, k)
+		m, err := mapAt(x, vs, e.Cluster, mp)
+		if err != nil {
+			return nil, nil, err
+		}
+		ignored = append(ignored, ignoredFields(m, mp, "uri", "ignoreUriCase", "name")...)
+		u, err := mapAt(m["uri"], vs, e.Cluster, mp+".uri")
+		if err != nil {
+			return nil, nil, err
+		}
+		if u == nil {
+			anyPath = true
+			continue
+		}
+		ic, _ := m["ignoreUriCase"].(bool)
+		if v, ok := m["ignoreUriCase"]; ok && v != nil {
+			if _, isBool := v.(bool); !isBool {
+				return nil, nil, fieldError(vs, e.Cluster, mp+".ignoreUriCase", "want a boolean, have %T", v)
+			}
+		}
+		if len(u) != 1 {
+			return nil, nil, fieldError(vs, e.Cluster, mp+".uri", "want exactly one of exact, prefix, regex; have %v", sortedKeys(u))
+		}
+		for kind, v := range u {
+			val, err := stringAt(v, vs, e.Cluster, mp+".uri."+kind)
+			if err != nil {
+				return nil, nil, err
+			}
+			// Istio's StringMatch kinds are the simulator's URI kinds.
+			if !slices.Contains([]string{meshsim.URIExact, meshsim.URIPrefix, meshsim.URIRegex}, kind) {
+				return nil, nil, fieldError(vs, e.Cluster, mp+".uri."+kind, "unknown string match; want exact, prefix or regex")
+			}
+			um := meshsim.URIMatch{Kind: kind, Value: val, IgnoreCase: ic}
+			if kind == meshsim.URIRegex {
+				if ic {
+					return nil, nil, fieldError(vs, e.Cluster, mp+".ignoreUriCase", "set with a regex uri (istiod refuses it)")
+				}
+				if len(val) > meshsim.MaxURIRegex {
+					return nil, nil, fieldError(vs, e.Cluster, mp+".uri.regex", "%d bytes: the lab takes at most %d", len(val), meshsim.MaxURIRegex)
+				}
+				if _, err := regexp.Compile(val); err != nil {
+					return nil, nil, fieldError(vs, e.Cluster, mp+".uri.regex", "%q: %v (Envoy's regexes are RE2, as Go's)", val, err)
+				}
+			}
+			uris = append(uris, um)
+		}
+	}
+	if len(uris) > meshsim.MaxURIMatches {
+		return nil, nil, fieldError(vs, e.Cluster, path, "%d uri conditions: the lab plays at most %d", len(uris), meshsim.MaxURIMatches)
+	}
+	if anyPath {
+		return nil, ignored, nil
+	}
+	return uris, ignored, nil
 }
 
 // istioSubsets maps subset name to the version its labels select, from

@@ -53,6 +53,9 @@ type Entry struct {
 	// VirtualService to sidecars only when its spec.gateways is empty or
 	// names "mesh".
 	Gateway bool
+	// Labels are a gateway entry's pod labels: an Istio Gateway object
+	// applies to the gateway whose labels include its spec.selector.
+	Labels map[string]string
 	// IstioNoShadowSuffix is istiod's DISABLE_SHADOW_HOST_SUFFIX (true by
 	// default since Istio 1.28): mirrored copies keep the primary's Host.
 	IstioNoShadowSuffix bool
@@ -90,7 +93,9 @@ type Route struct {
 // what was ignored.
 func (r Route) Describe() string {
 	var b strings.Builder
-	if len(r.From) == 0 {
+	if r.Policy.NoRoute != "" {
+		b.WriteString("no route, every request answered 404 (NR): " + r.Policy.NoRoute)
+	} else if len(r.From) == 0 {
 		b.WriteString("no route object: the mesh's default")
 	} else {
 		b.WriteString("from " + strings.Join(r.From, ", "))
@@ -124,6 +129,7 @@ func Resources(mesh string) []Resource {
 		return []Resource{
 			{GVR: schema.GroupVersionResource{Group: "networking.istio.io", Version: "v1", Resource: "virtualservices"}, Namespaced: true},
 			{GVR: schema.GroupVersionResource{Group: "networking.istio.io", Version: "v1", Resource: "destinationrules"}, Namespaced: true},
+			{GVR: schema.GroupVersionResource{Group: "networking.istio.io", Version: "v1", Resource: "gateways"}, Namespaced: true},
 		}
 	case MeshKuma:
 		return []Resource{

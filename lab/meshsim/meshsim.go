@@ -142,6 +142,14 @@ type Policy struct {
 	// Retry, if set, sends a request again when its answer or failure is
 	// one the policy retries (an Envoy route's retry policy).
 	Retry *Retry
+	// Match, if set, is the route's match conditions: a request it does
+	// not take finds no route (404, response flag NR), as in Envoy.
+	Match *Match
+	// NoRoute, when not empty, says why the data plane has no route at
+	// all (an Istio gateway no VirtualService is bound to): every request
+	// is answered 404 with response flag NR, as Envoy answers, and the
+	// reason is the lab's to show (status, logs).
+	NoRoute string
 	// Seed seeds every random choice of the simulator (zero is a seed like
 	// any other): the same seed and the same requests, sent one at a time,
 	// make the same choices.
@@ -179,6 +187,7 @@ type Sim struct {
 	transport   *http.Transport
 	proxy       *httputil.ReverseProxy
 	mirrorSem   chan struct{}
+	match       *matcher // p.Match compiled; guarded by mu
 
 	mu       sync.Mutex
 	backends []Backend // as last set, sorted by cluster then pod
@@ -208,6 +217,7 @@ func New(p Policy) (*Sim, error) {
 	}
 	s.setWeightsLocked(p.Weights)
 	s.setMirrorLocked(p.Mirror)
+	s.match, _ = compileMatch(p.Match) // validate compiled it already
 	// The copies' bound is fixed for the simulator's life (SetPolicy may
 	// add a mirror later): ServeHTTP reads the channel without the lock.
 	n := defaultMirrorInFlight
@@ -241,12 +251,17 @@ func (s *Sim) SetPolicy(p Policy) error {
 	if err := validate(p); err != nil {
 		return err
 	}
+	m, err := compileMatch(p.Match)
+	if err != nil {
+		return err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p.Seed = s.p.Seed
 	s.p = p
 	s.setWeightsLocked(p.Weights)
 	s.setMirrorLocked(p.Mirror)
+	s.match = m
 	return nil
 }
 
@@ -339,6 +354,9 @@ func validate(p Policy) error {
 		return fmt.Errorf("mesh simulator policy: unknown mode %q (known: %s, %s, %s, %s, %s)",
 			p.Mode, ModePerCluster, ModePerPod, ModeBalanced, ModeWeighted, ModeFailover)
 	}
+	if _, err := compileMatch(p.Match); err != nil {
+		return fail("%v", err)
+	}
 	if m := p.Mirror; m != nil {
 		if m.Version == "" && m.Cluster == "" {
 			return fail("Mirror needs a Version or a Cluster to select the mirror set")
@@ -377,6 +395,10 @@ func clonePolicy(p Policy) Policy {
 		r := *p.Retry
 		r.Codes = slices.Clone(r.Codes)
 		p.Retry = &r
+	}
+	if p.Match != nil {
+		m := Match{Hosts: slices.Clone(p.Match.Hosts), URIs: slices.Clone(p.Match.URIs)}
+		p.Match = &m
 	}
 	return p
 }

@@ -192,6 +192,21 @@ func (s *Sim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	in := envoylog.CountBody(r)
 	rec := &envoylog.Recorder{ResponseWriter: w}
 	ex := envoylog.NewExchange()
+	s.mu.Lock()
+	noRoute := s.p.NoRoute != "" || !s.match.takes(r)
+	if noRoute {
+		s.st.Requests++
+		s.st.NoRoute++
+	}
+	s.mu.Unlock()
+	if noRoute {
+		// Envoy's answer when no route matches: 404, an empty body,
+		// response flag NR; no upstream is tried.
+		rec.WriteHeader(http.StatusNotFound)
+		ex.NoRoute()
+		px.record(r, r.Header.Get("X-Request-Id"), start, in, rec, ex, Backend{})
+		return
+	}
 	c, _ := r.Context().Value(connKey{}).(*conn)
 	b, streamID, ok := s.route(c)
 	if !ok {

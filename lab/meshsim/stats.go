@@ -4,8 +4,13 @@ package meshsim
 // mesh-verify's attribution with. Maps are keyed by cluster, version, or
 // "cluster/pod" for pods.
 type Stats struct {
-	// Requests received, including those answered 503 by the simulator.
+	// Requests received, including those answered 503 or 404 by the
+	// simulator.
 	Requests int64
+	// NoRoute counts 404 answers: no route took the request (its match
+	// conditions, or a gateway without a bound route), so it reached no
+	// backend (Envoy's response flag NR).
+	NoRoute int64
 	// NoUpstream counts 503 "no healthy upstream" answers (no ready
 	// candidate, or a weighted group without ready pods).
 	NoUpstream int64

@@ -43,6 +43,14 @@ func Supports(p meshsim.Policy) error {
 	if p.PerConnection {
 		return fmt.Errorf("perConnection: nginx picks an upstream per request, not per inbound connection; use the simulator")
 	}
+	// The rendered configuration has one location that proxies every
+	// request: it would serve what Envoy answers 404 (NR).
+	if p.NoRoute != "" {
+		return fmt.Errorf("no route (%s): Envoy answers every request 404, nginx's configuration would serve them; use the simulator", p.NoRoute)
+	}
+	if p.Match != nil {
+		return fmt.Errorf("match conditions (hosts, URIs) are not rendered into nginx's configuration; use the simulator")
+	}
 	return nil
 }
 

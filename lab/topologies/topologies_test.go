@@ -4,9 +4,11 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/mesh-verify/mesh-verify/lab/meshroute"
 	"github.com/mesh-verify/mesh-verify/lab/topology"
 )
 
@@ -264,5 +266,46 @@ func TestWorkloadErrors(t *testing.T) {
 				t.Errorf("err = %v, want %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// Every built-in Istio gateway entry is routed by a VirtualService bound
+// to a Gateway that selects its pods, as a real ingress gateway is: with
+// none it would answer every request 404 (meshroute), so a built-in
+// topology cannot silently serve through an unbound gateway.
+func TestIstioGatewaysAreBound(t *testing.T) {
+	t.Parallel()
+	n := 0
+	for _, name := range Names() {
+		top, err := Builtin(name)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		objs, err := top.MeshObjects()
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		for i := range top.Entries {
+			e := &top.Entries[i]
+			if !e.Gateway() || e.Mesh != meshroute.MeshIstio {
+				continue
+			}
+			n++
+			r, err := meshroute.Derive(top.RouteEntry(e), objs)
+			if err != nil || r.Policy.NoRoute != "" {
+				t.Errorf("%s, entry %s: route %v, no route %q", name, e.Name, err, r.Policy.NoRoute)
+			}
+			if !slices.ContainsFunc(r.From, func(s string) bool { return strings.HasPrefix(s, "Gateway ") }) {
+				t.Errorf("%s, entry %s: routed from %v, no Gateway", name, e.Name, r.From)
+			}
+			for _, d := range top.Deployments(e.Cluster) {
+				if d.Name == e.Name && d.Spec.Template.Labels["istio"] != "ingressgateway" {
+					t.Errorf("%s, entry %s: pod labels %v, want Istio's default istio=ingressgateway", name, e.Name, d.Spec.Template.Labels)
+				}
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("no built-in topology has an Istio gateway entry (istio-ingress has)")
 	}
 }

@@ -217,6 +217,9 @@ func namespaced(kind string) bool {
 func (t *Topology) RouteEntry(e *Entry) meshroute.Entry {
 	out := meshroute.Entry{Name: e.Name, Mesh: e.Mesh, Cluster: e.Cluster, Namespace: e.Namespace, To: e.To, Clusters: t.Clusters,
 		Gateway: e.Gateway(), IstioNoShadowSuffix: t.Istio.DisableShadowHostSuffix}
+	if e.Gateway() {
+		out.Labels = e.podLabels()
+	}
 	if s := t.ServiceByName(e.Namespace, e.To); s != nil {
 		out.ServicePort = s.Port
 	}
@@ -246,6 +249,11 @@ func (t *Topology) CheckRoutes() (notes []string, err error) {
 		}
 		for _, ig := range r.Ignored {
 			notes = append(notes, fmt.Sprintf("entry %s: not modelled by the lab: %s", e.Name, ig))
+		}
+		if r.Policy.NoRoute != "" {
+			// As a real gateway comes up without a route: not a failure of
+			// lab up, but every request it gets will be answered 404.
+			notes = append(notes, fmt.Sprintf("entry %s: no route, every request answered 404 (NR): %s", e.Name, r.Policy.NoRoute))
 		}
 		if e.UsesNginx() {
 			if err := nginx.Supports(r.Policy); err != nil {

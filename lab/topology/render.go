@@ -83,13 +83,26 @@ func (t *Topology) Deployments(cluster string) []*appsv1.Deployment {
 		if e.Cluster != cluster || !e.Gateway() {
 			continue
 		}
-		labels := map[string]string{LabelApp: e.Name, LabelEntry: e.Name, LabelManaged: "true"}
+		labels := e.podLabels()
+		labels[LabelManaged] = "true"
 		if n := t.Networks[cluster]; n != "" {
 			labels[NetworkLabel] = n
 		}
 		out = append(out, deployment(e.Namespace, e.Name, e.Pods(), labels, "mesh-entry", e.Port, nil))
 	}
 	return out
+}
+
+// podLabels are a gateway entry's pod labels but the lab's managed mark:
+// its own (validate keeps them off the lab's keys) and the lab's.
+func (e *Entry) podLabels() map[string]string {
+	labels := map[string]string{}
+	for k, v := range e.Labels {
+		labels[k] = v
+	}
+	labels[LabelApp] = e.Name
+	labels[LabelEntry] = e.Name
+	return labels
 }
 
 func deployment(ns, name string, replicas int, labels map[string]string, kind string, port Port, env []corev1.EnvVar) *appsv1.Deployment {

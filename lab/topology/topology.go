@@ -17,6 +17,8 @@ import (
 	"go.yaml.in/yaml/v3"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/mesh-verify/mesh-verify/lab/meshroute"
 )
 
 // APIVersion and Kind every topology file declares.
@@ -174,6 +176,12 @@ type Entry struct {
 	Service  string `yaml:"service"`
 	Port     Port   `yaml:"port"`
 	Replicas *int   `yaml:"replicas"`
+	// Labels are added to the gateway's pods, as the mesh's installer
+	// labels its gateway: what a Gateway object's selector picks. An Istio
+	// gateway entry without labels gets IstioIngressGatewayLabels(), the
+	// default ingress gateway's (`istio: ingressgateway`, which the
+	// tutorials' Gateways select).
+	Labels map[string]string `yaml:"labels"`
 
 	// Sidecar entries.
 	SidecarOf string `yaml:"sidecarOf"`
@@ -260,6 +268,14 @@ func (t *Topology) Envoy(e *Entry) string {
 	return ""
 }
 
+// IstioIngressGatewayLabels are the labels Istio's installer gives its
+// default ingress gateway's pods (manifests/charts/gateway; the
+// istio-ingressgateway of the default and demo profiles), which
+// samples/helloworld/helloworld-gateway.yaml's Gateway selects.
+func IstioIngressGatewayLabels() map[string]string {
+	return map[string]string{"istio": "ingressgateway"}
+}
+
 // Gateway reports whether the entry runs its own pods.
 func (e *Entry) Gateway() bool { return e.SidecarOf == "" && !e.Workers }
 
@@ -294,6 +310,9 @@ func (t *Topology) applyDefaults() {
 		e.Namespace = orDefault(e.Namespace, DefaultNamespace)
 		if e.Gateway() {
 			e.Port = e.Port.withDefaults()
+			if e.Labels == nil && e.Mesh == meshroute.MeshIstio {
+				e.Labels = IstioIngressGatewayLabels()
+			}
 		}
 	}
 }

@@ -86,6 +86,9 @@ func TestParseErrors(t *testing.T) {
 		{"unknown mesh", "mesh: istio", "mesh: linkerd"},
 		{"selector selects nothing", "  - name: caller-service\n    clusters: [c1]\n", "  - name: caller-service\n    clusters: [c1]\n    selector: {app: nobody}\n"},
 		{"bad app name", "    service: caller-service\n", "    service: caller-service\n    appName: Caller_Service\n"},
+		{"gateway labels on a sidecar", "    sidecarOf: caller\n", "    sidecarOf: caller\n    labels: {istio: ingressgateway}\n"},
+		{"a lab label on a gateway", "    service: entry\n", "    service: entry\n    labels: {app: other}\n"},
+		{"a bad label value", "    service: entry\n", "    service: entry\n    labels: {istio: \"in gress\"}\n"},
 	}
 	wants := map[string][]string{
 		"unknown field":      {"t.yaml:15", "unknown field cals"},
@@ -95,12 +98,15 @@ func TestParseErrors(t *testing.T) {
 		"unknown data plane": {"t.yaml:30:16", "entries[1].dataPlane", `unknown data plane "envoy" (known: simulator, nginx)`},
 		"a private policy": {"t.yaml:25:5", "entries[0].policy", "entry router: the lab's private policy block is gone; routing comes from the mesh's own objects",
 			"Skupper's link Secrets with skupper.io/cost"},
-		"an empty private policy":  {"t.yaml:25:", "entries[0].policy", "entry router: the lab's private policy block is gone"},
-		"a private policy {}":      {"t.yaml:25:5", "entries[0].policy", "entry router: the lab's private policy block is gone"},
-		"no mesh":                  {"entries[1].mesh", "required: the mesh whose own objects route entry sidecar"},
-		"unknown mesh":             {"t.yaml:29:11", "entries[1].mesh", `unknown mesh "linkerd" (known: cilium, istio, kuma, skupper)`},
-		"selector selects nothing": {"services[1].name", "Service default/caller-service selects no app's pods"},
-		"bad app name":             {"apps[1].appName", `invalid app name "Caller_Service"`},
+		"an empty private policy":     {"t.yaml:25:", "entries[0].policy", "entry router: the lab's private policy block is gone"},
+		"a private policy {}":         {"t.yaml:25:5", "entries[0].policy", "entry router: the lab's private policy block is gone"},
+		"no mesh":                     {"entries[1].mesh", "required: the mesh whose own objects route entry sidecar"},
+		"unknown mesh":                {"t.yaml:29:11", "entries[1].mesh", `unknown mesh "linkerd" (known: cilium, istio, kuma, skupper)`},
+		"selector selects nothing":    {"services[1].name", "Service default/caller-service selects no app's pods"},
+		"bad app name":                {"apps[1].appName", `invalid app name "Caller_Service"`},
+		"gateway labels on a sidecar": {"entries[1].labels", "labels are a gateway entry's pod labels; this entry runs no pod of its own"},
+		"a lab label on a gateway":    {"entries[0].labels.app", "the lab sets app itself"},
+		"a bad label value":           {"entries[0].labels.istio", `value "in gress"`},
 	}
 	wantParseErrors(t, "t.yaml", good, cases, wants)
 }
@@ -191,5 +197,11 @@ entries:
 	}
 	if got := topo.ServiceClusters(topo.ServiceByName("callme", "callme-service-canary")); len(got) != 1 || got[0] != "c1" {
 		t.Errorf("the canary Service is created in %v, want [c1] where its pods run", got)
+	}
+	// Its Istio gateway has no Gateway object: it comes up, as a real one
+	// does, and lab up says it will answer every request 404.
+	notes, err := topo.CheckRoutes()
+	if err != nil || !strings.Contains(strings.Join(notes, "\n"), "entry gw: no route, every request answered 404 (NR): no VirtualService bound to a Gateway selecting gw (pod labels app=gw,istio=ingressgateway,lab.mesh-verify.io/entry=gw)") {
+		t.Errorf("CheckRoutes = %v, notes %q: want a note that gateway gw has no route", err, notes)
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/validation"
+
 	"github.com/mesh-verify/mesh-verify/lab/apps"
 	"github.com/mesh-verify/mesh-verify/lab/envoylog"
 	"github.com/mesh-verify/mesh-verify/lab/meshroute"
@@ -300,6 +302,9 @@ func (t *Topology) checkEntries(c *checker) {
 			c.add(at(p, "cluster"), "%s", t.unknownCluster(e.Cluster))
 		}
 		checkNamespace(c, at(p, "namespace"), e.Namespace)
+		if !e.Gateway() && len(e.Labels) > 0 {
+			c.add(at(p, "labels"), "labels are a gateway entry's pod labels; this entry runs no pod of its own")
+		}
 		switch {
 		case e.Workers:
 			t.checkWorkers(c, p, e)
@@ -346,6 +351,16 @@ func (t *Topology) checkGateway(c *checker, p []any, e *Entry) {
 		c.add(at(p, "edge"), "an edge gateway is an Envoy: set accessLog too")
 	}
 	checkPort(c, at(p, "port"), e.Port)
+	for _, k := range slices.Sorted(maps.Keys(e.Labels)) {
+		switch {
+		case k == LabelApp || strings.HasPrefix(k, "lab.mesh-verify.io/"):
+			c.add(at(p, "labels", k), "the lab sets %s itself", k)
+		case len(validation.IsQualifiedName(k)) > 0:
+			c.add(at(p, "labels", k), "not a label key: %s", strings.Join(validation.IsQualifiedName(k), "; "))
+		case len(validation.IsValidLabelValue(e.Labels[k])) > 0:
+			c.add(at(p, "labels", k), "value %q: %s", e.Labels[k], strings.Join(validation.IsValidLabelValue(e.Labels[k]), "; "))
+		}
+	}
 	if e.Replicas != nil && (*e.Replicas < 0 || *e.Replicas > 20) {
 		c.add(at(p, "replicas"), "want 0..20 replicas, got %d", *e.Replicas)
 	}
