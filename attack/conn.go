@@ -96,9 +96,12 @@ func (t *tracker) closed(id uint64) {
 }
 
 // take removes the request seq from those in flight and returns it (nil
-// when the transport never saw it). vegeta has closed its body by then,
-// and its trace is done: what the wrappers point to is let go, as the
-// inflight lives on as the request's Result.
+// when the transport never saw it). vegeta has closed its body by then:
+// what the body's wrapper points to is let go, as the inflight lives on as
+// the request's Result. The trace is left as it is: a dial net/http
+// started for this request may still be running for its pool (it outlives
+// the request) and reads the trace's hooks when it ends; the hooks point
+// only to the inflight itself, so keeping them holds nothing else.
 func (t *tracker) take(seq uint64) *inflight {
 	sh := &t.pending[seq%pendingShards]
 	sh.mu.Lock()
@@ -112,7 +115,6 @@ func (t *tracker) take(seq uint64) *inflight {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.trace = httptrace.ClientTrace{}
 	f.body = trackedBody{}
 	return f
 }

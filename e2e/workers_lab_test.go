@@ -293,6 +293,11 @@ func TestDistributedRunAgreesWithTheDataPlane(t *testing.T) {
 	if sum != rep.Metrics.Requests || rep.Metrics.Requests != 1600 {
 		t.Errorf("workers sent %d, the report counts %d requests; want 1600", sum, rep.Metrics.Requests)
 	}
+	// The workers' plain HTTP/1.1 goes through the fast engine, and their
+	// final records say so (fleet record v1.2).
+	if rep.Attack.Engine != "fasthttp" {
+		t.Errorf("attack.engine %q, want fasthttp (the workers' final records)", rep.Attack.Engine)
+	}
 	byCluster, byWorker := sidecarCounts(t, l, rep.RunID)
 	body := dimension(rep, "body", "cluster")
 	for _, c := range []string{"c1", "c2"} {

@@ -963,6 +963,7 @@ func (f *fleetRun) attack(ctx, abort context.Context, start time.Time, every tim
 	sort.Strings(res.warnings)
 	res.lost = len(lost)
 	res.summary = fleetSummary(f.sc, start, res.body)
+	res.summary.Engine = m.Engine()
 	return res, nil
 }
 

@@ -149,6 +149,9 @@ func TestEncodeRejectsInvalidRecords(t *testing.T) {
 		{Kind: KindReady, Worker: 1, Pod: strings.Repeat("p", MaxPodBytes+1)},
 		{Kind: KindError, Worker: 1, Error: strings.Repeat("e", MaxErrorBytes+1)},
 		{Kind: KindInterval, Worker: 1, State: &tally.State{}},
+		{Kind: KindReady, Worker: 1, Engine: strings.Repeat("e", MaxEngineBytes+1)},
+		{Kind: KindReady, Worker: 1, Engine: "fast\x1b[2Jhttp"},
+		{Kind: KindReady, Worker: 1, Engine: "Fasthttp"},
 	} {
 		if err := Encode(io.Discard, r); err == nil {
 			t.Errorf("encoded %+v", r)
@@ -156,6 +159,52 @@ func TestEncodeRejectsInvalidRecords(t *testing.T) {
 	}
 	if err := Encode(io.Discard, Record{Kind: KindReady, Worker: MaxWorkers - 1}); err != nil {
 		t.Errorf("a ready record: %v", err)
+	}
+	if err := Encode(io.Discard, Record{Kind: KindReady, Worker: 1, Engine: "net/http"}); err != nil {
+		t.Errorf("a record naming the net/http engine: %v", err)
+	}
+}
+
+// The report's attack.engine of a distributed run is what the workers'
+// final records say: one name when they agree, every name when they do
+// not, nothing from workers older than v1.2.
+func TestMergerEngine(t *testing.T) {
+	t.Parallel()
+	start := time.Unix(1700000000, 0)
+	_, final := workers(t, 3, 300, start)
+	for _, tc := range []struct {
+		name    string
+		engines []string
+		want    string
+	}{
+		{"agree", []string{"fasthttp", "fasthttp", "fasthttp"}, "fasthttp"},
+		{"disagree", []string{"net/http", "fasthttp", "net/http"}, "fasthttp+net/http"},
+		{"one older worker", []string{"fasthttp", "", "fasthttp"}, "fasthttp"},
+		{"all older", []string{"", "", ""}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var recs []Record
+			for i, e := range tc.engines {
+				recs = append(recs, Record{Kind: KindFinal, Worker: i, Seq: 1, Time: start, State: &final[i], Engine: e})
+			}
+			m := NewMerger(start)
+			d := NewDecoder(strings.NewReader(encode(t, recs...)))
+			for {
+				r, err := d.Next()
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := m.Add(r); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := m.Engine(); got != tc.want {
+				t.Errorf("Engine() = %q, want %q", got, tc.want)
+			}
+		})
 	}
 }
 

@@ -2,7 +2,9 @@ package fleet
 
 import (
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/mesh-verify/mesh-verify/attribution"
@@ -27,6 +29,7 @@ type worker struct {
 	err      string
 	state    *tally.State
 	rules    *attribution.Stats
+	engine   string
 }
 
 // NewMerger merges states whose time slices start at start, the start
@@ -70,6 +73,9 @@ func (m *Merger) Add(rec Record) (accepted bool, err error) {
 	if rec.Rules != nil {
 		w.rules = rec.Rules
 	}
+	if rec.Engine != "" {
+		w.engine = rec.Engine
+	}
 	return true, nil
 }
 
@@ -94,6 +100,21 @@ func (m *Merger) Rules() *attribution.Stats {
 		s.Add(*m.workers[i].rules)
 	}
 	return &s
+}
+
+// Engine is the attack engine the workers' final records name: one name
+// when they agree, the names sorted and joined by "+" when they do not
+// (workers of different versions), "" when none said (records older than
+// v1.2, or no final record).
+func (m *Merger) Engine() string {
+	var names []string
+	for _, w := range m.workers {
+		if w.engine != "" && !slices.Contains(names, w.engine) {
+			names = append(names, w.engine)
+		}
+	}
+	slices.Sort(names)
+	return strings.Join(names, "+")
 }
 
 // Snapshot merges the workers' latest states.

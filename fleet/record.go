@@ -24,8 +24,9 @@ import (
 // Version is the record format written; readers accept any record of the
 // same major version (v1, v1.2, ...) and ignore fields they do not know.
 // v1.1 added a record's `results` (the results since the worker's previous
-// record, for results.bin) and `rules` (its attribution rules' statistics).
-const Version = "v1.1"
+// record, for results.bin) and `rules` (its attribution rules' statistics);
+// v1.2 the final record's `engine` (what sent the worker's requests).
+const Version = "v1.2"
 
 const versionMajor = 1
 
@@ -64,6 +65,9 @@ type Record struct {
 	// (v1.1). A v1 worker sends neither.
 	Results *Results           `json:"results,omitempty"`
 	Rules   *attribution.Stats `json:"rules,omitempty"`
+	// Engine is the attack engine that sent the worker's requests
+	// (attack.Summary.Engine), on its final record (v1.2).
+	Engine string `json:"engine,omitempty"`
 
 	// checked says a Decoder validated the record, so that Merger.Add
 	// does not walk the state a second time.
@@ -82,6 +86,8 @@ const (
 	MaxErrorBytes = 4096
 	// MaxPodBytes bounds a pod name (a DNS subdomain).
 	MaxPodBytes = 253
+	// MaxEngineBytes bounds an engine's name ("fasthttp", "net/http").
+	MaxEngineBytes = 32
 )
 
 // Validate checks a record's fields and its state.
@@ -99,6 +105,9 @@ func (r *Record) Validate() error {
 	}
 	if len(r.Pod) > MaxPodBytes || len(r.Error) > MaxErrorBytes {
 		return fmt.Errorf("pod name of %d bytes or error of %d bytes: at most %d and %d", len(r.Pod), len(r.Error), MaxPodBytes, MaxErrorBytes)
+	}
+	if err := validEngine(r.Engine); err != nil {
+		return err
 	}
 	if (r.Kind == KindInterval || r.Kind == KindFinal) && r.State == nil {
 		return fmt.Errorf("%s record without a state", r.Kind)
@@ -119,6 +128,22 @@ func (r *Record) Validate() error {
 	if r.Rules != nil {
 		if err := ValidateRules(r.Rules); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// validEngine accepts an engine name a later worker version may bring
+// (the reader ignores what it does not know, within a major version), as
+// long as it is short and made of the characters engine names use: it is
+// printed in the report.
+func validEngine(e string) error {
+	if len(e) > MaxEngineBytes {
+		return fmt.Errorf("engine of %d bytes: at most %d", len(e), MaxEngineBytes)
+	}
+	for _, c := range e {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || strings.ContainsRune("/._-", c)) {
+			return fmt.Errorf("engine %q: want lower-case letters, digits and / . _ -", e)
 		}
 	}
 	return nil

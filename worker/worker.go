@@ -289,6 +289,7 @@ func (w *run) run(ctx context.Context) error {
 	s := res.Summary
 	w.logf("attack ended: %d requests in %s, %.1f/s", s.Requests, s.Elapsed.Round(time.Millisecond), s.AchievedRate)
 	w.out.setRules(res.Rules)
+	w.out.setEngine(s.Engine)
 	return w.final(res.State)
 }
 
@@ -436,6 +437,8 @@ type emitter struct {
 	rules   *attribution.Stats
 	// rulesDropped: rules past the bounds were said once.
 	rulesDropped bool
+	// engine is the attack's engine, sent with the final record.
+	engine string
 	// log receives what cannot go in a record.
 	log io.Writer
 }
@@ -445,6 +448,13 @@ func (e *emitter) attach(b *fleet.ResultBuffer) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.results = b
+}
+
+// setEngine names the attack's engine in the final record.
+func (e *emitter) setEngine(engine string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.engine = engine
 }
 
 // setRules makes the records carry rules from now on; statistics past a
@@ -471,6 +481,9 @@ func (e *emitter) emit(kind fleet.Kind, s *tally.State, errText string) error {
 		pod = pod[:fleet.MaxPodBytes]
 	}
 	rec := fleet.Record{Kind: kind, Worker: e.worker, Pod: pod, Seq: e.seq, Time: time.Now().UTC(), State: s, Error: errText}
+	if kind == fleet.KindFinal {
+		rec.Engine = e.engine
+	}
 	if kind != fleet.KindReady && e.results != nil {
 		rec.Results, rec.Rules = e.results.Take(), e.rules
 	}
