@@ -54,7 +54,7 @@ func WithBackoff(b Backoff) Option { return func(l *Loop) { l.backoff = b } }
 // New is a gate that needs need consecutive passes within within,
 // counted from now.
 func New(need int, within time.Duration, now time.Time, opts ...Option) *Loop {
-	l := &Loop{rec: &reports.Converge{Need: need, Within: within}, start: now, deadline: now.Add(within), backoff: DefaultBackoff}
+	l := &Loop{rec: &reports.Converge{Need: need, Within: within, Mode: reports.ConvergeRuns}, start: now, deadline: now.Add(within), backoff: DefaultBackoff}
 	for _, o := range opts {
 		o(l)
 	}
