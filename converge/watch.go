@@ -185,12 +185,12 @@ func (g Gate) Finish(rep *reports.Report, stopped string, live *Decision) Decisi
 		c.Converged, c.ConvergedAt, c.TimeToConverge = true, &end, &since
 		c.Windows = streakWindows(ws, d.Window, g.Need)
 		exp.Verdict = assert.Pass
-		exp.Reason = fmt.Sprintf("converge gate: %d consecutive windows PASS after %s (windows %s, each at %.4g%%): converged at %s, %s after it",
-			g.Need, from, joinInts(c.Windows), 100*c.Level, offset(end), offset(since))
+		exp.Reason = fmt.Sprintf("converge gate: %d consecutive windows PASS after %s (windows %s, each at %s): converged at %s, %s after it",
+			g.Need, from, joinInts(c.Windows), reports.Level(c.Level), offset(end), offset(since))
 	case d.Failed != nil:
 		exp.Verdict = assert.Fail
-		exp.Reason = fmt.Sprintf("converge gate: not %d consecutive passes after %s by %s: window%s %s FAILed (each at %.4g%%)",
-			g.Need, from, gateEnd(stopped, g.Within), plural(len(d.Failed)), joinInts(c.FailedWindows), 100*c.Level)
+		exp.Reason = fmt.Sprintf("converge gate: not %d consecutive passes after %s by %s: window%s %s FAILed (each at %s)",
+			g.Need, from, gateEnd(stopped, g.Within), plural(len(d.Failed)), joinInts(c.FailedWindows), reports.Level(c.Level))
 	default:
 		exp.Verdict = assert.Inconclusive
 		exp.Reason = fmt.Sprintf("converge gate: %d consecutive passes of %d after %s by %s, no window FAILed (%d of %d looks judged)",

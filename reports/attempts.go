@@ -92,8 +92,8 @@ func (p *printer) attempts(r *Report, table func(io.Writer) *tablewriter.Table, 
 	}
 	if c.Mode == ConvergeWindows {
 		// One run: its windows are the split's, listed with it.
-		p.f("%sconverge: %d consecutive windows passing within %s, judged as they sealed (windows of %s, %d looks at %.4g%%; attack stopped: %s) — %s (%s)\n\n",
-			heading, c.Need, c.Within, c.Window, c.Looks, 100*c.Level, c.Stopped, state, p.esc(c.Reason))
+		p.f("%sconverge: %d consecutive windows passing within %s, judged as they sealed (windows of %s, %d looks at %s; attack stopped: %s) — %s (%s)\n\n",
+			heading, c.Need, c.Within, c.Window, c.Looks, Level(c.Level), c.Stopped, state, p.esc(c.Reason))
 		return
 	}
 	p.f("%sconverge: %d consecutive passes within %s — %s (%s)\n\n", heading, c.Need, c.Within, state, p.esc(c.Reason))
