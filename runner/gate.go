@@ -40,7 +40,7 @@ func GateSplit(sc *scenarios.Scenario) (name, why string) {
 func gateScenario(sc *scenarios.Scenario, g *converge.Gate) *scenarios.Scenario {
 	c := *sc
 	c.Attack.Duration = scenarios.Duration{Duration: g.Within}
-	c.Attack.Requests = 0
+	c.Attack.Requests, c.Attack.Repetitions = 0, 0
 	// Early stopping has its own looks; the gate's are the windows.
 	c.Statistics.Stop = ""
 	return &c

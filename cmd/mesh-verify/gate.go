@@ -15,6 +15,7 @@ import (
 	"github.com/mesh-verify/mesh-verify/exitcode"
 	"github.com/mesh-verify/mesh-verify/reports"
 	"github.com/mesh-verify/mesh-verify/runner"
+	"github.com/mesh-verify/mesh-verify/scenarios"
 )
 
 // gateFlags are run's CI-gate flags (README.md "CI gate"): --set
@@ -99,6 +100,10 @@ func runGate(cmd *cobra.Command, file string, f runFlags) error {
 		}
 		if err := converge.CheckWindow(f.gate.within, window); err != nil {
 			return exitcode.InvalidInputf("%v", err)
+		}
+		if f.gate.within > scenarios.MaxDuration {
+			// The attack lasts --within.
+			return exitcode.InvalidInputf("--within %s: the attack of a gate that judges one run's windows lasts --within, at most attack.duration's %s", f.gate.within, scenarios.MaxDuration)
 		}
 		g := &converge.Gate{Need: f.gate.converge, Within: f.gate.within, Window: window, Expectation: name}
 		fmt.Fprintf(info, "converge: one run, judging the windows of split %q as they seal: windows of %s between changes of its mesh object, %d looks at α/%d each; PASS once %d in a row pass after the last change, the attack stops then or after --within %s\n",
