@@ -118,6 +118,10 @@ const (
 	StopDeadline    = "deadline"
 	StopLooksSpent  = "looks spent"
 	StopInterrupted = "interrupted"
+	// StopNotFollowed: the split's object defined no split the requests
+	// take when the run read it, so nothing was followed and the run kept
+	// its scenario's attack.
+	StopNotFollowed = "not followed"
 )
 
 // Gate is a converge gate that judges the windows of one run as they seal

@@ -46,6 +46,17 @@ func gateScenario(sc *scenarios.Scenario, g *converge.Gate) *scenarios.Scenario 
 	return &c
 }
 
+// gateFollowed reports whether the gate's split is followed: its object
+// defined a split when the run read it (readMesh).
+func gateFollowed(follow []meshQuery, g *converge.Gate) bool {
+	for _, mq := range follow {
+		if mq.name == g.Expectation {
+			return true
+		}
+	}
+	return false
+}
+
 // gateWatch judges a followed split's windows as they seal, with the
 // run's own judge at the gate's level (assert.GateLevel), and tells the
 // run to stop the attack once the gate is decided.

@@ -105,7 +105,6 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (*reports.Repor
 		if name, why := GateSplit(sc); name != o.Gate.Expectation {
 			return nil, fmt.Errorf("runner: converge gate on expectation %q: %s", o.Gate.Expectation, why)
 		}
-		sc = gateScenario(sc, o.Gate)
 	}
 	runID := o.RunID
 	if runID == "" {
@@ -130,6 +129,12 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (*reports.Repor
 		if mesh, follow, err = readMesh(ctx, sc, kp.clusters, attackConcurrency(measure.AttackConfig(sc, "", "")), o.Progress); err != nil {
 			return nil, &SetupError{Err: err}
 		}
+	}
+	if o.Gate != nil && gateFollowed(follow, o.Gate) {
+		// The attack lasts --within, unless the gate stops it. A split
+		// whose object defined no split at the start is not followed:
+		// the run keeps the scenario's attack and judges it as such.
+		sc = gateScenario(sc, o.Gate)
 	}
 	m, target, err := openMeasurer(ctx, sc, kp, runID, o)
 	if err != nil {
@@ -341,7 +346,7 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (*reports.Repor
 	j.plan(rep.Expectation)
 	if o.Gate != nil {
 		var live *converge.Decision
-		stopped := converge.StopDeadline
+		stopped := converge.StopNotFollowed
 		if gw != nil {
 			live, stopped = gw.decision, gw.stopped(ctx)
 		}
