@@ -5,6 +5,11 @@
 // its business: the caller passes the attempt in, and the attempt hands
 // its report back through Begin and Record before it writes its files,
 // so that every attempt's report.json lists the attempts so far.
+//
+// Where the scenario's split follows its mesh object, the gate is one
+// run instead (watch.go): Gate and Decide are the rule the runner stops
+// the attack on as the run's windows seal, and the gate's outcome in
+// report.json (docs/statistics.md §10.1).
 package converge
 
 import (

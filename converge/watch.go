@@ -145,7 +145,7 @@ func (g Gate) Looks() int { return Looks(g.Within, g.Window) }
 // stopped it early, if one did. It returns the decision.
 func (g Gate) Finish(rep *reports.Report, stopped string, live *Decision) Decision {
 	c := &reports.Converge{Need: g.Need, Within: g.Within, Mode: reports.ConvergeWindows, Window: g.Window, Looks: g.Looks(),
-		Level: 0, Stopped: stopped, Done: true}
+		Stopped: stopped, Done: true}
 	rep.Converge = c
 	var exp *reports.Expectation
 	for i := range rep.Expectation {

@@ -73,8 +73,12 @@ func (g *gateFlags) check(cmd *cobra.Command) error {
 	return nil
 }
 
-// runGate runs the scenario once, or, with --converge, until N
-// consecutive runs pass or --within has passed (package converge). Each
+// runGate runs the scenario once, or, with --converge on a split that
+// follows its mesh object (runner.GateSplit), once with a converge.Gate
+// that judges the run's windows as they seal and stops the attack when N
+// in a row pass after the last change; or, with --converge elsewhere,
+// until N consecutive runs pass or --within has passed (package
+// converge), saying in its first line which it does. Each
 // attempt is a full run with its own run directory under --out (its run
 // id); every attempt's report.json lists the attempts so far, so the last
 // one lists them all, and stdout shows the last one's report. The exit
