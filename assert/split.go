@@ -41,6 +41,26 @@ type SplitSpec struct {
 	// PASS needs no correction (an intersection–union test over the
 	// windows too), so its intervals stay at 1-2α.
 	Family int
+	// Looks > 0 judges the windows as the looks of a converge gate
+	// (GateLevel, docs/statistics.md §10.1): every window, whichever look
+	// it is, PASSes at α/Looks and FAILs by intervals at 1-α/(k·Looks),
+	// with Looks fixed before the run (⌈--within / --converge-window⌉),
+	// never by the outcomes. Family is then not used.
+	Looks int
+}
+
+// GateLevel is the confidence every window of a converge gate with looks
+// looks is judged at: the gate may stop at any of them, so α is spent
+// evenly, α/looks a look, and by the union bound the whole gate's false
+// PASS and false FAIL stay at most α (docs/statistics.md §10.1).
+func GateLevel(confidence float64, looks int) float64 {
+	if confidence == 0 {
+		confidence = DefaultConfidence
+	}
+	if looks <= 1 {
+		return confidence
+	}
+	return 1 - (1-confidence)/float64(looks)
 }
 
 // BucketResult is one bucket's share and its verdict.

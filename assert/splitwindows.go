@@ -45,6 +45,9 @@ type WindowsResult struct {
 	// PASS.
 	Deciding int    `json:"deciding"`
 	Reason   string `json:"reason"`
+	// Looks is SplitSpec.Looks: the windows were judged as a converge
+	// gate's looks, each at α/Looks; 0 otherwise.
+	Looks int `json:"looks,omitempty"`
 }
 
 // judgedWindows is k: the windows with requests that are not settling.
@@ -80,7 +83,7 @@ func SplitWindows(ws []Window, s SplitSpec) WindowsResult {
 			Reason: fmt.Sprintf("%d windows: at most %d can be judged together (MaxWindows)", len(ws), MaxWindows)}
 	}
 	k := judgedWindows(ws)
-	out := WindowsResult{Verdict: Pass, Judged: k, Windows: make([]WindowVerdict, len(ws)), Deciding: -1}
+	out := WindowsResult{Verdict: Pass, Judged: k, Windows: make([]WindowVerdict, len(ws)), Deciding: -1, Looks: s.Looks}
 	worst := -1.0
 	for i, w := range ws {
 		judged := !w.Settling && w.Counts.Total()+w.Missing > 0
@@ -109,6 +112,10 @@ func SplitWindows(ws []Window, s SplitSpec) WindowsResult {
 // windowSpec is the spec one window is judged by.
 func windowSpec(s SplitSpec, w Window, k int) SplitSpec {
 	s.Expected, s.Missing, s.Family = w.Expected, w.Missing, max(k, 1)
+	if s.Looks > 0 {
+		// A converge gate's look: its level is fixed before the run.
+		s.Confidence, s.Family = GateLevel(s.Confidence, s.Looks), 1
+	}
 	return s
 }
 
@@ -157,6 +164,8 @@ func (r WindowsResult) reason() string {
 	switch {
 	case r.Judged == 0:
 		return "no window with requests outside the settling time after a change: nothing judged"
+	case r.Verdict == Pass && r.Looks > 0:
+		return fmt.Sprintf("every one of the %d windows judged PASSes (each as one of at most %d looks of a converge gate, at α/%d)", r.Judged, r.Looks, r.Looks)
 	case r.Verdict == Pass:
 		return fmt.Sprintf("every one of the %d windows judged PASSes (each at the split's confidence: all must pass; FAIL intervals spend α over the %d windows)", r.Judged, r.Judged)
 	}

@@ -5,6 +5,11 @@
 // its business: the caller passes the attempt in, and the attempt hands
 // its report back through Begin and Record before it writes its files,
 // so that every attempt's report.json lists the attempts so far.
+//
+// Where the scenario's split follows its mesh object, the gate is one
+// run instead (watch.go): Gate and Decide are the rule the runner stops
+// the attack on as the run's windows seal, and the gate's outcome in
+// report.json (docs/statistics.md §10.1).
 package converge
 
 import (
@@ -54,7 +59,7 @@ func WithBackoff(b Backoff) Option { return func(l *Loop) { l.backoff = b } }
 // New is a gate that needs need consecutive passes within within,
 // counted from now.
 func New(need int, within time.Duration, now time.Time, opts ...Option) *Loop {
-	l := &Loop{rec: &reports.Converge{Need: need, Within: within}, start: now, deadline: now.Add(within), backoff: DefaultBackoff}
+	l := &Loop{rec: &reports.Converge{Need: need, Within: within, Mode: reports.ConvergeRuns}, start: now, deadline: now.Add(within), backoff: DefaultBackoff}
 	for _, o := range opts {
 		o(l)
 	}

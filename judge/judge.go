@@ -85,6 +85,18 @@ type Judge struct {
 	exps   []Expectation
 	// mesh holds the splits read from the mesh's objects (WithMesh).
 	mesh Mesh
+	// gateLooks > 0 judges a split's windows as the looks of a converge
+	// gate (WithGateLooks).
+	gateLooks int
+}
+
+// WithGateLooks makes the judge judge a split's windows as the looks of
+// a converge gate that judges them as they seal (run --converge with a
+// watchable split, docs/statistics.md §10.1): each window at α/looks,
+// whatever the number of windows judged. It returns j.
+func (j *Judge) WithGateLooks(looks int) *Judge {
+	j.gateLooks = looks
+	return j
 }
 
 // New resolves every expectation of a validated scenario into its kind.

@@ -96,6 +96,7 @@ func (w windowed) judge(c *call, r *reports.Expectation) {
 	}
 	spec := c.j.baseSpec(sp.Margin, sp.Relative, nil, c.conf)
 	spec.Sampling = c.sampling
+	spec.Looks = c.j.gateLooks
 	res := assert.SplitWindows(ws, spec)
 	out.Judged = res.Judged
 	for i, v := range res.Windows {

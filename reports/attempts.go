@@ -29,9 +29,45 @@ type Converge struct {
 	// while the gate went on has it false.
 	Done bool `json:"done,omitempty"`
 	// Attempts are every run of the gate, in order; each has its own run
-	// directory under --out named by its run id.
+	// directory under --out named by its run id. A gate that judged the
+	// windows of one run (Mode ConvergeWindows) has none.
 	Attempts []Attempt `json:"attempts"`
+
+	// Mode is ConvergeRuns (whole runs repeated) or ConvergeWindows (one
+	// run whose windows were judged as they sealed); "" is ConvergeRuns.
+	Mode string `json:"mode,omitempty"`
+	// The rest is a windows gate's (docs/statistics.md §10.1). Window is
+	// the length of the windows cut between changes, Looks the windows it
+	// may judge (⌈Within/Window⌉), Level the confidence each is judged at
+	// (1 - α/Looks), Judged the windows it judged.
+	Window time.Duration `json:"window,omitempty"`
+	Looks  int           `json:"looks,omitempty"`
+	Level  float64       `json:"level,omitempty"`
+	Judged int           `json:"judged,omitempty"`
+	// Stopped is why the attack ended: converged, deadline, looks spent
+	// or interrupted.
+	Stopped string `json:"stopped,omitempty"`
+	// LastChange is the 1-based window the last change of the expected
+	// shares opened (0: none), ChangeAt its start after the attack's.
+	LastChange int            `json:"lastChange,omitempty"`
+	ChangeAt   *time.Duration `json:"changeAt,omitempty"`
+	// ConvergedAt is the end of the last of the Need consecutive passing
+	// windows (Windows) after the attack's start; TimeToConverge is that
+	// after ChangeAt (after the start without a change): an upper bound on
+	// when the split entered its band.
+	ConvergedAt    *time.Duration `json:"convergedAt,omitempty"`
+	TimeToConverge *time.Duration `json:"timeToConverge,omitempty"`
+	Windows        []int          `json:"windows,omitempty"`
+	// FailedWindows are the 1-based windows after the last change that
+	// FAILed.
+	FailedWindows []int `json:"failedWindows,omitempty"`
 }
+
+// Modes of a converge gate (Converge.Mode).
+const (
+	ConvergeRuns    = "runs"
+	ConvergeWindows = "windows"
+)
 
 // Attempt is one run of a converging gate.
 type Attempt struct {
@@ -53,6 +89,12 @@ func (p *printer) attempts(r *Report, table func(io.Writer) *tablewriter.Table, 
 	state := "converged"
 	if !c.Converged {
 		state = "did not converge"
+	}
+	if c.Mode == ConvergeWindows {
+		// One run: its windows are the split's, listed with it.
+		p.f("%sconverge: %d consecutive windows passing within %s, judged as they sealed (windows of %s, %d looks at %s; attack stopped: %s) — %s (%s)\n\n",
+			heading, c.Need, c.Within, c.Window, c.Looks, Level(c.Level), c.Stopped, state, p.esc(c.Reason))
+		return
 	}
 	p.f("%sconverge: %d consecutive passes within %s — %s (%s)\n\n", heading, c.Need, c.Within, state, p.esc(c.Reason))
 	t := table(p.w)

@@ -67,3 +67,45 @@ func TestConvergeAttemptsRendered(t *testing.T) {
 		t.Errorf("ConvergeTable: %v\n%s", err, table.String())
 	}
 }
+
+// A gate that judged one run's windows shows its mode, looks, level and
+// why the attack stopped in every output, its reason escaped, without an
+// attempts table; report.json matches the schema.
+func TestConvergeWindowsRendered(t *testing.T) {
+	r := sample()
+	at, conv, ttc := 6500*time.Millisecond, 22*time.Second, 15500*time.Millisecond
+	r.Converge = &Converge{Need: 3, Within: time.Minute, Mode: ConvergeWindows, Window: 4 * time.Second, Looks: 15, Level: 1 - 0.05/15,
+		Judged: 5, Stopped: "converged", LastChange: 3, ChangeAt: &at, ConvergedAt: &conv, TimeToConverge: &ttc, Windows: []int{4, 5, 6},
+		Converged: true, Done: true, Reason: "converge gate: 3 consecutive windows PASS after <b>the change</b>"}
+	var term, md, html, js bytes.Buffer
+	for _, f := range []func() error{
+		func() error { return Terminal(&term, r) },
+		func() error { return Markdown(&md, r) },
+		func() error { return HTML(&html, r) },
+		func() error { return WriteJSON(&js, r) },
+	} {
+		if err := f(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, out := range map[string]string{"terminal": term.String(), "markdown": md.String(), "html": html.String()} {
+		for _, want := range []string{"3 consecutive windows passing within 1m0s", "windows of 4s", "15 looks", "99.667%", "stopped: converged", "converged"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("%s output lacks %q:\n%s", name, want, out)
+			}
+		}
+		if strings.Contains(out, "<th>attempt</th>") || strings.Contains(out, "ATTEMPT") {
+			t.Errorf("%s output has an attempts table for a gate without attempts", name)
+		}
+	}
+	if strings.Contains(html.String(), "<b>the change</b>") {
+		t.Errorf("the reason is not escaped in HTML")
+	}
+	sch, err := schematest.Compile("report.schema.json", JSONSchema())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := schematest.Validate(sch, js.Bytes()); err != nil {
+		t.Errorf("report.json of a windows gate does not match the schema: %v", err)
+	}
+}

@@ -38,6 +38,7 @@ func HTML(w io.Writer, r *Report) error { return HTMLWith(w, r, HTMLOptions{}) }
 func HTMLWith(w io.Writer, r *Report, o HTMLOptions) error {
 	t, err := template.New("report").Funcs(template.FuncMap{
 		"pct":      pct,
+		"level":    Level,
 		"dur":      round,
 		"marker":   markerPath,
 		"f1":       func(v float64) string { return fmt.Sprintf("%.1f", v) },

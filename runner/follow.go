@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -60,8 +61,15 @@ type follower struct {
 	// readTimeout bounds one read (split.windows.readTimeout; default
 	// scenarios.DefaultReadTimeout).
 	readTimeout time.Duration
-	start       time.Time
-	w           io.Writer
+	// every > 0 also cuts a window, against the same version, once the
+	// window in force has lasted every (a converge gate's windows,
+	// --converge-window): a gate judges windows as they seal, and a
+	// version that holds for the whole run would otherwise be one window.
+	// The cut is made here, in the loop that cuts at changes, so that the
+	// cuts stay in time order.
+	every time.Duration
+	start time.Time
+	w     io.Writer
 
 	mu       sync.Mutex
 	windows  []judge.MeshWindow
@@ -77,11 +85,12 @@ const maxFollowWarnings = 5
 
 // startFollow cuts the first window at start, judged against the split
 // read at the start, and follows the object until stop.
-func startFollow(ctx context.Context, mq meshQuery, initial meshconfig.Expected, win *scenarios.Windows, tl *tally.Tally, start time.Time, w io.Writer) (*follower, error) {
+// every > 0 also cuts a window every that long between changes.
+func startFollow(ctx context.Context, mq meshQuery, initial meshconfig.Expected, win *scenarios.Windows, every time.Duration, tl *tally.Tally, start time.Time, w io.Writer) (*follower, error) {
 	if w == nil {
 		w = io.Discard
 	}
-	f := &follower{name: mq.name, object: mq.q.Ref.Object(), read: mq.resolve, tl: tl, poll: win.PollEvery(), settle: win.SettleTime(), readTimeout: win.ReadTimeoutOr(), start: start, w: w}
+	f := &follower{name: mq.name, object: mq.q.Ref.Object(), read: mq.resolve, tl: tl, poll: win.PollEvery(), settle: win.SettleTime(), readTimeout: win.ReadTimeoutOr(), every: every, start: start, w: w}
 	return f, f.begin(ctx, initial)
 }
 
@@ -201,6 +210,14 @@ func (f *follower) loop(ctx context.Context, cur meshconfig.Expected) {
 			}
 			if sameSplit(cur, curErr, ex, exErr) {
 				lastSeen = asked
+				if f.every > 0 && settleC == nil && asked.Sub(f.lastStart()) >= f.every {
+					// The version read held at asked: a window of the
+					// same version, so the one before can seal.
+					if err := f.cut(asked, asked, false, cur, curErr); err != nil {
+						f.warn("%v: the split is judged on the windows cut so far", err)
+						stopped = true
+					}
+				}
 				continue
 			}
 			fmt.Fprintf(f.w, "expectation %q: %s changed (seen at %s of the attack): %s\n", f.name, f.object, now.Sub(f.start).Round(100*time.Millisecond), describeVersion(ex, exErr))
@@ -224,6 +241,14 @@ func (f *follower) loop(ctx context.Context, cur meshconfig.Expected) {
 			settleC = time.After(f.settle)
 		}
 	}
+}
+
+// snapshot copies the windows recorded so far: a converge gate judges
+// them while the follower goes on.
+func (f *follower) snapshot() []judge.MeshWindow {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.windows)
 }
 
 func (f *follower) lastStart() time.Time {

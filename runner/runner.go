@@ -15,6 +15,7 @@ import (
 	"github.com/mesh-verify/mesh-verify/assert"
 	"github.com/mesh-verify/mesh-verify/attack"
 	"github.com/mesh-verify/mesh-verify/attribution"
+	"github.com/mesh-verify/mesh-verify/converge"
 	"github.com/mesh-verify/mesh-verify/exitcode"
 	"github.com/mesh-verify/mesh-verify/judge"
 	"github.com/mesh-verify/mesh-verify/kube"
@@ -80,6 +81,11 @@ type Options struct {
 	// Source is the scenario as run (its YAML with --set applied): a
 	// distributed run (attack.workers) gives it to its workers.
 	Source []byte
+	// Gate, when set, is a converge gate judging the windows of this run
+	// as they seal (run --converge with a split GateSplit names): the
+	// attack lasts Gate.Within, or until the gate converges or spends its
+	// looks, and report.json's converge says which (runner/gate.go).
+	Gate *converge.Gate
 }
 
 // Recorder receives every result as it is measured (measure.Recorder).
@@ -94,6 +100,11 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (*reports.Repor
 	entered := time.Now()
 	if o.AttributionWorkers < 0 || o.AttributionQueue < 0 {
 		return nil, fmt.Errorf("runner: attribution workers %d, queue %d bytes: want positive numbers (0: the defaults)", o.AttributionWorkers, o.AttributionQueue)
+	}
+	if o.Gate != nil {
+		if name, why := GateSplit(sc); name != o.Gate.Expectation {
+			return nil, fmt.Errorf("runner: converge gate on expectation %q: %s", o.Gate.Expectation, why)
+		}
 	}
 	runID := o.RunID
 	if runID == "" {
@@ -118,6 +129,12 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (*reports.Repor
 		if mesh, follow, err = readMesh(ctx, sc, kp.clusters, attackConcurrency(measure.AttackConfig(sc, "", "")), o.Progress); err != nil {
 			return nil, &SetupError{Err: err}
 		}
+	}
+	if o.Gate != nil && gateFollowed(follow, o.Gate) {
+		// The attack lasts --within, unless the gate stops it. A split
+		// whose object defined no split at the start is not followed:
+		// the run keeps the scenario's attack and judges it as such.
+		sc = gateScenario(sc, o.Gate)
 	}
 	m, target, err := openMeasurer(ctx, sc, kp, runID, o)
 	if err != nil {
@@ -163,10 +180,14 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (*reports.Repor
 	}
 	j := newJudge(sc, ao)
 	j.WithMesh(mesh)
+	if o.Gate != nil {
+		j.WithGateLooks(o.Gate.Looks())
+	}
 	if err := cutFixedWindows(sc, tl, start); err != nil {
 		return nil, &SetupError{Err: err}
 	}
 	var followers []*follower
+	var gw *gateWatch
 	for _, mq := range follow {
 		var win *scenarios.Windows
 		for _, e := range sc.Expect {
@@ -174,12 +195,19 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (*reports.Repor
 				win = e.Split.Windows
 			}
 		}
-		f, err := startFollow(ctx, mq, mesh[mq.src].Expected, win, tl, start, o.Progress)
+		var every time.Duration
+		if o.Gate != nil && o.Gate.Expectation == mq.name {
+			every = o.Gate.Window
+		}
+		f, err := startFollow(ctx, mq, mesh[mq.src].Expected, win, every, tl, start, o.Progress)
 		if err != nil {
 			return nil, &SetupError{Err: err}
 		}
 		defer f.stop()
 		followers = append(followers, f)
+		if every > 0 {
+			gw = newGateWatch(o, sc, ao, mesh, mq, f, tl, start)
+		}
 	}
 	// Log followers and watches outlive the attack until the logs settle.
 	kubeCtx, stopKube := context.WithCancel(ctx)
@@ -200,7 +228,21 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (*reports.Repor
 	}
 	seq := sequential(sc, m, ao, j, kp, &in)
 
-	mr, err := m.Measure(ctx, in)
+	// A converge gate stops the attack once it is decided: the run then
+	// ends as at its duration's end, not interrupted.
+	mctx, stopAttack := context.WithCancel(ctx)
+	defer stopAttack()
+	gateDone := make(chan struct{})
+	if gw != nil {
+		watchCtx, stopWatch := context.WithCancel(mctx)
+		defer stopWatch()
+		go func() { defer close(gateDone); gw.run(watchCtx, gateTick, stopAttack) }()
+	} else {
+		close(gateDone)
+	}
+	mr, err := m.Measure(mctx, in)
+	stopAttack()
+	<-gateDone
 	if err != nil {
 		return nil, err
 	}
@@ -302,6 +344,14 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (*reports.Repor
 	}
 	rep.Expectation = j.evaluate(ev, look)
 	j.plan(rep.Expectation)
+	if o.Gate != nil {
+		var live *converge.Decision
+		stopped := converge.StopNotFollowed
+		if gw != nil {
+			live, stopped = gw.decision, gw.stopped(ctx)
+		}
+		o.Gate.Finish(rep, stopped, live)
+	}
 	finish(rep, sc)
 	if err := kp.denied(); err != nil {
 		rep.SetupError = err.Error()

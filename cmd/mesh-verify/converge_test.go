@@ -56,6 +56,9 @@ func TestConvergeMissedDeadlineAgrees(t *testing.T) {
 			if code := cmd.ProcessState.ExitCode(); code != exitcode.Inconclusive {
 				t.Fatalf("exit %d (%v), want 2\n%s\n%s", code, err, stdout.String(), stderr.String())
 			}
+			if !strings.HasPrefix(stderr.String(), "converge: re-running the whole scenario until 3 consecutive runs pass within 1ms: no split follows the mesh object") {
+				t.Errorf("the first line does not say the gate re-runs whole scenarios:\n%s", stderr.String())
+			}
 			if n := strings.Count(stderr.String(), "converge: attempt "); n != 1 {
 				t.Errorf("%d attempt lines on stderr, want 1:\n%s", n, stderr.String())
 			}
@@ -146,5 +149,51 @@ func TestConvergeInterruptBetweenAttempts(t *testing.T) {
 	}
 	if runs, _ := os.ReadDir(out); len(runs) != 3 {
 		t.Errorf("%d run directories, want 3", len(runs))
+	}
+}
+
+// --converge chooses how it gates and says so in its first line: one run
+// judged in windows for a split that follows its mesh object, whole runs
+// repeated otherwise; --converge-window is refused without --converge or
+// outside its limits, naming the flag, before anything runs.
+func TestConvergeSaysHowItGates(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	follow := writeFile(t, dir, "follow.yaml", `apiVersion: mesh-verify.io/v1alpha1
+kind: Scenario
+metadata: {name: follow}
+clusters: [{name: c1, context: kind-c1}]
+target: {url: "http://127.0.0.1:1/"}
+attack: {rate: 10/s, duration: 5s, keepAlive: false}
+attribution: {preset: tutorial}
+expect:
+  - split: {by: version, fromMesh: {virtualService: demo/reviews}, windows: {follow: true}}
+`)
+	plain := convergeScenario(t, dir, "http://127.0.0.1:1/")
+	for _, c := range []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"window without converge", []string{"run", plain, "--converge-window", "5s"}, exitcode.InvalidInput, "--converge-window 5s needs --converge N"},
+		{"window too short", []string{"run", follow, "--converge", "2", "--within", "1m", "--converge-window", "500ms"}, exitcode.InvalidInput, "--converge-window 500ms: want at least 1s"},
+		{"too many looks", []string{"run", follow, "--converge", "2", "--within", "10m", "--converge-window", "1s"}, exitcode.InvalidInput, "600 looks, at most 100"},
+		{"within past the longest attack", []string{"run", follow, "--converge", "2", "--within", "25h", "--converge-window", "15m"}, exitcode.InvalidInput, "--within 25h0m0s: the attack of a gate"},
+		{"window longer than within", []string{"run", follow, "--converge", "2", "--within", "5s", "--converge-window", "6s"}, exitcode.InvalidInput, "longer than --within 5s"},
+		// No cluster to reach: the one run fails to connect (exit 3) after saying how it gates.
+		{"a followed split: one run", []string{"run", follow, "--converge", "2", "--within", "20s", "--kubeconfig", filepath.Join(dir, "none"), "--out", filepath.Join(dir, "a"), "-q"},
+			exitcode.Setup, `converge: one run, judging the windows of split "split by version`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := execute(c.args, &stdout, &stderr)
+			if code != c.code || !strings.Contains(stderr.String(), c.want) {
+				t.Errorf("exit %d, stderr:\n%s\nwant %d saying %q", code, stderr.String(), c.code, c.want)
+			}
+			if c.code == exitcode.Setup && !strings.HasPrefix(stderr.String(), c.want) {
+				t.Errorf("the first line does not say how the gate runs:\n%s", stderr.String())
+			}
+		})
 	}
 }

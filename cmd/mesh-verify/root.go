@@ -322,7 +322,7 @@ func runScenario(cmd *cobra.Command, file string, f runFlags) error {
 	}
 	defer rec.Close() // Run closes it; this covers a run that ends before the attack
 	o := runner.Options{Kube: ko, RunID: runID, Tool: toolInfo(), Command: append([]string{"mesh-verify"}, f.argv...), Source: source,
-		Record: rec, Abort: abort, WaitReady: f.gate.waitReady}
+		Record: rec, Abort: abort, WaitReady: f.gate.waitReady, Gate: f.gate.live}
 	if f.dial != nil {
 		o.Dial = f.dial
 	}

@@ -2,8 +2,10 @@ package gate_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -115,6 +117,9 @@ func TestConvergeAfterPush(t *testing.T) {
 	if c.Need != 2 || c.Within != 90*time.Second || !strings.Contains(c.Reason, "2 consecutive passes") {
 		t.Errorf("converge record %+v", c)
 	}
+	if !strings.HasPrefix(r.Stderr, "converge: re-running the whole scenario until 2 consecutive runs pass within 1m30s: no split follows") {
+		t.Errorf("the first line does not say the gate re-runs whole scenarios:\n%s", r.Stderr)
+	}
 	if !strings.Contains(r.Stdout, "converge: 2 consecutive passes within 1m30s — converged") {
 		t.Errorf("stdout does not list the attempts:\n%s", r.Stdout)
 	}
@@ -190,4 +195,132 @@ func logAttempts(t *testing.T, as []reports.Attempt) {
 	for i, a := range as {
 		t.Logf("attempt %d %s: %s exit %d in %s — %s", i+1, a.RunID, a.Verdict, a.ExitCode, a.Duration.Round(time.Millisecond), a.Reason)
 	}
+}
+
+// followScenario expects what gate-d's VirtualService says, following it
+// through the run: a split a converge gate judges in the windows of one
+// run. Reads are bounded at 500ms so that the answers are held back
+// 1.5 s (poll + 2 reads) before a window can seal.
+const followScenario = `apiVersion: mesh-verify.io/v1alpha1
+kind: Scenario
+metadata:
+  name: gate-follow
+  description: "the split gate-d's VirtualService sets, followed through a push"
+clusters:
+  - {name: c1, context: kind-c1}
+  - {name: c2, context: kind-c2}
+target:
+  portForward: {cluster: c1, namespace: sample, resource: svc/gate-d, port: "8080"}
+  path: /callme/ping
+attack:
+  rate: 100/s
+  duration: 5s
+  keepAlive: false
+attribution:
+  preset: tutorial
+observe:
+  - name: callme
+    namespace: sample
+    selector: app=callme-service
+expect:
+  - name: as the VirtualService says
+    split:
+      by: version
+      fromMesh: {virtualService: sample/callme-d}
+      margin: 15%
+      windows: {follow: true, poll: 500ms, readTimeout: 500ms, settle: 2s}
+`
+
+// --converge 3 --within 60s on a split that follows gate-d's
+// VirtualService (100/0) makes one run: the test patches the object to
+// 50/50 with kubectl once the gate has judged window 1, the run follows
+// the change (a settling window, then windows against 50/50), and the
+// gate PASSes when three windows in a row after the change pass,
+// stopping the attack long before 60 s; report.json lists the windows,
+// the change with its resourceVersion and the time to converge.
+func TestConvergeOneRunAfterPush(t *testing.T) {
+	l := gateLab(t)
+	const vsPath = "/spec/http/0/route/%d/weight"
+	weights := func(v1, v2 int) string {
+		return fmt.Sprintf(`[{"op": "replace", "path": "`+vsPath+`", "value": %d}, {"op": "replace", "path": "`+vsPath+`", "value": %d}]`, 0, v1, 1, v2)
+	}
+	// The package's lab is shared: gate-d's route goes back to 100/0.
+	t.Cleanup(func() {
+		e2etest.Kubectl(t, l, "c1", "-n", "sample", "patch", "virtualservice", "callme-d", "--type", "json", "-p", weights(100, 0))
+	})
+	sc := e2etest.WriteFile(t, "scenario.yaml", followScenario)
+	out := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, mv.Path, "run", sc, "--kubeconfig", l.Kubeconfig, "--out", out, "--progress", "plain",
+		"--converge", "3", "--within", "60s", "--converge-window", "4s")
+	var stdout, stderr e2etest.SyncBuffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	began := time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	e2etest.Poll(t, 50*time.Second, "the gate to judge window 1", func() error {
+		if strings.Contains(stderr.String(), "converge: window 1 ") {
+			return nil
+		}
+		select {
+		case err := <-exited:
+			exited <- err
+			return fmt.Errorf("the run ended first (%v)", err)
+		default:
+		}
+		return errors.New("not yet")
+	})
+	if !strings.Contains(stderr.String(), "converge: window 1 (0s–4s): PASS") {
+		t.Errorf("window 1 did not PASS against 100/0:\n%s", stderr.String())
+	}
+	patched := time.Since(began)
+	e2etest.Kubectl(t, l, "c1", "-n", "sample", "patch", "virtualservice", "callme-d", "--type", "json", "-p", weights(50, 50))
+	err := <-exited
+	took := time.Since(began)
+	code := cmd.ProcessState.ExitCode()
+	t.Logf("patched after %s; the run ended after %s (%v)", patched.Round(time.Millisecond), took.Round(time.Millisecond), err)
+	if !strings.HasPrefix(stderr.String(), `converge: one run, judging the windows of split "as the VirtualService says" as they seal`) {
+		t.Errorf("the first line does not say how the gate runs:\n%s", stderr.String())
+	}
+	reps := e2etest.ReadReports(t, out)
+	if len(reps) != 1 {
+		t.Fatalf("%d run directories, want one run\n%s", len(reps), stderr.String())
+	}
+	var rep *reports.Report
+	for _, r := range reps {
+		rep = r
+	}
+	c := rep.Converge
+	if code != 0 || rep.ExitCode != 0 || c == nil || !c.Converged || c.Mode != reports.ConvergeWindows || c.Stopped != "converged" {
+		t.Fatalf("exit %d, report exit %d, converge %+v; want 0, converged in one run, stopped on convergence\n%s\n%s", code, rep.ExitCode, c, stdout.String(), stderr.String())
+	}
+	// It stopped early, with the run complete (not interrupted).
+	if d := rep.Attack.Elapsed; d > 45*time.Second || rep.Attack.Interrupted || took > 55*time.Second {
+		t.Errorf("the attack lasted %s (interrupted %v), the run %s: want a stop well before --within 60s", d, rep.Attack.Interrupted, took)
+	}
+	e := rep.Expectation[0]
+	ws := e.Windows
+	if ws == nil || c.LastChange < 2 || c.ChangeAt == nil || c.TimeToConverge == nil || c.ConvergedAt == nil || len(c.Windows) != 3 {
+		t.Fatalf("converge record %+v, windows %+v", c, ws)
+	}
+	change := ws.Windows[c.LastChange-1]
+	first := ws.Windows[0]
+	if !change.Settling || change.Source == nil || first.Source == nil || change.Source.ResourceVersion == first.Source.ResourceVersion ||
+		first.Expected["v1"] != 1 || change.Expected["v2"] != 0.5 {
+		t.Errorf("window 1 %+v, the change's window %+v: want 100/0, then a settling window at 50/50 with a new resourceVersion", first, change)
+	}
+	for _, i := range c.Windows {
+		if w := ws.Windows[i-1]; w.Verdict != assert.Pass || w.Expected["v2"] != 0.5 || i <= c.LastChange {
+			t.Errorf("window %d of the streak: %s expecting %v", i, w.Verdict, w.Expected)
+		}
+	}
+	if *c.TimeToConverge != *c.ConvergedAt-*c.ChangeAt || *c.TimeToConverge <= 0 {
+		t.Errorf("time to converge %s, converged at %s, change at %s", *c.TimeToConverge, *c.ConvergedAt, *c.ChangeAt)
+	}
+	t.Logf("change at %s (window %d, resourceVersion %s → %s); converged at %s, %s after it; %d windows, %d requests; %s",
+		*c.ChangeAt, c.LastChange, first.Source.ResourceVersion, change.Source.ResourceVersion, *c.ConvergedAt, *c.TimeToConverge, len(ws.Windows), rep.Metrics.Requests, c.Reason)
 }
