@@ -275,23 +275,6 @@ func (s *Sim) setWeightsLocked(w map[string]float64) {
 	}
 }
 
-func validWeights(w map[string]float64) error {
-	sum := 0.0
-	for k, v := range w {
-		if !(v >= 0) || math.IsInf(v, 0) || v != math.Trunc(v) {
-			return fmt.Errorf("weight of %q is %v; want a whole number >= 0 (Envoy's weighted clusters take integers)", k, v)
-		}
-		sum += v
-	}
-	if !(sum > 0) {
-		return fmt.Errorf("weights must have a positive sum")
-	}
-	if sum > maxTotalWeight {
-		return fmt.Errorf("weights sum to %v; want at most %d (Envoy adds them as uint32)", sum, uint64(maxTotalWeight))
-	}
-	return nil
-}
-
 func validate(p Policy) error {
 	fail := func(format string, a ...any) error {
 		return fmt.Errorf("mesh simulator policy (mode %q): %s", p.Mode, fmt.Sprintf(format, a...))

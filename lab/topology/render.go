@@ -11,6 +11,7 @@ import (
 
 	"github.com/mesh-verify/mesh-verify/lab/apps"
 	"github.com/mesh-verify/mesh-verify/lab/kwok"
+	"github.com/mesh-verify/mesh-verify/lab/meshroute"
 	"github.com/mesh-verify/mesh-verify/lab/sidecar"
 )
 
@@ -88,7 +89,18 @@ func (t *Topology) Deployments(cluster string) []*appsv1.Deployment {
 		if n := t.Networks[cluster]; n != "" {
 			labels[NetworkLabel] = n
 		}
-		out = append(out, deployment(e.Namespace, e.Name, e.Pods(), labels, "mesh-entry", e.Port, nil))
+		d := deployment(e.Namespace, e.Name, e.Pods(), labels, "mesh-entry", e.Port, nil)
+		if e.Mesh == meshroute.MeshKuma {
+			// A Kuma entry is a delegated gateway (a gateway the user runs,
+			// joined to the mesh): Kuma marks its pod so and gives it a
+			// sidecar like any other, whose outbound traffic the
+			// TrafficRoute or MeshHTTPRoute routes. Kuma 3.0 keeps only this
+			// gateway shape; a built-in MeshGateway would route by
+			// MeshHTTPRoutes targeting the gateway instead, and answer 404
+			// without one.
+			d.Spec.Template.Annotations[kumaGatewayAnnotation] = "enabled"
+		}
+		out = append(out, d)
 	}
 	return out
 }

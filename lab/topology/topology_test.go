@@ -205,3 +205,21 @@ entries:
 		t.Errorf("CheckRoutes = %v, notes %q: want a note that gateway gw has no route", err, notes)
 	}
 }
+
+// A Kuma gateway entry is a delegated gateway: its pod carries
+// kuma.io/gateway: enabled, as Kuma's docs have a user mark one; other
+// meshes' gateways do not.
+func TestKumaGatewayIsDelegated(t *testing.T) {
+	t.Parallel()
+	for _, mesh := range []string{"kuma", "skupper"} {
+		top, err := Parse("t.yaml", []byte(strings.Replace(good, "    mesh: skupper\n", "    mesh: "+mesh+"\n", 1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ds := top.Deployments("c1")
+		got := ds[len(ds)-1].Spec.Template.Annotations[kumaGatewayAnnotation]
+		if want := map[string]string{"kuma": "enabled"}[mesh]; got != want || ds[len(ds)-1].Name != "router" {
+			t.Errorf("mesh %s: gateway %s annotation %s=%q, want %q", mesh, ds[len(ds)-1].Name, kumaGatewayAnnotation, got, want)
+		}
+	}
+}

@@ -61,11 +61,14 @@ func ImageKind(image string) string {
 
 // Injection labels and annotations the meshes read.
 const (
-	istioInjectionNS  = "istio-injection"
-	istioInject       = "sidecar.istio.io/inject"
-	kumaInjection     = "kuma.io/sidecar-injection"
-	callerCalls       = "callme-service:8080"
-	unsupportedPrefix = "not modelled by the lab: "
+	istioInjectionNS = "istio-injection"
+	istioInject      = "sidecar.istio.io/inject"
+	kumaInjection    = "kuma.io/sidecar-injection"
+	// kumaGatewayAnnotation marks a delegated gateway's pod (Kuma's
+	// "Delegated gateways": kuma.io/gateway: enabled).
+	kumaGatewayAnnotation = "kuma.io/gateway"
+	callerCalls           = "callme-service:8080"
+	unsupportedPrefix     = "not modelled by the lab: "
 )
 
 // workloadSource is where an app or Service of the manifests was read.
