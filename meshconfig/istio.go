@@ -78,7 +78,7 @@ func (s *istio) resolve() (Expected, error) {
 		s.vs.use("spec.gateways")
 	}
 	if !gatewayListed(gw, gws, s.vs.u.GetNamespace(), true) {
-		return Expected{}, spec.get("gateways").errf("the routes apply to %v; the attack's requests come through %s (set the request's gateway)", orMesh(gws), gw)
+		return Expected{}, spec.get("gateways").errf("the routes apply to %v; the attack's requests come through %s (fromMesh.gateway names the Gateway they enter through)", orMesh(gws), gw)
 	}
 	if s.q.Request.Host != "" {
 		hosts, err := strings2(spec.get("hosts"))

@@ -96,6 +96,9 @@ func readMesh(ctx context.Context, sc *scenarios.Scenario, clusters map[string]*
 		}
 		q := meshconfig.Query{Ref: ref, By: s.By, Clusters: names, Request: req,
 			Connections: s.Connections, Selector: s.Source.Selector}
+		// Where the requests enter decides which VirtualServices apply:
+		// a sidecar's ("mesh") or an ingress gateway's.
+		q.Request.Gateway = s.Source.Gateway
 		if q.Connections == 0 {
 			q.Connections = conns
 		}

@@ -43,6 +43,13 @@ type MeshSource struct {
 	// Selector (Skupper only) selects the pods that serve the address in
 	// each site, in kubectl syntax.
 	Selector string `yaml:"selector"`
+	// Gateway (Istio only) is the Gateway the attack's requests enter the
+	// mesh through, NAMESPACE/NAME, as a VirtualService's spec.gateways
+	// names it: an ingress gateway applies only the VirtualServices bound
+	// to a Gateway that selects it. Default "mesh": the requests come
+	// through a sidecar, which applies the VirtualServices whose
+	// spec.gateways is empty or names "mesh".
+	Gateway string `yaml:"gateway"`
 }
 
 // meshKeys pairs each object key of MeshSource with its kind.
@@ -116,11 +123,27 @@ func (s *Scenario) checkFromMesh(c *checker, p string, sp *Split) {
 	if len(s.Clusters) == 0 {
 		c.add(fp, "the mesh objects are read from a declared cluster (clusters[] with a context)")
 	}
+	checkMeshGateway(c, fp, ref, sp.FromMesh.Gateway)
 	switch {
 	case ref.Kind == meshconfig.KindSkupper && sp.FromMesh.Selector == "":
 		c.add(fp+".selector", "required with skupper: the pods that serve the address, like app=backend")
 	case ref.Kind != meshconfig.KindSkupper && sp.FromMesh.Selector != "":
 		c.add(fp+".selector", "applies to skupper only")
+	}
+}
+
+// checkMeshGateway validates fromMesh.gateway: Istio's, "mesh" or a
+// Gateway's NAMESPACE/NAME.
+func checkMeshGateway(c *checker, fp string, ref meshconfig.Ref, gw string) {
+	switch {
+	case gw == "" || gw == "mesh" && ref.Kind == meshconfig.KindVirtualService:
+	case ref.Kind != meshconfig.KindVirtualService:
+		c.add(fp+".gateway", "applies to virtualService only (an Istio Gateway the requests enter through)")
+	default:
+		ns, name, ok := strings.Cut(gw, "/")
+		if !ok || !isDNSLabel(ns) || !isDNSName(name) {
+			c.add(fp+".gateway", "%q: want NAMESPACE/NAME of an Istio Gateway (as spec.gateways names it with its namespace), or mesh", gw)
+		}
 	}
 }
 
@@ -151,4 +174,5 @@ func (s *Scenario) checkMirrorFromMesh(c *checker, p string, m *MirrorExpect) {
 	if m.FromMesh.Selector != "" {
 		c.add(fp+".selector", "applies to skupper only")
 	}
+	checkMeshGateway(c, fp, ref, m.FromMesh.Gateway)
 }

@@ -28,6 +28,12 @@ func TestFromMesh(t *testing.T) {
 		{"undeclared cluster", "  - split: {by: version, fromMesh: {virtualService: demo/reviews, cluster: c9}}\n", "expect[0].split.fromMesh.cluster"},
 		{"skupper without selector", "  - split: {by: cluster, fromMesh: {skupper: hello/backend}}\n", "fromMesh.selector: required with skupper"},
 		{"selector on another kind", "  - split: {by: version, fromMesh: {virtualService: demo/reviews, selector: app=x}}\n", "fromMesh.selector: applies to skupper only"},
+		{"through an ingress gateway", "  - split: {by: version, fromMesh: {virtualService: demo/reviews, gateway: istio-system/ingress}}\n", ""},
+		{"through the sidecars", "  - split: {by: version, fromMesh: {virtualService: demo/reviews, gateway: mesh}}\n", ""},
+		{"gateway without its namespace", "  - split: {by: version, fromMesh: {virtualService: demo/reviews, gateway: ingress}}\n", `expect[0].split.fromMesh.gateway: "ingress": want NAMESPACE/NAME`},
+		{"gateway not a name", "  - split: {by: version, fromMesh: {virtualService: demo/reviews, gateway: Demo/In_gress}}\n", "fromMesh.gateway"},
+		{"gateway on another kind", "  - split: {by: cluster, fromMesh: {trafficRoute: test-server, gateway: a/b}}\n", "fromMesh.gateway: applies to virtualService only"},
+		{"gateway on a mirror", "  - mirror: {fromMesh: {virtualService: demo/reviews, gateway: x}}\n", "expect[0].mirror.fromMesh.gateway"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

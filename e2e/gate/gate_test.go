@@ -226,7 +226,7 @@ expect:
   - name: as the VirtualService says
     split:
       by: version
-      fromMesh: {virtualService: sample/callme-d}
+      fromMesh: {virtualService: sample/callme-d, gateway: sample/gate-d}
       margin: 15%
       windows: {follow: true, poll: 500ms, readTimeout: 500ms, settle: 2s}
 `
@@ -269,7 +269,7 @@ func TestConvergeOneRunAfterPush(t *testing.T) {
 		select {
 		case err := <-exited:
 			exited <- err
-			return fmt.Errorf("the run ended first (%v)", err)
+			return fmt.Errorf("the run ended first (%v)\n%s\n%s", err, stdout.String(), stderr.String())
 		default:
 		}
 		return errors.New("not yet")
