@@ -14,7 +14,8 @@
 #   MESH_VERIFY_DEMO_ONLY="skupper-1 kuma-canary"   run only these scenarios
 #   MESH_VERIFY_DEMO_OUT=dir                        where reports go (default mesh-verify-runs/demo)
 #   MESH_VERIFY_DEMO_SEED=N|random                  the labs' routing seed (default 1)
-#   MESH_VERIFY_DEMO_JOBS=N                         labs up at once (default: see demo_jobs)
+#   MESH_VERIFY_DEMO_JOBS=N                         labs at once (default two per CPU, at most 4)
+#   MESH_VERIFY_DEMO_LABUPS=N                       of them coming up at once (default one per CPU)
 #
 # The lab routes at random where the real data plane does (Envoy's weights
 # and mirror fractions, per-connection picks); the demo brings every lab up
@@ -156,6 +157,27 @@ fmt_secs() { # 125 -> 2m05s
   if [ "$1" -ge 60 ]; then printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); else printf '%ds' "$1"; fi
 }
 
+jobs="${MESH_VERIFY_DEMO_JOBS:-$(demo_jobs)}"
+if ! [[ "$jobs" =~ ^[1-9][0-9]*$ ]] || [ "$jobs" -gt 32 ]; then
+  echo "demo: MESH_VERIFY_DEMO_JOBS=$jobs: want a whole number from 1 to 32" >&2
+  exit 4
+fi
+# Lab ups at once: a lab up is mostly CPU (kube-apiservers starting,
+# controllers, kubectl applies), so no more of them than CPUs; the other
+# labs run their scenarios meanwhile.
+labups="${MESH_VERIFY_DEMO_LABUPS:-$(nproc 2>/dev/null || getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1)}"
+if ! [[ "$labups" =~ ^[1-9][0-9]*$ ]] || [ "$labups" -gt 32 ]; then
+  echo "demo: MESH_VERIFY_DEMO_LABUPS=$labups: want a whole number from 1 to 32" >&2
+  exit 4
+fi
+[ "$labups" -gt "$jobs" ] && labups="$jobs"
+# wait -n -p (bash 5.1) takes whichever lab finishes first; an older bash
+# waits for the labs in the order they started, and is slower only.
+wait_any=0
+if [ "${BASH_VERSINFO[0]}" -gt 5 ] || { [ "${BASH_VERSINFO[0]}" -eq 5 ] && [ "${BASH_VERSINFO[1]}" -ge 1 ]; }; then
+  wait_any=1
+fi
+
 say "lab binaries (etcd, kube-apiserver, kwok, ...): several minutes on the first run, then cached"
 MESH_VERIFY_LAB_BIN="$(bash tools/lab/build.sh | tail -n1)"
 export MESH_VERIFY_LAB_BIN
@@ -170,18 +192,6 @@ mkdir -p "$OUT"
 LOGS="$OUT/logs"
 mkdir -p "$LOGS"
 TIMES="$OUT/demo-times.tsv"
-
-jobs="${MESH_VERIFY_DEMO_JOBS:-$(demo_jobs)}"
-if ! [[ "$jobs" =~ ^[1-9][0-9]*$ ]] || [ "$jobs" -gt 32 ]; then
-  echo "demo: MESH_VERIFY_DEMO_JOBS=$jobs: want a whole number from 1 to 32" >&2
-  exit 4
-fi
-# wait -n -p (bash 5.1) takes whichever lab finishes first; an older bash
-# waits for the labs in the order they started, and is slower only.
-wait_any=0
-if [ "${BASH_VERSINFO[0]}" -gt 5 ] || { [ "${BASH_VERSINFO[0]}" -eq 5 ] && [ "${BASH_VERSINFO[1]}" -ge 1 ]; }; then
-  wait_any=1
-fi
 
 seed="${MESH_VERIFY_DEMO_SEED:-1}"
 seed_flag=()
@@ -307,24 +317,33 @@ attack() {
 }
 
 # A lab up costs seconds of CPU (each cluster's kube-apiserver, its
-# controllers, kubectl applies): labs come up side by side, but none while
-# a run that must not be slowed down (quietly) is on. Two locks, so that a
-# quiet run waiting for the lab ups on hand is not overtaken by new ones:
-# a lab up passes the turnstile (fd 7) to take the shared lock (fd 8); a
-# quiet run holds the turnstile while it takes the lock alone. The
-# commands get neither descriptor (a lab daemon would hold the lock on).
+# controllers, kubectl applies): at most $labups labs come up at once (a
+# token each from the FIFO on fd 3, which the demo fills with $labups),
+# and none while a run that must not be slowed down (quietly) is on. Two
+# locks for that, so that a quiet run waiting for the lab ups on hand is
+# not overtaken by new ones: a lab up passes the turnstile (fd 7) to take
+# the shared lock (fd 8); a quiet run holds the turnstile while it takes
+# the lock alone. The commands get none of these descriptors (a lab
+# daemon would hold them on).
 labup_gate() {
-  command -v flock >/dev/null || { "$@"; return; }
-  {
-    flock -x 7 && flock -s 8 && flock -u 7
-    "$@" 7>&- 8>&-
-  } 7>"$STATE/turnstile.lock" 8>"$STATE/labup.lock"
+  local token rc=0
+  read -r -n 1 -u 3 token
+  if command -v flock >/dev/null; then
+    {
+      flock -x 7 && flock -s 8 && flock -u 7
+      "$@" 3>&- 7>&- 8>&- || rc=$?
+    } 7>"$STATE/turnstile.lock" 8>"$STATE/labup.lock"
+  else
+    "$@" 3>&- || rc=$?
+  fi
+  printf '%s' "$token" >&3
+  return "$rc"
 }
 quietly() {
   command -v flock >/dev/null || { "$@"; return; }
   {
     flock -x 7 && flock -x 8
-    "$@" 7>&- 8>&-
+    "$@" 3>&- 7>&- 8>&-
   } 7>"$STATE/turnstile.lock" 8>"$STATE/labup.lock"
 }
 
@@ -433,8 +452,11 @@ wait_one() {
   running=("${left[@]}")
 }
 
+mkfifo "$STATE/labup-tokens"
+exec 3<>"$STATE/labup-tokens"
+for ((k = 0; k < labups; k++)); do printf x >&3; done
 demo_start="$(now)"
-say "${#row_scenario[@]} scenarios on ${#group_topology[@]} labs, up to $jobs at once; estimate $(fmt_secs "$(eta)")"
+say "${#row_scenario[@]} scenarios on ${#group_topology[@]} labs, up to $jobs at once ($labups coming up); estimate $(fmt_secs "$(eta)")"
 for g in $order; do
   while [ "${#running[@]}" -ge "$jobs" ]; do wait_one; done
   # Job control on for the launch only: the lab gets a process group of
