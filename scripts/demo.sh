@@ -231,6 +231,7 @@ fi
 # (short paths: kwokctl puts unix sockets in them), so the demo never
 # touches a lab you have up in the default directory.
 STATE="$(mktemp -d /tmp/mvdemo-state-XXXXXX)"
+trap 'rm -rf "$STATE"' EXIT # until the labs start (cleanup)
 
 # recorded KEY: the previous demo's seconds for KEY ("lab up skupper-2",
 # "run skupper-2-per-pod", "lab down skupper-2"), else nothing.
@@ -277,9 +278,10 @@ eta() {
     }' "$STATE/plan" "$STATE/events"
 }
 
-# phase KEY WHAT: KEY ("g3:run5") starts; ends the previous phase of the
-# same lab (LAST_KEY), records its time, and prints one line with what
-# remains of the whole demo.
+# phase KEY WHAT LABEL: KEY ("g3:run5") starts, named LABEL in the times
+# recorded ("run skupper-2"); ends the previous phase of the same lab
+# (LAST_KEY) and records its time; prints one line, WHAT, with what remains
+# of the whole demo. An empty KEY only ends the previous phase.
 LAST_KEY="" LAST_LABEL="" LAST_START=0
 phase() {
   local key="$1" what="$2" t
