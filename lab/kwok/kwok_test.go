@@ -365,6 +365,38 @@ func TestCreateRetriesAPortTakenAfterKwokctlChoseIt(t *testing.T) {
 	}
 }
 
+// ControllerManagerRunning tells a controller-manager that runs (slow,
+// perhaps) from one that is gone: true for a new cluster's, false once it
+// is killed, and for a cluster that does not exist.
+func TestControllerManagerRunning(t *testing.T) {
+	l := labtest.Clusters(t, "c1")
+	if !l.ControllerManagerRunning("c1") {
+		t.Fatal("the controller-manager of a new cluster does not run")
+	}
+	b, err := os.ReadFile(filepath.Join(l.Dir, "kwok", "clusters", "c1", "pids", "kube-controller-manager.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); kwok.Alive(pid); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("controller-manager pid %d still runs after SIGKILL", pid)
+		}
+	}
+	if l.ControllerManagerRunning("c1") {
+		t.Error("a killed controller-manager runs")
+	}
+	if l.ControllerManagerRunning("c9") {
+		t.Error("the controller-manager of a cluster that does not exist runs")
+	}
+}
+
 // A kwok controller whose informer lost the race with kwokctl's CRDs
 // (tools/lab/NOTES.md, "kwok's CRD watches") is found and restarted: the
 // race is replayed by taking the Logs CRD away until kwok's reflector has
