@@ -111,11 +111,11 @@ func (e *brokenClusterError) Error() string {
 func (e *brokenClusterError) Unwrap() error { return e.err }
 
 // saWait bounds the wait for a namespace's default ServiceAccount when
-// the controller-manager is gone (it lost its port: the cluster is created
-// again); saWaitRunning while it runs and lost no port. A starved one is
-// slow: with labs coming up side by side on 2 busy cores (make demo) one
-// took more than 30 s to start its ServiceAccount controller, and creating
-// the cluster again only added load.
+// the controller-manager is gone (it could not bind its port: the cluster
+// is created again); saWaitRunning while it runs and lost no port, as a
+// starved one is slow, not gone (by their logs, 5-11 s from start to the
+// ServiceAccount controller with three labs coming up at a load of 4-8 on
+// 2 cores), and creating the cluster again would only add load.
 const (
 	saWait        = 30 * time.Second
 	saWaitRunning = 2 * time.Minute
