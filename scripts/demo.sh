@@ -320,16 +320,17 @@ attack() {
 
 # A lab up costs seconds of CPU (each cluster's kube-apiserver, its
 # controllers, kubectl applies): at most $labups labs come up at once (a
-# token each from the FIFO on fd 3, which the demo fills with $labups),
-# and none while a run that must not be slowed down (quietly) is on. Two
+# token each from the FIFO on fd 3, which the demo fills with $labups: the
+# demo takes one before it starts a lab's job, so labs come up in the
+# order they start, longest first, and the job gives it back once its lab
+# is up), and none while a run that must not be slowed down (quietly) is on. Two
 # locks for that, so that a quiet run waiting for the lab ups on hand is
 # not overtaken by new ones: a lab up passes the turnstile (fd 7) to take
 # the shared lock (fd 8); a quiet run holds the turnstile while it takes
 # the lock alone. The commands get none of these descriptors (a lab
 # daemon would hold them on).
 labup_gate() {
-  local token rc=0
-  read -r -n 1 -u 3 token
+  local rc=0
   if command -v flock >/dev/null; then
     {
       flock -x 7 && flock -s 8 && flock -u 7
@@ -338,7 +339,7 @@ labup_gate() {
   else
     "$@" 3>&- || rc=$?
   fi
-  printf '%s' "$token" >&3
+  printf x >&3 # the token the demo took for this lab
   return "$rc"
 }
 quietly() {
@@ -461,6 +462,7 @@ demo_start="$(now)"
 say "${#row_scenario[@]} scenarios on ${#group_topology[@]} labs, up to $jobs at once ($labups coming up); estimate $(fmt_secs "$(eta)")"
 for g in $order; do
   while [ "${#running[@]}" -ge "$jobs" ]; do wait_one; done
+  read -r -n 1 -u 3 _ # a lab-up token for this lab's job
   # Job control on for the launch only: the lab gets a process group of
   # its own, which Ctrl-C in the terminal does not reach; stop_all stops it.
   set -m
