@@ -23,8 +23,9 @@ import (
 // Services and Deployments lab.yaml renders, and the manifests'
 // Deployments as the lab injects them (kubectl apply). The clusters
 // are fresh, so everything is created; an object that exists already (a
-// retried up) is updated to the topology's.
-func applyCluster(ctx context.Context, cfg *rest.Config, cluster string, t *topology.Topology, kubectl kubectlFunc) error {
+// retried up) is updated to the topology's. kcmRunning says whether the
+// cluster's controller-manager runs (kwok.Lab.ControllerManagerRunning).
+func applyCluster(ctx context.Context, cfg *rest.Config, cluster string, t *topology.Topology, kubectl kubectlFunc, kcmRunning func() bool) error {
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return fmt.Errorf("cluster %s: %w", cluster, err)
@@ -54,7 +55,7 @@ func applyCluster(ctx context.Context, cfg *rest.Config, cluster string, t *topo
 	// ServiceAccount a moment later; pods are refused until it exists, and
 	// the ReplicaSet controller would back off for seconds, so wait.
 	for _, ns := range t.Namespaces(cluster) {
-		if err := waitServiceAccount(ctx, cs, cluster, ns); err != nil {
+		if err := waitServiceAccount(ctx, cs, cluster, ns, kcmRunning, saWait, saWaitRunning); err != nil {
 			return err
 		}
 	}
@@ -109,20 +110,39 @@ func (e *brokenClusterError) Error() string {
 
 func (e *brokenClusterError) Unwrap() error { return e.err }
 
-func waitServiceAccount(ctx context.Context, cs kubernetes.Interface, cluster, ns string) error {
-	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+// saWait bounds the wait for a namespace's default ServiceAccount when
+// the controller-manager is gone (it could not bind its port: the cluster
+// is created again); saWaitRunning while it runs and lost no port, as a
+// starved one is slow, not gone (by their logs, 5-11 s from start to the
+// ServiceAccount controller with three labs coming up at a load of 4-8 on
+// 2 cores), and creating the cluster again would only add load.
+const (
+	saWait        = 30 * time.Second
+	saWaitRunning = 2 * time.Minute
+)
+
+// waitServiceAccount waits for namespace ns's default ServiceAccount: at
+// most wait, or waitRunning while kcmRunning says the controller-manager
+// runs. Past the bound the cluster is a *brokenClusterError.
+func waitServiceAccount(ctx context.Context, cs kubernetes.Interface, cluster, ns string, kcmRunning func() bool, wait, waitRunning time.Duration) error {
+	begin := time.Now()
+	wctx, cancel := context.WithTimeout(ctx, max(wait, waitRunning))
 	defer cancel()
 	for {
 		_, err := cs.CoreV1().ServiceAccounts(ns).Get(wctx, "default", metav1.GetOptions{})
 		if err == nil {
 			return nil
 		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		waited := time.Since(begin)
+		if waited >= wait && !kcmRunning() || wctx.Err() != nil {
+			return &brokenClusterError{cluster, fmt.Errorf("default ServiceAccount of namespace %s never appeared in %v (kube-controller-manager running: %v): %w",
+				ns, waited.Round(100*time.Millisecond), kcmRunning(), err)}
+		}
 		select {
 		case <-wctx.Done():
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			return &brokenClusterError{cluster, fmt.Errorf("default ServiceAccount of namespace %s never appeared (kube-controller-manager not running?): %w", ns, err)}
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

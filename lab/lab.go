@@ -153,7 +153,7 @@ func Up(ctx context.Context, o Options) (_ *Lab, err error) {
 			if err := registerCRDs(ctx, kubectlOf(k, c), c); err != nil {
 				return nil, err
 			}
-			if err := applyCluster(ctx, cfg, c, t, kubectlOf(k, c)); err != nil {
+			if err := applyCluster(ctx, cfg, c, t, kubectlOf(k, c), func() bool { return k.ControllerManagerRunning(c) }); err != nil {
 				return nil, err
 			}
 		}
@@ -330,7 +330,7 @@ func createClusters(ctx context.Context, k *kwok.Lab, t *topology.Topology, out 
 			go func() {
 				restarted, err := k.EnsureWatches(ctx, c)
 				if err == nil {
-					err = applyCluster(ctx, cfg, c, t, kubectlOf(k, c))
+					err = applyCluster(ctx, cfg, c, t, kubectlOf(k, c), func() bool { return k.ControllerManagerRunning(c) })
 				}
 				applied <- result{c, restarted, err}
 			}()

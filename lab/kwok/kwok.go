@@ -396,7 +396,9 @@ func (l *Lab) create(ctx context.Context, name, wait string) error {
 			if err != nil {
 				return fmt.Errorf("kwokctl %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(lastLines(out.String(), 8)))
 			}
-			return nil
+			// Before the create lock goes: until they listen, the ports
+			// of this cluster's components look free to another lab.
+			return l.waitListening(ctx, name)
 		case <-tick.C:
 			if pc := findPortConflict(l.clusterDir(name), name); pc != nil {
 				cancel() // the components it started are deleted with the cluster

@@ -365,6 +365,87 @@ func TestCreateRetriesAPortTakenAfterKwokctlChoseIt(t *testing.T) {
 	}
 }
 
+// Start (kwokctl without waiting for the controllers) returns, and lets
+// another lab's create choose ports, only once every component of the
+// cluster listens on the port kwokctl chose for it. Here the
+// controller-manager binds 3 s late, as a starved one does on a loaded
+// machine: a wrapper sleeps before it execs the real one (the other
+// binaries are the real ones, linked).
+func TestStartWaitsForEveryComponentToListen(t *testing.T) {
+	real := labtest.Binaries(t)
+	bin := t.TempDir()
+	for _, n := range []string{"kwokctl", "kwok", "etcd", "kube-apiserver", "kube-scheduler", "kubectl"} {
+		if err := os.Symlink(real.Path(n), filepath.Join(bin, n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// --version answers at once: kwokctl reads it to pick flags.
+	wrapper := "#!/bin/bash\n[ \"$1\" = --version ] || sleep 3\nexec -a \"$0\" " + real.Path("kube-controller-manager") + " \"$@\"\n"
+	if err := os.WriteFile(filepath.Join(bin, "kube-controller-manager"), []byte(wrapper), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("", "mvlab-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := kwok.New(kwok.Binaries(bin), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := l.DeleteAll(ctx); err != nil {
+			t.Errorf("delete: %v", err)
+		}
+		os.RemoveAll(dir)
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if err := l.Start(ctx, "c1"); err != nil {
+		t.Fatal(err)
+	}
+	waiting, err := kwok.NotListeningIn(filepath.Join(dir, "kwok", "clusters", "c1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(waiting) > 0 {
+		t.Errorf("Start returned (and let other creates choose ports) before %v listened", waiting)
+	}
+}
+
+// ControllerManagerRunning tells a controller-manager that runs (slow,
+// perhaps) from one that is gone: true for a new cluster's, false once it
+// is killed, and for a cluster that does not exist.
+func TestControllerManagerRunning(t *testing.T) {
+	l := labtest.Clusters(t, "c1")
+	if !l.ControllerManagerRunning("c1") {
+		t.Fatal("the controller-manager of a new cluster does not run")
+	}
+	b, err := os.ReadFile(filepath.Join(l.Dir, "kwok", "clusters", "c1", "pids", "kube-controller-manager.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); kwok.Alive(pid); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("controller-manager pid %d still runs after SIGKILL", pid)
+		}
+	}
+	if l.ControllerManagerRunning("c1") {
+		t.Error("a killed controller-manager runs")
+	}
+	if l.ControllerManagerRunning("c9") {
+		t.Error("the controller-manager of a cluster that does not exist runs")
+	}
+}
+
 // A kwok controller whose informer lost the race with kwokctl's CRDs
 // (tools/lab/NOTES.md, "kwok's CRD watches") is found and restarted: the
 // race is replayed by taking the Logs CRD away until kwok's reflector has

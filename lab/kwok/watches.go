@@ -121,6 +121,23 @@ type kwokCmd struct {
 	addr    string // --server-address: kwok's kubelet API, plain HTTP too
 }
 
+// ControllerManagerRunning reports whether cluster's kube-controller-manager
+// runs (its pid file, as kwokctl writes it, names a live process of the
+// cluster) and no component of the cluster logged a port it could not
+// bind: a controller-manager that is slow, not gone.
+func (l *Lab) ControllerManagerRunning(cluster string) bool {
+	dir := l.clusterDir(cluster)
+	if findPortConflict(dir, cluster) != nil {
+		return false
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "pids", "kube-controller-manager.pid"))
+	if err != nil {
+		return false
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	return err == nil && Owned(pid, dir)
+}
+
 func kwokProcess(dir string) (kwokCmd, error) {
 	pc := kwokCmd{pidFile: filepath.Join(dir, "pids", "kwok-controller.pid")}
 	b, err := os.ReadFile(pc.pidFile)
