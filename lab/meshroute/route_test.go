@@ -416,6 +416,7 @@ func TestLoad(t *testing.T) {
 func FuzzLoad(f *testing.F) {
 	f.Add([]byte(istioDR + "---\n" + istioVS))
 	f.Add([]byte("apiVersion: v1\nkind: Secret\nmetadata: {name: l, labels: {skupper.io/type: connection-token}, annotations: {skupper.io/cost: \"-1\"}}\n"))
+	f.Add([]byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: skupper-services}\ndata: {test-server: '{\"address\":\"test-server\",\"ports\":[80],\"targets\":[{\"selector\":\"app=test-server\"}]}'}\n---\napiVersion: skupper.io/v2alpha1\nkind: Connector\nmetadata: {name: c}\nspec: {routingKey: k, selector: app=test-server, port: 80}\n"))
 	f.Add([]byte("apiVersion: kuma.io/v1alpha1\nkind: MeshHTTPRoute\nmetadata: {name: m}\nspec: {to: [{targetRef: {name: test-server}, rules: [{default: {backendRefs: [{kind: MeshService, weight: 2}]}}]}]}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		ms, err := Load("fuzz.yaml", data)
