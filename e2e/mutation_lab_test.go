@@ -55,6 +55,12 @@ func TestMutationsFlipVerdicts(t *testing.T) {
 		{"skupper link cost of c3 1 -> 10", "skupper-1", "skupper-1", "c3",
 			[]string{"secret", "link1", "-n", "interconnect", "-p", `{"metadata":{"annotations":{"skupper.io/cost":"10"}}}`},
 			"costs c2=1,c3=10", nil, ""},
+		// Skupper v2: c3's Connector no longer carries the routing key of
+		// c1's Listener, so c3 is not exposed to the router any more:
+		// every connection goes to c2, none of scenario 4's split.
+		{"skupper v2 Connector of c3 off the Listener's routing key", "skupper-4-v2", "skupper-4", "c3",
+			[]string{"connector", "sample-spring-kotlin-microservice", "-n", "interconnect", "--type", "merge", "-p", `{"spec":{"routingKey":"elsewhere"}}`},
+			"costs c2=4 per-connection", nil, ""},
 		// The workers' cluster (x-wing's) prefers its own rebel-base pods: no 50/50.
 		{"cilium affinity none -> local", "cilium-rebel-base", "cilium-rebel-base", "c1",
 			[]string{"service", "rebel-base", "-p", `{"metadata":{"annotations":{"service.cilium.io/affinity":"local"}}}`},

@@ -23,6 +23,7 @@ import (
 	"github.com/mesh-verify/mesh-verify/lab/kwok"
 	"github.com/mesh-verify/mesh-verify/lab/labtest"
 	"github.com/mesh-verify/mesh-verify/lab/nginx"
+	"github.com/mesh-verify/mesh-verify/lab/topologies"
 )
 
 // The test binary doubles as the lab daemon: `<test binary> lab serve
@@ -165,6 +166,16 @@ func (tl *testLab) portForward(args ...string) string {
 // `connection: close`), so connection-balancing entries decide again.
 func get(t *testing.T, url, requestID string) string {
 	t.Helper()
+	code, b := getStatus(t, url, requestID)
+	if code != http.StatusOK {
+		t.Fatalf("GET %s: %d: %s", url, code, b)
+	}
+	return b
+}
+
+// getStatus is get for any answer: its status code and body.
+func getStatus(t *testing.T, url, requestID string) (int, string) {
+	t.Helper()
 	req, _ := http.NewRequest(http.MethodGet, url, nil)
 	req.Header.Set("X-Request-Id", requestID)
 	req.Close = true
@@ -175,10 +186,7 @@ func get(t *testing.T, url, requestID string) string {
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %s: %s", url, resp.Status, b)
-	}
-	return string(b)
+	return resp.StatusCode, string(b)
 }
 
 // waitFor polls cond until it holds or the timeout passes.
@@ -241,18 +249,22 @@ func TestLab(t *testing.T) {
 	// kubectl scale changes what the router routes to: with c3 at 0
 	// replicas, everything goes to c2.
 	tl.kubectl("--context", "kind-c3", "-n", "interconnect", "scale", "deploy/sample-spring-kotlin-microservice", "--replicas=0")
-	waitFor(t, "the router to drop c3", 30*time.Second, func() bool {
-		st, err := daemon.ReadStatus(tl.dir)
-		if err != nil {
+	routerBackends := func(want func([]string) bool) func() bool {
+		return func() bool {
+			st, err := daemon.ReadStatus(tl.dir)
+			if err != nil {
+				return false
+			}
+			for _, p := range st.Pods {
+				if p.Role == daemon.RoleEntry {
+					return want(p.Backends)
+				}
+			}
 			return false
 		}
-		for _, p := range st.Pods {
-			if p.Role == daemon.RoleEntry {
-				return len(p.Backends) == 1 && strings.HasPrefix(p.Backends[0], "c2/")
-			}
-		}
-		return false
-	})
+	}
+	onlyC2 := func(bs []string) bool { return len(bs) == 1 && strings.HasPrefix(bs[0], "c2/") }
+	waitFor(t, "the router to drop c3", 30*time.Second, routerBackends(onlyC2))
 	for i := range 6 {
 		get(t, base+"/persons/2", fmt.Sprintf("labtest-b-%d", i))
 	}
@@ -262,6 +274,33 @@ func TestLab(t *testing.T) {
 	// The router's own log records the change, as `kubectl logs` of it.
 	if rl := tl.kubectl("--context", "kind-c1", "-n", "interconnect", "logs", "deploy/skupper-router"); !strings.Contains(rl, "backends of interconnect/sample-spring-kotlin-microservice: c2/") {
 		t.Errorf("router log lacks the backend change:\n%s", rl)
+	}
+
+	// Skupper connects only what is exposed: `skupper unexpose` in c2
+	// (its skupper-services entry gone, here the whole ConfigMap, with
+	// kubectl) leaves the router no target, and a request fails without
+	// reaching any app; applying the exposure again restores c2.
+	tl.kubectl("--context", "kind-c2", "-n", "interconnect", "delete", "configmap", "skupper-services")
+	waitFor(t, "the router to have no target", 30*time.Second, routerBackends(func(bs []string) bool { return len(bs) == 0 }))
+	before := lines(logs("kind-c2"), "findById(3)")
+	if code, body := getStatus(t, base+"/persons/3", "labtest-unexposed"); code != http.StatusServiceUnavailable {
+		t.Errorf("GET with nothing exposed = %d %q, want 503 (no target)", code, body)
+	}
+	if n := lines(logs("kind-c2"), "findById(3)"); n != before {
+		t.Errorf("c2 served findById(3) %d times while not exposed", n-before)
+	}
+	ms, err := topologies.Manifests("skupper-2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	exposure := filepath.Join(t.TempDir(), "expose.yaml")
+	if err := os.WriteFile(exposure, ms["c2/expose.yaml"], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tl.kubectl("--context", "kind-c2", "apply", "-f", exposure)
+	waitFor(t, "the router to reach c2 again", 30*time.Second, routerBackends(onlyC2))
+	if body := get(t, base+"/persons/3", "labtest-exposed"); !strings.Contains(body, `"id":3`) {
+		t.Errorf("GET /persons/3 after exposing again = %q", body)
 	}
 
 	// up again with the same topology re-applies it (c3 back to 2 pods)

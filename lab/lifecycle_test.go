@@ -24,14 +24,16 @@ import (
 	"github.com/mesh-verify/mesh-verify/lab"
 	"github.com/mesh-verify/mesh-verify/lab/daemon"
 	"github.com/mesh-verify/mesh-verify/lab/kwok"
+	"github.com/mesh-verify/mesh-verify/lab/topologies"
 	"github.com/mesh-verify/mesh-verify/lab/topology"
 )
 
 // slowApp is one cluster, one callme pod whose answers take 2 s, behind
 // a gateway entry: long enough to delete the pod while a request is in
 // flight through the API server's port-forward. The entry is a Skupper
-// router without links (no manifest): it reaches c1's pod and, unlike
-// Istio's sidecar, retries nothing.
+// router without links: callme exposed in its own site (slowExpose,
+// c1/expose.yaml) it reaches c1's pod and, unlike Istio's sidecar,
+// retries nothing.
 const slowApp = `apiVersion: lab.mesh-verify.io/v1alpha1
 kind: Topology
 metadata: {name: slow, seed: "one slow callme pod behind a gateway"}
@@ -53,13 +55,29 @@ entries:
     mesh: skupper
 `
 
-func writeTopology(t *testing.T, name, src string) string {
+// slowExpose is what `skupper expose deployment/callme --port 8080`
+// leaves in slowApp's c1 (Skupper 1.x's skupper-services entry): without
+// it the router has no target.
+const slowExpose = `apiVersion: v1
+kind: ConfigMap
+metadata: {name: skupper-services, namespace: default}
+data:
+  callme: '{"address":"callme","protocol":"tcp","ports":[8080],"targets":[{"name":"callme","selector":"app=callme"}]}'
+`
+
+// writeTopologyDir writes a topology directory: lab.yaml and the
+// manifests (path under the directory → content).
+func writeTopologyDir(t *testing.T, lab string, manifests map[string]string) string {
 	t.Helper()
-	p := filepath.Join(t.TempDir(), name+".yaml")
-	if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
+	dir := filepath.Join(t.TempDir(), "topology")
+	ms := map[string][]byte{}
+	for k, v := range manifests {
+		ms[k] = []byte(v)
+	}
+	if err := topologies.WriteDir(dir, []byte(lab), ms); err != nil {
 		t.Fatal(err)
 	}
-	return p
+	return dir
 }
 
 func clientset(t *testing.T, l *lab.Lab, cluster string) kubernetes.Interface {
@@ -93,7 +111,7 @@ func TestPodTerminatesGracefully(t *testing.T) {
 	tl := newTestLab(t)
 	seed := uint64(1234)
 	tl.opts.Seed = &seed
-	l := tl.up(writeTopology(t, "slow", slowApp))
+	l := tl.up(writeTopologyDir(t, slowApp, map[string]string{"c1/expose.yaml": slowExpose}))
 	cs := clientset(t, l, "c1")
 	// The seed is recorded, and the gateway's simulator has one derived
 	// from it (lab/daemon's entrySeed: another seed, not the lab's).

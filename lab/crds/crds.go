@@ -1,6 +1,7 @@
 // Package crds holds the CustomResourceDefinitions of the mesh kinds the
 // lab's topologies apply (Istio's VirtualService, DestinationRule and
-// Gateway; Kuma's MeshHTTPRoute and TrafficRoute; Skupper v2's Link), as
+// Gateway; Kuma's MeshHTTPRoute and TrafficRoute; Skupper v2's Link,
+// Connector and Listener), as
 // upstream publishes them (each file's header names its source and
 // commit). `lab up` registers them in every cluster's API server before it
 // applies a topology's manifests, so kubectl validates and stores the

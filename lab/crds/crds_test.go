@@ -73,13 +73,14 @@ func TestFilesAreTheCRDsTheLabRoutesBy(t *testing.T) {
 	for _, want := range []string{
 		"VirtualService.networking.istio.io", "DestinationRule.networking.istio.io", "Gateway.networking.istio.io",
 		"MeshHTTPRoute.kuma.io", "TrafficRoute.kuma.io", "MeshAccessLog.kuma.io", "TrafficLog.kuma.io", "Link.skupper.io",
+		"Connector.skupper.io", "Listener.skupper.io",
 	} {
 		if !kinds[want] {
 			t.Errorf("no CRD for %s (have %v)", want, kinds)
 		}
 	}
-	want := []string{"destinationrules.networking.istio.io", "gateways.networking.istio.io", "links.skupper.io",
-		"meshaccesslogs.kuma.io", "meshhttproutes.kuma.io", "trafficlogs.kuma.io", "trafficroutes.kuma.io", "virtualservices.networking.istio.io"}
+	want := []string{"connectors.skupper.io", "destinationrules.networking.istio.io", "gateways.networking.istio.io", "links.skupper.io",
+		"listeners.skupper.io", "meshaccesslogs.kuma.io", "meshhttproutes.kuma.io", "trafficlogs.kuma.io", "trafficroutes.kuma.io", "virtualservices.networking.istio.io"}
 	if got := Names(); !slices.Equal(got, want) {
 		t.Errorf("Names() = %v, want %v", got, want)
 	}

@@ -48,6 +48,8 @@ func Kinds() []Kind {
 		{[]string{"kuma.io/v1alpha1"}, "MeshAccessLog", MeshKuma},
 		{[]string{"kuma.io/v1alpha1"}, "TrafficLog", MeshKuma},
 		{[]string{"skupper.io/v2alpha1"}, "Link", MeshSkupper},
+		{[]string{"skupper.io/v2alpha1"}, "Connector", MeshSkupper},
+		{[]string{"skupper.io/v2alpha1"}, "Listener", MeshSkupper},
 	}
 }
 

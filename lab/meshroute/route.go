@@ -1,6 +1,7 @@
 // Package meshroute turns a mesh's own objects — Istio's VirtualService
 // and DestinationRule, Kuma's MeshHTTPRoute and TrafficRoute, Skupper's
-// link Secrets and Links, Cilium's Service annotations — into the routing
+// link Secrets and Links, what exposes an app to Skupper (v1's
+// skupper-services ConfigMap, v2's Connector and Listener), Cilium's Service annotations — into the routing
 // of a lab entry: the mesh simulator's policy (lab/meshsim) and the
 // clusters whose pods the entry reaches. The lab's daemon watches the
 // objects in the clusters' API servers and derives every entry's route
@@ -56,6 +57,10 @@ type Entry struct {
 	// Labels are a gateway entry's pod labels: an Istio Gateway object
 	// applies to the gateway whose labels include its spec.selector.
 	Labels map[string]string
+	// PodLabels are the label sets of the pods of the entry's To Service,
+	// one per app it selects: a Skupper exposure reaches an app only when
+	// its selector selects them.
+	PodLabels []map[string]string
 	// IstioNoShadowSuffix is istiod's DISABLE_SHADOW_HOST_SUFFIX (true by
 	// default since Istio 1.28): mirrored copies keep the primary's Host.
 	IstioNoShadowSuffix bool
@@ -100,7 +105,11 @@ func (r Route) Describe() string {
 	} else {
 		b.WriteString("from " + strings.Join(r.From, ", "))
 	}
-	b.WriteString("; reaches " + strings.Join(r.Clusters, ", "))
+	if len(r.Clusters) == 0 {
+		b.WriteString("; reaches no cluster")
+	} else {
+		b.WriteString("; reaches " + strings.Join(r.Clusters, ", "))
+	}
 	if len(r.Ignored) > 0 {
 		b.WriteString("; not modelled by the lab: " + strings.Join(r.Ignored, "; "))
 	}
@@ -142,6 +151,12 @@ func Resources(mesh string) []Resource {
 		return []Resource{
 			{GVR: schema.GroupVersionResource{Version: "v1", Resource: "secrets"}, Namespaced: true, LabelSelector: SkupperTypeLabel + "=" + SkupperTypeLinkToken},
 			{GVR: schema.GroupVersionResource{Group: "skupper.io", Version: "v2alpha1", Resource: "links"}, Namespaced: true},
+			// What exposes the app: v1's skupper-services ConfigMap (all
+			// ConfigMaps are watched: a watch cannot select by name across
+			// namespaces), v2's Connectors and Listeners.
+			{GVR: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Namespaced: true},
+			{GVR: schema.GroupVersionResource{Group: "skupper.io", Version: "v2alpha1", Resource: "connectors"}, Namespaced: true},
+			{GVR: schema.GroupVersionResource{Group: "skupper.io", Version: "v2alpha1", Resource: "listeners"}, Namespaced: true},
 		}
 	case MeshCilium:
 		return []Resource{{GVR: schema.GroupVersionResource{Version: "v1", Resource: "services"}, Namespaced: true}}

@@ -102,7 +102,8 @@ func TestDerive(t *testing.T) {
 	istio := Entry{Name: "istio-proxy", Mesh: MeshIstio, Cluster: "c1", Namespace: "default", To: "callme-service", ServicePort: 8080, Clusters: []string{"c1", "c2"}}
 	kuma := Entry{Name: "edge-gateway", Mesh: MeshKuma, Cluster: "c1", Namespace: "kuma-demo", To: "test-server", ServicePort: 80, Clusters: []string{"c1", "c2"}}
 	flagger := Entry{Name: "kuma-sidecar", Mesh: MeshKuma, Cluster: "c1", Namespace: "callme", To: "callme-service", ServicePort: 8080, Clusters: []string{"c1", "c2"}}
-	skupper := Entry{Name: "skupper-router", Mesh: MeshSkupper, Cluster: "c1", Namespace: "interconnect", To: "app", ServicePort: 8080, Clusters: []string{"c1", "c2", "c3"}}
+	skupper := Entry{Name: "skupper-router", Mesh: MeshSkupper, Cluster: "c1", Namespace: "interconnect", To: "app", ServicePort: 8080, Clusters: []string{"c1", "c2", "c3"},
+		PodLabels: []map[string]string{{"app": "app", "version": "v1"}}}
 	cilium := Entry{Name: "x-wing", Mesh: MeshCilium, Cluster: "c1", Namespace: "default", To: "rebel-base", ServicePort: 80, Clusters: []string{"c1", "c2"}}
 	link := func(cost string) string {
 		s := "apiVersion: v1\nkind: Secret\nmetadata:\n  name: link1\n  namespace: interconnect\n  labels: {skupper.io/type: connection-token}\n"
@@ -110,6 +111,21 @@ func TestDerive(t *testing.T) {
 			s += "  annotations: {skupper.io/cost: \"" + cost + "\"}\n"
 		}
 		return s
+	}
+	// exposed is the skupper-services ConfigMap `skupper expose
+	// deployment/app --port 8080` leaves (def: the entry's JSON).
+	exposed := func(def string) string {
+		return "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: skupper-services, namespace: interconnect}\ndata:\n  app: '" + def + "'\n"
+	}
+	expose := exposed(`{"address":"app","protocol":"tcp","ports":[8080],"targets":[{"name":"app","selector":"app=app"}]}`)
+	connector := func(key, sel string) string {
+		return "apiVersion: skupper.io/v2alpha1\nkind: Connector\nmetadata: {name: app, namespace: interconnect}\nspec: {routingKey: " + key + ", selector: '" + sel + "', port: 8080}\n"
+	}
+	listener := func(key, host string) string {
+		return "apiVersion: skupper.io/v2alpha1\nkind: Listener\nmetadata: {name: app, namespace: interconnect}\nspec: {routingKey: " + key + ", host: " + host + ", port: 8080}\n"
+	}
+	v2link := func(cost int) string {
+		return fmt.Sprintf("apiVersion: skupper.io/v2alpha1\nkind: Link\nmetadata: {name: l, namespace: interconnect}\nspec: {cost: %d, endpoints: [{host: x}]}\n", cost)
 	}
 	svc := func(ann string) string {
 		return "apiVersion: v1\nkind: Service\nmetadata:\n  name: rebel-base\n  annotations: {" + ann + "}\nspec: {ports: [{port: 80}]}\n"
@@ -235,20 +251,81 @@ spec:
       - {destination: {kuma.io/service: test-server_kuma-demo_svc_80, version: v1}}
 `}, err: "TrafficRoute canary in cluster c1: spec.conf.split[0].weight: missing"},
 		{name: "skupper: link Secrets' costs; the router's own site costs 0", entry: skupper,
-			objs:     map[string]string{"c2": link("4"), "c3": link("2")},
+			objs:     map[string]string{"c1": expose, "c2": link("4") + "---\n" + expose, "c3": link("2") + "---\n" + expose},
 			want:     meshsim.Policy{Mode: meshsim.ModeBalanced, Costs: map[string]float64{"c2": 4, "c3": 2}, Local: "c1"},
 			clusters: []string{"c1", "c2", "c3"}},
-		{name: "skupper: default cost 1; an unlinked site is out of reach", entry: skupper,
-			objs:     map[string]string{"c2": link("")},
+		{name: "skupper: default cost 1; an exposed site without a link is out of reach", entry: skupper,
+			objs:     map[string]string{"c2": link("") + "---\n" + expose, "c3": expose},
 			want:     meshsim.Policy{Mode: meshsim.ModeBalanced, Costs: map[string]float64{"c2": 1}, Local: "c1"},
-			clusters: []string{"c1", "c2"}},
-		{name: "skupper: v2 Link's cost, below 1 clamped to 1", entry: skupper,
-			objs: map[string]string{"c2": "apiVersion: skupper.io/v2alpha1\nkind: Link\nmetadata: {name: l, namespace: interconnect}\nspec: {cost: 0, endpoints: [{host: x}]}\n",
-				"c3": "apiVersion: skupper.io/v2alpha1\nkind: Link\nmetadata: {name: l, namespace: interconnect}\nspec: {cost: 5, endpoints: [{host: x}]}\n"},
+			clusters: []string{"c2"}, ignored: "the app is exposed in cluster c3, which has no link"},
+		{name: "skupper: linked everywhere, exposed in c2 only: only c2", entry: skupper,
+			objs:     map[string]string{"c2": link("") + "---\n" + expose, "c3": link("")},
+			want:     meshsim.Policy{Mode: meshsim.ModeBalanced, Costs: map[string]float64{"c2": 1}, Local: "c1"},
+			clusters: []string{"c2"}},
+		{name: "skupper: linked, exposed nowhere: the router has no target", entry: skupper,
+			objs:     map[string]string{"c2": link(""), "c3": link("")},
+			want:     meshsim.Policy{Mode: meshsim.ModeBalanced, Costs: map[string]float64{}, Local: "c1"},
+			clusters: []string{}},
+		{name: "skupper: a target selecting other pods, another address, another port expose nothing", entry: skupper,
+			objs: map[string]string{
+				"c2": link("") + "---\n" + exposed(`{"address":"app","protocol":"tcp","ports":[8080],"targets":[{"selector":"app=other"}]}`),
+				"c3": link("") + "---\n" + exposed(`{"address":"app","ports":[9090],"targets":[{"selector":"app=app"}]}`)},
+			want:     meshsim.Policy{Mode: meshsim.ModeBalanced, Costs: map[string]float64{}, Local: "c1"},
+			clusters: []string{}, ignored: "targets select none of app's pods"},
+		{name: "skupper: an unknown field of a definition is named", entry: skupper,
+			objs:     map[string]string{"c2": link("") + "---\n" + exposed(`{"address":"app","ports":[8080],"headless":{"name":"x"},"targets":[{"service":"app"}]}`)},
+			want:     meshsim.Policy{Mode: meshsim.ModeBalanced, Costs: map[string]float64{"c2": 1}, Local: "c1"},
+			clusters: []string{"c2"}, ignored: "data.app.headless"},
+		{name: "skupper: v2 Link's cost, below 1 clamped to 1; Connectors matching the router's Listener", entry: skupper,
+			objs: map[string]string{"c1": listener("app", "app"),
+				"c2": v2link(0) + "---\n" + connector("app", "app=app"),
+				"c3": v2link(5) + "---\n" + connector("app", "app=app,version=v1")},
 			want:     meshsim.Policy{Mode: meshsim.ModeBalanced, Costs: map[string]float64{"c2": 1, "c3": 5}, Local: "c1"},
-			clusters: []string{"c1", "c2", "c3"}},
+			clusters: []string{"c2", "c3"}},
+		{name: "skupper: v2 Connector without a matching Listener is not reached", entry: skupper,
+			objs: map[string]string{"c1": listener("app", "app"),
+				"c2": v2link(1) + "---\n" + connector("other", "app=app"),
+				"c3": v2link(1) + "---\n" + connector("app", "app=app")},
+			want:     meshsim.Policy{Mode: meshsim.ModeBalanced, Costs: map[string]float64{"c3": 1}, Local: "c1"},
+			clusters: []string{"c3"}, ignored: `routing key "other" matches no Listener for app:8080`},
+		{name: "skupper: v2 Listener for another host or in another site routes nothing here", entry: skupper,
+			objs: map[string]string{"c1": listener("app", "other-svc"),
+				"c2": v2link(1) + "---\n" + connector("app", "app=app") + "---\n" + listener("app", "app")},
+			want:     meshsim.Policy{Mode: meshsim.ModeBalanced, Costs: map[string]float64{}, Local: "c1"},
+			clusters: []string{}},
+		{name: "skupper: v2 Connector selecting none of the app's pods", entry: skupper,
+			objs:     map[string]string{"c1": listener("app", "app"), "c2": v2link(1) + "---\n" + connector("app", "app=other")},
+			want:     meshsim.Policy{Mode: meshsim.ModeBalanced, Costs: map[string]float64{}, Local: "c1"},
+			clusters: []string{}, ignored: "selects none of app's pods"},
 		{name: "skupper: a cost that is no number", entry: skupper, objs: map[string]string{"c2": link("cheap")},
 			err: `Secret interconnect/link1 in cluster c2: metadata.annotations.skupper.io/cost: "cheap"`},
+		{name: "skupper: a bad target selector", entry: skupper,
+			objs: map[string]string{"c2": exposed(`{"address":"app","ports":[8080],"targets":[{"selector":"app==,="}]}`)},
+			err:  `ConfigMap interconnect/skupper-services in cluster c2: data.app.targets[0].selector: "app==,="`},
+		{name: "skupper: a protocol skupper expose refuses", entry: skupper,
+			objs: map[string]string{"c2": exposed(`{"address":"app","protocol":"udp2","ports":[8080],"targets":[{"selector":"app=app"}]}`)},
+			err:  `data.app.protocol: "udp2": want tcp, http or http2`},
+		{name: "skupper: a definition that is no JSON object", entry: skupper,
+			objs: map[string]string{"c2": exposed(`[1]`)},
+			err:  `ConfigMap interconnect/skupper-services in cluster c2: data.app: not the JSON of a Skupper service definition`},
+		{name: "skupper: a port out of range", entry: skupper,
+			objs: map[string]string{"c2": exposed(`{"address":"app","ports":[70000],"targets":[{"selector":"app=app"}]}`)},
+			err:  `data.app.ports[0]: 70000: want a port in 1..65535`},
+		{name: "skupper: a target with neither selector nor service", entry: skupper,
+			objs: map[string]string{"c2": exposed(`{"address":"app","ports":[8080],"targets":[{"name":"app"}]}`)},
+			err:  `data.app.targets[0]: want a selector or a service`},
+		{name: "skupper: a v2 Connector with a bad selector", entry: skupper,
+			objs: map[string]string{"c1": listener("app", "app"), "c2": connector("app", "app in (")},
+			err:  `Connector interconnect/app in cluster c2: spec.selector: "app in ("`},
+		{name: "skupper: a v2 Connector with both selector and host", entry: skupper,
+			objs: map[string]string{"c2": strings.Replace(connector("app", "app=app"), "port: 8080", "port: 8080, host: app", 1)},
+			err:  `Connector interconnect/app in cluster c2: spec: want one of selector or host`},
+		{name: "skupper: a v2 Listener without a port", entry: skupper,
+			objs: map[string]string{"c1": strings.Replace(listener("app", "app"), ", port: 8080", "", 1)},
+			err:  `Listener interconnect/app in cluster c1: spec.port: <nil>: want a port in 1..65535`},
+		{name: "skupper: a v2 Connector without a routing key", entry: skupper,
+			objs: map[string]string{"c2": strings.Replace(connector("app", "app=app"), "routingKey: app, ", "", 1)},
+			err:  `Connector interconnect/app in cluster c2: spec.routingKey: required`},
 		{name: "cilium: not global: local backends only", entry: cilium, objs: map[string]string{"c1": svc(""), "c2": svc("service.cilium.io/global: \"true\"")},
 			want: meshsim.Policy{Mode: meshsim.ModePerPod, PerConnection: true, Local: "c1"}, clusters: []string{"c1"}},
 		{name: "cilium: global (legacy annotation): every cluster's pods", entry: cilium,
@@ -339,6 +416,7 @@ func TestLoad(t *testing.T) {
 func FuzzLoad(f *testing.F) {
 	f.Add([]byte(istioDR + "---\n" + istioVS))
 	f.Add([]byte("apiVersion: v1\nkind: Secret\nmetadata: {name: l, labels: {skupper.io/type: connection-token}, annotations: {skupper.io/cost: \"-1\"}}\n"))
+	f.Add([]byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: skupper-services}\ndata: {test-server: '{\"address\":\"test-server\",\"ports\":[80],\"targets\":[{\"selector\":\"app=test-server\"}]}'}\n---\napiVersion: skupper.io/v2alpha1\nkind: Connector\nmetadata: {name: c}\nspec: {routingKey: k, selector: app=test-server, port: 80}\n"))
 	f.Add([]byte("apiVersion: kuma.io/v1alpha1\nkind: MeshHTTPRoute\nmetadata: {name: m}\nspec: {to: [{targetRef: {name: test-server}, rules: [{default: {backendRefs: [{kind: MeshService, weight: 2}]}}]}]}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		ms, err := Load("fuzz.yaml", data)

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
 	"github.com/mesh-verify/mesh-verify/lab/meshroute"
 	"github.com/mesh-verify/mesh-verify/lab/topology"
 )
@@ -307,5 +309,47 @@ func TestIstioGatewaysAreBound(t *testing.T) {
 	}
 	if n == 0 {
 		t.Fatal("no built-in topology has an Istio gateway entry (istio-ingress has)")
+	}
+}
+
+// Every Skupper built-in exposes the sample app in c2 and c3 as the
+// tutorial's `skupper expose` (v1's skupper-services ConfigMap, v2's
+// Connectors and the router site's Listener) leaves it: the router
+// reaches exactly those sites. Without the exposure objects it reaches
+// none, whatever the links say.
+func TestSkupperBuiltinsAreExposed(t *testing.T) {
+	for _, n := range Names() {
+		if !strings.HasPrefix(n, "skupper-") {
+			continue
+		}
+		t.Run(n, func(t *testing.T) {
+			top, err := Builtin(n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			e := top.Entry("skupper-router")
+			if e == nil {
+				t.Fatal("no entry skupper-router")
+			}
+			objs, err := top.MeshObjects()
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := meshroute.Derive(top.RouteEntry(e), objs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(r.Clusters, []string{"c2", "c3"}) || len(r.Ignored) > 0 {
+				t.Errorf("reaches %v (ignored %q), want c2 and c3 and nothing ignored", r.Clusters, r.Ignored)
+			}
+			for c, us := range objs {
+				objs[c] = slices.DeleteFunc(slices.Clone(us), func(u *unstructured.Unstructured) bool {
+					return u.GetKind() == "ConfigMap" || u.GetKind() == "Connector" || u.GetKind() == "Listener"
+				})
+			}
+			if r, err := meshroute.Derive(top.RouteEntry(e), objs); err != nil || len(r.Clusters) != 0 {
+				t.Errorf("without exposure: reaches %v, %v; want no cluster", r.Clusters, err)
+			}
+		})
 	}
 }

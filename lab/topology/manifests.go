@@ -223,6 +223,11 @@ func (t *Topology) RouteEntry(e *Entry) meshroute.Entry {
 	if s := t.ServiceByName(e.Namespace, e.To); s != nil {
 		out.ServicePort = s.Port
 	}
+	for i := range t.Apps {
+		if a := &t.Apps[i]; t.SelectedBy(a, e.Namespace, e.To) {
+			out.PodLabels = append(out.PodLabels, a.podLabels())
+		}
+	}
 	return out
 }
 
