@@ -105,20 +105,22 @@ func (gw *gateWatch) look(now time.Time) bool {
 	// it ended where the next began.
 	ws.Windows[n-1].End = all[n].Start.Sub(gw.start)
 	gw.last = ws.Windows
-	var d converge.Decision
-	for i := gw.sealed; i < n; i++ {
-		d = converge.Decide(ws.Windows[:i+1], gw.g.Need, gw.g.Looks())
-		fmt.Fprintln(gw.w, converge.Progress(ws.Windows[i], d, gw.g.Need))
-		if d.Converged || d.Spent {
-			break
-		}
+	// A change the follower cut after the sealed windows voids a streak
+	// before it: the gate's passes must follow the last change.
+	pending := false
+	for j := n; j < len(mesh); j++ {
+		pending = pending || converge.Changed(mesh[j-1].Expected.Shares, mesh[j].Expected.Shares, mesh[j].Settling)
+	}
+	ds, decided := gw.g.Look(ws.Windows, gw.sealed, pending)
+	for k, d := range ds {
+		fmt.Fprintln(gw.w, converge.Progress(ws.Windows[gw.sealed+k], d, gw.g.Need))
 	}
 	gw.sealed = n
-	if d.Converged || d.Spent {
+	if decided {
+		d := ds[len(ds)-1]
 		gw.decision = &d
-		return true
 	}
-	return false
+	return decided
 }
 
 // run looks every tick until ctx ends or the gate is decided, then

@@ -93,6 +93,15 @@ func (r *gateRig) answer(at time.Duration, n int, c1 float64) {
 	}
 }
 
+// changeAtOne plays window 1, 90/10 as the object said, and window 2,
+// opened when a change to 50/50 was seen at the second second, settling.
+func (r *gateRig) changeAtOne() {
+	r.cut(0, 0.9, "1", false)
+	r.answer(0, 1000, 0.9)
+	r.cut(time.Second, 0.5, "2", true)
+	r.answer(time.Second, 200, 0.7)
+}
+
 // sealAt is when the window starting at next's predecessor seals: next's
 // start plus the hold and the margin.
 func sealAt(r *gateRig, next time.Duration) time.Time {
@@ -118,13 +127,7 @@ func TestGateWatchJudgesWindowsAsTheySeal(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			r := newGateRig(t, 2)
-			// Window 1: 90/10 as the object said.
-			r.cut(0, 0.9, "1", false)
-			r.answer(0, 1000, 0.9)
-			// Window 2 opens when the change is seen: the second
-			// second, settling.
-			r.cut(time.Second, 0.5, "2", true)
-			r.answer(time.Second, 200, 0.7)
+			r.changeAtOne()
 			if r.gw.look(sealAt(r, time.Second).Add(-time.Millisecond)) || r.gw.sealed != 0 {
 				t.Fatalf("window 1 judged before its seal (%d sealed)", r.gw.sealed)
 			}
@@ -205,5 +208,24 @@ func TestGateWatchRunStops(t *testing.T) {
 				t.Errorf("stopped %q, want the deadline", got)
 			}
 		}
+	}
+}
+
+// A window that completes the streak does not stop the attack when the
+// follower already cut a change after it, not sealed yet: the rollout
+// moved on, and the gate judges the new weight from the change on.
+func TestGateWatchChangeAfterStreak(t *testing.T) {
+	t.Parallel()
+	r := newGateRig(t, 1)
+	r.changeAtOne()
+	// Window 1 seals with the settling window 2 already cut.
+	if r.gw.look(sealAt(r, time.Second)) || r.gw.sealed != 1 || r.gw.decision != nil {
+		t.Fatalf("window 1 PASSed before a pending change stopped the attack (%d sealed, %+v):\n%s", r.gw.sealed, r.gw.decision, r.out)
+	}
+	r.cut(2*time.Second, 0.5, "2", false)
+	r.answer(2*time.Second, 1000, 0.5)
+	r.cut(3*time.Second, 0.5, "2", false)
+	if !r.gw.look(sealAt(r, 3*time.Second)) || r.gw.decision == nil || r.gw.decision.Window != 2 || r.gw.decision.Change != 1 {
+		t.Fatalf("decision %+v, want converged at window 3 after the change in window 2:\n%s", r.gw.decision, r.out)
 	}
 }
