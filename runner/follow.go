@@ -12,6 +12,7 @@ import (
 
 	"github.com/mesh-verify/mesh-verify/judge"
 	"github.com/mesh-verify/mesh-verify/meshconfig"
+	"github.com/mesh-verify/mesh-verify/reports"
 	"github.com/mesh-verify/mesh-verify/scenarios"
 	"github.com/mesh-verify/mesh-verify/tally"
 )
@@ -277,13 +278,17 @@ func sameSplit(a meshconfig.Expected, aErr error, b meshconfig.Expected, bErr er
 	return maps.Equal(a.Shares, b.Shares)
 }
 
+// describeVersion is a version read of the followed object for the
+// progress line, which a converge gate's run prints live: the shares'
+// names, the resourceVersion and a resolution error come from the
+// cluster, so they are made printable (reports.Printable).
 func describeVersion(ex meshconfig.Expected, err error) string {
 	if err != nil {
-		return "no expected split: " + err.Error()
+		return reports.Printable("no expected split: " + err.Error())
 	}
 	rv := ""
 	for _, s := range ex.Sources {
 		rv += " " + s.Kind + " resourceVersion " + s.ResourceVersion
 	}
-	return "expected split " + judge.FormatShares(ex.Shares) + ";" + rv
+	return reports.Printable("expected split " + judge.FormatShares(ex.Shares) + ";" + rv)
 }

@@ -291,3 +291,22 @@ func TestFollowerReadTimeout(t *testing.T) {
 		}
 	}
 }
+
+// The progress line of a change prints what the cluster returned (share
+// names, resourceVersion, a resolution error) with its control
+// characters escaped: a converge gate prints it live to the terminal.
+func TestDescribeVersionEscapes(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		ex  meshconfig.Expected
+		err error
+	}{
+		{meshconfig.Expected{Shares: map[string]float64{"v1\x1b[2J": 1}, Sources: []meshconfig.Source{{Kind: "VirtualService", ResourceVersion: "7\x1b]0;x\a"}}}, nil},
+		{meshconfig.Expected{}, errors.New(`subset "v9\x1b[31m" is not defined`)},
+	} {
+		got := describeVersion(tc.ex, tc.err)
+		if strings.ContainsAny(got, "\x1b\a") || !strings.Contains(got, "1b") {
+			t.Errorf("%q: control characters not escaped", got)
+		}
+	}
+}
