@@ -14,9 +14,11 @@ import (
 	"github.com/mesh-verify/mesh-verify/attack"
 	"github.com/mesh-verify/mesh-verify/attribution"
 	"github.com/mesh-verify/mesh-verify/converge"
+	"github.com/mesh-verify/mesh-verify/exitcode"
 	"github.com/mesh-verify/mesh-verify/judge"
 	"github.com/mesh-verify/mesh-verify/measure"
 	"github.com/mesh-verify/mesh-verify/meshconfig"
+	"github.com/mesh-verify/mesh-verify/reports"
 	"github.com/mesh-verify/mesh-verify/tally"
 )
 
@@ -227,5 +229,42 @@ func TestGateWatchChangeAfterStreak(t *testing.T) {
 	r.cut(3*time.Second, 0.5, "2", false)
 	if !r.gw.look(sealAt(r, 3*time.Second)) || r.gw.decision == nil || r.gw.decision.Window != 2 || r.gw.decision.Change != 1 {
 		t.Fatalf("decision %+v, want converged at window 3 after the change in window 2:\n%s", r.gw.decision, r.out)
+	}
+}
+
+// A gate over one run's windows that did not converge is no PASS, also
+// where statistics.inconclusive: pass lets an INCONCLUSIVE run pass (as
+// the gate of whole runs); one that converged passes; an interrupted
+// run keeps 130.
+func TestFinishGateNotConverged(t *testing.T) {
+	t.Parallel()
+	// The split's verdict, and the run's gate and exit code wanted.
+	type want struct {
+		gate assert.Verdict
+		exit int
+	}
+	for _, tc := range []struct {
+		name                   string
+		converged, interrupted bool
+		verdict                assert.Verdict
+		want
+	}{
+		{"inconclusive, not converged", false, false, assert.Inconclusive, want{assert.Inconclusive, exitcode.Inconclusive}},
+		{"converged", true, false, assert.Pass, want{assert.Pass, exitcode.Pass}},
+		{"failed", false, false, assert.Fail, want{assert.Fail, exitcode.Fail}},
+		{"interrupted", false, true, assert.Inconclusive, want{assert.Inconclusive, exitcode.Interrupted}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			sc := load(t, "http://127.0.0.1:1", "  rate: 10/s\n  duration: 10s", "  confidence: 0.95\n  inconclusive: pass",
+				"  - split: {by: cluster, fromMesh: {trafficRoute: test-server}, margin: 10%, windows: {follow: true}}")
+			rep := &reports.Report{Expectation: []reports.Expectation{{Verdict: tc.verdict}},
+				Converge: &reports.Converge{Mode: reports.ConvergeWindows, Converged: tc.converged}}
+			rep.Attack.Interrupted = tc.interrupted
+			finish(rep, sc)
+			if rep.Gate != tc.gate || rep.ExitCode != tc.exit {
+				t.Errorf("gate %s exit %d, want %s %d", rep.Gate, rep.ExitCode, tc.gate, tc.exit)
+			}
+		})
 	}
 }
