@@ -37,12 +37,18 @@ func Looks(within, window time.Duration) int {
 	return int((within + window - 1) / window)
 }
 
-// CheckWindow validates --converge-window against --within: at least
-// MinWindow, and at most assert.MaxWindows looks.
-func CheckWindow(within, window time.Duration) error {
+// CheckWindow validates --converge-window against --within and the
+// followed split's poll (split.windows.poll): at least MinWindow, at
+// least the poll, and at most assert.MaxWindows looks. The follower cuts
+// a window when a read of the object finds the version unchanged, so a
+// window shorter than the poll would last the poll: fewer looks than
+// counted, and windows longer than the gate says.
+func CheckWindow(within, window, poll time.Duration) error {
 	switch {
 	case window < MinWindow:
 		return fmt.Errorf("--converge-window %s: want at least %s", window, MinWindow)
+	case window < poll:
+		return fmt.Errorf("--converge-window %s: shorter than split.windows.poll %s, how often the followed object is read, where windows are cut", window, poll)
 	case window > within:
 		return fmt.Errorf("--converge-window %s: longer than --within %s, no window could seal in time", window, within)
 	case Looks(within, window) > assert.MaxWindows:

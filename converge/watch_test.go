@@ -129,12 +129,14 @@ func TestCheckWindow(t *testing.T) {
 		want           string
 	}{
 		{time.Minute, 10 * time.Second, ""},
+		{time.Minute, 5 * time.Second, ""},
 		{time.Minute, time.Minute, ""},
 		{time.Minute, 500 * time.Millisecond, "want at least 1s"},
 		{time.Minute, 2 * time.Minute, "longer than --within"},
-		{200 * time.Second, time.Second, "200 looks, at most 100"},
+		{1000 * time.Second, 5 * time.Second, "200 looks, at most 100"},
+		{time.Minute, 4 * time.Second, "shorter than split.windows.poll 5s"},
 	} {
-		err := CheckWindow(tc.within, tc.window)
+		err := CheckWindow(tc.within, tc.window, 5*time.Second)
 		if (err == nil) != (tc.want == "") || err != nil && !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("within %s window %s: %v, want %q", tc.within, tc.window, err, tc.want)
 		}
