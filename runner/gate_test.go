@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"sync"
@@ -266,5 +267,31 @@ func TestFinishGateNotConverged(t *testing.T) {
 				t.Errorf("gate %s exit %d, want %s %d", rep.Gate, rep.ExitCode, tc.gate, tc.exit)
 			}
 		})
+	}
+}
+
+// A window whose object defined no split makes the whole split FAIL
+// without windows: the gate cannot decide on windows and says so once,
+// escaped (the reason is the cluster's), instead of staying silent until
+// --within.
+func TestGateWatchSaysWhyWindowsAreNotJudged(t *testing.T) {
+	t.Parallel()
+	r := newGateRig(t, 2)
+	r.cut(0, 0.9, "1", false)
+	r.answer(0, 1000, 0.9)
+	r.cut(time.Second, 0.5, "2", true)
+	r.mu.Lock()
+	r.mesh[1].Err = errors.New("subset \"v9\x1b[2J\" is not defined")
+	r.mu.Unlock()
+	r.cut(2*time.Second, 0.5, "2", false)
+	r.cut(3*time.Second, 0.5, "2", false)
+	for _, next := range []time.Duration{2 * time.Second, 3 * time.Second} {
+		if r.gw.look(sealAt(r, next)) || r.gw.decision != nil {
+			t.Fatalf("decided %+v on windows that cannot be judged", r.gw.decision)
+		}
+	}
+	out := r.out.String()
+	if n := strings.Count(out, "converge: the sealed windows cannot be judged one by one: FAIL"); n != 1 || strings.Contains(out, "\x1b") || !strings.Contains(out, "is not defined") {
+		t.Errorf("want the reason once, escaped:\n%q", out)
 	}
 }
