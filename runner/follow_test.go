@@ -310,3 +310,33 @@ func TestDescribeVersionEscapes(t *testing.T) {
 		}
 	}
 }
+
+// A converge gate's periodic windows stop short of the tally's limit,
+// keeping room for a change: a long gate of short windows still follows
+// a change near its end instead of judging the rest of the run against
+// the version before it.
+func TestFollowerEveryKeepsRoomForAChange(t *testing.T) {
+	t.Parallel()
+	steps := []func() (meshconfig.Expected, error){}
+	for range 2 * tally.MaxWindows {
+		steps = append(steps, version("1", 0.9))
+	}
+	steps = append(steps, version("2", 0.5))
+	start := time.Now()
+	tl := tally.New(start, time.Minute)
+	s := &script{steps: steps}
+	initial, _ := steps[0]()
+	f := &follower{name: "e", object: "TrafficRoute test-server", read: s.read, tl: tl, poll: time.Millisecond, readTimeout: scenarios.DefaultReadTimeout, every: time.Nanosecond, start: start, w: io.Discard}
+	if err := f.begin(context.Background(), initial); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the script read", s.done)
+	waitUntil(t, "the change's windows", func() bool { return f.count() >= tally.MaxWindows })
+	ws, warnings := f.stop()
+	if len(ws) != tally.MaxWindows || len(warnings) != 0 {
+		t.Fatalf("%d windows, warnings %q; want %d, none", len(ws), warnings, tally.MaxWindows)
+	}
+	if last := ws[len(ws)-1]; last.Expected.Shares["c1"] != 0.5 || last.Settling || !ws[len(ws)-2].Settling {
+		t.Errorf("the last windows do not follow the change: %+v, %+v", ws[len(ws)-2], last)
+	}
+}
