@@ -20,8 +20,9 @@ import (
 // follows its VirtualService, each window's counts drawn as independent
 // requests (keepAlive: false), judged by the run's own judge
 // (judge.Judge with WithGateLooks, which calls assert.SplitWindows) and
-// decided by Decide, the rule the gate stops on. The simulation is ours;
-// the decision is the shipped one.
+// decided by Gate.Look, the rule the runner stops the attack on, and
+// Gate.Finish, which sets the run's verdict. The simulation is ours; the
+// decision is the shipped one.
 
 const calHeader = `apiVersion: mesh-verify.io/v1alpha1
 kind: Scenario
@@ -111,18 +112,35 @@ func (c calRun) judged(t *testing.T, sc *scenarios.Scenario, rng *rand.Rand, loo
 	return judgeWindows(t, sc, mesh, counts, looks)
 }
 
-// gateOutcome is the gate's verdict on one run: PASS when it converged,
-// else FAIL when a window after the last change FAILed, else
-// INCONCLUSIVE (Gate.Finish's rule).
-func gateOutcome(ws []reports.Window, need, looks int) assert.Verdict {
-	d := Decide(ws, need, looks)
-	switch {
-	case d.Converged:
-		return assert.Pass
-	case d.Failed != nil:
-		return assert.Fail
+// gateOutcome is the gate's verdict on one run, reached as the runner
+// reaches it: the windows seal one at a time and Gate.Look, the live
+// rule, looks at each and stops the attack once decided; then
+// Gate.Finish decides on the windows the run had by then and sets the
+// split's verdict, which the run's verdict and exit code are made of.
+// The live and final decisions must agree (the counts do not change
+// after a window sealed here).
+func gateOutcome(t *testing.T, ws []reports.Window, need, looks int) assert.Verdict {
+	t.Helper()
+	g := Gate{Need: need, Within: time.Duration(looks) * time.Second, Window: time.Second, Expectation: "gate"}
+	n, stopped := len(ws), StopDeadline
+	var live *Decision
+	for i := range ws {
+		ds, decided := g.Look(ws[:i+1], i, false)
+		if decided {
+			d := ds[len(ds)-1]
+			live, n, stopped = &d, i+1, StopConverged
+			if d.Spent {
+				stopped = StopLooksSpent
+			}
+			break
+		}
 	}
-	return assert.Inconclusive
+	rep := &reports.Report{Expectation: []reports.Expectation{{Name: "gate", Confidence: 0.95, Windows: &reports.Windows{Windows: ws[:n]}}}}
+	g.Finish(rep, stopped, live)
+	if len(rep.Warnings) > 0 {
+		t.Fatalf("the final decision differs from the live one: %q", rep.Warnings)
+	}
+	return rep.Expectation[0].Verdict
 }
 
 func repeat(v float64, n int) []float64 {
@@ -179,19 +197,19 @@ func TestCalibrationConvergeGate(t *testing.T) {
 	falsePass, falsePassPlain, falseFail, anyFail, passes := 0, 0, 0, 0, 0
 	for run := range runs {
 		ws := wrong.judged(t, sc, rng, looks)
-		if gateOutcome(ws, 1, looks) == assert.Pass {
+		if gateOutcome(t, ws, 1, looks) == assert.Pass {
 			falsePass++
 		}
-		if plain := wrong.judged(t, sc, rng, 0); gateOutcome(plain, 1, looks) == assert.Pass {
+		if plain := wrong.judged(t, sc, rng, 0); gateOutcome(t, plain, 1, looks) == assert.Pass {
 			falsePassPlain++
 		}
 		mesh, counts := correct.draw(rng)
 		cs := judgeWindows(t, sc, mesh, counts, looks)
-		switch gateOutcome(cs, 2, looks) {
+		switch gateOutcome(t, cs, 2, looks) {
 		case assert.Fail:
 			falseFail++
 		}
-		if gateOutcome(exact.judged(t, sc, rng, looks), 2, looks) == assert.Pass {
+		if gateOutcome(t, exact.judged(t, sc, rng, looks), 2, looks) == assert.Pass {
 			passes++
 		}
 		for _, w := range cs {

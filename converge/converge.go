@@ -188,16 +188,29 @@ func (l *Loop) Run(ctx context.Context, attempt func() error, progress io.Writer
 		rep.ExitCode = exitcode.Pass
 	case interrupted:
 		rep.ExitCode = exitcode.Interrupted
-	case rep.ExitCode == exitcode.Pass:
-		// The last attempt passed, but not N in a row in time: the gate
-		// did not see the mesh converge, which is no PASS.
+	}
+	if !l.rec.Converged {
+		// The last attempt may have passed, but not N in a row in time.
+		NotConverged(rep)
+	}
+	return out
+}
+
+// NotConverged makes the verdict of a gate that did not converge no
+// PASS: it did not see the mesh converge, whatever passed on the way and
+// whatever statistics.inconclusive lets an INCONCLUSIVE run do. A run
+// that PASSed the gate (exit 0, or its gate) becomes INCONCLUSIVE; an
+// interrupted, failed or invalid run keeps its exit code. Both gates
+// apply it: the loop of runs and the runner after a gate over one run's
+// windows.
+func NotConverged(rep *reports.Report) {
+	if rep.ExitCode == exitcode.Pass {
 		rep.ExitCode = exitcode.Inconclusive
 	}
-	if !l.rec.Converged && rep.Gate == assert.Pass {
+	if rep.Gate == assert.Pass {
 		// report.json and junit.xml say what the exit code says.
 		rep.Gate = assert.Inconclusive
 	}
-	return out
 }
 
 func (l *Loop) last() *reports.Attempt {

@@ -37,12 +37,18 @@ func Looks(within, window time.Duration) int {
 	return int((within + window - 1) / window)
 }
 
-// CheckWindow validates --converge-window against --within: at least
-// MinWindow, and at most assert.MaxWindows looks.
-func CheckWindow(within, window time.Duration) error {
+// CheckWindow validates --converge-window against --within and the
+// followed split's poll (split.windows.poll): at least MinWindow, at
+// least the poll, and at most assert.MaxWindows looks. The follower cuts
+// a window when a read of the object finds the version unchanged, so a
+// window shorter than the poll would last the poll: fewer looks than
+// counted, and windows longer than the gate says.
+func CheckWindow(within, window, poll time.Duration) error {
 	switch {
 	case window < MinWindow:
 		return fmt.Errorf("--converge-window %s: want at least %s", window, MinWindow)
+	case window < poll:
+		return fmt.Errorf("--converge-window %s: shorter than split.windows.poll %s, how often the followed object is read, where windows are cut", window, poll)
 	case window > within:
 		return fmt.Errorf("--converge-window %s: longer than --within %s, no window could seal in time", window, within)
 	case Looks(within, window) > assert.MaxWindows:
@@ -73,18 +79,21 @@ type Decision struct {
 
 // Decide is the gate's rule over the windows sealed so far, in order, as
 // the judge judged them (each at assert.GateLevel): a window that a
-// change of the expected shares opened (a settling window, or new shares)
-// restarts the count; a judged window that PASSes adds to the streak,
-// any other verdict resets it; the gate converges at the need-th PASS in
-// a row. Windows without requests or settling are no look. Past looks
-// judged windows, nothing more is counted (Spent).
+// change of the expected shares opened (Changed: a settling window, or new
+// shares) restarts the count, also after the gate converged, since the N
+// passes must follow the last change; a judged window that PASSes adds
+// to the streak, any other verdict resets it; the gate converges at the
+// need-th PASS in a row, and the windows after it are no look unless a
+// change follows. Windows without requests or settling are no look. Past
+// looks judged windows, nothing more is counted (Spent).
 func Decide(ws []reports.Window, need, looks int) Decision {
 	d := Decision{Window: -1, Change: -1}
 	for i, w := range ws {
-		if w.Settling || i > 0 && !maps.Equal(w.Expected, ws[i-1].Expected) {
-			d.Change, d.Streak, d.Failed = i, 0, nil
+		if i == 0 && w.Settling || i > 0 && Changed(ws[i-1].Expected, w.Expected, w.Settling) {
+			// The looks already judged stay spent.
+			d = Decision{Window: -1, Change: i, Looks: d.Looks}
 		}
-		if !w.Judged {
+		if !w.Judged || d.Converged {
 			continue
 		}
 		if looks > 0 && d.Looks == looks {
@@ -103,13 +112,53 @@ func Decide(ws []reports.Window, need, looks int) Decision {
 		}
 		if d.Streak >= need {
 			d.Converged, d.Window = true, i
-			return d
 		}
 	}
-	if looks > 0 && d.Looks >= looks {
+	if !d.Converged && looks > 0 && d.Looks >= looks {
 		d.Spent = true
 	}
 	return d
+}
+
+// Changed reports whether a window expecting cur, settling or not, opens
+// a change after one expecting prev: the rule Decide restarts its count
+// by, for the runner to apply to windows cut but not sealed yet.
+func Changed(prev, cur map[string]float64, settling bool) bool {
+	return settling || !maps.Equal(prev, cur)
+}
+
+// Look is the gate's live rule, as the runner applies it while the
+// attack runs: ws are the windows sealed so far, judged, of which the
+// first from were looked at before; pending reports whether a window cut
+// after them, not sealed yet, opens a change (Changed). It decides after
+// each new window in turn, as if that one had just sealed, and stops at
+// the first that decides the gate: every look spent, or converged with
+// no change after the streak, sealed or pending (a rollout that moved on
+// meanwhile is judged on its new weight). It returns the decision after
+// each window it looked at and whether the gate is decided, which stops
+// the attack.
+func (g Gate) Look(ws []reports.Window, from int, pending bool) (ds []Decision, decided bool) {
+	for i := from; i < len(ws); i++ {
+		d := Decide(ws[:i+1], g.Need, g.Looks())
+		ds = append(ds, d)
+		if d.Spent {
+			return ds, true
+		}
+		if d.Converged && !pending && !changedAfter(ws, i) {
+			return ds, true
+		}
+	}
+	return ds, false
+}
+
+// changedAfter reports whether a window after the i-th opens a change.
+func changedAfter(ws []reports.Window, i int) bool {
+	for j := i + 1; j < len(ws); j++ {
+		if Changed(ws[j-1].Expected, ws[j].Expected, ws[j].Settling) {
+			return true
+		}
+	}
+	return false
 }
 
 // Stop reasons of a gate that judged windows as they sealed.

@@ -73,11 +73,51 @@ func TestDecide(t *testing.T) {
 		{"FFPP", 2, 3, false, -1, -1, []int{0, 1}, true, 1},
 		{"FFP", 2, 3, false, -1, -1, []int{0, 1}, true, 1},
 		{"", 1, 3, false, -1, -1, nil, false, 0},
+		// A change after the gate converged voids the convergence: the
+		// passes must follow the last change.
+		{"PPSP", 2, 10, false, -1, 2, nil, false, 1},
+		{"PPCP", 2, 10, true, 3, 2, nil, false, 2},
+		{"PPFSP", 2, 10, false, -1, 3, nil, false, 1},
+		// Windows after a convergence are no look: a fail there is not
+		// the gate's.
+		{"PPF", 2, 10, true, 1, -1, nil, false, 2},
+		// The looks spent before a change stay spent.
+		{"PPSP", 2, 2, false, -1, 2, nil, true, 0},
 	} {
 		d := Decide(windows(tc.script), tc.need, tc.looks)
 		if d.Converged != tc.converged || d.Window != tc.window || d.Change != tc.change || !slices.Equal(d.Failed, tc.failed) || d.Spent != tc.spent || d.Streak != tc.streak {
 			t.Errorf("%q need %d looks %d: %+v; want converged %v at %d, change %d, failed %v, spent %v, streak %d",
 				tc.script, tc.need, tc.looks, d, tc.converged, tc.window, tc.change, tc.failed, tc.spent, tc.streak)
+		}
+	}
+}
+
+// Look, the live rule, decides after each newly sealed window in turn
+// and stops at the first decision, but not at a convergence a later
+// change voids, sealed or pending.
+func TestGateLook(t *testing.T) {
+	t.Parallel()
+	g := Gate{Need: 2, Within: 10 * time.Second, Window: time.Second}
+	for _, tc := range []struct {
+		script   string
+		from     int
+		pending  bool
+		looked   int
+		decided  bool
+		streakAt int // the last decision's streak
+	}{
+		{"PP", 0, false, 2, true, 2},
+		{"PPP", 0, false, 2, true, 2},
+		{"PP", 1, false, 1, true, 2},
+		{"PP", 0, true, 2, false, 2},
+		{"PPSP", 0, false, 4, false, 1},
+		{"PPSPP", 0, false, 5, true, 2},
+		{"FI", 0, false, 2, false, 0},
+		{"FFFFFFFFFFP", 0, false, 10, true, 0},
+	} {
+		ds, decided := g.Look(windows(tc.script), tc.from, tc.pending)
+		if len(ds) != tc.looked || decided != tc.decided || ds[len(ds)-1].Streak != tc.streakAt {
+			t.Errorf("%q from %d pending %v: %d decisions %+v, decided %v; want %d, %v, streak %d", tc.script, tc.from, tc.pending, len(ds), ds, decided, tc.looked, tc.decided, tc.streakAt)
 		}
 	}
 }
@@ -89,12 +129,14 @@ func TestCheckWindow(t *testing.T) {
 		want           string
 	}{
 		{time.Minute, 10 * time.Second, ""},
+		{time.Minute, 5 * time.Second, ""},
 		{time.Minute, time.Minute, ""},
 		{time.Minute, 500 * time.Millisecond, "want at least 1s"},
 		{time.Minute, 2 * time.Minute, "longer than --within"},
-		{200 * time.Second, time.Second, "200 looks, at most 100"},
+		{1000 * time.Second, 5 * time.Second, "200 looks, at most 100"},
+		{time.Minute, 4 * time.Second, "shorter than split.windows.poll 5s"},
 	} {
-		err := CheckWindow(tc.within, tc.window)
+		err := CheckWindow(tc.within, tc.window, 5*time.Second)
 		if (err == nil) != (tc.want == "") || err != nil && !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("within %s window %s: %v, want %q", tc.within, tc.window, err, tc.want)
 		}

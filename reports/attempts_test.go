@@ -23,21 +23,28 @@ func convergeSample() *Report {
 	return r
 }
 
-// Every attempt shows in the terminal, Markdown and HTML output, its
-// reason escaped, and report.json carries them as the schema says.
-func TestConvergeAttemptsRendered(t *testing.T) {
-	r := convergeSample()
-	var term, md, html, js bytes.Buffer
+// renderAll renders r in the terminal, Markdown, HTML and JSON formats.
+func renderAll(t *testing.T, r *Report) (term, md, html, js *bytes.Buffer) {
+	t.Helper()
+	term, md, html, js = &bytes.Buffer{}, &bytes.Buffer{}, &bytes.Buffer{}, &bytes.Buffer{}
 	for _, f := range []func() error{
-		func() error { return Terminal(&term, r) },
-		func() error { return Markdown(&md, r) },
-		func() error { return HTML(&html, r) },
-		func() error { return WriteJSON(&js, r) },
+		func() error { return Terminal(term, r) },
+		func() error { return Markdown(md, r) },
+		func() error { return HTML(html, r) },
+		func() error { return WriteJSON(js, r) },
 	} {
 		if err := f(); err != nil {
 			t.Fatal(err)
 		}
 	}
+	return term, md, html, js
+}
+
+// Every attempt shows in the terminal, Markdown and HTML output, its
+// reason escaped, and report.json carries them as the schema says.
+func TestConvergeAttemptsRendered(t *testing.T) {
+	r := convergeSample()
+	term, md, html, js := renderAll(t, r)
 	for name, out := range map[string]string{"terminal": term.String(), "markdown": md.String(), "html": html.String()} {
 		for _, want := range []string{"did not converge", "20261201T040000Z-aaaaaa", "20261201T040003Z-bbbbbb", "20261201T040006Z-cccccc", "04:00:03", "INCONCLUSIVE", "setup: cannot reach target"} {
 			if !strings.Contains(out, want) {
@@ -76,18 +83,8 @@ func TestConvergeWindowsRendered(t *testing.T) {
 	at, conv, ttc := 6500*time.Millisecond, 22*time.Second, 15500*time.Millisecond
 	r.Converge = &Converge{Need: 3, Within: time.Minute, Mode: ConvergeWindows, Window: 4 * time.Second, Looks: 15, Level: 1 - 0.05/15,
 		Judged: 5, Stopped: "converged", LastChange: 3, ChangeAt: &at, ConvergedAt: &conv, TimeToConverge: &ttc, Windows: []int{4, 5, 6},
-		Converged: true, Done: true, Reason: "converge gate: 3 consecutive windows PASS after <b>the change</b>"}
-	var term, md, html, js bytes.Buffer
-	for _, f := range []func() error{
-		func() error { return Terminal(&term, r) },
-		func() error { return Markdown(&md, r) },
-		func() error { return HTML(&html, r) },
-		func() error { return WriteJSON(&js, r) },
-	} {
-		if err := f(); err != nil {
-			t.Fatal(err)
-		}
-	}
+		Converged: true, Done: true, Reason: "converge gate: 3 consecutive windows PASS after <b>the change</b> \x1b[31m"}
+	term, md, html, js := renderAll(t, r)
 	for name, out := range map[string]string{"terminal": term.String(), "markdown": md.String(), "html": html.String()} {
 		for _, want := range []string{"3 consecutive windows passing within 1m0s", "windows of 4s", "15 looks", "99.667%", "stopped: converged", "converged"} {
 			if !strings.Contains(out, want) {
@@ -98,8 +95,8 @@ func TestConvergeWindowsRendered(t *testing.T) {
 			t.Errorf("%s output has an attempts table for a gate without attempts", name)
 		}
 	}
-	if strings.Contains(html.String(), "<b>the change</b>") {
-		t.Errorf("the reason is not escaped in HTML")
+	if strings.Contains(html.String(), "<b>the change</b>") || strings.Contains(md.String(), "<b>the change</b>") || strings.Contains(term.String(), "\x1b[31m") {
+		t.Errorf("the reason (which may name objects from the cluster) is not escaped in HTML, Markdown or the terminal")
 	}
 	sch, err := schematest.Compile("report.schema.json", JSONSchema())
 	if err != nil {

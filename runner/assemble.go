@@ -10,6 +10,7 @@ import (
 	"github.com/mesh-verify/mesh-verify/assert"
 	"github.com/mesh-verify/mesh-verify/attack"
 	"github.com/mesh-verify/mesh-verify/attribution"
+	"github.com/mesh-verify/mesh-verify/converge"
 	"github.com/mesh-verify/mesh-verify/exitcode"
 	"github.com/mesh-verify/mesh-verify/judge"
 	"github.com/mesh-verify/mesh-verify/measure"
@@ -246,6 +247,11 @@ func finish(r *reports.Report, sc *scenarios.Scenario) {
 		r.ExitCode = exitcode.Fail
 	default:
 		r.ExitCode = exitcode.Inconclusive
+	}
+	if c := r.Converge; c != nil && c.Mode == reports.ConvergeWindows && !c.Converged {
+		// statistics.inconclusive: pass lets an INCONCLUSIVE split pass
+		// a run, not a converge gate that saw no N passes in a row.
+		converge.NotConverged(r)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/mesh-verify/mesh-verify/judge"
 	"github.com/mesh-verify/mesh-verify/meshconfig"
+	"github.com/mesh-verify/mesh-verify/reports"
 	"github.com/mesh-verify/mesh-verify/scenarios"
 	"github.com/mesh-verify/mesh-verify/tally"
 )
@@ -210,9 +211,13 @@ func (f *follower) loop(ctx context.Context, cur meshconfig.Expected) {
 			}
 			if sameSplit(cur, curErr, ex, exErr) {
 				lastSeen = asked
-				if f.every > 0 && settleC == nil && asked.Sub(f.lastStart()) >= f.every {
+				if f.every > 0 && settleC == nil && asked.Sub(f.lastStart()) >= f.every && f.count() < tally.MaxWindows-changeCuts {
 					// The version read held at asked: a window of the
-					// same version, so the one before can seal.
+					// same version, so the one before can seal. The
+					// tally's last windows are kept for a change: a
+					// change it could not cut would stop the follow, and
+					// the rest of the run would be judged against the
+					// version before it.
 					if err := f.cut(asked, asked, false, cur, curErr); err != nil {
 						f.warn("%v: the split is judged on the windows cut so far", err)
 						stopped = true
@@ -241,6 +246,17 @@ func (f *follower) loop(ctx context.Context, cur meshconfig.Expected) {
 			settleC = time.After(f.settle)
 		}
 	}
+}
+
+// changeCuts is the windows a change cuts: the settling one and the one
+// after it.
+const changeCuts = 2
+
+// count is the number of windows cut so far.
+func (f *follower) count() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.windows)
 }
 
 // snapshot copies the windows recorded so far: a converge gate judges
@@ -277,13 +293,17 @@ func sameSplit(a meshconfig.Expected, aErr error, b meshconfig.Expected, bErr er
 	return maps.Equal(a.Shares, b.Shares)
 }
 
+// describeVersion is a version read of the followed object for the
+// progress line, which a converge gate's run prints live: the shares'
+// names, the resourceVersion and a resolution error come from the
+// cluster, so they are made printable (reports.Printable).
 func describeVersion(ex meshconfig.Expected, err error) string {
 	if err != nil {
-		return "no expected split: " + err.Error()
+		return reports.Printable("no expected split: " + err.Error())
 	}
 	rv := ""
 	for _, s := range ex.Sources {
 		rv += " " + s.Kind + " resourceVersion " + s.ResourceVersion
 	}
-	return "expected split " + judge.FormatShares(ex.Shares) + ";" + rv
+	return reports.Printable("expected split " + judge.FormatShares(ex.Shares) + ";" + rv)
 }

@@ -291,3 +291,52 @@ func TestFollowerReadTimeout(t *testing.T) {
 		}
 	}
 }
+
+// The progress line of a change prints what the cluster returned (share
+// names, resourceVersion, a resolution error) with its control
+// characters escaped: a converge gate prints it live to the terminal.
+func TestDescribeVersionEscapes(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		ex  meshconfig.Expected
+		err error
+	}{
+		{meshconfig.Expected{Shares: map[string]float64{"v1\x1b[2J": 1}, Sources: []meshconfig.Source{{Kind: "VirtualService", ResourceVersion: "7\x1b]0;x\a"}}}, nil},
+		{meshconfig.Expected{}, errors.New(`subset "v9\x1b[31m" is not defined`)},
+	} {
+		got := describeVersion(tc.ex, tc.err)
+		if strings.ContainsAny(got, "\x1b\a") || !strings.Contains(got, "1b") {
+			t.Errorf("%q: control characters not escaped", got)
+		}
+	}
+}
+
+// A converge gate's periodic windows stop short of the tally's limit,
+// keeping room for a change: a long gate of short windows still follows
+// a change near its end instead of judging the rest of the run against
+// the version before it.
+func TestFollowerEveryKeepsRoomForAChange(t *testing.T) {
+	t.Parallel()
+	steps := []func() (meshconfig.Expected, error){}
+	for range 2 * tally.MaxWindows {
+		steps = append(steps, version("1", 0.9))
+	}
+	steps = append(steps, version("2", 0.5))
+	start := time.Now()
+	tl := tally.New(start, time.Minute)
+	s := &script{steps: steps}
+	initial, _ := steps[0]()
+	f := &follower{name: "e", object: "TrafficRoute test-server", read: s.read, tl: tl, poll: time.Millisecond, readTimeout: scenarios.DefaultReadTimeout, every: time.Nanosecond, start: start, w: io.Discard}
+	if err := f.begin(context.Background(), initial); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the script read", s.done)
+	waitUntil(t, "the change's windows", func() bool { return f.count() >= tally.MaxWindows })
+	ws, warnings := f.stop()
+	if len(ws) != tally.MaxWindows || len(warnings) != 0 {
+		t.Fatalf("%d windows, warnings %q; want %d, none", len(ws), warnings, tally.MaxWindows)
+	}
+	if last := ws[len(ws)-1]; last.Expected.Shares["c1"] != 0.5 || last.Settling || !ws[len(ws)-2].Settling {
+		t.Errorf("the last windows do not follow the change: %+v, %+v", ws[len(ws)-2], last)
+	}
+}

@@ -71,8 +71,11 @@ type gateWatch struct {
 	// windows returns the expected split of each window so far (the
 	// follower's); judge judges the windows of body against them.
 	windows func() []judge.MeshWindow
-	judge   func(body tally.Snapshot, mesh []judge.MeshWindow) *reports.Windows
+	judge   func(body tally.Snapshot, mesh []judge.MeshWindow) (*reports.Windows, string)
 	w       io.Writer
+	// unjudged: why the sealed windows could not be judged was printed,
+	// once, not at every look (the final report gives the reason whole).
+	unjudged bool
 
 	// sealed is the windows judged, last their judgement.
 	sealed   int
@@ -97,28 +100,38 @@ func (gw *gateWatch) look(now time.Time) bool {
 		return false
 	}
 	body.Windows = all[:n]
-	ws := gw.judge(body, mesh[:n])
+	ws, why := gw.judge(body, mesh[:n])
 	if ws == nil || len(ws.Windows) != n {
+		// The split is judged without its windows (a window's object
+		// defined no split, say): the gate cannot decide on windows,
+		// and the run's final judgement says what it is. Said once, as
+		// it would otherwise stay silent to --within.
+		if !gw.unjudged {
+			gw.unjudged = true
+			fmt.Fprintf(gw.w, "converge: the sealed windows cannot be judged one by one: %s\n", reports.Printable(why))
+		}
 		return false
 	}
 	// The judge ends the last window given with the run's last answer;
 	// it ended where the next began.
 	ws.Windows[n-1].End = all[n].Start.Sub(gw.start)
 	gw.last = ws.Windows
-	var d converge.Decision
-	for i := gw.sealed; i < n; i++ {
-		d = converge.Decide(ws.Windows[:i+1], gw.g.Need, gw.g.Looks())
-		fmt.Fprintln(gw.w, converge.Progress(ws.Windows[i], d, gw.g.Need))
-		if d.Converged || d.Spent {
-			break
-		}
+	// A change the follower cut after the sealed windows voids a streak
+	// before it: the gate's passes must follow the last change.
+	pending := false
+	for j := n; j < len(mesh); j++ {
+		pending = pending || converge.Changed(mesh[j-1].Expected.Shares, mesh[j].Expected.Shares, mesh[j].Settling)
+	}
+	ds, decided := gw.g.Look(ws.Windows, gw.sealed, pending)
+	for k, d := range ds {
+		fmt.Fprintln(gw.w, converge.Progress(ws.Windows[gw.sealed+k], d, gw.g.Need))
 	}
 	gw.sealed = n
-	if d.Converged || d.Spent {
+	if decided {
+		d := ds[len(ds)-1]
 		gw.decision = &d
-		return true
 	}
-	return false
+	return decided
 }
 
 // run looks every tick until ctx ends or the gate is decided, then
@@ -150,7 +163,7 @@ func newGateWatch(o Options, sc *scenarios.Scenario, ao attack.Options, mesh jud
 		w = io.Discard
 	}
 	return &gateWatch{g: *o.Gate, tl: tl, start: start, seal: f.hold() + converge.SealMargin, windows: f.snapshot, w: w,
-		judge: func(body tally.Snapshot, mw []judge.MeshWindow) *reports.Windows {
+		judge: func(body tally.Snapshot, mw []judge.MeshWindow) (*reports.Windows, string) {
 			// A judge of its own, with the windows so far: the run's
 			// reads its mesh map after the attack.
 			m := maps.Clone(mesh)
@@ -162,10 +175,10 @@ func newGateWatch(o Options, sc *scenarios.Scenario, ao attack.Options, mesh jud
 			j.WithGateLooks(o.Gate.Looks())
 			for _, e := range j.evaluate(evidence{body: body}, -1) {
 				if e.Name == mq.name {
-					return e.Windows
+					return e.Windows, e.Verdict.String() + ": " + e.Reason
 				}
 			}
-			return nil
+			return nil, "no expectation " + mq.name
 		}}
 }
 

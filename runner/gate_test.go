@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"sync"
@@ -14,9 +15,11 @@ import (
 	"github.com/mesh-verify/mesh-verify/attack"
 	"github.com/mesh-verify/mesh-verify/attribution"
 	"github.com/mesh-verify/mesh-verify/converge"
+	"github.com/mesh-verify/mesh-verify/exitcode"
 	"github.com/mesh-verify/mesh-verify/judge"
 	"github.com/mesh-verify/mesh-verify/measure"
 	"github.com/mesh-verify/mesh-verify/meshconfig"
+	"github.com/mesh-verify/mesh-verify/reports"
 	"github.com/mesh-verify/mesh-verify/tally"
 )
 
@@ -93,6 +96,15 @@ func (r *gateRig) answer(at time.Duration, n int, c1 float64) {
 	}
 }
 
+// changeAtOne plays window 1, 90/10 as the object said, and window 2,
+// opened when a change to 50/50 was seen at the second second, settling.
+func (r *gateRig) changeAtOne() {
+	r.cut(0, 0.9, "1", false)
+	r.answer(0, 1000, 0.9)
+	r.cut(time.Second, 0.5, "2", true)
+	r.answer(time.Second, 200, 0.7)
+}
+
 // sealAt is when the window starting at next's predecessor seals: next's
 // start plus the hold and the margin.
 func sealAt(r *gateRig, next time.Duration) time.Time {
@@ -118,13 +130,7 @@ func TestGateWatchJudgesWindowsAsTheySeal(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			r := newGateRig(t, 2)
-			// Window 1: 90/10 as the object said.
-			r.cut(0, 0.9, "1", false)
-			r.answer(0, 1000, 0.9)
-			// Window 2 opens when the change is seen: the second
-			// second, settling.
-			r.cut(time.Second, 0.5, "2", true)
-			r.answer(time.Second, 200, 0.7)
+			r.changeAtOne()
 			if r.gw.look(sealAt(r, time.Second).Add(-time.Millisecond)) || r.gw.sealed != 0 {
 				t.Fatalf("window 1 judged before its seal (%d sealed)", r.gw.sealed)
 			}
@@ -205,5 +211,87 @@ func TestGateWatchRunStops(t *testing.T) {
 				t.Errorf("stopped %q, want the deadline", got)
 			}
 		}
+	}
+}
+
+// A window that completes the streak does not stop the attack when the
+// follower already cut a change after it, not sealed yet: the rollout
+// moved on, and the gate judges the new weight from the change on.
+func TestGateWatchChangeAfterStreak(t *testing.T) {
+	t.Parallel()
+	r := newGateRig(t, 1)
+	r.changeAtOne()
+	// Window 1 seals with the settling window 2 already cut.
+	if r.gw.look(sealAt(r, time.Second)) || r.gw.sealed != 1 || r.gw.decision != nil {
+		t.Fatalf("window 1 PASSed before a pending change stopped the attack (%d sealed, %+v):\n%s", r.gw.sealed, r.gw.decision, r.out)
+	}
+	r.cut(2*time.Second, 0.5, "2", false)
+	r.answer(2*time.Second, 1000, 0.5)
+	r.cut(3*time.Second, 0.5, "2", false)
+	if !r.gw.look(sealAt(r, 3*time.Second)) || r.gw.decision == nil || r.gw.decision.Window != 2 || r.gw.decision.Change != 1 {
+		t.Fatalf("decision %+v, want converged at window 3 after the change in window 2:\n%s", r.gw.decision, r.out)
+	}
+}
+
+// A gate over one run's windows that did not converge is no PASS, also
+// where statistics.inconclusive: pass lets an INCONCLUSIVE run pass (as
+// the gate of whole runs); one that converged passes; an interrupted
+// run keeps 130.
+func TestFinishGateNotConverged(t *testing.T) {
+	t.Parallel()
+	// The split's verdict, and the run's gate and exit code wanted.
+	type want struct {
+		gate assert.Verdict
+		exit int
+	}
+	for _, tc := range []struct {
+		name                   string
+		converged, interrupted bool
+		verdict                assert.Verdict
+		want
+	}{
+		{"inconclusive, not converged", false, false, assert.Inconclusive, want{assert.Inconclusive, exitcode.Inconclusive}},
+		{"converged", true, false, assert.Pass, want{assert.Pass, exitcode.Pass}},
+		{"failed", false, false, assert.Fail, want{assert.Fail, exitcode.Fail}},
+		{"interrupted", false, true, assert.Inconclusive, want{assert.Inconclusive, exitcode.Interrupted}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			sc := load(t, "http://127.0.0.1:1", "  rate: 10/s\n  duration: 10s", "  confidence: 0.95\n  inconclusive: pass",
+				"  - split: {by: cluster, fromMesh: {trafficRoute: test-server}, margin: 10%, windows: {follow: true}}")
+			rep := &reports.Report{Expectation: []reports.Expectation{{Verdict: tc.verdict}},
+				Converge: &reports.Converge{Mode: reports.ConvergeWindows, Converged: tc.converged}}
+			rep.Attack.Interrupted = tc.interrupted
+			finish(rep, sc)
+			if rep.Gate != tc.gate || rep.ExitCode != tc.exit {
+				t.Errorf("gate %s exit %d, want %s %d", rep.Gate, rep.ExitCode, tc.gate, tc.exit)
+			}
+		})
+	}
+}
+
+// A window whose object defined no split makes the whole split FAIL
+// without windows: the gate cannot decide on windows and says so once,
+// escaped (the reason is the cluster's), instead of staying silent until
+// --within.
+func TestGateWatchSaysWhyWindowsAreNotJudged(t *testing.T) {
+	t.Parallel()
+	r := newGateRig(t, 2)
+	r.cut(0, 0.9, "1", false)
+	r.answer(0, 1000, 0.9)
+	r.cut(time.Second, 0.5, "2", true)
+	r.mu.Lock()
+	r.mesh[1].Err = errors.New("subset \"v9\x1b[2J\" is not defined")
+	r.mu.Unlock()
+	r.cut(2*time.Second, 0.5, "2", false)
+	r.cut(3*time.Second, 0.5, "2", false)
+	for _, next := range []time.Duration{2 * time.Second, 3 * time.Second} {
+		if r.gw.look(sealAt(r, next)) || r.gw.decision != nil {
+			t.Fatalf("decided %+v on windows that cannot be judged", r.gw.decision)
+		}
+	}
+	out := r.out.String()
+	if n := strings.Count(out, "converge: the sealed windows cannot be judged one by one: FAIL"); n != 1 || strings.Contains(out, "\x1b") || !strings.Contains(out, "is not defined") {
+		t.Errorf("want the reason once, escaped:\n%q", out)
 	}
 }

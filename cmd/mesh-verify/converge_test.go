@@ -178,8 +178,9 @@ expect:
 	}{
 		{"window without converge", []string{"run", plain, "--converge-window", "5s"}, exitcode.InvalidInput, "--converge-window 5s needs --converge N"},
 		{"window too short", []string{"run", follow, "--converge", "2", "--within", "1m", "--converge-window", "500ms"}, exitcode.InvalidInput, "--converge-window 500ms: want at least 1s"},
-		{"too many looks", []string{"run", follow, "--converge", "2", "--within", "10m", "--converge-window", "1s"}, exitcode.InvalidInput, "600 looks, at most 100"},
+		{"too many looks", []string{"run", follow, "--converge", "2", "--within", "10m", "--converge-window", "2s"}, exitcode.InvalidInput, "300 looks, at most 100"},
 		{"within past the longest attack", []string{"run", follow, "--converge", "2", "--within", "25h", "--converge-window", "15m"}, exitcode.InvalidInput, "--within 25h0m0s: the attack of a gate"},
+		{"window shorter than the poll", []string{"run", follow, "--converge", "2", "--within", "1m", "--converge-window", "1s"}, exitcode.InvalidInput, "--converge-window 1s: shorter than split.windows.poll 2s"},
 		{"window longer than within", []string{"run", follow, "--converge", "2", "--within", "5s", "--converge-window", "6s"}, exitcode.InvalidInput, "longer than --within 5s"},
 		// No cluster to reach: the one run fails to connect (exit 3) after saying how it gates.
 		{"a followed split: one run", []string{"run", follow, "--converge", "2", "--within", "20s", "--kubeconfig", filepath.Join(dir, "none"), "--out", filepath.Join(dir, "a"), "-q"},

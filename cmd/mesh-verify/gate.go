@@ -102,7 +102,13 @@ func runGate(cmd *cobra.Command, file string, f runFlags) error {
 		if !cmd.Flags().Changed("converge-window") {
 			window = min(window, f.gate.within)
 		}
-		if err := converge.CheckWindow(f.gate.within, window); err != nil {
+		poll := scenarios.DefaultPoll
+		for _, e := range sc.Expect {
+			if e.Name == name {
+				poll = e.Split.Windows.PollEvery()
+			}
+		}
+		if err := converge.CheckWindow(f.gate.within, window, poll); err != nil {
 			return exitcode.InvalidInputf("%v", err)
 		}
 		if f.gate.within > scenarios.MaxDuration {

@@ -8,12 +8,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/mesh-verify/mesh-verify/assert"
 	"github.com/mesh-verify/mesh-verify/e2e/e2etest"
 	"github.com/mesh-verify/mesh-verify/lab"
+	"github.com/mesh-verify/mesh-verify/lab/daemon"
 	"github.com/mesh-verify/mesh-verify/reports"
 )
 
@@ -240,48 +242,18 @@ expect:
 // the change with its resourceVersion and the time to converge.
 func TestConvergeOneRunAfterPush(t *testing.T) {
 	l := gateLab(t)
-	const vsPath = "/spec/http/0/route/%d/weight"
-	weights := func(v1, v2 int) string {
-		return fmt.Sprintf(`[{"op": "replace", "path": "`+vsPath+`", "value": %d}, {"op": "replace", "path": "`+vsPath+`", "value": %d}]`, 0, v1, 1, v2)
+	restoreGateD(t, l)
+	g := startFollowGate(t, l, "--converge", "3", "--within", "60s", "--converge-window", "4s")
+	g.waitWindow1(t)
+	if !strings.Contains(g.stderr.String(), "converge: window 1 (0s–4s): PASS") {
+		t.Errorf("window 1 did not PASS against 100/0:\n%s", g.stderr.String())
 	}
-	// The package's lab is shared: gate-d's route goes back to 100/0.
-	t.Cleanup(func() {
-		e2etest.Kubectl(t, l, "c1", "-n", "sample", "patch", "virtualservice", "callme-d", "--type", "json", "-p", weights(100, 0))
-	})
-	sc := e2etest.WriteFile(t, "scenario.yaml", followScenario)
-	out := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, mv.Path, "run", sc, "--kubeconfig", l.Kubeconfig, "--out", out, "--progress", "plain",
-		"--converge", "3", "--within", "60s", "--converge-window", "4s")
-	var stdout, stderr e2etest.SyncBuffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	began := time.Now()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	e2etest.Poll(t, 50*time.Second, "the gate to judge window 1", func() error {
-		if strings.Contains(stderr.String(), "converge: window 1 ") {
-			return nil
-		}
-		select {
-		case err := <-exited:
-			exited <- err
-			return fmt.Errorf("the run ended first (%v)\n%s\n%s", err, stdout.String(), stderr.String())
-		default:
-		}
-		return errors.New("not yet")
-	})
-	if !strings.Contains(stderr.String(), "converge: window 1 (0s–4s): PASS") {
-		t.Errorf("window 1 did not PASS against 100/0:\n%s", stderr.String())
-	}
-	patched := time.Since(began)
+	patched := time.Since(g.began)
 	e2etest.Kubectl(t, l, "c1", "-n", "sample", "patch", "virtualservice", "callme-d", "--type", "json", "-p", weights(50, 50))
-	err := <-exited
-	took := time.Since(began)
-	code := cmd.ProcessState.ExitCode()
+	err := <-g.exited
+	took := time.Since(g.began)
+	code := g.cmd.ProcessState.ExitCode()
+	out, stdout, stderr := g.out, &g.stdout, &g.stderr
 	t.Logf("patched after %s; the run ended after %s (%v)", patched.Round(time.Millisecond), took.Round(time.Millisecond), err)
 	if !strings.HasPrefix(stderr.String(), `converge: one run, judging the windows of split "as the VirtualService says" as they seal`) {
 		t.Errorf("the first line does not say how the gate runs:\n%s", stderr.String())
@@ -323,4 +295,180 @@ func TestConvergeOneRunAfterPush(t *testing.T) {
 	}
 	t.Logf("change at %s (window %d, resourceVersion %s → %s); converged at %s, %s after it; %d windows, %d requests; %s",
 		*c.ChangeAt, c.LastChange, first.Source.ResourceVersion, change.Source.ResourceVersion, *c.ConvergedAt, *c.TimeToConverge, len(ws.Windows), rep.Metrics.Requests, c.Reason)
+}
+
+// weights is the JSON patch that sets gate-d's two route weights.
+func weights(v1, v2 int) string {
+	const vsPath = "/spec/http/0/route/%d/weight"
+	return fmt.Sprintf(`[{"op": "replace", "path": "`+vsPath+`", "value": %d}, {"op": "replace", "path": "`+vsPath+`", "value": %d}]`, 0, v1, 1, v2)
+}
+
+// restoreGateD puts gate-d's VirtualService back as the shared lab has
+// it, 100/0 and obeyed by the data plane, when the test ends.
+func restoreGateD(t *testing.T, l *lab.Lab) {
+	t.Helper()
+	t.Cleanup(func() {
+		e2etest.Kubectl(t, l, "c1", "-n", "sample", "patch", "virtualservice", "callme-d", "--type", "json", "-p", weights(100, 0))
+		e2etest.Kubectl(t, l, "c1", "-n", "sample", "annotate", "virtualservice", "callme-d", daemon.FreezeAnnotation+"-")
+	})
+}
+
+// followGate is `mesh-verify run --converge` on followScenario in the
+// lab, started and not waited for.
+type followGate struct {
+	cmd            *exec.Cmd
+	out            string
+	stdout, stderr e2etest.SyncBuffer
+	began          time.Time
+	exited         chan error
+}
+
+func startFollowGate(t *testing.T, l *lab.Lab, args ...string) *followGate {
+	t.Helper()
+	sc := e2etest.WriteFile(t, "scenario.yaml", followScenario)
+	g := &followGate{out: t.TempDir(), exited: make(chan error, 1)}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	g.cmd = exec.CommandContext(ctx, mv.Path, append([]string{"run", sc, "--kubeconfig", l.Kubeconfig, "--out", g.out, "--progress", "plain"}, args...)...)
+	g.cmd.Stdout, g.cmd.Stderr = &g.stdout, &g.stderr
+	g.began = time.Now()
+	if err := g.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { g.exited <- g.cmd.Wait() }()
+	return g
+}
+
+// waitWindow1 waits until the gate has judged window 1.
+func (g *followGate) waitWindow1(t *testing.T) {
+	t.Helper()
+	e2etest.Poll(t, 50*time.Second, "the gate to judge window 1", func() error {
+		if strings.Contains(g.stderr.String(), "converge: window 1 ") {
+			return nil
+		}
+		select {
+		case err := <-g.exited:
+			g.exited <- err
+			return fmt.Errorf("the run ended first (%v)\n%s\n%s", err, g.stdout.String(), g.stderr.String())
+		default:
+		}
+		return errors.New("not yet")
+	})
+}
+
+// report is the one report.json the gate wrote.
+func (g *followGate) report(t *testing.T) *reports.Report {
+	t.Helper()
+	reps := e2etest.ReadReports(t, g.out)
+	if len(reps) != 1 {
+		t.Fatalf("%d run directories, want one run\n%s", len(reps), g.stderr.String())
+	}
+	for _, r := range reps {
+		return r
+	}
+	return nil
+}
+
+// Ctrl-C during a gate that judges one run's windows ends it as any
+// interrupted run: no new requests, the reports written with what was
+// measured, exit 130; report.json says the attack stopped on the
+// interruption with the windows judged so far, and renders again in
+// every format with the same exit code.
+func TestConvergeOneRunInterrupted(t *testing.T) {
+	l := gateLab(t)
+	g := startFollowGate(t, l, "--converge", "3", "--within", "60s", "--converge-window", "4s")
+	g.waitWindow1(t)
+	if err := g.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-g.exited:
+	case <-time.After(30 * time.Second):
+		_ = g.cmd.Process.Kill()
+		t.Fatalf("mesh-verify did not stop within 30s of SIGINT\n%s", g.stderr.String())
+	}
+	if code := g.cmd.ProcessState.ExitCode(); code != 130 {
+		t.Fatalf("exit %d, want 130\n%s\n%s", code, g.stdout.String(), g.stderr.String())
+	}
+	rep := g.report(t)
+	c := rep.Converge
+	if rep.ExitCode != 130 || !rep.Attack.Interrupted || c == nil || c.Mode != reports.ConvergeWindows || c.Stopped != "interrupted" || !c.Done || c.Converged || c.Judged < 1 {
+		t.Fatalf("report exit %d, interrupted %v, converge %+v; want 130, an interrupted windows gate with window 1 judged\n%s", rep.ExitCode, rep.Attack.Interrupted, c, g.stderr.String())
+	}
+	e := rep.Expectation[0]
+	if e.Windows == nil || len(e.Windows.Windows) < 2 || e.Windows.Windows[0].Verdict != assert.Pass || rep.Metrics.Requests == 0 {
+		t.Errorf("windows %+v, %d requests: want window 1 PASS and the window open at the interruption", e.Windows, rep.Metrics.Requests)
+	}
+	if !strings.Contains(e.Reason, "by the interruption") {
+		t.Errorf("split's reason %q does not say the gate ended at the interruption", e.Reason)
+	}
+	dirs, _ := filepath.Glob(filepath.Join(g.out, "*", "report.json"))
+	md := filepath.Join(t.TempDir(), "md")
+	again := mv.Run(t, e2etest.Cmd{Timeout: time.Minute}, "report", filepath.Dir(dirs[0]), "--format", "html,json,md", "--out", md)
+	if again.Code != 130 || strings.Count(again.Stdout, "wrote ") != 3 {
+		t.Errorf("report of the interrupted gate: exit %d, want 130 and 3 files\n%s\n%s", again.Code, again.Stdout, again.Stderr)
+	}
+	t.Logf("interrupted after %s: %d windows, %d judged, %d requests; %s", rep.Attack.Elapsed.Round(time.Millisecond), len(e.Windows.Windows), c.Judged, rep.Metrics.Requests, c.Reason)
+}
+
+// A data plane that disobeys the object (the lab's fault switch keeps
+// 100/0 while the VirtualService says 50/50) fails the gate at
+// --within: every window FAILs, the gate never converges, and the run
+// exits 1 (a mesh failure, not INCONCLUSIVE nor an infrastructure
+// fault) naming the windows that failed.
+func TestConvergeOneRunFailsAtDeadline(t *testing.T) {
+	l := gateLab(t)
+	restoreGateD(t, l)
+	e2etest.Kubectl(t, l, "c1", "-n", "sample", "annotate", "--overwrite", "virtualservice", "callme-d", daemon.FreezeAnnotation+"=true")
+	e2etest.Kubectl(t, l, "c1", "-n", "sample", "patch", "virtualservice", "callme-d", "--type", "json", "-p", weights(50, 50))
+	g := startFollowGate(t, l, "--converge", "2", "--within", "12s", "--converge-window", "4s")
+	select {
+	case <-g.exited:
+	case <-time.After(90 * time.Second):
+		_ = g.cmd.Process.Kill()
+		t.Fatalf("the gate did not end within 90s\n%s", g.stderr.String())
+	}
+	code := g.cmd.ProcessState.ExitCode()
+	rep := g.report(t)
+	c := rep.Converge
+	if code != 1 || rep.ExitCode != 1 || c == nil || c.Converged || len(c.FailedWindows) == 0 || c.Looks != 3 || rep.Attack.Interrupted {
+		t.Fatalf("exit %d, report exit %d, converge %+v; want 1, not converged, the failed windows named\n%s\n%s", code, rep.ExitCode, c, g.stdout.String(), g.stderr.String())
+	}
+	if c.Stopped != "deadline" && c.Stopped != "looks spent" {
+		t.Errorf("stopped %q, want the deadline or the looks spent", c.Stopped)
+	}
+	if e := rep.Expectation[0]; e.Verdict != assert.Fail || !strings.Contains(e.Reason, "FAILed") {
+		t.Errorf("split %s: %q, want FAIL naming the windows", e.Verdict, e.Reason)
+	}
+	t.Logf("stopped (%s) after %s: %s", c.Stopped, rep.Attack.Elapsed.Round(time.Millisecond), c.Reason)
+}
+
+// A batch gates each scenario on its own: two scenarios whose split
+// follows gate-d's VirtualService (100/0, as the lab routes) each make
+// one run that converges on two windows and stops early, each with its
+// own run directory and converge record, and the batch exits 0.
+func TestConvergeOneRunBatch(t *testing.T) {
+	l := gateLab(t)
+	var files []string
+	for _, n := range []string{"a", "b"} {
+		files = append(files, e2etest.WriteFile(t, n+".yaml", strings.Replace(followScenario, "name: gate-follow", "name: gate-follow-"+n, 1)))
+	}
+	r := mv.Run(t, e2etest.Cmd{Timeout: 2 * time.Minute}, "run", files[0], files[1], "--kubeconfig", l.Kubeconfig,
+		"--converge", "2", "--within", "30s", "--converge-window", "4s")
+	if r.Code != 0 {
+		t.Fatalf("batch exit %d, want 0\n%s\n%s", r.Code, r.Stdout, r.Stderr)
+	}
+	if n := strings.Count(r.Stderr, "converge: one run, judging the windows"); n != 2 {
+		t.Errorf("%d scenarios said they gate on one run's windows, want 2:\n%s", n, r.Stderr)
+	}
+	reps := e2etest.ReadReports(t, r.Out)
+	if len(reps) != 2 {
+		t.Fatalf("%d run directories, want one per scenario", len(reps))
+	}
+	for id, rep := range reps {
+		c := rep.Converge
+		if c == nil || c.Mode != reports.ConvergeWindows || !c.Converged || c.Stopped != "converged" || rep.ExitCode != 0 || rep.Attack.Elapsed > 25*time.Second {
+			t.Errorf("run %s (%s): exit %d, attack %s, converge %+v; want converged in one run, stopped early", id, rep.Scenario.Name, rep.ExitCode, rep.Attack.Elapsed, c)
+		}
+	}
 }
