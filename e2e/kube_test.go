@@ -159,13 +159,18 @@ func TestLogAttributionAcrossThreeClustersSurvivesACut(t *testing.T) {
 	if total != rep.Metrics.Successes {
 		t.Errorf("apps logged %d requests of the run, the attack got %d answers", total, rep.Metrics.Successes)
 	}
-	reconnects := int64(0)
+	// The cut shows as a reconnect of a following stream, or, when the
+	// attack ended before the follower's retry (a loaded machine), as the
+	// stream's error with the rest read by the drain after the attack;
+	// either way the counts above must be whole.
+	reconnects, cut := int64(0), false
 	for _, s := range rep.Kubernetes.Logs {
 		if strings.HasPrefix(s.Target, "c2/") {
 			reconnects += s.Reconnects
+			cut = cut || s.Reconnects > 0 || s.LastError != ""
 		}
 	}
-	if reconnects == 0 {
+	if !cut {
 		t.Errorf("c2's log streams were never cut: %+v", rep.Kubernetes.Logs)
 	}
 	if rep.Verdict.String() != "PASS" {
