@@ -186,7 +186,7 @@ func skupperExposure(q Query, objs Objects, e *Expected) (map[string]bool, error
 		if u := objs.find(c, "ConfigMap", ns, SkupperServices); u == nil {
 			reasons = append(reasons, fmt.Sprintf("no ConfigMap %s/%s (Skupper v1: skupper expose)", ns, SkupperServices))
 		} else {
-			ok, reason, err := skupperExposedV1(newObj(u, c), addr, pods, e)
+			ok, reason, err := skupperExposedV1(newObj(u, c), addr, pods, q.Selector, e)
 			if err != nil {
 				return nil, err
 			}
@@ -197,7 +197,7 @@ func skupperExposure(q Query, objs Objects, e *Expected) (map[string]bool, error
 		}
 		connectors := objs.all(c, "Connector", ns)
 		for _, u := range connectors {
-			ok, reason, err := skupperConnector(newObj(u, c), addr, keys, pods, e)
+			ok, reason, err := skupperConnector(newObj(u, c), addr, keys, pods, q.Selector, e)
 			if err != nil {
 				return nil, err
 			}
@@ -241,7 +241,7 @@ func exposedList(exposed map[string]bool) []string {
 // reports whether one of its targets selects the serving pods (or names
 // a Service, as `skupper expose service/…` writes it), with the reason
 // when not.
-func skupperExposedV1(cm *obj, addr string, pods []*unstructured.Unstructured, e *Expected) (bool, string, error) {
+func skupperExposedV1(cm *obj, addr string, pods []*unstructured.Unstructured, serving string, e *Expected) (bool, string, error) {
 	path := "data." + addr
 	data, ok := cm.u.Object["data"].(map[string]any)
 	if !ok && cm.u.Object["data"] != nil {
@@ -288,7 +288,7 @@ func skupperExposedV1(cm *obj, addr string, pods []*unstructured.Unstructured, e
 		}
 		switch {
 		case sel != "":
-			ok, err := selectsPods(sel, pods)
+			ok, err := selectsPods(sel, pods, serving)
 			if err != nil {
 				return false, "", t.get("selector").errf("%q: %v", sel, err)
 			}
@@ -324,7 +324,7 @@ func parseSkupperService(v string) (map[string]any, error) {
 // the entry site's router: its routingKey is one of a Listener for the
 // address there (keys) and its selector selects the serving pods (or its
 // host is set: a Connector to a host forwards to whatever serves it).
-func skupperConnector(cn *obj, addr string, keys map[string]bool, pods []*unstructured.Unstructured, e *Expected) (bool, string, error) {
+func skupperConnector(cn *obj, addr string, keys map[string]bool, pods []*unstructured.Unstructured, serving string, e *Expected) (bool, string, error) {
 	key, host, err := skupperKeyHost(cn)
 	if err != nil {
 		return false, "", err
@@ -339,7 +339,7 @@ func skupperConnector(cn *obj, addr string, keys map[string]bool, pods []*unstru
 	}
 	selects := host != ""
 	if sel != "" {
-		if selects, err = selectsPods(sel, pods); err != nil {
+		if selects, err = selectsPods(sel, pods, serving); err != nil {
 			return false, "", selNode.errf("%q: %v", sel, err)
 		}
 	}
@@ -393,11 +393,17 @@ func skupperHostIs(host, addr, ns string) bool {
 }
 
 // selectsPods reports whether label selector sel (Kubernetes syntax, as
-// Skupper's selector fields take it) selects one of pods.
-func selectsPods(sel string, pods []*unstructured.Unstructured) (bool, error) {
+// Skupper's selector fields take it) selects one of pods, the pods of
+// the scenario's selector in the site, or the labels that selector
+// requires when it is a plain list of equalities (app=x): a site scaled
+// to zero stays exposed, with no ready pod, as the router sees it.
+func selectsPods(sel string, pods []*unstructured.Unstructured, serving string) (bool, error) {
 	s, err := labels.Parse(sel)
 	if err != nil {
 		return false, err
+	}
+	if set, err := labels.ConvertSelectorToLabelsMap(serving); err == nil && len(set) > 0 && s.Matches(set) {
+		return true, nil
 	}
 	for _, p := range pods {
 		if s.Matches(labels.Set(p.GetLabels())) {

@@ -56,8 +56,10 @@ func TestResolveSkupperExposure(t *testing.T) {
 		objs    map[string]string
 		shares  map[string]float64
 		explain []string // substrings of the explanation
-		sources []string // Source.String() substrings
-		wantErr []string
+		// notExplain: substrings the explanation must not have.
+		notExplain []string
+		sources    []string // Source.String() substrings
+		wantErr    []string
 	}{
 		{
 			name:    "v1 exposed in both remote sites: balanced over them",
@@ -79,6 +81,13 @@ func TestResolveSkupperExposure(t *testing.T) {
 			},
 			shares:  map[string]float64{"c1": 0, "c2": 1, "c3": 0},
 			explain: []string{"ConfigMap hello/skupper-services has no key backend"},
+		},
+		{
+			name:       "a site scaled to zero stays exposed and takes nothing",
+			objs:       map[string]string{"c2": join(b2, skupperLink, exposeV1("hello", "backend", "app=backend")), "c3": join(skupperLink, exposeV1("hello", "backend", "app=backend"))},
+			shares:     map[string]float64{"c1": 0, "c2": 1, "c3": 0},
+			explain:    []string{"c3: no ready pods, so no traffic"},
+			notExplain: []string{"cluster c3: address backend is not exposed"},
 		},
 		{
 			name:    "v1 target selector selects no serving pod",
@@ -172,6 +181,11 @@ data:
 			for _, w := range tc.explain {
 				if !strings.Contains(explanation, w) {
 					t.Errorf("explanation lacks %q:\n%s", w, explanation)
+				}
+			}
+			for _, w := range tc.notExplain {
+				if strings.Contains(explanation, w) {
+					t.Errorf("explanation has %q:\n%s", w, explanation)
 				}
 			}
 			var sources []string
