@@ -162,3 +162,51 @@ func fromMeshLab(t *testing.T, topology, scenario string) (*lab.Lab, string) {
 	}
 	return l, f
 }
+
+// fromMeshSkupperScenario is the catalog's skupper-1 with its split read
+// from the Skupper network's objects (split.fromMesh), one connection at
+// a time.
+const fromMeshSkupperScenario = `apiVersion: mesh-verify.io/v1alpha1
+kind: Scenario
+metadata: {name: skupper-1-from-mesh}
+clusters:
+  - {name: c1, context: kind-c1}
+  - {name: c2, context: kind-c2}
+  - {name: c3, context: kind-c3}
+target:
+  portForward: {cluster: c1, namespace: interconnect, resource: svc/sample-spring-kotlin-microservice, port: "8080"}
+  path: /persons/1
+attack: {concurrency: 1, repetitions: 60, keepAlive: false}
+observe:
+  - name: sample-app
+    namespace: interconnect
+    selector: app=sample-spring-kotlin-microservice
+    logs: {preset: spring-persons}
+expect:
+  - name: the exposed sites serve
+    split:
+      by: cluster
+      source: logs
+      fromMesh:
+        skupper: interconnect/sample-spring-kotlin-microservice
+        selector: app=sample-spring-kotlin-microservice
+      margin: 5%
+`
+
+// TestFromMeshSkupperCountsOnlyExposedSites: in the skupper-1 lab, c2's
+// skupper-services ConfigMap deleted (skupper unexpose) takes c2 out of
+// the lab's router and out of the product's expectation alike: the
+// fromMesh split is c3 only, its explanation says why c2 gets nothing,
+// and the run PASSes. On main before this change the product still
+// expected c2 (link cost 1, equal to c3's) to take traffic.
+func TestFromMeshSkupperCountsOnlyExposedSites(t *testing.T) {
+	t.Parallel()
+	l, f := fromMeshLab(t, "skupper-1", fromMeshSkupperScenario)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	deleted := time.Now()
+	e2etest.Kubectl(t, l, "c2", "-n", "interconnect", "delete", "configmap", "skupper-services")
+	waitPolicy(t, l, "costs c3=1 per-connection", deleted)
+	rvOf := regexp.MustCompile(`ConfigMap interconnect/skupper-services in cluster c3 \(resourceVersion (\d+)\)`)
+	runFromMesh(t, ctx, f, l.Kubeconfig, rvOf, "cluster c2: address sample-spring-kotlin-microservice is not exposed there, so no share: no ConfigMap interconnect/skupper-services")
+}

@@ -16,7 +16,7 @@ func TestPermissionsPerKind(t *testing.T) {
 		{KindVirtualService, []string{"get virtualservices.networking.istio.io", "list destinationrules.networking.istio.io", "get services", "list pods"}, []string{"list secrets", "get meshhttproutes.kuma.io"}},
 		{KindMeshHTTPRoute, []string{"get meshhttproutes.kuma.io"}, []string{"list pods", "get trafficroutes.kuma.io"}},
 		{KindTrafficRoute, []string{"get trafficroutes.kuma.io"}, []string{"get meshhttproutes.kuma.io"}},
-		{KindSkupper, []string{"list links.skupper.io", "list secrets", "list pods"}, []string{"get services"}},
+		{KindSkupper, []string{"list links.skupper.io", "list secrets", "list pods", "list connectors.skupper.io", "list listeners.skupper.io", "get configmaps"}, []string{"get services", "list configmaps"}},
 		{KindService, []string{"get services", "list pods"}, []string{"list secrets", "get virtualservices.networking.istio.io"}},
 	} {
 		var have []string

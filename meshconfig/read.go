@@ -64,6 +64,9 @@ var (
 	gvrMeshHTTPRoutes = []schema.GroupVersionResource{{Group: "kuma.io", Version: "v1alpha1", Resource: "meshhttproutes"}}
 	gvrTrafficRoutes  = []schema.GroupVersionResource{{Group: "kuma.io", Version: "v1alpha1", Resource: "trafficroutes"}}
 	gvrSkupperLinks   = []schema.GroupVersionResource{{Group: "skupper.io", Version: "v2alpha1", Resource: "links"}}
+	gvrConnectors     = []schema.GroupVersionResource{{Group: "skupper.io", Version: "v2alpha1", Resource: "connectors"}}
+	gvrListeners      = []schema.GroupVersionResource{{Group: "skupper.io", Version: "v2alpha1", Resource: "listeners"}}
+	gvrConfigMaps     = []schema.GroupVersionResource{{Version: "v1", Resource: "configmaps"}}
 	gvrRollouts       = []schema.GroupVersionResource{{Group: "argoproj.io", Version: "v1alpha1", Resource: "rollouts"}}
 )
 
@@ -219,6 +222,12 @@ func kindOf(gvr schema.GroupVersionResource) string {
 		return KindTrafficRoute
 	case "links":
 		return "Link"
+	case "connectors":
+		return "Connector"
+	case "listeners":
+		return "Listener"
+	case "configmaps":
+		return "ConfigMap"
 	case "services":
 		return KindService
 	case "pods":
@@ -351,10 +360,22 @@ func destinationHosts(vs *unstructured.Unstructured) []string {
 }
 
 // skupper reads, in every cluster's site namespace, the v2 Links, the
-// v1 link Secrets' metadata, and the pods that serve the address.
+// v1 link Secrets' metadata, the pods that serve the address and where
+// it is exposed: v1's skupper-services ConfigMap (by name: no other
+// ConfigMap is read) and v2's Connectors; in the entry site, v2's
+// Listeners.
 func (f *fetch) skupper(ctx context.Context) error {
 	ns := f.q.Ref.Namespace
+	if err := f.list(ctx, f.q.cluster(), gvrListeners, ns, "", "the entry site's Listeners: the routing keys of the address"); err != nil {
+		return err
+	}
 	for _, c := range f.q.Clusters {
+		if _, err := f.get(ctx, c, gvrConfigMaps, ns, SkupperServices, false); err != nil {
+			return err
+		}
+		if err := f.list(ctx, c, gvrConnectors, ns, "", "the site's Connectors: where the address is exposed"); err != nil {
+			return err
+		}
 		if err := f.list(ctx, c, gvrSkupperLinks, ns, "", "the site's links and their cost"); err != nil {
 			return err
 		}

@@ -426,12 +426,12 @@ spec:
 			name: "skupper sequential traffic stays local",
 			q:    Query{Ref: Ref{Kind: KindSkupper, Namespace: "hello", Name: "backend"}, By: ByCluster, Clusters: []string{"c1", "c2", "c3"}, Selector: "app=backend"},
 			objs: map[string]string{
-				"c1": pod("hello", "b1", "{app: backend}"),
-				"c2": pod("hello", "b2", "{app: backend}") + "---\n" + `apiVersion: v1
+				"c1": pod("hello", "b1", "{app: backend}") + "---\n" + exposeV1("hello", "backend", "app=backend"),
+				"c2": pod("hello", "b2", "{app: backend}") + "---\n" + exposeV1("hello", "backend", "app=backend") + "---\n" + `apiVersion: v1
 kind: Secret
 metadata: {name: link1, namespace: hello, labels: {skupper.io/type: connection-token}, annotations: {skupper.io/cost: "5"}}
 `,
-				"c3": pod("hello", "b3", "{app: backend}") + "---\n" + `apiVersion: skupper.io/v2alpha1
+				"c3": pod("hello", "b3", "{app: backend}") + "---\n" + exposeV1("hello", "backend", "app=backend") + "---\n" + `apiVersion: skupper.io/v2alpha1
 kind: Link
 metadata: {name: link1, namespace: hello}
 spec: {cost: 2}
@@ -444,8 +444,8 @@ spec: {cost: 2}
 			name: "skupper balanced over concurrent connections",
 			q:    Query{Ref: Ref{Kind: KindSkupper, Namespace: "hello", Name: "backend"}, By: ByCluster, Clusters: []string{"c1", "c2"}, Selector: "app=backend", Connections: 4},
 			objs: map[string]string{
-				"c1": pod("hello", "b1", "{app: backend}"),
-				"c2": pod("hello", "b2", "{app: backend}") + "---\n" + `apiVersion: v1
+				"c1": pod("hello", "b1", "{app: backend}") + "---\n" + exposeV1("hello", "backend", "app=backend"),
+				"c2": pod("hello", "b2", "{app: backend}") + "---\n" + exposeV1("hello", "backend", "app=backend") + "---\n" + `apiVersion: v1
 kind: Secret
 metadata: {name: link1, namespace: hello, labels: {skupper.io/type: connection-token}, annotations: {skupper.io/cost: "2"}}
 `,
@@ -456,7 +456,7 @@ metadata: {name: link1, namespace: hello, labels: {skupper.io/type: connection-t
 		{
 			name: "skupper bad cost annotation",
 			q:    Query{Ref: Ref{Kind: KindSkupper, Namespace: "hello", Name: "backend"}, By: ByCluster, Clusters: []string{"c1", "c2"}, Selector: "app=backend"},
-			objs: map[string]string{"c2": `apiVersion: v1
+			objs: map[string]string{"c2": pod("hello", "b2", "{app: backend}") + "---\n" + exposeV1("hello", "backend", "app=backend") + "---\n" + `apiVersion: v1
 kind: Secret
 metadata: {name: link1, namespace: hello, labels: {skupper.io/type: connection-token}, annotations: {skupper.io/cost: "cheap"}}
 `},
@@ -516,27 +516,8 @@ metadata: {name: link1, namespace: hello, labels: {skupper.io/type: connection-t
 				q.Clusters = []string{"c1"}
 			}
 			e, err := Resolve(q, objects(t, tt.objs))
-			if tt.wantErr != nil {
-				if err == nil {
-					t.Fatalf("no error; shares %v", e.Shares)
-				}
-				for _, w := range tt.wantErr {
-					if !strings.Contains(err.Error(), w) {
-						t.Errorf("error %q does not say %q", err, w)
-					}
-				}
+			if !checkSharesOrError(t, e, err, tt.shares, tt.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(e.Shares) != len(tt.shares) {
-				t.Errorf("shares %v, want %v", e.Shares, tt.shares)
-			}
-			for b, want := range tt.shares {
-				if got, ok := e.Shares[b]; !ok || !near(got, want) {
-					t.Errorf("share of %s = %v, want %v (all %v; %s)", b, got, want, e.Shares, strings.Join(e.Explanation, "; "))
-				}
 			}
 			if len(e.Mirrors) != len(tt.mirrors) {
 				t.Errorf("mirrors %+v, want %+v", e.Mirrors, tt.mirrors)
@@ -582,6 +563,36 @@ spec: {selector: {app: rb}}
 
 // TestProvenance checks that the sources name the objects with their
 // resourceVersion and the fields read.
+// checkSharesOrError checks Resolve's answer against a table row: the
+// error's substrings when wantErr is set, else the shares. It reports
+// whether the shares were checked (no error wanted).
+func checkSharesOrError(t *testing.T, e Expected, err error, shares map[string]float64, wantErr []string) bool {
+	t.Helper()
+	if wantErr != nil {
+		if err == nil {
+			t.Fatalf("no error; shares %v", e.Shares)
+		}
+		for _, w := range wantErr {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("error %q does not say %q", err, w)
+			}
+		}
+		return false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(e.Shares) != len(shares) {
+		t.Errorf("shares %v, want %v", e.Shares, shares)
+	}
+	for b, want := range shares {
+		if got, ok := e.Shares[b]; !ok || !near(got, want) {
+			t.Errorf("share of %s = %v, want %v (all %v; %s)", b, got, want, e.Shares, strings.Join(e.Explanation, "; "))
+		}
+	}
+	return true
+}
+
 func TestProvenance(t *testing.T) {
 	t.Parallel()
 	objs := objects(t, map[string]string{"c1": reviewsVS(`  - route:

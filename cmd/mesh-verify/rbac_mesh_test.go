@@ -40,7 +40,7 @@ expect:
 		{[]string{"rbac", vs, "--cluster", "c1"}, []string{"namespace: demo", "- virtualservices", "- destinationrules", "networking.istio.io", "- services", "- pods"}, []string{"- secrets", "kind: ClusterRole\n", "pods/log"}},
 		// c2 holds no VirtualService: only the Service and pods behind it.
 		{[]string{"rbac", vs, "--cluster", "c2"}, []string{"- services", "- pods"}, []string{"- virtualservices"}},
-		{[]string{"rbac", sk, "--cluster", "c2"}, []string{"namespace: hello", "- secrets", "- links", "skupper.io"}, []string{"- virtualservices"}},
+		{[]string{"rbac", sk, "--cluster", "c2"}, []string{"namespace: hello", "- secrets", "- links", "skupper.io", "- connectors", "- listeners", "- skupper-services\n  resources:\n  - configmaps"}, []string{"- virtualservices"}},
 		{[]string{"plan", vs}, []string{"not planned here: its expected shares are read from VirtualService/demo/reviews when the run starts"}, nil},
 	} {
 		var out, errb bytes.Buffer

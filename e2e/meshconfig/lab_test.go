@@ -188,18 +188,8 @@ func TestLabResolve(t *testing.T) {
 	})
 
 	t.Run("forbidden, then the listed permissions suffice", func(t *testing.T) {
-		_, err := admin.Client.CoreV1().ServiceAccounts("demo").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "reader"}}, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		exp := int64(600)
-		// CreateToken is no call of the product: the full clientset asks.
-		tok, err := kubernetes.NewForConfigOrDie(admin.REST).CoreV1().ServiceAccounts("demo").CreateToken(ctx, "reader", &authv1.TokenRequest{Spec: authv1.TokenRequestSpec{ExpirationSeconds: &exp}}, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		user := readersOf(t, asToken(t, admin, tok.Status.Token))
-		_, err = meshconfig.Fetch(ctx, q, user)
+		user := serviceAccountReaders(t, admin, "demo", "reader")
+		_, err := meshconfig.Fetch(ctx, q, user)
 		var ce *kube.ClusterError
 		if !errors.As(err, &ce) || ce.Reason != kube.ReasonForbidden || !strings.Contains(err.Error(), "get virtualservices.networking.istio.io in namespace demo") {
 			t.Fatalf("error %v, want forbidden to get virtualservices.networking.istio.io in namespace demo", err)
@@ -217,6 +207,123 @@ func TestLabResolve(t *testing.T) {
 			return err
 		})
 	})
+
+	t.Run("skupper exposure", func(t *testing.T) { skupperExposure(t, lab, admin) })
+}
+
+// skupperApp is a Skupper site's app in namespace demo, exposed with
+// Skupper 1.x (the skupper-services ConfigMap `skupper expose` writes;
+// its other key, another address, must not be decoded) and, for v2, a
+// Connector with a routing key the site's Listener does not have.
+const skupperApp = `apiVersion: apps/v1
+kind: Deployment
+metadata: {name: backend, namespace: demo}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: backend}}
+  template:
+    metadata: {labels: {app: backend}}
+    spec: {containers: [{name: app, image: backend:v1}]}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: skupper-services, namespace: demo}
+data:
+  backend: '{"address":"backend","protocol":"tcp","ports":[8080],"targets":[{"name":"backend","selector":"app=backend"}]}'
+  other: 'not JSON: another address, never decoded'
+---
+apiVersion: skupper.io/v2alpha1
+kind: Listener
+metadata: {name: backend, namespace: demo}
+spec: {routingKey: backend, host: backend, port: 8080}
+---
+apiVersion: skupper.io/v2alpha1
+kind: Connector
+metadata: {name: backend, namespace: demo}
+spec: {routingKey: backend-old, selector: app=backend, port: 8080}
+`
+
+// skupperExposure reads a Skupper site's exposure from a real API server
+// serving Skupper's CRDs: a user without the ConfigMap grant gets the
+// permission error naming it; meshconfig.Permissions (a get of the one
+// ConfigMap by resourceNames, Connectors, Listeners) suffices; the
+// ConfigMap is a Source; with the v1 entry gone and the Connector's
+// routing key unmatched nothing is exposed, which is an error naming the
+// missing objects; the Connector patched onto the Listener's key exposes
+// the site again.
+func skupperExposure(t *testing.T, lab *labtest.Lab, admin *kube.Cluster) {
+	ctx := context.Background()
+	lab.Apply(t, "c1", skupperApp)
+	q := meshconfig.Query{Ref: meshconfig.Ref{Kind: meshconfig.KindSkupper, Namespace: "demo", Name: "backend"}, By: meshconfig.ByCluster, Clusters: []string{"c1"}, Selector: "app=backend"}
+	user := serviceAccountReaders(t, admin, "demo", "skupper-reader")
+	// Every Skupper permission but the ConfigMap's.
+	var perms []access.Permission
+	for _, p := range meshconfig.Permissions(meshconfig.KindSkupper) {
+		if p.Resource != "configmaps" {
+			perms = append(perms, p)
+		}
+	}
+	lab.Apply(t, "c1", roleFor(perms, "demo", "skupper-reader"))
+	e2etest.Poll(t, 30*time.Second, "the ConfigMap read refused as a permission error", func() error {
+		_, err := meshconfig.Fetch(ctx, q, user)
+		var ce *kube.ClusterError
+		if !errors.As(err, &ce) || ce.Reason != kube.ReasonForbidden || !strings.Contains(err.Error(), "get configmaps in namespace demo (ConfigMap skupper-services") {
+			return fmt.Errorf("error %v, want forbidden to get configmaps in namespace demo", err)
+		}
+		return nil
+	})
+	lab.Apply(t, "c1", roleFor(meshconfig.Permissions(meshconfig.KindSkupper), "demo", "skupper-reader"))
+	var e meshconfig.Expected
+	e2etest.Poll(t, 60*time.Second, "an expected split from the exposed site, as the reader", func() error {
+		objs, err := meshconfig.Fetch(ctx, q, user)
+		if err != nil {
+			return err
+		}
+		e, err = meshconfig.Resolve(q, objs)
+		return err
+	})
+	checkShares(t, e, map[string]float64{"c1": 1})
+	if rv := sourceRV(t, e, "ConfigMap"); rv == "" {
+		t.Error("the skupper-services ConfigMap has no resourceVersion")
+	}
+
+	lab.Kubectl(t, "c1", "-n", "demo", "delete", "configmap", "skupper-services")
+	objs, err := meshconfig.Fetch(ctx, q, user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = meshconfig.Resolve(q, objs)
+	if err == nil || !strings.Contains(err.Error(), "exposed in none of the clusters c1") || !strings.Contains(err.Error(), `routing key "backend-old" has no Listener for backend`) {
+		t.Fatalf("error %v, want nothing exposed, naming the Connector's unmatched routing key", err)
+	}
+
+	lab.Kubectl(t, "c1", "-n", "demo", "patch", "connector", "backend", "--type=merge", `-p={"spec":{"routingKey":"backend"}}`)
+	if objs, err = meshconfig.Fetch(ctx, q, user); err != nil {
+		t.Fatal(err)
+	}
+	if e, err = meshconfig.Resolve(q, objs); err != nil {
+		t.Fatal(err)
+	}
+	checkShares(t, e, map[string]float64{"c1": 1})
+	sourceRV(t, e, "Connector")
+	sourceRV(t, e, "Listener")
+}
+
+// serviceAccountReaders creates ServiceAccount ns/name and connects as it
+// with a token: a user with no rights until a Role grants some.
+func serviceAccountReaders(t *testing.T, admin *kube.Cluster, ns, name string) map[string]*meshconfig.Reader {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := admin.Client.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	exp := int64(600)
+	// CreateToken is no call of the product: the full clientset asks.
+	tok, err := kubernetes.NewForConfigOrDie(admin.REST).CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authv1.TokenRequest{Spec: authv1.TokenRequestSpec{ExpirationSeconds: &exp}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return readersOf(t, asToken(t, admin, tok.Status.Token))
 }
 
 // roleFor is a Role and RoleBinding granting perms to a ServiceAccount.
@@ -224,7 +331,11 @@ func roleFor(perms []access.Permission, ns, sa string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata: {name: meshconfig, namespace: %s}\nrules:\n", ns)
 	for _, p := range perms {
-		fmt.Fprintf(&b, "- {apiGroups: [%q], resources: [%q], verbs: [%q]}\n", p.Group, p.RBACResource(), p.Verb)
+		names := ""
+		if p.ResourceName != "" {
+			names = fmt.Sprintf(", resourceNames: [%q]", p.ResourceName)
+		}
+		fmt.Fprintf(&b, "- {apiGroups: [%q], resources: [%q], verbs: [%q]%s}\n", p.Group, p.RBACResource(), p.Verb, names)
 	}
 	fmt.Fprintf(&b, `---
 apiVersion: rbac.authorization.k8s.io/v1

@@ -78,8 +78,12 @@ type Permission struct {
 	Resource    string // plural, e.g. "pods"
 	Subresource string // e.g. "log", "portforward"
 	// URL is the path of a non-resource call.
-	URL   string
-	Scope Scope
+	URL string
+	// ResourceName, when set, is the one object the call names (a get by
+	// name): the manifest grants it with resourceNames, so no other
+	// object of the resource is readable.
+	ResourceName string
+	Scope        Scope
 	// TargetKinds limits a FeatureTunnel permission to targets of these
 	// kinds (portforward.KindPod, portforward.KindService,
 	// portforward.KindDeployment), a FeatureMeshConfig
@@ -231,9 +235,18 @@ func meshConfigPermissions() []Permission {
 		p("get", "kuma.io", "meshhttproutes", ScopeNamespace, "the backendRefs weights the expected split is read from", "MeshHTTPRoute"),
 		p("get", "kuma.io", "trafficroutes", ScopeCluster, "the split weights the expected split is read from (TrafficRoute is cluster-scoped)", "TrafficRoute"),
 		p("list", "skupper.io", "links", ScopeNamespace, "Skupper v2 links: spec.cost", "Skupper"),
+		p("list", "skupper.io", "connectors", ScopeNamespace, "Skupper v2 Connectors: where the address is exposed (spec.routingKey, spec.selector)", "Skupper"),
+		p("list", "skupper.io", "listeners", ScopeNamespace, "Skupper v2 Listeners of the entry site: the address's routing keys (spec.host, spec.routingKey)", "Skupper"),
+		named(p("get", "", "configmaps", ScopeNamespace, "Skupper v1's skupper-services ConfigMap, by name (no other ConfigMap): the address's entry (targets[].selector) says where it is exposed", "Skupper"), "skupper-services"),
 		p("get", "argoproj.io", "rollouts", ScopeNamespace, "the weights Argo Rollouts recorded (status.canary.weights) and each ReplicaSet's pod template hash", "Rollout"),
 		p("list", "", "secrets", ScopeNamespace, "Skupper v1 link Secrets, label-selected, metadata only: the skupper.io/cost annotation (the data is never fetched)", "Skupper"),
 	}
+}
+
+// named restricts p to the one object its call names.
+func named(p Permission, name string) Permission {
+	p.ResourceName = name
+	return p
 }
 
 // portForward is the pods/portforward pair: client-go dials SPDY over

@@ -89,7 +89,7 @@ func Manifest(o ManifestOptions) []runtime.Object {
 	}
 	for _, n := range needs {
 		for _, p := range PermissionsFor(n.Feature, n.TargetKind) {
-			g := grant{group: p.Group, resource: p.RBACResource(), verb: p.Verb}
+			g := grant{group: p.Group, resource: p.RBACResource(), name: p.ResourceName, verb: p.Verb}
 			if p.Worker {
 				if workerNS[n.Namespace] == nil {
 					workerNS[n.Namespace] = map[grant]bool{}
