@@ -14,46 +14,15 @@ import (
 	"time"
 
 	vegeta "github.com/tsenart/vegeta/v12/lib"
+
+	"github.com/mesh-verify/mesh-verify/internal/rawtest"
 )
 
-// rawTarget is a real TCP server that answers every request on a
-// connection with answer (read off the request head first), for answers
-// no well-behaved server sends: oversized headers, broken framing. once:
-// it closes each connection after one answer.
+// rawTarget answers every request on a connection with answer, for
+// answers no well-behaved server sends; once: it closes each connection
+// after one answer.
 func rawTarget(t testing.TB, answer []byte, once bool) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				r := bufio.NewReader(c)
-				for {
-					for {
-						line, err := r.ReadSlice('\n')
-						if err != nil {
-							return
-						}
-						if len(bytes.TrimRight(line, "\r\n")) == 0 {
-							break
-						}
-					}
-					if _, err := c.Write(answer); err != nil || once {
-						return
-					}
-				}
-			}()
-		}
-	}()
-	return "http://" + ln.Addr().String() + "/"
+	return rawtest.Target(t, answer, once) + "/"
 }
 
 // TestFastHeaderLimit: a header block larger than the connection's read

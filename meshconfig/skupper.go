@@ -29,9 +29,11 @@ const (
 // service definitions: `skupper expose` writes one entry per address
 // (key: the address, value: the JSON of a types.ServiceInterface), see
 // skupperproject/skupper client/serviceinterface_update.go and
-// api/types/types.go (ServiceInterface, ServiceInterfaceTarget). The same
-// rules as the lab's router (lab/meshroute/skupper.go), read here
-// independently: the product does not import the lab.
+// api/types/types.go (ServiceInterface, ServiceInterfaceTarget). The lab's
+// router reads the same ConfigMap through this name and
+// ParseSkupperService; which sites are exposed it decides by rules of its
+// own (lab/meshroute/skupper.go), so that the two do not agree by
+// construction.
 const SkupperServices = "skupper-services"
 
 // MaxSkupperServiceBytes bounds the one skupper-services entry read: a
@@ -256,7 +258,7 @@ func skupperExposedV1(cm *obj, addr string, pods []*unstructured.Unstructured, s
 	if !ok {
 		return false, "", cm.errf(path, "want a string, have %T", v)
 	}
-	def, err := parseSkupperService(raw)
+	def, err := ParseSkupperService(raw)
 	if err != nil {
 		return false, "", cm.errf(path, "%v", err)
 	}
@@ -304,9 +306,9 @@ func skupperExposedV1(cm *obj, addr string, pods []*unstructured.Unstructured, s
 	return false, fmt.Sprintf("ConfigMap %s/%s key %s: no target selects a pod that serves it", cm.u.GetNamespace(), SkupperServices, addr), nil
 }
 
-// parseSkupperService decodes one skupper-services entry: a JSON object
+// ParseSkupperService decodes one skupper-services entry: a JSON object
 // of at most MaxSkupperServiceBytes.
-func parseSkupperService(v string) (map[string]any, error) {
+func ParseSkupperService(v string) (map[string]any, error) {
 	if len(v) > MaxSkupperServiceBytes {
 		return nil, fmt.Errorf("%d bytes; a Skupper service definition holds at most %d", len(v), MaxSkupperServiceBytes)
 	}

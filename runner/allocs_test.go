@@ -1,19 +1,16 @@
 package runner
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/mesh-verify/mesh-verify/attack"
+	"github.com/mesh-verify/mesh-verify/internal/rawtest"
 	"github.com/mesh-verify/mesh-verify/scenarios"
 )
 
@@ -49,63 +46,7 @@ var rawResponse = []byte("HTTP/1.1 200 OK\r\nServer: nginx/1.22.1\r\nDate: Thu, 
 // own dozen or so per request to what is measured. It is not a fake of
 // the client's peer: the client speaks to it over TCP as to nginx.
 func rawServer(t testing.TB) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	conns := map[net.Conn]bool{}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns[c] = true
-			mu.Unlock()
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer c.Close()
-				serveRaw(c)
-			}()
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		for c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
-	return "http://" + ln.Addr().String() + "/callme/ping"
-}
-
-// serveRaw answers each request head on c (requests without a body: the
-// attack sends GETs) until the client closes it.
-func serveRaw(c net.Conn) {
-	r := bufio.NewReaderSize(c, 4096)
-	for {
-		for {
-			line, err := r.ReadSlice('\n')
-			if err != nil {
-				return
-			}
-			if len(bytes.TrimRight(line, "\r\n")) == 0 {
-				break
-			}
-		}
-		if _, err := c.Write(rawResponse); err != nil {
-			return
-		}
-	}
+	return rawtest.Target(t, rawResponse, false) + "/callme/ping"
 }
 
 // allocScenario is bench/bench.py's max-throughput scenario: attribution

@@ -87,17 +87,24 @@ type gateWatch struct {
 // a line for each, and reports whether the gate is decided (converged,
 // or every look spent).
 func (gw *gateWatch) look(now time.Time) bool {
-	body := gw.tl.Snapshot()
-	all := body.Windows
+	// Whether a window sealed is told from the windows' starts alone: the
+	// whole tally is copied only when there is something to judge, not at
+	// every tick.
+	starts := gw.tl.WindowStarts()
 	mesh := gw.windows()
 	n := 0
 	// The last window is open; one before is sealed once the next began
 	// a seal ago.
-	for n+1 < len(all) && n < len(mesh) && !now.Before(all[n+1].Start.Add(gw.seal)) {
+	for n+1 < len(starts) && n < len(mesh) && !now.Before(starts[n+1].Add(gw.seal)) {
 		n++
 	}
 	if n <= gw.sealed {
 		return false
+	}
+	body := gw.tl.Snapshot()
+	all := body.Windows
+	if len(all) <= n {
+		return false // cannot happen: windows are only added
 	}
 	body.Windows = all[:n]
 	ws, why := gw.judge(body, mesh[:n])

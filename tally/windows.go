@@ -237,6 +237,18 @@ func (t *Tally) Windows() (windows []WindowCounts, heldEarly int64) {
 	return t.windowsNow()
 }
 
+// WindowStarts is when each window began, in order: what a watcher
+// needs to tell whether a window has sealed, without copying any counts.
+func (t *Tally) WindowStarts() []time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]time.Time, len(t.windows))
+	for i, w := range t.windows {
+		out[i] = w.start
+	}
+	return out
+}
+
 func (t *Tally) windowsNow() ([]WindowCounts, int64) {
 	t.release(t.now())
 	return t.windowSnapshots(), t.heldEarly

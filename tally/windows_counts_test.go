@@ -278,3 +278,29 @@ func TestAddWindowedCountsOnlyWindows(t *testing.T) {
 		t.Errorf("window: %d answers in %d units, %d unattributed; want %d in %d, %d", got, c.Units.Units, w.Unattributed["cluster"], want, want, n/10)
 	}
 }
+
+// WindowStarts gives the cut times the windows' counts carry, without
+// their counts: what the converge gate looks at every tick.
+func TestWindowStarts(t *testing.T) {
+	t.Parallel()
+	start := time.Unix(1700000000, 0)
+	tl := New(start, time.Minute)
+	if got := tl.WindowStarts(); len(got) != 0 {
+		t.Fatalf("no cut yet: %v, want none", got)
+	}
+	for _, at := range []time.Duration{0, 3 * time.Second, 7 * time.Second} {
+		if _, err := tl.Cut(start.Add(at)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ws, _ := tl.Windows()
+	got := tl.WindowStarts()
+	if len(got) != 3 || len(ws) != 3 {
+		t.Fatalf("%d starts, %d windows; want 3 and 3", len(got), len(ws))
+	}
+	for i := range ws {
+		if !got[i].Equal(ws[i].Start) || !got[i].Equal(start.Add([]time.Duration{0, 3 * time.Second, 7 * time.Second}[i])) {
+			t.Errorf("window %d: start %v, counts say %v", i, got[i], ws[i].Start)
+		}
+	}
+}

@@ -3,6 +3,8 @@ package kwok
 import (
 	"errors"
 	"path/filepath"
+
+	"github.com/mesh-verify/mesh-verify/internal/boundedfile"
 )
 
 // ExtractContext is what Start does once a cluster's context is renamed.
@@ -11,7 +13,7 @@ var ExtractContext = extractContext
 // NotListeningIn names the ports of the components in a cluster's
 // kwok.yaml (clusterDir) that nothing listens on.
 func NotListeningIn(clusterDir string) ([]string, error) {
-	b, err := readLimited(filepath.Join(clusterDir, "kwok.yaml"), maxKwokConfig)
+	b, err := boundedfile.Read(filepath.Join(clusterDir, "kwok.yaml"), maxKwokConfig, "a kwokctl configuration")
 	if err != nil {
 		return nil, err
 	}

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/mesh-verify/mesh-verify/internal/boundedfile"
 )
 
 // listenTimeout bounds how long a create holds the machine-wide create
@@ -110,7 +112,7 @@ func notListening(ports []componentPort) (waiting []componentPort, ok bool) {
 // could not bind is a *PortConflictError, as in create.
 func (l *Lab) waitListening(ctx context.Context, name string) error {
 	path := filepath.Join(l.clusterDir(name), "kwok.yaml")
-	b, err := readLimited(path, maxKwokConfig)
+	b, err := boundedfile.Read(path, maxKwokConfig, "a kwokctl configuration")
 	if err != nil {
 		return fmt.Errorf("lab cluster %s: %w", name, err)
 	}
@@ -142,21 +144,4 @@ func (l *Lab) waitListening(ctx context.Context, name string) error {
 		case <-time.After(conflictPoll):
 		}
 	}
-}
-
-// readLimited reads a file of at most limit bytes.
-func readLimited(path string, limit int64) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err // the PathError names the file
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
-	}
-	if int64(len(b)) > limit {
-		return nil, fmt.Errorf("%s: larger than %d bytes", path, limit)
-	}
-	return b, nil
 }

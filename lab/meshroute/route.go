@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/mesh-verify/mesh-verify/lab/meshsim"
+	"github.com/mesh-verify/mesh-verify/meshconfig"
 )
 
 // Meshes an entry routes by.
@@ -124,13 +125,6 @@ type Resource struct {
 	LabelSelector string
 }
 
-// Skupper v1's link Secrets: label and cost annotation.
-const (
-	SkupperTypeLabel     = "skupper.io/type"
-	SkupperTypeLinkToken = "connection-token"
-	SkupperCost          = "skupper.io/cost"
-)
-
 // Resources are what the daemon watches for entries of mesh.
 func Resources(mesh string) []Resource {
 	switch mesh {
@@ -149,7 +143,7 @@ func Resources(mesh string) []Resource {
 		}
 	case MeshSkupper:
 		return []Resource{
-			{GVR: schema.GroupVersionResource{Version: "v1", Resource: "secrets"}, Namespaced: true, LabelSelector: SkupperTypeLabel + "=" + SkupperTypeLinkToken},
+			{GVR: schema.GroupVersionResource{Version: "v1", Resource: "secrets"}, Namespaced: true, LabelSelector: meshconfig.SkupperTypeLabel + "=" + meshconfig.SkupperTypeLinkToken},
 			{GVR: schema.GroupVersionResource{Group: "skupper.io", Version: "v2alpha1", Resource: "links"}, Namespaced: true},
 			// What exposes the app: v1's skupper-services ConfigMap (all
 			// ConfigMaps are watched: a watch cannot select by name across

@@ -1,7 +1,6 @@
 package meshroute
 
 import (
-	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -11,26 +10,12 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/mesh-verify/mesh-verify/lab/meshsim"
+	"github.com/mesh-verify/mesh-verify/meshconfig"
 )
 
 // skupperDefaultCost is a link's cost without --cost (v1) or spec.cost
 // (v2); v2 clamps costs below 1 to 1 (internal/site/link.go).
 const skupperDefaultCost = 1
-
-// SkupperServices is the ConfigMap in which Skupper 1.x keeps a site's
-// service definitions: `skupper expose` writes one entry per address
-// (key: the address, value: the JSON of a types.ServiceInterface), see
-// skupperproject/skupper client/serviceinterface_update.go
-// (updateServiceInterface, ServiceInterfaceBind) and api/types/types.go
-// (ServiceInterface, ServiceInterfaceTarget). The service controller of
-// each site reads it and gives the router a tcpConnector per target pod;
-// it is also the declarative form a user applies with kubectl.
-const SkupperServices = "skupper-services"
-
-// MaxSkupperServiceBytes bounds one skupper-services entry: a definition
-// is an address, a few ports and targets; a bigger one is a mistake,
-// refused with its key named.
-const MaxSkupperServiceBytes = 64 << 10
 
 // deriveSkupper reads the entry's Skupper network: which sites are linked
 // and at what cost, and in which sites the app is exposed.
@@ -71,7 +56,7 @@ func deriveSkupper(e Entry, objs Objects) (Route, error) {
 			return Route{}, err
 		}
 		for _, cm := range objs.of(c, "ConfigMap", e.Namespace) {
-			if cm.GetName() != SkupperServices {
+			if cm.GetName() != meshconfig.SkupperServices {
 				continue
 			}
 			ok, err := skupperExposedV1(e, cm, c, &r)
@@ -115,7 +100,7 @@ func skupperLinks(e Entry, objs Objects, c string, links map[string]float64, r *
 		}
 	}
 	for _, s := range objs.of(c, "Secret", e.Namespace) {
-		if s.GetLabels()[SkupperTypeLabel] != SkupperTypeLinkToken {
+		if s.GetLabels()[meshconfig.SkupperTypeLabel] != meshconfig.SkupperTypeLinkToken {
 			continue
 		}
 		if c == e.Cluster {
@@ -123,10 +108,10 @@ func skupperLinks(e Entry, objs Objects, c string, links map[string]float64, r *
 			continue
 		}
 		cost := float64(skupperDefaultCost)
-		if v, ok := s.GetAnnotations()[SkupperCost]; ok {
+		if v, ok := s.GetAnnotations()[meshconfig.SkupperCost]; ok {
 			n, err := strconv.Atoi(v)
 			if err != nil || n < 0 {
-				return fieldError(s, c, "metadata.annotations."+SkupperCost, "%q: want a whole number >= 0 (skupper link create --cost)", v)
+				return fieldError(s, c, "metadata.annotations."+meshconfig.SkupperCost, "%q: want a whole number >= 0 (skupper link create --cost)", v)
 			}
 			cost = float64(n)
 		}
@@ -257,7 +242,7 @@ func skupperExposedV1(e Entry, cm *unstructured.Unstructured, c string, r *Route
 	exposed := false
 	for _, key := range slices.Sorted(maps.Keys(data)) {
 		path := "data." + key
-		def, err := parseSkupperService(data[key])
+		def, err := meshconfig.ParseSkupperService(data[key])
 		if err != nil {
 			return false, fieldError(cm, c, path, "%v", err)
 		}
@@ -275,21 +260,6 @@ func skupperExposedV1(e Entry, cm *unstructured.Unstructured, c string, r *Route
 		exposed = exposed || ok
 	}
 	return exposed, nil
-}
-
-// parseSkupperService decodes one skupper-services entry: a JSON object.
-func parseSkupperService(v string) (map[string]any, error) {
-	if len(v) > MaxSkupperServiceBytes {
-		return nil, fmt.Errorf("%d bytes; a service definition of the lab holds at most %d", len(v), MaxSkupperServiceBytes)
-	}
-	var def map[string]any
-	if err := json.Unmarshal([]byte(v), &def); err != nil {
-		return nil, fmt.Errorf("not the JSON of a Skupper service definition: %v", err)
-	}
-	if def == nil {
-		return nil, fmt.Errorf("not the JSON of a Skupper service definition: want an object")
-	}
-	return def, nil
 }
 
 // skupperServiceTargets checks a skupper-services definition of the

@@ -5,24 +5,6 @@ import (
 	"testing"
 )
 
-// TestSkupperServiceLimit: an entry of skupper-services beyond
-// MaxSkupperServiceBytes is refused, one at the limit is read.
-func TestSkupperServiceLimit(t *testing.T) {
-	t.Parallel()
-	def := `{"address":"app","ports":[8080],"targets":[{"selector":"app=app"}],"labels":{"pad":"`
-	at := def + strings.Repeat("x", MaxSkupperServiceBytes-len(def)-3) + `"}}`
-	if len(at) != MaxSkupperServiceBytes {
-		t.Fatalf("test entry is %d bytes, want %d", len(at), MaxSkupperServiceBytes)
-	}
-	if _, err := parseSkupperService(at); err != nil {
-		t.Errorf("an entry of %d bytes: %v, want it read", len(at), err)
-	}
-	over := strings.Replace(at, `"pad":"`, `"pad":"y`, 1)
-	if _, err := parseSkupperService(over); err == nil || !strings.Contains(err.Error(), "at most") {
-		t.Errorf("an entry of %d bytes: %v, want it refused by its size", len(over), err)
-	}
-}
-
 // FuzzSkupperService: any skupper-services entry either parses into an
 // object or fails with an error; deriving a route from it never panics,
 // and an error names the ConfigMap and the entry's key.

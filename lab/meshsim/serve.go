@@ -192,14 +192,16 @@ func (s *Sim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	in := envoylog.CountBody(r)
 	rec := &envoylog.Recorder{ResponseWriter: w}
 	ex := envoylog.NewExchange()
+	// A compiled matcher is never changed (SetPolicy swaps in another), so
+	// its regexes run outside the simulator's lock every request takes.
 	s.mu.Lock()
-	noRoute := s.p.NoRoute != "" || !s.match.takes(r)
-	if noRoute {
+	m, none := s.match, s.p.NoRoute != ""
+	s.mu.Unlock()
+	if none || !m.takes(r) {
+		s.mu.Lock()
 		s.st.Requests++
 		s.st.NoRoute++
-	}
-	s.mu.Unlock()
-	if noRoute {
+		s.mu.Unlock()
 		// Envoy's answer when no route matches: 404, an empty body,
 		// response flag NR; no upstream is tried.
 		rec.WriteHeader(http.StatusNotFound)
