@@ -53,6 +53,15 @@ type job struct {
 	unread bool
 }
 
+// waiting is a job waiting for an attribution worker: only what the worker
+// needs, so the attributionSlots of the work queue cost 24 bytes each
+// rather than a whole job's (its identity is four strings).
+type waiting struct {
+	r    *attack.Result
+	size int64
+	ok   bool
+}
+
 // sink takes the attack's results. Add runs on the attack's results loop
 // and never waits for attribution: a response goes to a bounded queue that
 // attribution workers drain, or, when the queue is full, on with its body
@@ -81,7 +90,7 @@ type sink struct {
 	// The queue; nil work means inline.
 	workers   int
 	budget    int64
-	work      chan job
+	work      chan waiting
 	out       chan job
 	abort     <-chan struct{}
 	workersWG sync.WaitGroup
@@ -127,7 +136,7 @@ func newSink(attr *attribution.Attributor, tl *tally.Tally, codes scenarios.Stat
 	if s.budget <= 0 {
 		s.budget = DefaultAttributionQueue
 	}
-	s.work = make(chan job, attributionSlots)
+	s.work = make(chan waiting, attributionSlots)
 	s.out = make(chan job, collectorSlots)
 	s.collected = make(chan struct{})
 	s.pending, s.closing = map[uint64]int32{}, map[uint64]bool{}
@@ -192,15 +201,13 @@ func (s *sink) Add(r *attack.Result) {
 		if q := s.queued.Load(); q == 0 || q+n <= s.budget {
 			s.hold(r.ConnID)
 			s.queued.Add(n)
-			j.size = n
 			select {
-			case s.work <- j:
+			case s.work <- waiting{r: r, size: n, ok: j.ok}:
 				s.notePeak()
 				return
 			default: // every slot taken
 			}
 			s.queued.Add(-n)
-			j.size = 0
 			s.release(r.ConnID)
 		}
 		j.unread = true
@@ -218,7 +225,8 @@ func (s *sink) notePeak() {
 
 func (s *sink) worker() {
 	defer s.workersWG.Done()
-	for j := range s.work {
+	for q := range s.work {
+		j := job{r: q.r, ok: q.ok, size: q.size}
 		if s.isAborted() {
 			// A second Ctrl-C: what waits is not read, only counted.
 			j.unread = true

@@ -44,12 +44,16 @@ const (
 )
 
 // Bounds of what a recorder holds in memory: results wait in batches for
-// the writer goroutine; at most maxBatches exist (about 2 MB), plus one
-// write buffer per file.
+// the writer goroutine; at most maxBatches exist (about 0.5 MB; while the
+// disk keeps up, two: the one filling and the one being written), plus one
+// write buffer per file. They are small because they are most of a run's
+// live heap, which the collector lets grow to twice its size (issue 27:
+// private memory); a batch of 256 is still one hand-off per 256 results,
+// and a 64 KiB buffer one write(2) per 64 KiB.
 const (
-	batchSize  = 1024
+	batchSize  = 256
 	maxBatches = 8
-	bufferSize = 256 << 10
+	bufferSize = 64 << 10
 	// batchAge hands a batch to the writer once it spans this much of the
 	// attack, so the files follow a slow run closely.
 	batchAge = time.Second
