@@ -360,7 +360,9 @@ labup_gate() {
   shift 4
   if command -v flock >/dev/null; then
     {
-      if ! flock -n -x 7; then
+      # Lab ups pass the turnstile in an instant; a second means a quiet
+      # run holds it.
+      if ! flock -w 1 -x 7; then
         echo "  $label waits: a quiet run is on or about to start" >&2
         stamp "$label: waits"
         flock -x 7
@@ -385,7 +387,7 @@ run_row() {
   local i="$1" scenario="${row_scenario[$1]}" name="${row_name[$1]}"
   if quiet_row "$scenario" && command -v flock >/dev/null; then
     {
-      if ! flock -n -x 7 || ! flock -n -x 8; then
+      if ! flock -w 1 -x 7 || ! flock -n -x 8; then
         # the lab's previous phase ends here: its time is not the wait's
         phase "" "$name waits for the labs coming up (none comes up during its attack)" ""
         stamp "run $name: waits"
