@@ -220,8 +220,9 @@ seed_flag=()
 [ "$seed" = random ] || seed_flag=(--seed "$seed")
 
 # The rows to run and their groups: consecutive rows of one topology share
-# a lab (skupper-failover last on skupper-3: it scales c3's app up and back
-# to zero, the manifests' state, before the lab goes down).
+# a lab; a lab runs its quiet rows first (run_group: skupper-failover
+# scales c3's app up and back to zero, the manifests' state, before
+# skupper-3 runs).
 row_scenario=() row_topology=() row_want=() row_name=()
 group_topology=() group_rows=()
 for line in "${seeds[@]}"; do
@@ -345,7 +346,11 @@ attack() {
 # token each from the FIFO on fd 3, which the demo fills with $labups: the
 # demo takes one before it starts a lab's job, so labs come up in the
 # order they start, longest first, and the job gives it back once its lab
-# is up), and none while a quiet run (quiet_row) is on. Two locks for
+# is up, or, when its lab's first row is quiet, once that row holds the
+# turnstile below: no lab up starts between, so the quiet run waits only
+# for the lab ups under way, not for new ones started meanwhile, which
+# cost a 2-minute stall in a busy demo), and none while a quiet run
+# (quiet_row) is on. Two locks for
 # that, so that a quiet run waiting for the lab ups on hand is not
 # overtaken by new ones: a lab up passes the turnstile (fd 7) to take the
 # shared lock (fd 8); a quiet run holds the turnstile while it takes the
@@ -354,7 +359,7 @@ attack() {
 # demo-times.tsv records the work, not the wait, and a wait prints a line.
 #
 # labup_gate LOG KEY WHAT LABEL COMMAND...: COMMAND (the lab up, output to
-# LOG) as phase KEY once the locks allow, then the token back.
+# LOG) as phase KEY once the locks allow.
 labup_gate() {
   local log="$1" key="$2" what="$3" label="$4" rc=0
   shift 4
@@ -377,8 +382,15 @@ labup_gate() {
     phase "$key" "$what" "$label"
     "$@" >"$log" 2>&1 3>&- || rc=$?
   fi
-  printf x >&3 # the token the demo took for this lab
   return "$rc"
+}
+
+# give_token: gives back the lab-up token the demo took for this job
+# (run_group's $token), once.
+give_token() {
+  [ "$token" = 1 ] || return 0
+  token=0
+  printf x >&3
 }
 
 # run_row I: runs row I's scenario against the lab in $LAB and writes its
@@ -387,11 +399,18 @@ run_row() {
   local i="$1" scenario="${row_scenario[$1]}" name="${row_name[$1]}"
   if quiet_row "$scenario" && command -v flock >/dev/null; then
     {
-      if ! flock -w 1 -x 7 || ! flock -n -x 8; then
+      local waits="$name waits for the labs coming up (none comes up during its attack)" waited=0
+      if ! flock -w 1 -x 7; then
         # the lab's previous phase ends here: its time is not the wait's
-        phase "" "$name waits for the labs coming up (none comes up during its attack)" ""
+        phase "" "$waits" ""
         stamp "run $name: waits"
-        flock -x 7 && flock -x 8
+        waited=1
+        flock -x 7
+      fi
+      give_token # a lab up started from now on waits behind this run
+      if ! flock -n -x 8; then
+        [ "$waited" = 1 ] || { phase "" "$waits" ""; stamp "run $name: waits"; }
+        flock -x 8
       fi
       row "$i" 3>&- 7>&- 8>&-
     } 7>"$STATE/turnstile.lock" 8>"$STATE/labup.lock"
@@ -440,7 +459,7 @@ row() {
 # (the demo stops it with a signal to the group); the lab is always torn
 # down, by `lab down` of its directory (the daemon by its pid file).
 run_group() {
-  local g="$1" topology="${group_topology[$1]}" i LAB="" down=0
+  local g="$1" topology="${group_topology[$1]}" i LAB="" down=0 token=1 quiet="" rest=""
   set +m # the lab's children stay in this job's process group
   teardown() {
     [ -n "$LAB" ] && [ "$down" = 0 ] || return 0
@@ -457,16 +476,25 @@ run_group() {
   LAB="$(mktemp -d /tmp/mvdemo-XXXXXX)"
   if ! labup_gate "$LOGS/lab-$topology.txt" "g$g:up" "lab up $topology ($LAB)" "lab up $topology" \
     "$MV" lab up --dir "$LAB" --topology "$topology" "${seed_flag[@]}"; then
+    give_token
     sed "s/^/  lab $topology: /" "$LOGS/lab-$topology.txt" >&2
     for i in ${group_rows[$g]}; do
       printf '%s|%s|LAB-ERROR|%s\n' "${row_name[$i]}" "${row_want[$i]}" "$LOGS/lab-$topology.txt" >"$STATE/result-$i"
     done
   else
     grep -E '^(daemon|  [a-z].* routes)' "$LOGS/lab-$topology.txt" | sed "s/^/  lab $topology: /" >&2 || true
+    # Quiet rows first (skupper-failover before skupper-3: it ends with
+    # c3's app back at zero, the manifests' state): the first one keeps the
+    # token until it holds the turnstile.
     for i in ${group_rows[$g]}; do
+      if quiet_row "${row_scenario[$i]}"; then quiet+="$i "; else rest+="$i "; fi
+    done
+    [ -n "$quiet" ] && command -v flock >/dev/null || give_token
+    for i in $quiet $rest; do
       run_row "$i"
     done
   fi
+  give_token
   phase "g$g:down" "lab down $topology" "lab down $topology"
   teardown
   phase "" "lab $topology done" ""
