@@ -88,7 +88,8 @@ midrun() {
 # are judged by the requests each one gets, and a lab up's CPU (several
 # kube-apiservers starting) halves them: its "during" window, 10 s
 # between the scale up and the scale back, needs about 60 and got 54 with
-# four labs coming up, 146 on a quiet lab. cilium-failover is not quiet:
+# four labs coming up, 135-156 with none (at a load of 6-17 from other
+# work). cilium-failover is not quiet:
 # its worker pods send at a fixed rate (40/s), so each window gets its
 # seconds times the rate whatever else runs, and it PASSes with labs
 # coming up meanwhile (README.md, "make demo").
@@ -349,12 +350,11 @@ attack() {
 # is up, or, when its lab's first row is quiet, once that row holds the
 # turnstile below: no lab up starts between, so the quiet run waits only
 # for the lab ups under way, not for new ones started meanwhile, which
-# cost a 2-minute stall in a busy demo), and none while a quiet run
-# (quiet_row) is on. Two locks for
-# that, so that a quiet run waiting for the lab ups on hand is not
-# overtaken by new ones: a lab up passes the turnstile (fd 7) to take the
-# shared lock (fd 8); a quiet run holds the turnstile while it takes the
-# lock alone. The commands get none of these descriptors (a lab daemon
+# stalled a busy demo's lab ups for 94 s before its 52 s quiet), and none
+# while a quiet run (quiet_row) is on. Two locks for that, so that a quiet
+# run waiting for the lab ups on hand is not overtaken by new ones: a lab
+# up passes the turnstile (fd 7) to take the shared lock (fd 8); a quiet
+# run holds the turnstile while it takes the lock alone. The commands get none of these descriptors (a lab daemon
 # would hold them on). A phase's time starts once its locks are held, so
 # demo-times.tsv records the work, not the wait, and a wait prints a line.
 #
