@@ -383,7 +383,7 @@ func (t *Tunnel) upgrade(ctx context.Context, pod string) (streamhttp.Connection
 	}
 	var used atomic.Value
 	spdyDialer := &namedDialer{d: spdy.NewDialerForStreaming(upgrader, &http.Client{Transport: rt}, http.MethodPost, u), name: "spdy", used: &used}
-	ws, err := newWSDialer(u, cfg) // one WebSocket message per SPDY frame (wsframe.go)
+	ws, err := newWSDialer(u, cfg) // SPDY over WebSocket with mesh-verify's SPDY end (wsdial.go)
 	if err != nil {
 		return nil, "", err
 	}
