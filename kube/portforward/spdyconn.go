@@ -398,6 +398,13 @@ type spdyStream struct {
 	reset     bool // reset here: reads end now, held data dropped
 	repliedOK bool
 	refused   bool // ended before the reply
+
+	// WriteTo's writer: data goes to it from the connection's reader,
+	// without a hand-off to the goroutine in WriteTo.
+	sink    io.Writer
+	sinking bool  // a write to sink is under way (mu not held)
+	sunk    int64 // bytes written to sink
+	sinkErr error // the failed write's error: later data is dropped
 }
 
 func (s *spdyStream) reply() {
@@ -414,10 +421,26 @@ func (s *spdyStream) reply() {
 func (s *spdyStream) push(p []byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for len(s.buf)-s.off >= maxStreamBuffer && !s.reset && !s.c.closed.Load() {
-		s.cond.Wait() // shut and Reset broadcast
+	for s.sinking || (s.sink == nil && len(s.buf)-s.off >= maxStreamBuffer && !s.reset && !s.c.closed.Load()) {
+		s.cond.Wait() // shut, Reset, Read and WriteTo broadcast
 	}
-	if s.reset {
+	if s.reset || s.sinkErr != nil {
+		return // nobody will read it
+	}
+	if s.sink != nil {
+		// WriteTo waits: write straight to its writer, in order (this is
+		// the only goroutine writing once WriteTo flushed the buffer).
+		w := s.sink
+		s.sinking = true
+		s.mu.Unlock()
+		n, err := w.Write(p)
+		s.mu.Lock()
+		s.sinking = false
+		s.sunk += int64(n)
+		if err != nil {
+			s.sinkErr = err
+		}
+		s.cond.Broadcast()
 		return
 	}
 	if s.off > 0 {
@@ -468,6 +491,41 @@ func (s *spdyStream) Read(p []byte) (int, error) {
 	}
 	s.cond.Broadcast() // room for a waiting push
 	return n, nil
+}
+
+// WriteTo writes what the stream receives to w until the peer's FIN (or
+// RST, or the connection's end: then nil) or a Reset here (nil), or a
+// write to w fails (its error). The connection's reader writes to w
+// itself, so a received frame reaches w with no goroutine hand-off; a w
+// that blocks holds up the connection's other streams, as a full stream
+// buffer does. io.Copy(w, stream) uses it.
+func (s *spdyStream) WriteTo(w io.Writer) (int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sink != nil || s.sinking {
+		return 0, fmt.Errorf("stream %d: WriteTo while another WriteTo runs", s.id)
+	}
+	held := s.buf[s.off:]
+	s.buf, s.off = nil, 0
+	s.sink, s.sunk, s.sinkErr = w, 0, nil
+	if len(held) > 0 && !s.reset {
+		// What arrived before goes first; push waits on sinking.
+		s.sinking = true
+		s.mu.Unlock()
+		n, err := w.Write(held)
+		s.mu.Lock()
+		s.sinking = false
+		s.sunk += int64(n)
+		if err != nil {
+			s.sinkErr = err
+		}
+		s.cond.Broadcast()
+	}
+	for s.sinking || (!s.reset && !s.remoteFin && s.sinkErr == nil) {
+		s.cond.Wait()
+	}
+	s.sink = nil
+	return s.sunk, s.sinkErr
 }
 
 // Write sends p as data frames.

@@ -97,46 +97,69 @@ func TestSPDYConnEchoesThroughSpdystream(t *testing.T) {
 		{"bytewise writes", 300, 0, 1},
 		{"odd writes, small frames", 50_000, 4096, 999},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			_, c := startSPDYPeer(t)
-			if tc.maxFrame > 0 {
-				c.maxFrame = tc.maxFrame
+		for _, viaWriteTo := range []bool{false, true} {
+			name := tc.name
+			if viaWriteTo {
+				name += ", WriteTo"
 			}
-			s, err := c.CreateStream(http.Header{"Streamtype": {"data"}})
-			if err != nil {
-				t.Fatalf("CreateStream: %v", err)
-			}
-			want := make([]byte, tc.size)
-			for i := range want {
-				want[i] = byte(i*7 + i/251)
-			}
-			got := make(chan []byte, 1)
-			go func() {
-				b, _ := io.ReadAll(s)
-				got <- b
-			}()
-			step := tc.write
-			if step == 0 {
-				step = len(want)
-			}
-			for i := 0; i < len(want); i += step {
-				if _, err := s.Write(want[i:min(i+step, len(want))]); err != nil {
-					t.Fatalf("Write at %d: %v", i, err)
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				_, c := startSPDYPeer(t)
+				if tc.maxFrame > 0 {
+					c.maxFrame = tc.maxFrame
 				}
+				echoThroughPeer(t, c, tc.size, tc.write, viaWriteTo)
+			})
+		}
+	}
+}
+
+// echoThroughPeer writes size bytes on a new stream of c, write bytes at
+// a time (0: at once), half-closes, and reads the echo back by Read or by
+// WriteTo.
+func echoThroughPeer(t *testing.T, c *spdyConn, size, write int, viaWriteTo bool) {
+	t.Helper()
+	s, err := c.CreateStream(http.Header{"Streamtype": {"data"}})
+	if err != nil {
+		t.Fatalf("CreateStream: %v", err)
+	}
+	want := make([]byte, size)
+	for i := range want {
+		want[i] = byte(i*7 + i/251)
+	}
+	got := make(chan []byte, 1)
+	go func() {
+		if viaWriteTo {
+			var b bytes.Buffer
+			n, err := s.(io.WriterTo).WriteTo(&b)
+			if err != nil || n != int64(b.Len()) {
+				t.Errorf("WriteTo: %d, %v (wrote %d)", n, err, b.Len())
 			}
-			if err := s.Close(); err != nil { // FIN: the peer's echo ends and closes
-				t.Fatalf("Close: %v", err)
-			}
-			select {
-			case b := <-got:
-				if !bytes.Equal(b, want) {
-					t.Fatalf("echo: %d bytes, want %d (first difference at %d)", len(b), len(want), firstDiff(b, want))
-				}
-			case <-time.After(20 * time.Second):
-				t.Fatal("no EOF after the peer's FIN")
-			}
-		})
+			got <- b.Bytes()
+			return
+		}
+		b, _ := io.ReadAll(s)
+		got <- b
+	}()
+	step := write
+	if step == 0 {
+		step = len(want)
+	}
+	for i := 0; i < len(want); i += step {
+		if _, err := s.Write(want[i:min(i+step, len(want))]); err != nil {
+			t.Fatalf("Write at %d: %v", i, err)
+		}
+	}
+	if err := s.Close(); err != nil { // FIN: the peer's echo ends and closes
+		t.Fatalf("Close: %v", err)
+	}
+	select {
+	case b := <-got:
+		if !bytes.Equal(b, want) {
+			t.Fatalf("echo: %d bytes, want %d (first difference at %d)", len(b), len(want), firstDiff(b, want))
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("no EOF after the peer's FIN")
 	}
 }
 
@@ -494,5 +517,98 @@ func TestSPDYConnStreamBufferBound(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("stream 3 still blocked after stream 1 was reset")
+	}
+}
+
+// failAfter accepts n bytes, then fails.
+type failAfter struct {
+	n   int
+	got bytes.Buffer
+}
+
+var errSinkFull = errors.New("sink full")
+
+func (f *failAfter) Write(p []byte) (int, error) {
+	if f.got.Len()+len(p) > f.n {
+		k := f.n - f.got.Len()
+		f.got.Write(p[:k])
+		return k, errSinkFull
+	}
+	return f.got.Write(p)
+}
+
+// WriteTo gets what was buffered before it began, then what arrives, in
+// order; a failing writer ends it with the writer's error and the
+// connection's other streams carry on; a Reset ends it.
+func TestSPDYConnWriteTo(t *testing.T) {
+	t.Parallel()
+	_, c := startSPDYPeer(t)
+	// Buffered first: the peer echoes before WriteTo starts.
+	s, err := c.CreateStream(http.Header{})
+	if err != nil {
+		t.Fatalf("CreateStream: %v", err)
+	}
+	s.Write([]byte("early;"))
+	first := make([]byte, 1)
+	if _, err := io.ReadFull(s, first); err != nil { // the echo has arrived
+		t.Fatalf("Read: %v", err)
+	}
+	done := make(chan string, 1)
+	go func() {
+		var b bytes.Buffer
+		s.(io.WriterTo).WriteTo(&b)
+		done <- b.String()
+	}()
+	s.Write([]byte("late"))
+	s.Close()
+	select {
+	case got := <-done:
+		if string(first)+got != "early;late" {
+			t.Errorf("Read then WriteTo: %q, want %q", string(first)+got, "early;late")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("WriteTo did not end after the peer's FIN")
+	}
+
+	// A failing writer.
+	s2, err := c.CreateStream(http.Header{})
+	if err != nil {
+		t.Fatalf("CreateStream: %v", err)
+	}
+	sink := &failAfter{n: 10}
+	res := make(chan error, 1)
+	go func() {
+		_, err := s2.(io.WriterTo).WriteTo(sink)
+		res <- err
+	}()
+	s2.Write(bytes.Repeat([]byte("x"), 25))
+	select {
+	case err := <-res:
+		if !errors.Is(err, errSinkFull) || sink.got.Len() != 10 {
+			t.Errorf("WriteTo into a failing writer: %v after %d bytes, want %v after 10", err, sink.got.Len(), errSinkFull)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("WriteTo did not end when its writer failed")
+	}
+	s2.Write([]byte("more, dropped"))
+	echoThroughPeer(t, c, 1000, 0, true) // the connection's reader is not stuck
+
+	// Reset ends a waiting WriteTo.
+	s3, err := c.CreateStream(http.Header{})
+	if err != nil {
+		t.Fatalf("CreateStream: %v", err)
+	}
+	go func() {
+		_, err := s3.(io.WriterTo).WriteTo(io.Discard)
+		res <- err
+	}()
+	s3.Reset()
+	select {
+	case err := <-res:
+		if err != nil {
+			t.Errorf("WriteTo after Reset: %v, want nil", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Reset did not end WriteTo")
 	}
 }

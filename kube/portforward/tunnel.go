@@ -791,6 +791,26 @@ func (c *tunnelConn) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// WriteTo copies the connection's data to w, ending like Read: nil where
+// Read would end with io.EOF, else the cause. On the WebSocket path the
+// stream writes to w from the connection's reader (spdyStream.WriteTo),
+// sparing a goroutine hand-off per received frame; Serve's copy to the
+// local socket goes through here.
+func (c *tunnelConn) WriteTo(w io.Writer) (int64, error) {
+	wt, ok := c.data.(io.WriterTo)
+	if !ok {
+		return io.Copy(w, struct{ io.Reader }{c})
+	}
+	n, err := wt.WriteTo(w)
+	if err != nil {
+		return n, err // w failed
+	}
+	if err := c.cause(io.EOF); err != io.EOF {
+		return n, err
+	}
+	return n, nil
+}
+
 func (c *tunnelConn) Write(p []byte) (int, error) {
 	if c.dlExceeded.Load() {
 		return 0, os.ErrDeadlineExceeded
