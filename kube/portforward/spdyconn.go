@@ -430,17 +430,7 @@ func (s *spdyStream) push(p []byte) {
 	if s.sink != nil {
 		// WriteTo waits: write straight to its writer, in order (this is
 		// the only goroutine writing once WriteTo flushed the buffer).
-		w := s.sink
-		s.sinking = true
-		s.mu.Unlock()
-		n, err := w.Write(p)
-		s.mu.Lock()
-		s.sinking = false
-		s.sunk += int64(n)
-		if err != nil {
-			s.sinkErr = err
-		}
-		s.cond.Broadcast()
+		s.sinkWrite(p)
 		return
 	}
 	if s.off > 0 {
@@ -448,6 +438,23 @@ func (s *spdyStream) push(p []byte) {
 		s.off = 0
 	}
 	s.buf = append(s.buf, p...)
+	s.cond.Broadcast()
+}
+
+// sinkWrite writes p to the sink without holding s.mu (a blocked local
+// socket must not block Reset); s.mu is held on entry and on return, and
+// sinking keeps a second write from starting meanwhile.
+func (s *spdyStream) sinkWrite(p []byte) {
+	w := s.sink
+	s.sinking = true
+	s.mu.Unlock()
+	n, err := w.Write(p)
+	s.mu.Lock()
+	s.sinking = false
+	s.sunk += int64(n)
+	if err != nil {
+		s.sinkErr = err
+	}
 	s.cond.Broadcast()
 }
 
@@ -509,17 +516,7 @@ func (s *spdyStream) WriteTo(w io.Writer) (int64, error) {
 	s.buf, s.off = nil, 0
 	s.sink, s.sunk, s.sinkErr = w, 0, nil
 	if len(held) > 0 && !s.reset {
-		// What arrived before goes first; push waits on sinking.
-		s.sinking = true
-		s.mu.Unlock()
-		n, err := w.Write(held)
-		s.mu.Lock()
-		s.sinking = false
-		s.sunk += int64(n)
-		if err != nil {
-			s.sinkErr = err
-		}
-		s.cond.Broadcast()
+		s.sinkWrite(held) // what arrived before goes first; push waits on sinking
 	}
 	for s.sinking || (!s.reset && !s.remoteFin && s.sinkErr == nil) {
 		s.cond.Wait()
