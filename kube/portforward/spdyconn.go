@@ -494,7 +494,13 @@ func (s *spdyStream) Read(p []byte) (int, error) {
 	n := copy(p, s.buf[s.off:])
 	s.off += n
 	if s.off == len(s.buf) {
-		s.buf, s.off = s.buf[:0], 0
+		// Drained: keep a small buffer for the next frame, not one a burst
+		// grew (an idle keep-alive connection would hold it).
+		if cap(s.buf) > readChunk {
+			s.buf, s.off = nil, 0
+		} else {
+			s.buf, s.off = s.buf[:0], 0
+		}
 	}
 	s.cond.Broadcast() // room for a waiting push
 	return n, nil

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -458,7 +459,23 @@ func FuzzSPDYConnRead(f *testing.F) {
 	f.Add([]byte{0x80, 3, 0, 7, 0, 0, 0, 8, 0, 0, 0, 0, 0, 0, 0, 0}) // GOAWAY
 	f.Add([]byte{0, 0, 0, 1, 0, 0xff, 0xff, 0xff})                   // a 16 MiB frame, cut short
 	f.Fuzz(func(t *testing.T, in []byte) {
-		got, err := readConn(t, bytes.NewReader(in))
+		type result struct {
+			got map[uint32][]byte
+			err error
+		}
+		done := make(chan result, 1)
+		go func() {
+			got, err := readConn(t, bytes.NewReader(in))
+			done <- result{got, err}
+		}()
+		var r result
+		select {
+		case r = <-done:
+		case <-time.After(10 * time.Second):
+			buf := make([]byte, 1<<20)
+			t.Fatalf("reader still running after 10s on %x\n%s", in, buf[:runtime.Stack(buf, true)])
+		}
+		got, err := r.got, r.err
 		if err == nil {
 			t.Fatal("reader ended without an error")
 		}
