@@ -58,8 +58,9 @@ type messageWriter interface {
 // spdystream queues each received frame to a worker goroutine that hands
 // it, unbuffered, to the stream's reader, and wakes an idle-timer goroutine
 // on every frame read or written. Here the one reader goroutine appends a
-// frame's payload to its stream's buffer and wakes that stream's reader;
-// a write goes out from the writer's goroutine as one WebSocket message
+// frame's payload to its stream's buffer and wakes that stream's reader
+// (or, while the stream's WriteTo runs, writes it to WriteTo's writer
+// itself: no hand-off at all); a write goes out from the writer's goroutine as one WebSocket message
 // (header and payload together). Header blocks are (de)compressed by
 // spdystream's own Framer (package spdy), which also parses every control
 // frame; data frames, the per-request traffic, are parsed here.
