@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -117,6 +118,24 @@ func localPortOf(ctx context.Context, c *kube.Cluster, t *portforward.Tunnel, ta
 	return 0, fmt.Errorf("service %s/%s has no port %s", t.Namespace(), target.Name, target.Port)
 }
 
+// forwarderMaxProcs is the GOMAXPROCS `mesh-verify port-forward` serves
+// with. Forwarding is I/O: a request costs tens of microseconds of CPU,
+// and with more Ps every goroutine the network wakes starts an idle
+// thread to run it (futex wake-ups and context switches that cost more
+// than the forwarding itself; BENCHMARKS.md, the tunnel). One core
+// forwards far more than an API server connection carries.
+const forwarderMaxProcs = 1
+
+// limitProcs sets GOMAXPROCS to forwarderMaxProcs unless the environment
+// sets GOMAXPROCS (the user's choice wins); it returns the value in force.
+func limitProcs(getenv func(string) string) int {
+	if getenv("GOMAXPROCS") != "" {
+		return runtime.GOMAXPROCS(0)
+	}
+	runtime.GOMAXPROCS(forwarderMaxProcs)
+	return forwarderMaxProcs
+}
+
 func runPortForward(cmd *cobra.Command, f portForwardFlags, resource, ports string) error {
 	local, same, remote, err := splitLocalPort(ports)
 	if err != nil {
@@ -184,6 +203,7 @@ func runPortForward(cmd *cobra.Command, f portForwardFlags, resource, ports stri
 	pod := t.Pod()
 	fmt.Fprintf(out, "Forwarding from %s -> %d\n", ln.Addr(), pod.Port)
 	fmt.Fprintf(errOut, "(pod %s/%s, context %s, via %s)\n", pod.Namespace, pod.Name, cluster.Context, t.Stats().Protocol)
+	limitProcs(os.Getenv)
 	var mu sync.Mutex // Serve reports from one goroutine per connection
 	last := pod
 	err = t.Serve(ctx, ln, func(err error) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -111,5 +112,19 @@ func TestPortForwardSetupErrors(t *testing.T) {
 		if exitCodeOf(err) != tc.code || !strings.Contains(fmt.Sprint(err), tc.msg) {
 			t.Errorf("%v: exit %d, %v; want %d, %q", tc.args, exitCodeOf(err), err, tc.code, tc.msg)
 		}
+	}
+}
+
+// port-forward serves on one P unless GOMAXPROCS is set. Not parallel: it
+// changes the test process's GOMAXPROCS (and restores it).
+func TestLimitProcs(t *testing.T) {
+	prev := runtime.GOMAXPROCS(0)
+	t.Cleanup(func() { runtime.GOMAXPROCS(prev) })
+	runtime.GOMAXPROCS(3)
+	if got := limitProcs(func(string) string { return "3" }); got != 3 || runtime.GOMAXPROCS(0) != 3 {
+		t.Errorf("GOMAXPROCS=3 in the environment: limitProcs %d, GOMAXPROCS %d; want 3, 3", got, runtime.GOMAXPROCS(0))
+	}
+	if got := limitProcs(func(string) string { return "" }); got != forwarderMaxProcs || runtime.GOMAXPROCS(0) != forwarderMaxProcs {
+		t.Errorf("no GOMAXPROCS: limitProcs %d, GOMAXPROCS %d; want %d", got, runtime.GOMAXPROCS(0), forwarderMaxProcs)
 	}
 }

@@ -52,7 +52,8 @@ func (t *Tunnel) Serve(ctx context.Context, ln net.Listener, onError func(error)
 func splice(ctx context.Context, local, remote net.Conn) error {
 	remoteDone := make(chan error, 1)
 	// Plain writers: *net.TCPConn's ReadFrom would wrap the tunnel's
-	// error (and its cause) in a "readfrom tcp …" OpError.
+	// error (and its cause) in a "readfrom tcp …" OpError. The tunnel's
+	// WriteTo then writes each received frame to local itself.
 	go func() {
 		_, err := io.Copy(struct{ io.Writer }{local}, remote)
 		remoteDone <- err

@@ -383,7 +383,7 @@ func (t *Tunnel) upgrade(ctx context.Context, pod string) (streamhttp.Connection
 	}
 	var used atomic.Value
 	spdyDialer := &namedDialer{d: spdy.NewDialerForStreaming(upgrader, &http.Client{Transport: rt}, http.MethodPost, u), name: "spdy", used: &used}
-	ws, err := newWSDialer(u, cfg) // one WebSocket message per SPDY frame (wsframe.go)
+	ws, err := newWSDialer(u, cfg) // SPDY over WebSocket with mesh-verify's SPDY end (wsdial.go)
 	if err != nil {
 		return nil, "", err
 	}
@@ -789,6 +789,26 @@ func (c *tunnelConn) Read(p []byte) (int, error) {
 		err = c.cause(err)
 	}
 	return n, err
+}
+
+// WriteTo copies the connection's data to w, ending like Read: nil where
+// Read would end with io.EOF, else the cause. On the WebSocket path the
+// stream writes to w from the connection's reader (spdyStream.WriteTo),
+// sparing a goroutine hand-off per received frame; Serve's copy to the
+// local socket goes through here.
+func (c *tunnelConn) WriteTo(w io.Writer) (int64, error) {
+	wt, ok := c.data.(io.WriterTo)
+	if !ok {
+		return io.Copy(w, struct{ io.Reader }{c})
+	}
+	n, err := wt.WriteTo(w)
+	if err != nil {
+		return n, err // w failed
+	}
+	if err := c.cause(io.EOF); err != io.EOF {
+		return n, err
+	}
+	return n, nil
 }
 
 func (c *tunnelConn) Write(p []byte) (int, error) {
