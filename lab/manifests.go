@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"strings"
@@ -32,14 +33,18 @@ const crdTimeout = "60s"
 // does. Server-side apply: Istio's CRDs are larger than the annotation a
 // client-side apply would keep of them.
 func registerCRDs(ctx context.Context, kubectl kubectlFunc, cluster string) error {
+	var docs []applyDoc
 	for _, f := range crds.Files() {
 		b, err := crds.YAML(f)
 		if err != nil {
 			return err
 		}
-		if _, err := kubectl(ctx, b, "apply", "--server-side", "--force-conflicts", "--field-manager=mesh-verify-lab", "-f", "-"); err != nil {
+		docs = append(docs, applyDoc{b, func(err error) error {
 			return fmt.Errorf("register the meshes' CRDs (lab/crds/%s) in cluster %s: %w", f, cluster, err)
-		}
+		}})
+	}
+	if err := applyAll(ctx, kubectl, docs, "apply", "--server-side", "--force-conflicts", "--field-manager=mesh-verify-lab", "-f", "-"); err != nil {
+		return err
 	}
 	args := []string{"wait", "--for=condition=Established", "--timeout=" + crdTimeout}
 	for _, n := range crds.Names() {
@@ -73,6 +78,7 @@ const crdStatusTimeout = 60 * time.Second
 // Deployments, which applyDeployments applies as the lab injects them,
 // once every Service and mesh object is in place.
 func applyManifests(ctx context.Context, kubectl kubectlFunc, cluster string, t *topology.Topology) error {
+	var docs []applyDoc
 	for _, m := range t.ManifestsOf(cluster) {
 		data, err := m.WithoutDeployments()
 		if err != nil {
@@ -81,24 +87,70 @@ func applyManifests(ctx context.Context, kubectl kubectlFunc, cluster string, t 
 		if data == nil {
 			continue
 		}
-		if _, err := kubectl(ctx, data, "apply", "-f", "-"); err != nil {
+		docs = append(docs, applyDoc{data, func(err error) error {
 			return fmt.Errorf("topology %s, %s: %w", t.Metadata.Name, m.File, err)
-		}
+		}})
 	}
-	return nil
+	return applyAll(ctx, kubectl, docs, "apply", "-f", "-")
 }
 
 // applyDeployments applies the manifests' Deployments of cluster with
 // kubectl apply, as the lab injects them (topology.InjectedDeployments).
 func applyDeployments(ctx context.Context, kubectl kubectlFunc, cluster string, t *topology.Topology) error {
+	var docs []applyDoc
 	for _, d := range t.InjectedDeployments(cluster) {
 		data, err := yaml.Marshal(d)
 		if err != nil {
 			return fmt.Errorf("topology %s: encode Deployment %s/%s: %w", t.Metadata.Name, d.Namespace, d.Name, err)
 		}
-		if _, err := kubectl(ctx, data, "apply", "-f", "-"); err != nil {
+		docs = append(docs, applyDoc{data, func(err error) error {
 			return fmt.Errorf("topology %s: apply Deployment %s/%s in cluster %s: %w", t.Metadata.Name, d.Namespace, d.Name, cluster, err)
+		}})
+	}
+	return applyAll(ctx, kubectl, docs, "apply", "-f", "-")
+}
+
+// applyDoc is one YAML stream to apply, and how a failure to apply it is
+// told (naming its file or object).
+type applyDoc struct {
+	data []byte
+	wrap func(error) error
+}
+
+// applyAll applies docs, in their order, with one kubectl (args, reading
+// stdin): each kubectl process costs about 0.1 s of CPU and the API server
+// its discovery and OpenAPI requests, which a cluster's dozen files used to
+// pay each. When that apply fails, the docs are applied again one at a
+// time (apply is idempotent), so that the error names the file or object
+// at fault as a per-file apply did.
+func applyAll(ctx context.Context, kubectl kubectlFunc, docs []applyDoc, args ...string) error {
+	switch len(docs) {
+	case 0:
+		return nil
+	case 1:
+		_, err := kubectl(ctx, docs[0].data, args...)
+		if err != nil {
+			return docs[0].wrap(err)
+		}
+		return nil
+	}
+	var all bytes.Buffer
+	for _, d := range docs {
+		// A document separator on a line of its own, whatever the
+		// previous stream ended with.
+		all.WriteString("\n---\n")
+		all.Write(d.data)
+	}
+	_, batchErr := kubectl(ctx, all.Bytes(), args...)
+	if batchErr == nil {
+		return nil
+	}
+	for _, d := range docs {
+		if _, err := kubectl(ctx, d.data, args...); err != nil {
+			return d.wrap(err)
 		}
 	}
+	// Each went through on its own: what failed together was passing (an
+	// API server not yet serving a kind), and everything is applied now.
 	return nil
 }

@@ -33,6 +33,16 @@ import (
 //go:embed stages.yaml
 var stages string
 
+// kwokctlConfig is the lab's kwokctl configuration: where components
+// bind, and what each cluster's control plane serves and runs (the file
+// says why each setting).
+//
+//go:embed kwokctl.yaml
+var kwokctlConfig string
+
+// kubectlPlaceholder is the line of kwokctl.yaml naming the lab's kubectl.
+const kubectlPlaceholder = "kubectlBinary: KUBECTL_BINARY"
+
 // ManagedLabel marks the pods the lab daemon serves; kwok leaves their
 // deletion to the daemon until their grace period ends (stages.yaml).
 const ManagedLabel = "lab.mesh-verify.io/managed"
@@ -109,17 +119,17 @@ func New(bin Binaries, dir string) (*Lab, error) {
 		return nil, fmt.Errorf("create lab directory %s: %w", dir, err)
 	}
 	l := &Lab{Bin: bin, Dir: dir, Kubeconfig: filepath.Join(dir, "kubeconfig"), ContextPrefix: "kind-"}
-	conf := fmt.Sprintf(`kind: KwokctlConfiguration
-apiVersion: config.kwok.x-k8s.io/v1alpha1
-options:
-  bindAddress: 127.0.0.1
-  kubectlBinary: %s
----
-%s`, bin.Path("kubectl"), stages)
+	conf := Config(bin.Path("kubectl")) + "---\n" + stages
 	if err := os.WriteFile(l.config(), []byte(conf), 0o644); err != nil {
 		return nil, fmt.Errorf("write kwokctl config: %w", err)
 	}
 	return l, nil
+}
+
+// Config is the KwokctlConfiguration document of a lab whose kubectl is
+// at kubectl (quoted: a path may hold any character).
+func Config(kubectl string) string {
+	return strings.Replace(kwokctlConfig, kubectlPlaceholder, "kubectlBinary: "+strconv.Quote(kubectl), 1)
 }
 
 func (l *Lab) config() string { return filepath.Join(l.Dir, "kwok.yaml") }
