@@ -22,7 +22,7 @@ func TestGCPercent(t *testing.T) {
 				return tc.gogc
 			}
 			return ""
-		})
+		}, defaultGCPercent)
 		if got := debug.SetGCPercent(old); got != tc.want {
 			t.Errorf("GOGC=%q: GC percent %d, want %d", tc.gogc, got, tc.want)
 		}

@@ -16,7 +16,7 @@ func main() {
 	if kube.IsExecWrapperCall(os.Args) {
 		os.Exit(kube.RunExecWrapper(os.Args[2:], os.Stdin, os.Stdout, os.Stderr))
 	}
-	gcPercent(os.Getenv)
+	gcPercent(os.Getenv, defaultGCPercent)
 	os.Exit(execute(os.Args[1:], os.Stdout, os.Stderr))
 }
 
@@ -30,10 +30,10 @@ func main() {
 // the client's CPU (BENCHMARKS.md; issue 27).
 const defaultGCPercent = 50
 
-// gcPercent sets defaultGCPercent unless the user set GOGC (which the
-// runtime has already applied, "off" included).
-func gcPercent(getenv func(string) string) {
+// gcPercent sets the collector's target unless the user set GOGC (which
+// the runtime has already applied, "off" included).
+func gcPercent(getenv func(string) string, percent int) {
 	if getenv("GOGC") == "" {
-		debug.SetGCPercent(defaultGCPercent)
+		debug.SetGCPercent(percent)
 	}
 }
