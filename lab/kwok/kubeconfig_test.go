@@ -113,7 +113,8 @@ func TestWriteKubeconfigIsAtomic(t *testing.T) {
 			}
 		}
 	}()
-	defer func() { cancel(); <-done }()
+	stop := func() { cancel(); <-done }
+	defer stop()
 	for i := 0; i < 2000; i++ {
 		got, err := clientcmd.LoadFromFile(path)
 		if err != nil {
@@ -123,6 +124,10 @@ func TestWriteKubeconfigIsAtomic(t *testing.T) {
 			t.Fatalf("read %d: no context kind-c1 in %v", i, got.Contexts)
 		}
 	}
+	// Only once the writer has stopped: while it runs, its temporary
+	// file of the moment exists, as it should.
+	cancel()
+	<-done
 	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(path), ".kubeconfig.*")); len(left) > 0 {
 		t.Errorf("temporary files left: %v", left)
 	}
