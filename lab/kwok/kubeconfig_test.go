@@ -126,8 +126,7 @@ func TestWriteKubeconfigIsAtomic(t *testing.T) {
 	}
 	// Only once the writer has stopped: while it runs, its temporary
 	// file of the moment exists, as it should.
-	cancel()
-	<-done
+	stop()
 	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(path), ".kubeconfig.*")); len(left) > 0 {
 		t.Errorf("temporary files left: %v", left)
 	}
