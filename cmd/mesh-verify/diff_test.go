@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -17,18 +19,38 @@ import (
 	"github.com/mesh-verify/mesh-verify/reports"
 )
 
-// splitServer answers on 127.0.0.1 with the cluster that served, c1 for
-// the first ofC1 of every `of` requests and c2 for the others, in order of
-// arrival: an exact split whatever the connections. The scenario's 31
-// workers, a number prime to the period of 10, keep a worker's requests
-// from falling on the same place of the period every time, which would
-// make its connection sticky.
+// splitServer answers on 127.0.0.1 with the cluster that served: of
+// every `of` requests in order of arrival, ofC1 go to c1 and the others to
+// c2, at places in the block drawn by a seeded shuffle. The split is exact
+// whatever the connections, and which connection lands on c1 is as random
+// as on a real mesh: a fixed cycle (c1 for the first ofC1 places) made a
+// connection sticky whenever a busy machine let the 31 workers run in
+// step with the cycle, leaving only ~60 independent draws of 620 and an
+// INCONCLUSIVE equal split (seen in CI).
 func splitServer(t *testing.T, ofC1, of int64) string {
 	t.Helper()
-	var n atomic.Int64
+	var (
+		mu    sync.Mutex
+		rng   = rand.New(rand.NewPCG(uint64(ofC1), uint64(of)))
+		block []bool
+	)
+	next := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(block) == 0 {
+			block = make([]bool, of)
+			for i := range ofC1 {
+				block[i] = true
+			}
+			rng.Shuffle(len(block), func(i, j int) { block[i], block[j] = block[j], block[i] })
+		}
+		c1 := block[0]
+		block = block[1:]
+		return c1
+	}
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c := "c2"
-		if (n.Add(1)-1)%of < ofC1 {
+		if next() {
 			c = "c1"
 		}
 		fmt.Fprintf(w, "I'm callme-service v1 (pod callme-%s-0 in %s)", c, c)
