@@ -47,6 +47,7 @@ MEM_DURATION = int(env("BENCH_MEM_DURATION", "60", "30"))     # bound of each me
 PODS = int(env("BENCH_PODS", "10000", "10000"))
 TUNNEL_DUR = int(env("BENCH_TUNNEL_DURATION", "30", "5"))    # the sustained run: zero errors for this long
 TUNNEL_PROBE = int(env("BENCH_TUNNEL_PROBE", "5", "2"))
+TUNNEL_ROUNDS = int(env("BENCH_TUNNEL_ROUNDS", "3", "1"))  # probes of each forwarder, alternating; the median stands
 TUNNEL_CONNS = int(env("BENCH_TUNNEL_CONNECTIONS", "32", "32"))
 LOG_LINES = int(env("BENCH_LOG_LINES", "1000000", "200000"))
 RUN_TIMEOUT = int(env("BENCH_RUN_TIMEOUT", "420", "120"))     # outer bound of any one process
@@ -510,10 +511,12 @@ def lab_processes(labdir):
 
 
 def tunnel():
-    """mesh-verify port-forward vs kubectl port-forward to the same lab pod:
-    a short closed-loop probe finds each one's ceiling, then open-loop runs
-    of TUNNEL_DUR seconds step down from 90% of it until one has zero
-    errors and holds its rate; that rate is the max sustained rate."""
+    """mesh-verify port-forward vs kubectl port-forward to the same lab pod,
+    both forwarding at once: short closed-loop probes, TUNNEL_ROUNDS of
+    each and alternating, find each one's ceiling and CPU (the median
+    round stands), then open-loop runs of TUNNEL_DUR seconds step down from
+    90% of the ceiling until one has zero errors and holds its rate; that
+    rate is the max sustained rate."""
     if not LAB_BIN or not os.path.exists(os.path.join(LAB_BIN, "kubectl")):
         raise RuntimeError("MESH_VERIFY_LAB_BIN is not set to the lab binaries (tools/lab/build.sh)")
     labdir = os.path.join(OUT, "lab")
@@ -531,38 +534,57 @@ def tunnel():
             "kubectl port-forward": [kubectl, "--kubeconfig", kcfg, "--context", "kind-c1", "-n", "default", "port-forward",
                                      "--address", "127.0.0.1", pod, ":8080"],
         }
-        res = {}
-        for name, cmd in fwd.items():
-            lf = os.path.join(OUT, f"forward-{name.split()[0]}.log")
-            with open(lf, "w") as f:
-                p = start(cmd, f)
-            try:
-                url = f"http://{forward_addr(lf, p)}/callme/ping"
-                log(f"  {name}: probe {TUNNEL_PROBE}s")
-                # Every process a forwarded request crosses, charged its CPU
-                # over the probe: where the tunnel's ceiling comes from.
-                procs = lab_processes(labdir)
-                procs[p.pid] = name.split()[0]
-                cpu0 = proc_cpu(procs)
-                probe = vegeta(name, url, ["-rate=0", f"-workers={TUNNEL_CONNS}", f"-max-workers={TUNNEL_CONNS}", f"-duration={TUNNEL_PROBE}s"])
-                cpu1 = proc_cpu(procs)
-                chain = {}
-                for pid, pname in procs.items():
-                    if pid in cpu0 and pid in cpu1:
-                        chain[pname] = chain.get(pname, 0) + cpu1[pid] - cpu0[pid]
-                chain["vegeta (client)"] = probe.run.cpu
+        procs, addr = {}, {}
+        try:
+            for name, cmd in fwd.items():
+                lf = os.path.join(OUT, f"forward-{name.split()[0]}.log")
+                with open(lf, "w") as f:
+                    procs[name] = start(cmd, f)
+                addr[name] = f"http://{forward_addr(lf, procs[name])}/callme/ping"
+            # The probes, TUNNEL_ROUNDS of each, alternate between the
+            # forwarders (the order rotated each round), so that a burst
+            # of other work on the machine falls on both; each round
+            # charges every process a forwarded request crosses its CPU
+            # over the probe: where the tunnel's ceiling comes from.
+            rounds = {name: [] for name in fwd}
+            lab = lab_processes(labdir)
+            for r in range(TUNNEL_ROUNDS):
+                names = list(fwd)
+                names = names[r % len(names):] + names[:r % len(names)]
+                for name in names:
+                    log(f"  {name}: probe {TUNNEL_PROBE}s (round {r + 1} of {TUNNEL_ROUNDS})")
+                    watched = dict(lab)
+                    watched[procs[name].pid] = name.split()[0]
+                    cpu0 = proc_cpu(watched)
+                    probe = vegeta(name, addr[name], ["-rate=0", f"-workers={TUNNEL_CONNS}", f"-max-workers={TUNNEL_CONNS}",
+                                                      f"-duration={TUNNEL_PROBE}s"])
+                    cpu1 = proc_cpu(watched)
+                    chain = {}
+                    for pid, pname in watched.items():
+                        if pid in cpu0 and pid in cpu1:
+                            chain[pname] = chain.get(pname, 0) + cpu1[pid] - cpu0[pid]
+                    chain["vegeta (client)"] = probe.run.cpu
+                    rounds[name].append((probe, chain))
+            res = {}
+            for name in fwd:
+                # The round whose forwarder CPU per request is the median
+                # stands for the forwarder: its probe rate and its chain.
+                own = name.split()[0]
+                per = sorted(rounds[name], key=lambda pc: pc[1].get(own, 0) / max(pc[0].requests, 1))
+                probe, chain = per[len(per) // 2]
                 tries = []
                 for frac in (0.9, 0.7, 0.5, 0.3):
                     want = max(50, int(probe.rate * frac / 50) * 50)
                     log(f"  {name}: {want}/s for {TUNNEL_DUR}s")
-                    r = vegeta(name, url, [f"-rate={want}", f"-duration={TUNNEL_DUR}s", f"-max-workers={TUNNEL_CONNS * 2}"])
+                    r = vegeta(name, addr[name], [f"-rate={want}", f"-duration={TUNNEL_DUR}s", f"-max-workers={TUNNEL_CONNS * 2}"])
                     held = r.errors == 0 and r.extra["throughput"] >= 0.98 * want
                     tries.append((want, r, held))
                     if held or len(tries) >= 3:
                         break
-                stop(p)
-                res[name] = {"probe": probe, "tries": tries, "pod": pod, "chain": chain}
-            finally:
+                res[name] = {"probe": probe, "tries": tries, "pod": pod, "chain": chain,
+                             "rounds": [c.get(own, 0) / max(p.requests, 1) * 1e6 for p, c in rounds[name]]}
+        finally:
+            for p in procs.values():
                 stop(p)
         return res
     finally:
@@ -848,7 +870,9 @@ def issue27_targets(w, ratios, cpus, best_mv, rt, mem, tun, prof, dem=None):
             own = a["chain"].get("mesh-verify", 0) / na * 1e6 if na else 0
             kub = b["chain"].get("kubectl", 0) / nb * 1e6 if nb else 0
             if own and kub:
-                w(f"| issue 27: tunnel CPU per 1,000 forwarded requests ≤ 0.6× kubectl's | {own / kub:.2f}× ({own:.0f} vs {kub:.0f} ms) | {verdict(own <= 0.6 * kub)} |")
+                each = "; rounds: " + ", ".join(f"{v:.0f}" for v in a.get("rounds", [])) + " vs " + ", ".join(f"{v:.0f}" for v in b.get("rounds", []))
+                w(f"| issue 27: tunnel CPU per 1,000 forwarded requests ≤ 0.6× kubectl's (median of {len(a.get('rounds', []))} probes) | "
+                  f"{own / kub:.2f}× ({own:.0f} vs {kub:.0f} ms{each}) | {verdict(own <= 0.6 * kub)} |")
             x = a["best"] / b["best"] if b.get("best") else float("inf")
             w(f"| issue 27: tunnel max sustained rate ≥ kubectl's, 0 errors | {x:.2f}× ({a['best']:,} vs {b['best']:,} req/s) | {verdict(x >= 1.0)} |")
     dem = dem or {}
@@ -1056,7 +1080,9 @@ def write_report(info, thr, rt, mem, tun, ing, gob, prof, cmds, errors, dem=None
         w(f"## Tunnel vs `kubectl port-forward` (lab cluster: real kube-apiserver + kwok, one pod)")
         w("")
         w(f"Both forward to the same callme pod of a one-cluster lab (`mesh-verify lab up --topology bench/tunnel-topology.yaml`). "
-          f"A {TUNNEL_PROBE} s closed-loop probe ({TUNNEL_CONNS} connections, vegeta) gives each one's ceiling; then open-loop runs of "
+          f"Both forwarders run at once; {TUNNEL_ROUNDS} closed-loop probes of each, {TUNNEL_PROBE} s ({TUNNEL_CONNS} connections, vegeta), "
+          "alternate between them (the order rotated each round), and the round with the median forwarder CPU per request gives each "
+          "one's ceiling and the CPU figures below; then open-loop runs of "
           f"{TUNNEL_DUR} s step down from 90% of it (70%, 50%) until one has zero errors and holds its rate (≥ 98% of it answered in time): "
           "that rate is the max sustained rate.")
         w("")

@@ -150,7 +150,7 @@ func Up(ctx context.Context, o Options) (_ *Lab, err error) {
 			if err != nil {
 				return nil, fmt.Errorf("cluster %s: %w", c, err)
 			}
-			if err := registerCRDs(ctx, kubectlOf(k, c), c); err != nil {
+			if err := registerCRDs(ctx, kubectlOf(k, c), c, crdFiles(t)); err != nil {
 				return nil, err
 			}
 			if err := applyCluster(ctx, cfg, c, t, kubectlOf(k, c), func() bool { return k.ControllerManagerRunning(c) }); err != nil {
@@ -324,7 +324,7 @@ func createClusters(ctx context.Context, k *kwok.Lab, t *topology.Topology, out 
 			fmt.Fprintf(out, "  cluster %s: API server up (context %s) in %.1fs\n", c, k.Context(c), time.Since(begin).Seconds())
 			// Before the daemon starts (once every API server answers): it
 			// lists the mesh objects of these kinds.
-			if err := registerCRDs(ctx, kubectlOf(k, c), c); err != nil {
+			if err := registerCRDs(ctx, kubectlOf(k, c), c, crdFiles(t)); err != nil {
 				return recreated, err
 			}
 			go func() {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/mesh-verify/mesh-verify/lab/crds"
 	"github.com/mesh-verify/mesh-verify/lab/kwok"
+	"github.com/mesh-verify/mesh-verify/lab/meshroute"
 	"github.com/mesh-verify/mesh-verify/lab/topology"
 )
 
@@ -28,13 +29,39 @@ func kubectlOf(k *kwok.Lab, cluster string) kubectlFunc {
 // crdTimeout bounds the wait for the lab's CRDs to be served.
 const crdTimeout = "60s"
 
-// registerCRDs makes a cluster's API server serve the meshes' kinds
-// (lab/crds) and waits until they are Established, as installing a mesh
-// does. Server-side apply: Istio's CRDs are larger than the annotation a
-// client-side apply would keep of them.
-func registerCRDs(ctx context.Context, kubectl kubectlFunc, cluster string) error {
+// crdFiles are the lab's CRD files (lab/crds) a topology's clusters
+// serve: those of the API groups its entries' meshes route by (the
+// daemon watches them) and its manifests use. A cluster has the CRDs of
+// the mesh installed in it and not the others' (kubectl apply of another
+// mesh's kind fails there, as on a real cluster), and registering a CRD
+// costs its API server CPU: Istio's three, some 600 KB of OpenAPI schema,
+// about half a CPU-second in each cluster.
+func crdFiles(t *topology.Topology) []string {
+	var groups []string
+	for _, e := range t.Entries {
+		for _, r := range meshroute.Resources(e.Mesh) {
+			groups = append(groups, r.GVR.Group)
+		}
+	}
+	for _, m := range t.Manifests {
+		for _, o := range m.Objects {
+			group, _, _ := strings.Cut(o.Object.GetAPIVersion(), "/")
+			groups = append(groups, group)
+		}
+	}
+	return crds.ForGroups(groups)
+}
+
+// registerCRDs makes a cluster's API server serve the kinds of the CRD
+// files (lab/crds; crdFiles) and waits until they are Established, as
+// installing a mesh does. Server-side apply: Istio's CRDs are larger
+// than the annotation a client-side apply would keep of them.
+func registerCRDs(ctx context.Context, kubectl kubectlFunc, cluster string, files []string) error {
+	if len(files) == 0 {
+		return nil
+	}
 	var docs []applyDoc
-	for _, f := range crds.Files() {
+	for _, f := range files {
 		b, err := crds.YAML(f)
 		if err != nil {
 			return err
@@ -47,7 +74,7 @@ func registerCRDs(ctx context.Context, kubectl kubectlFunc, cluster string) erro
 		return err
 	}
 	args := []string{"wait", "--for=condition=Established", "--timeout=" + crdTimeout}
-	for _, n := range crds.Names() {
+	for _, n := range crds.Names(files...) {
 		args = append(args, "crd/"+n)
 	}
 	// A CRD created a moment ago may have no status.conditions yet, and

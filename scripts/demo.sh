@@ -14,7 +14,7 @@
 #   MESH_VERIFY_DEMO_ONLY="skupper-1 kuma-canary"   run only these scenarios
 #   MESH_VERIFY_DEMO_OUT=dir                        where reports go (default mesh-verify-runs/demo)
 #   MESH_VERIFY_DEMO_SEED=N|random                  the labs' routing seed (default 1)
-#   MESH_VERIFY_DEMO_JOBS=N                         labs at once (default two per CPU, at most 4)
+#   MESH_VERIFY_DEMO_JOBS=N                         labs at once (default three per CPU, at most 6, 1 GB each)
 #   MESH_VERIFY_DEMO_LABUPS=N                       of them coming up at once (default one per CPU)
 #
 # The lab routes at random where the real data plane does (Envoy's weights
@@ -78,26 +78,8 @@ midrun() {
   local app="-n interconnect scale deployment sample-spring-kotlin-microservice"
   case "$1" in
     cilium-failover) echo "15 c1 scale deployment rebel-base --replicas 0;30 c1 scale deployment rebel-base --replicas 2" ;;
-    skupper-failover) echo "15 c3 $app --replicas 1;30 c3 $app --replicas 0" ;;
+    skupper-failover) echo "20 c3 $app --replicas 1;40 c3 $app --replicas 0" ;;
   esac
-}
-
-# quiet_row SCENARIO: whether no lab may come up while the scenario's
-# attack runs. skupper-failover is a closed-loop attack (one request at a
-# time, as fast as the app answers through the port-forward): its windows
-# are judged by the requests each one gets, and a lab up's CPU (several
-# kube-apiservers starting) halves them: its "during" window, 10 s
-# between the scale up and the scale back, needs about 60 and got 54 with
-# four labs coming up, 135-156 with none (at a load of 6-17 from other
-# work). cilium-failover is not quiet:
-# its worker pods send at a fixed rate (40/s), so each window gets its
-# seconds times the rate whatever else runs, and it PASSes with labs
-# coming up meanwhile (README.md, "make demo").
-quiet_row() {
-  case "$1" in
-    skupper-failover) return 0 ;;
-  esac
-  return 1
 }
 
 # during PROGRESS STEPS: waits for the run's first progress line in the
@@ -155,17 +137,23 @@ attack_secs() {
     }' "scenarios/catalog/$1.yaml"
 }
 
-# demo_jobs: labs at once, two per CPU and at most four. A warm demo's
-# runs wait mostly on the apps (tens of milliseconds a request) and its
-# lab ups on kwokctl and the controllers, so two labs per CPU keep the CPUs
-# busy; more only slow every lab up (each lab is 2-3 clusters of etcd,
-# kube-apiserver and controllers, about 0.5 GB a cluster). Measured on 2
-# busy cores: README.md, "make demo".
+# demo_jobs: labs at once, three per CPU and at most six, and no more
+# than MemAvailable holds at 1 GB a lab (a three-cluster lab's API
+# servers, etcds and controllers hold about 1 GB of private memory). A
+# warm demo's runs wait mostly on the apps (tens of milliseconds a
+# request, fixed-rate worker pods, the failovers' minute-long attacks)
+# and its lab ups are bounded apart ($labups), so with two labs per CPU
+# the CPUs idled for 20 s at a time while four long runs held every
+# slot; with three they stay busy (README.md, "make demo").
 demo_jobs() {
-  local n
+  local n mem
   n="$(nproc 2>/dev/null || getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1)"
-  n=$((n * 2))
-  [ "$n" -gt 4 ] && n=4
+  n=$((n * 3))
+  [ "$n" -gt 6 ] && n=6
+  mem="$(awk '/^MemAvailable:/ { print int($2 / 1048576) }' /proc/meminfo 2>/dev/null || true)"
+  if [ -n "$mem" ] && [ "$mem" -lt "$n" ]; then
+    n=$((mem > 1 ? mem : 1))
+  fi
   echo "$n"
 }
 
@@ -221,9 +209,8 @@ seed_flag=()
 [ "$seed" = random ] || seed_flag=(--seed "$seed")
 
 # The rows to run and their groups: consecutive rows of one topology share
-# a lab; a lab runs its quiet rows first (run_group: skupper-failover
-# scales c3's app up and back to zero, the manifests' state, before
-# skupper-3 runs).
+# a lab, in the seeds' order (skupper-failover after skupper-3: it scales
+# c3's app up and back to zero, the manifests' state).
 row_scenario=() row_topology=() row_want=() row_name=()
 group_topology=() group_rows=()
 for line in "${seeds[@]}"; do
@@ -347,41 +334,18 @@ attack() {
 # token each from the FIFO on fd 3, which the demo fills with $labups: the
 # demo takes one before it starts a lab's job, so labs come up in the
 # order they start, longest first, and the job gives it back once its lab
-# is up, or, when its lab's first row is quiet, once that row holds the
-# turnstile below: no lab up starts between, so the quiet run waits only
-# for the lab ups under way, not for new ones started meanwhile, which
-# stalled a busy demo's lab ups for 94 s before its 52 s quiet), and none
-# while a quiet run (quiet_row) is on. Two locks for that, so that a quiet
-# run waiting for the lab ups on hand is not overtaken by new ones: a lab
-# up passes the turnstile (fd 7) to take the shared lock (fd 8); a quiet
-# run holds the turnstile while it takes the lock alone. The commands get none of these descriptors (a lab daemon
-# would hold them on). A phase's time starts once its locks are held, so
-# demo-times.tsv records the work, not the wait, and a wait prints a line.
+# is up). The commands do not get the descriptor (a lab daemon would hold
+# it on).
 #
-# labup_gate LOG KEY WHAT LABEL COMMAND...: COMMAND (the lab up, output to
-# LOG) as phase KEY once the locks allow.
-labup_gate() {
+# labup LOG KEY WHAT LABEL COMMAND...: COMMAND (the lab up, output to LOG)
+# as phase KEY.
+labup() {
   local log="$1" key="$2" what="$3" label="$4" rc=0
   shift 4
-  if command -v flock >/dev/null; then
-    {
-      # Lab ups pass the turnstile in an instant; a second means a quiet
-      # run holds it.
-      if ! flock -w 1 -x 7; then
-        echo "  $label waits: a quiet run is on or about to start" >&2
-        stamp "$label: waits"
-        flock -x 7
-      fi
-      flock -s 8 && flock -u 7
-      phase "$key" "$what" "$label"
-      stamp "$label: start"
-      "$@" >"$log" 2>&1 3>&- 7>&- 8>&- || rc=$?
-      stamp "$label: end"
-    } 7>"$STATE/turnstile.lock" 8>"$STATE/labup.lock"
-  else
-    phase "$key" "$what" "$label"
-    "$@" >"$log" 2>&1 3>&- || rc=$?
-  fi
+  phase "$key" "$what" "$label"
+  stamp "$label: start"
+  "$@" >"$log" 2>&1 3>&- || rc=$?
+  stamp "$label: end"
   return "$rc"
 }
 
@@ -393,33 +357,8 @@ give_token() {
   printf x >&3
 }
 
-# run_row I: runs row I's scenario against the lab in $LAB and writes its
-# result (name|want|got|report) to $STATE/result-I.
-run_row() {
-  local i="$1" scenario="${row_scenario[$1]}" name="${row_name[$1]}"
-  if quiet_row "$scenario" && command -v flock >/dev/null; then
-    {
-      local waits="$name waits for the labs coming up (none comes up during its attack)" waited=0
-      if ! flock -w 1 -x 7; then
-        # the lab's previous phase ends here: its time is not the wait's
-        phase "" "$waits" ""
-        stamp "run $name: waits"
-        waited=1
-        flock -x 7
-      fi
-      give_token # a lab up started from now on waits behind this run
-      if ! flock -n -x 8; then
-        [ "$waited" = 1 ] || { phase "" "$waits" ""; stamp "run $name: waits"; }
-        flock -x 8
-      fi
-      row "$i" 3>&- 7>&- 8>&-
-    } 7>"$STATE/turnstile.lock" 8>"$STATE/labup.lock"
-  else
-    row "$i"
-  fi
-}
-
-# row I: run_row's work, a phase of its own.
+# row I: runs row I's scenario against the lab in $LAB, a phase of its
+# own, and writes its result (name|want|got|report) to $STATE/result-I.
 row() {
   local i="$1" scenario="${row_scenario[$1]}" want="${row_want[$1]}" name="${row_name[$1]}"
   local froms from code=0 steps progress got report
@@ -458,8 +397,12 @@ row() {
 # run_group G: one lab for group G's rows, in a process group of its own
 # (the demo stops it with a signal to the group); the lab is always torn
 # down, by `lab down` of its directory (the daemon by its pid file).
+# Its state is global, not local: the job is a subshell of its own, and
+# when set -e ends it inside a row, the EXIT trap runs after the
+# function's locals are gone (an unbound LAB left the lab up).
 run_group() {
-  local g="$1" topology="${group_topology[$1]}" i LAB="" down=0 token=1 quiet="" rest=""
+  g="$1" topology="${group_topology[$1]}" LAB="" down=0 token=1
+  local i
   set +m # the lab's children stay in this job's process group
   teardown() {
     [ -n "$LAB" ] && [ "$down" = 0 ] || return 0
@@ -474,7 +417,7 @@ run_group() {
   trap 'exit 143' TERM
   trap 'exit 130' INT
   LAB="$(mktemp -d /tmp/mvdemo-XXXXXX)"
-  if ! labup_gate "$LOGS/lab-$topology.txt" "g$g:up" "lab up $topology ($LAB)" "lab up $topology" \
+  if ! labup "$LOGS/lab-$topology.txt" "g$g:up" "lab up $topology ($LAB)" "lab up $topology" \
     "$MV" lab up --dir "$LAB" --topology "$topology" "${seed_flag[@]}"; then
     give_token
     sed "s/^/  lab $topology: /" "$LOGS/lab-$topology.txt" >&2
@@ -482,16 +425,10 @@ run_group() {
       printf '%s|%s|LAB-ERROR|%s\n' "${row_name[$i]}" "${row_want[$i]}" "$LOGS/lab-$topology.txt" >"$STATE/result-$i"
     done
   else
+    give_token
     grep -E '^(daemon|  [a-z].* routes)' "$LOGS/lab-$topology.txt" | sed "s/^/  lab $topology: /" >&2 || true
-    # Quiet rows first (skupper-failover before skupper-3: it ends with
-    # c3's app back at zero, the manifests' state): the first one keeps the
-    # token until it holds the turnstile.
     for i in ${group_rows[$g]}; do
-      if quiet_row "${row_scenario[$i]}"; then quiet+="$i "; else rest+="$i "; fi
-    done
-    [ -n "$quiet" ] && command -v flock >/dev/null || give_token
-    for i in $quiet $rest; do
-      run_row "$i"
+      row "$i"
     done
   fi
   give_token

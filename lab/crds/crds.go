@@ -3,9 +3,10 @@
 // Gateway; Kuma's MeshHTTPRoute and TrafficRoute; Skupper v2's Link,
 // Connector and Listener), as
 // upstream publishes them (each file's header names its source and
-// commit). `lab up` registers them in every cluster's API server before it
-// applies a topology's manifests, so kubectl validates and stores the
-// tutorials' objects as a real cluster with the mesh installed does.
+// commit). `lab up` registers those of the topology's meshes (ForGroups)
+// in every cluster's API server before it applies the topology's
+// manifests, so kubectl validates and stores the tutorials' objects as a
+// real cluster with the mesh installed does.
 package crds
 
 import (
@@ -15,6 +16,7 @@ import (
 	"io/fs"
 	"regexp"
 	"slices"
+	"strings"
 )
 
 // files holds the CRD YAML. go:embed needs a package-level variable;
@@ -45,11 +47,14 @@ func YAML(file string) ([]byte, error) {
 // them out so.
 var crdName = regexp.MustCompile(`(?m)^metadata:\n(?:  [^\n]*\n)*?  name: ([a-z0-9.-]+)\s*$`)
 
-// Names lists the CRDs of every file (plural.group), sorted: what `lab
-// up` waits to be Established.
-func Names() []string {
+// Names lists the CRDs (plural.group) of the files, every file when none
+// is named, sorted: what `lab up` waits to be Established.
+func Names(of ...string) []string {
+	if len(of) == 0 {
+		of = Files()
+	}
 	var out []string
-	for _, f := range Files() {
+	for _, f := range of {
 		b, _ := files.ReadFile(f)
 		for _, doc := range bytes.Split(b, []byte("\n---\n")) {
 			if m := crdName.FindSubmatch(doc); m != nil {
@@ -58,5 +63,22 @@ func Names() []string {
 		}
 	}
 	slices.Sort(out)
+	return out
+}
+
+// ForGroups lists the files, sorted, that define a kind of any of the API
+// groups: the CRDs a cluster needs to serve those groups' objects (a
+// CRD's name is plural.group, TestFilesAreTheCRDsTheLabRoutesBy).
+func ForGroups(groups []string) []string {
+	var out []string
+	for _, f := range Files() {
+		for _, n := range Names(f) {
+			_, group, _ := strings.Cut(n, ".")
+			if slices.Contains(groups, group) {
+				out = append(out, f)
+				break
+			}
+		}
+	}
 	return out
 }
