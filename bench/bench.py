@@ -547,7 +547,9 @@ def tunnel():
             # charges every process a forwarded request crosses its CPU
             # over the probe: where the tunnel's ceiling comes from.
             rounds = {name: [] for name in fwd}
-            lab = lab_processes(labdir)
+            # The lab's processes, not the forwarders (their command lines
+            # name the lab too): each probe charges only the one it uses.
+            lab = {pid: n for pid, n in lab_processes(labdir).items() if pid not in {p.pid for p in procs.values()}}
             for r in range(TUNNEL_ROUNDS):
                 names = list(fwd)
                 names = names[r % len(names):] + names[:r % len(names)]
@@ -564,14 +566,14 @@ def tunnel():
                         if pid in cpu0 and pid in cpu1:
                             chain[pname] = chain.get(pname, 0) + cpu1[pid] - cpu0[pid]
                     chain["vegeta (client)"] = probe.run.cpu
-                    rounds[name].append((probe, chain))
+                    # The forwarder's own CPU, ms per 1,000 requests.
+                    own = chain.get(name.split()[0], 0) / max(probe.requests, 1) * 1e6
+                    rounds[name].append((own, probe, chain))
             res = {}
             for name in fwd:
                 # The round whose forwarder CPU per request is the median
                 # stands for the forwarder: its probe rate and its chain.
-                own = name.split()[0]
-                per = sorted(rounds[name], key=lambda pc: pc[1].get(own, 0) / max(pc[0].requests, 1))
-                probe, chain = per[len(per) // 2]
+                _, probe, chain = sorted(rounds[name], key=lambda r: r[0])[len(rounds[name]) // 2]
                 tries = []
                 for frac in (0.9, 0.7, 0.5, 0.3):
                     want = max(50, int(probe.rate * frac / 50) * 50)
@@ -582,7 +584,7 @@ def tunnel():
                     if held or len(tries) >= 3:
                         break
                 res[name] = {"probe": probe, "tries": tries, "pod": pod, "chain": chain,
-                             "rounds": [c.get(own, 0) / max(p.requests, 1) * 1e6 for p, c in rounds[name]]}
+                             "rounds": [own for own, _, _ in rounds[name]]}
         finally:
             for p in procs.values():
                 stop(p)

@@ -145,12 +145,13 @@ func Up(ctx context.Context, o Options) (_ *Lab, err error) {
 		// started again; the new one stops what the old one left running.
 		// The state names the contexts in full (kind-c1 for cluster c1).
 		k := &kwok.Lab{Bin: kwok.Binaries(st.Bin), Dir: o.Dir, Kubeconfig: st.Kubeconfig, ContextPrefix: contextPrefix(st)}
+		meshCRDs := crdFiles(t)
 		for _, c := range st.Clusters {
 			cfg, err := daemon.RESTConfig(st.Kubeconfig, st.Contexts[c])
 			if err != nil {
 				return nil, fmt.Errorf("cluster %s: %w", c, err)
 			}
-			if err := registerCRDs(ctx, kubectlOf(k, c), c, crdFiles(t)); err != nil {
+			if err := registerCRDs(ctx, kubectlOf(k, c), c, meshCRDs); err != nil {
 				return nil, err
 			}
 			if err := applyCluster(ctx, cfg, c, t, kubectlOf(k, c), func() bool { return k.ControllerManagerRunning(c) }); err != nil {
@@ -298,6 +299,7 @@ func undoUp(ctx context.Context, o Options, proc *os.Process, exited <-chan stru
 // deleted and created again, twice at most; recreated says so.
 func createClusters(ctx context.Context, k *kwok.Lab, t *topology.Topology, out io.Writer, started func() error) (recreated bool, err error) {
 	pending := t.Clusters
+	meshCRDs := crdFiles(t)
 	for attempt := 1; len(pending) > 0; attempt++ {
 		type result struct {
 			cluster   string
@@ -324,7 +326,7 @@ func createClusters(ctx context.Context, k *kwok.Lab, t *topology.Topology, out 
 			fmt.Fprintf(out, "  cluster %s: API server up (context %s) in %.1fs\n", c, k.Context(c), time.Since(begin).Seconds())
 			// Before the daemon starts (once every API server answers): it
 			// lists the mesh objects of these kinds.
-			if err := registerCRDs(ctx, kubectlOf(k, c), c, crdFiles(t)); err != nil {
+			if err := registerCRDs(ctx, kubectlOf(k, c), c, meshCRDs); err != nil {
 				return recreated, err
 			}
 			go func() {

@@ -11,23 +11,24 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 
 	"github.com/mesh-verify/mesh-verify/assert"
+	"github.com/mesh-verify/mesh-verify/internal/splittest"
 	"github.com/mesh-verify/mesh-verify/scenarios"
 	"github.com/mesh-verify/mesh-verify/tally"
 )
 
-// A real HTTP server that balances per request at random between two
-// clusters, 50/50 — an honest mesh for the runner's own wiring tests.
-func coinServer(t *testing.T, p1 float64) (*httptest.Server, *atomic.Int64) {
+// callmeServer is a real HTTP server answering as the tutorial's callme
+// from c1 when c1() says so, else from c2: an honest mesh for the
+// runner's own wiring tests. It counts the requests it answered.
+func callmeServer(t *testing.T, c1 func() bool) (*httptest.Server, *atomic.Int64) {
 	var hits atomic.Int64
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hits.Add(1)
 		c := "c2"
-		if rand.Float64() < p1 {
+		if c1() {
 			c = "c1"
 		}
 		fmt.Fprintf(w, "I'm callme-service v1 (pod callme-%s-0 in %s)", c, c)
@@ -36,41 +37,19 @@ func coinServer(t *testing.T, p1 float64) (*httptest.Server, *atomic.Int64) {
 	return ts, &hits
 }
 
-// blockServer answers like coinServer, but of every `of` requests in
-// order of arrival exactly ofC1 go to c1, at places in the block drawn by
-// a seeded shuffle: the split is the one named at every point of the run,
-// not only on average, so a test of when a run stops does not also test
-// the coin (a 50/50 coin's run stopped at its first look 1.2% off, at
-// the edge of that look's PASS interval, and the requests in flight at
-// the stop tipped its verdict to INCONCLUSIVE; seen in CI).
+// coinServer balances per request at random, c1 with probability p1.
+func coinServer(t *testing.T, p1 float64) (*httptest.Server, *atomic.Int64) {
+	return callmeServer(t, func() bool { return rand.Float64() < p1 })
+}
+
+// blockServer sends exactly ofC1 of every `of` requests to c1, at
+// shuffled places (splittest.Blocks): the split is the one named at every
+// point of the run, so a test of when a run stops does not also test the
+// coin (a 50/50 coin's run stopped at its first look 1.2% off, at the
+// edge of that look's PASS interval, and the requests in flight at the
+// stop tipped its verdict to INCONCLUSIVE; seen in CI).
 func blockServer(t *testing.T, ofC1, of int) (*httptest.Server, *atomic.Int64) {
-	var (
-		hits  atomic.Int64
-		mu    sync.Mutex
-		rng   = rand.New(rand.NewPCG(uint64(ofC1), uint64(of)))
-		block []bool
-	)
-	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		hits.Add(1)
-		mu.Lock()
-		if len(block) == 0 {
-			block = make([]bool, of)
-			for i := range ofC1 {
-				block[i] = true
-			}
-			rng.Shuffle(of, func(i, j int) { block[i], block[j] = block[j], block[i] })
-		}
-		c1 := block[0]
-		block = block[1:]
-		mu.Unlock()
-		c := "c2"
-		if c1 {
-			c = "c1"
-		}
-		fmt.Fprintf(w, "I'm callme-service v1 (pod callme-%s-0 in %s)", c, c)
-	}))
-	t.Cleanup(ts.Close)
-	return ts, &hits
+	return callmeServer(t, splittest.NewBlocks(ofC1, of).Next)
 }
 
 func load(t testing.TB, url, attack, stats, expect string) *scenarios.Scenario {

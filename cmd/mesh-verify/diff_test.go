@@ -4,53 +4,30 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 
 	"github.com/mesh-verify/mesh-verify/assert"
 	"github.com/mesh-verify/mesh-verify/exitcode"
+	"github.com/mesh-verify/mesh-verify/internal/splittest"
 	"github.com/mesh-verify/mesh-verify/reports"
 )
 
 // splitServer answers on 127.0.0.1 with the cluster that served: of
 // every `of` requests in order of arrival, ofC1 go to c1 and the others to
-// c2, at places in the block drawn by a seeded shuffle. The split is exact
-// whatever the connections, and which connection lands on c1 is as random
-// as on a real mesh: a fixed cycle (c1 for the first ofC1 places) made a
-// connection sticky whenever a busy machine let the 31 workers run in
-// step with the cycle, leaving only ~60 independent draws of 620 and an
-// INCONCLUSIVE equal split (seen in CI).
+// c2 (splittest.Blocks: exact, at shuffled places, so no connection is
+// sticky; a fixed cycle left an equal split INCONCLUSIVE in CI).
 func splitServer(t *testing.T, ofC1, of int64) string {
 	t.Helper()
-	var (
-		mu    sync.Mutex
-		rng   = rand.New(rand.NewPCG(uint64(ofC1), uint64(of)))
-		block []bool
-	)
-	next := func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		if len(block) == 0 {
-			block = make([]bool, of)
-			for i := range ofC1 {
-				block[i] = true
-			}
-			rng.Shuffle(len(block), func(i, j int) { block[i], block[j] = block[j], block[i] })
-		}
-		c1 := block[0]
-		block = block[1:]
-		return c1
-	}
+	blocks := splittest.NewBlocks(int(ofC1), int(of))
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c := "c2"
-		if next() {
+		if blocks.Next() {
 			c = "c1"
 		}
 		fmt.Fprintf(w, "I'm callme-service v1 (pod callme-%s-0 in %s)", c, c)
